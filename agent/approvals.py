@@ -1,0 +1,66 @@
+"""Approval of risky tool calls: ask the user, wait, and treat silence as "no".
+
+The broker only emits an `approval_request` event and waits on a future; whichever channel
+shows the request (Telegram buttons, a gateway event) resolves it by id. The loop never
+learns which channel answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .events import EventHub
+from gateway.messages import new_id
+
+
+@dataclass
+class ApprovalRequest:
+    session_key: str
+    channel: str
+    chat_id: str
+    tool: str
+    summary: str
+    reason: str
+    id: str = field(default_factory=lambda: new_id("ap_"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class ApprovalBroker:
+    def __init__(self, events: EventHub, *, mode: Literal["ask", "deny", "allow"] = "ask", timeout: float = 300.0) -> None:
+        self.events = events
+        self.mode = mode
+        self.timeout = timeout
+        self._pending: dict[str, tuple[ApprovalRequest, asyncio.Future[bool]]] = {}
+
+    async def ask(self, request: ApprovalRequest) -> tuple[bool, str]:
+        """Return (approved, how) — how is "approved", "denied", "timeout" or the mode."""
+        if self.mode == "allow":
+            return True, "allowed by tools.approval_mode"
+        if self.mode == "deny":
+            return False, "denied by tools.approval_mode"
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._pending[request.id] = (request, future)
+        self.events.emit("approval_request", session=request.session_key, request=request.to_dict())
+        try:
+            approved = await asyncio.wait_for(future, self.timeout)
+            how = "approved" if approved else "denied"
+        except asyncio.TimeoutError:
+            approved, how = False, "timeout"
+        finally:
+            self._pending.pop(request.id, None)
+        self.events.emit("approval_result", session=request.session_key, id=request.id, approved=approved, how=how)
+        return approved, how
+
+    def resolve(self, approval_id: str, approved: bool) -> bool:
+        entry = self._pending.get(approval_id)
+        if entry is None or entry[1].done():
+            return False
+        entry[1].set_result(approved)
+        return True
+
+    def pending(self) -> list[dict[str, Any]]:
+        return [req.to_dict() for req, _ in self._pending.values()]

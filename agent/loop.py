@@ -1,0 +1,178 @@
+"""The AgentLoop: inbound message -> (context -> model -> tools)* -> reply on the bus.
+
+It stays small on purpose. Everything else plugs in around it: tools (registry), what the
+model sees (context builder and its runtime contributors), who watches (event hub
+subscribers), and how replies leave (the bus). Sessions run concurrently under a global cap
+and strictly serially within a session (lanes).
+
+Crash safety comes from the session log: a user turn is recorded once per inbound id; each
+tool call is journalled (intent before, done after); so a message replayed after a restart
+continues where its log stopped — a completed call is never executed again, and a side-
+effecting call with an intent but no result is reported to the model as unknown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Callable
+
+from config.schema import AgentSettings
+from gateway.bus import MessageBus
+from gateway.messages import InboundMessage, OutboundMessage
+from workspace.guard import WorkspaceGuard
+
+from .context import ContextBuilder, Mode
+from .events import EventHub
+from .lanes import Lanes
+from .providers.base import Provider, ProviderError
+from .session import Session, SessionManager
+from .tools import ToolContext, ToolOutcome, ToolRegistry
+
+log = logging.getLogger(__name__)
+
+UNKNOWN_OUTCOME = (
+    "The daemon restarted while this call was running, so its outcome is unknown. It was NOT "
+    "re-run because it has side effects. Check its effect (e.g. read the file, list the folder) "
+    "before deciding whether to run it again."
+)
+
+
+class AgentLoop:
+    def __init__(self, *, bus: MessageBus, sessions: SessionManager, provider: Provider, tools: ToolRegistry,
+                 context: ContextBuilder, events: EventHub, settings: AgentSettings, workspace: WorkspaceGuard) -> None:
+        self.bus = bus
+        self.sessions = sessions
+        self.provider = provider
+        self.tools = tools
+        self.context = context
+        self.events = events
+        self.settings = settings
+        self.workspace = workspace
+        self.lanes: Lanes[str, InboundMessage] = Lanes(self._handle, settings.max_concurrent)
+        self._stopping: set[str] = set()
+        # Hooks that may claim a message before the model sees it (commands like /new).
+        self.interceptors: list[Callable[[InboundMessage], str | None]] = []
+
+    # intake ------------------------------------------------------------------
+    async def run(self) -> None:
+        while True:
+            msg = await self.bus.next_inbound()
+            self.lanes.submit(msg.session_key, msg)
+
+    def busy(self, session_key: str) -> bool:
+        return self.lanes.busy(session_key)
+
+    def stop_current(self, session_key: str) -> bool:
+        """Cancel the session's running turn cleanly (the user asked); queued messages still run."""
+        if not self.lanes.busy(session_key):
+            return False
+        self._stopping.add(session_key)
+        if not self.lanes.cancel_current(session_key):
+            self._stopping.discard(session_key)
+            return False
+        return True
+
+    # one message -------------------------------------------------------------
+    async def _handle(self, key: str, msg: InboundMessage) -> None:
+        session = self.sessions.get(key)
+        started = time.perf_counter()
+        kind = "reply"
+        try:
+            for intercept in self.interceptors:
+                answer = intercept(msg)
+                if answer is not None:
+                    self._reply(msg, answer, "notice")
+                    return
+            text, kind = await self.respond(session, msg)
+        except asyncio.CancelledError:
+            if key not in self._stopping:
+                raise  # shutting down: leave the message unanswered so it is replayed on start
+            self._stopping.discard(key)
+            session.append("event", name="cancelled", run_id=msg.id)
+            text, kind = "Stopped.", "notice"
+        self._reply(msg, text, kind)
+        self.events.emit("run_end", session=key, run_id=msg.id, kind=kind,
+                         duration_ms=round((time.perf_counter() - started) * 1000, 1))
+
+    def _reply(self, msg: InboundMessage, text: str, kind: str) -> None:
+        out = OutboundMessage(channel=msg.channel, chat_id=msg.chat_id, text=text, session_key=msg.session_key,
+                              in_reply_to=msg.id, kind=kind, metadata=_reply_metadata(msg))
+        self.bus.publish_outbound(out, answers=msg.id)
+
+    async def respond(self, session: Session, msg: InboundMessage, mode: Mode = "normal") -> tuple[str, str]:
+        """Run the tool loop for `msg` and return (final text, kind)."""
+        recovering = any(r.get("inbound_id") == msg.id for r in session.records[-200:] if r["kind"] == "user")
+        if recovering:
+            finished = _finished_answer(session, msg.id)
+            if finished is not None:
+                return finished, "reply"
+        else:
+            session.append("user", text=msg.text, inbound_id=msg.id, channel=msg.channel, chat_id=msg.chat_id,
+                           sender_id=msg.sender_id, context=self.context.runtime_block(session, channel=msg.channel, chat_id=msg.chat_id))
+        ctx = ToolContext(session_key=session.key, channel=msg.channel, chat_id=msg.chat_id, sender_id=msg.sender_id,
+                          run_id=msg.id, workspace=self.workspace, send=self.bus.publish_outbound)
+        if recovering and session.pending_tool_calls():
+            await self._run_tools(session, session.pending_tool_calls(), ctx, recovering=True)
+
+        for _ in range(self.settings.max_iterations):
+            request = self.context.build(session, mode)
+            try:
+                response = await self.provider.complete(request, on_text=self._delta_sink(session.key, msg.id))
+            except ProviderError as exc:
+                session.append("event", name="provider_error", run_id=msg.id, error=str(exc))
+                return str(exc), "error"
+            session.append("assistant", content=response.content or [{"type": "text", "text": "(no answer)"}],
+                           run_id=msg.id, usage=response.usage)
+            self.events.emit("turn_end", session=session.key, run_id=msg.id, usage=response.usage,
+                             latency_ms=round(response.latency_ms, 1), tool_calls=len(response.tool_calls))
+            calls = response.tool_calls
+            if not calls:
+                return response.text.strip() or "(The model returned an empty answer.)", "reply"
+            await self._run_tools(session, calls, ctx, recovering=recovering)
+        session.append("event", name="iteration_limit", run_id=msg.id, limit=self.settings.max_iterations)
+        return (f"I stopped after {self.settings.max_iterations} model calls without finishing this request, "
+                "so the work is incomplete. Reply 'continue' to let me keep going, or narrow the request."), "reply"
+
+    async def _run_tools(self, session: Session, calls: list[dict[str, Any]], ctx: ToolContext, *, recovering: bool) -> None:
+        results = []
+        for call in calls:
+            outcome = None
+            if recovering:
+                intent, done = session.journal(call["id"])
+                if done is not None:
+                    outcome = ToolOutcome(done["content"], bool(done.get("is_error")), "replayed")
+                elif intent is not None and self.tools.has_side_effects(call["name"]):
+                    outcome = ToolOutcome(UNKNOWN_OUTCOME, True, "unknown")
+                    session.append("event", name="tool_outcome_unknown", id=call["id"], tool=call["name"])
+            if outcome is None:
+                side_effects = self.tools.has_side_effects(call["name"])
+                session.append("tool_intent", durable=side_effects, id=call["id"], name=call["name"], input=call.get("input"))
+                outcome = await self.tools.execute(call, ctx)
+                session.append("tool_done", durable=side_effects, id=call["id"], content=outcome.content,
+                               is_error=outcome.is_error, status=outcome.status)
+            results.append({"tool_use_id": call["id"], "content": outcome.content, "is_error": outcome.is_error})
+        session.append("tool_results", results=results, run_id=ctx.run_id)
+
+    def _delta_sink(self, session_key: str, run_id: str) -> Callable[[str], None]:
+        def sink(text: str) -> None:
+            self.events.emit("text_delta", session=session_key, run_id=run_id, text=text)
+        return sink
+
+
+def _finished_answer(session: Session, run_id: str) -> str | None:
+    """If the run had already produced its final answer before a crash, return it (no new model call)."""
+    for record in reversed(session.records):
+        if record["kind"] == "event":
+            continue
+        content = record.get("content") or []
+        if record["kind"] == "assistant" and record.get("run_id") == run_id and not any(b.get("type") == "tool_use" for b in content):
+            return "".join(b.get("text", "") for b in content if b.get("type") == "text").strip() or None
+        return None
+    return None
+
+
+def _reply_metadata(msg: InboundMessage) -> dict[str, Any]:
+    keep = ("message_id", "thread_id", "reply_to")
+    return {k: msg.metadata[k] for k in keep if k in msg.metadata}

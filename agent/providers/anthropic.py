@@ -1,0 +1,143 @@
+"""Anthropic Messages API adapter (async SDK, streaming), with our own retry and fallback.
+
+The SDK's retries are off so one policy governs all: retry 429 / 529 / 5xx / timeouts /
+connection errors with exponential backoff (honouring retry-after), then try each fallback
+model, then raise a ProviderError whose text the user can act on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from typing import Any
+
+import anthropic
+
+from config.schema import AnthropicSettings
+
+from .base import ModelRequest, ModelResponse, ProviderError, TextCallback
+
+log = logging.getLogger(__name__)
+RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
+
+
+def _block(block: Any) -> dict[str, Any]:
+    """Keep only the fields we send back, so history stays byte-stable and valid."""
+    if block.type == "text":
+        return {"type": "text", "text": block.text}
+    if block.type == "tool_use":
+        return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+    return block.model_dump(exclude_none=True)
+
+
+class AnthropicProvider:
+    name = "anthropic"
+
+    def __init__(self, settings: AnthropicSettings, *, stream: bool = True, sleep=asyncio.sleep) -> None:
+        self.settings = settings
+        self.stream = stream
+        self._sleep = sleep
+        self.client = anthropic.AsyncAnthropic(
+            api_key=settings.api_key,
+            base_url=settings.base_url,
+            max_retries=0,
+            timeout=settings.timeout_seconds,
+        )
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    async def complete(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelResponse:
+        models = [request.model, *[m for m in self.settings.fallback_models if m != request.model]]
+        last: ProviderError | None = None
+        for model in models:
+            try:
+                return await self._with_retries(request, model, on_text)
+            except ProviderError as exc:
+                last = exc
+                if not exc.retryable:
+                    raise
+                log.warning("model %s unavailable (%s); trying the next fallback", model, exc)
+        assert last is not None
+        raise ProviderError(f"The model is unavailable right now ({last}). Please try again in a few minutes.")
+
+    async def _with_retries(self, request: ModelRequest, model: str, on_text: TextCallback | None) -> ModelResponse:
+        attempts = self.settings.max_retries + 1
+        for attempt in range(attempts):
+            try:
+                return await self._once(request, model, on_text)
+            except anthropic.APIStatusError as exc:
+                status = exc.status_code
+                if status not in RETRYABLE_STATUS:
+                    raise ProviderError(_explain(status, exc)) from None
+                error: ProviderError = ProviderError(f"HTTP {status} from the model API", retryable=True)
+                delay = _retry_after(exc.response) if exc.response is not None else None
+            except (anthropic.APITimeoutError, anthropic.APIConnectionError) as exc:
+                error = ProviderError(f"cannot reach the model API: {type(exc).__name__}", retryable=True)
+                delay = None
+            if attempt + 1 >= attempts:
+                raise error
+            backoff = self.settings.retry_base_seconds * (2 ** attempt) * (0.75 + random.random() / 2)
+            wait = min(60.0, delay if delay is not None else backoff)
+            log.info("model call failed (%s); retry %d/%d in %.2fs", error, attempt + 1, attempts - 1, wait)
+            await self._sleep(wait)
+        raise AssertionError("unreachable")
+
+    async def _once(self, request: ModelRequest, model: str, on_text: TextCallback | None) -> ModelResponse:
+        kwargs: dict[str, Any] = {
+            "model": model,
+            "max_tokens": request.max_tokens,
+            "system": request.system,
+            "messages": request.messages,
+        }
+        if request.tools:
+            kwargs["tools"] = request.tools
+        started = time.perf_counter()
+        if self.stream:
+            async with self.client.messages.stream(**kwargs) as stream:
+                async for event in stream:
+                    if event.type == "text" and on_text is not None:
+                        on_text(event.text)
+                message = await stream.get_final_message()
+        else:
+            message = await self.client.messages.create(**kwargs)
+            if on_text is not None:
+                for block in message.content:
+                    if block.type == "text":
+                        on_text(block.text)
+        usage = message.usage
+        return ModelResponse(
+            content=[_block(b) for b in message.content],
+            stop_reason=message.stop_reason,
+            usage={
+                "input_tokens": usage.input_tokens,
+                "output_tokens": usage.output_tokens,
+                "cache_read_input_tokens": getattr(usage, "cache_read_input_tokens", 0) or 0,
+                "cache_creation_input_tokens": getattr(usage, "cache_creation_input_tokens", 0) or 0,
+            },
+            model=message.model,
+            latency_ms=(time.perf_counter() - started) * 1000,
+        )
+
+
+def _retry_after(response: Any) -> float | None:
+    value = response.headers.get("retry-after")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _explain(status: int, exc: anthropic.APIStatusError) -> str:
+    if status == 401:
+        return "The Anthropic API rejected the API key. Set ANTHROPIC_API_KEY to a valid key and restart."
+    if status == 403:
+        return "The Anthropic API refused this request (permission denied for this key or model)."
+    if status == 404:
+        return "The model was not found. Check agent.model in config.toml."
+    if status == 413:
+        return "The conversation is too large for the model. Start a fresh session with /new."
+    message = getattr(exc, "message", "") or ""
+    return f"The model API rejected the request (HTTP {status}): {message[:200]}"

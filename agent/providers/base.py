@@ -1,0 +1,66 @@
+"""The provider contract the loop depends on; adapters keep vendor SDKs out of the loop."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+TextCallback = Callable[[str], None]
+
+
+@dataclass
+class ModelRequest:
+    model: str
+    system: list[dict[str, Any]]
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    max_tokens: int = 4096
+
+
+@dataclass
+class ModelResponse:
+    content: list[dict[str, Any]]
+    stop_reason: str | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+    model: str = ""
+    latency_ms: float = 0.0
+
+    @property
+    def text(self) -> str:
+        return "".join(b.get("text", "") for b in self.content if b.get("type") == "text")
+
+    @property
+    def tool_calls(self) -> list[dict[str, Any]]:
+        return [b for b in self.content if b.get("type") == "tool_use"]
+
+
+class ProviderError(Exception):
+    """The model could not be reached or refused; `str(error)` is fit to show the user."""
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+class Provider(Protocol):
+    name: str
+
+    async def complete(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelResponse: ...
+
+    async def close(self) -> None: ...
+
+
+class UnconfiguredProvider:
+    """Stands in when no key is set, so the daemon runs and every answer says how to fix it."""
+
+    name = "unconfigured"
+    MESSAGE = (
+        "No model provider is configured. Set ANTHROPIC_API_KEY (or providers.anthropic.api_key "
+        "in config.toml) and restart `clawgate gateway`."
+    )
+
+    async def complete(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelResponse:
+        raise ProviderError(self.MESSAGE)
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,245 @@
+"""Sessions: one append-only JSONL log per session key — the source of truth for a run.
+
+Every record is a typed JSON line with a sequence number: user turns, assistant turns,
+tool results, the tool-call journal (intent / done) and internal events. What the model
+sees is a projection of it (`llm_messages`); internal records are kept but never sent.
+Appending is one `write` to an O_APPEND descriptor, so it costs the same at any length.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any, Iterable
+from urllib.parse import quote, unquote
+
+log = logging.getLogger(__name__)
+
+Record = dict[str, Any]
+LLM_KINDS = ("user", "assistant", "tool_results")
+
+
+def _file_name(key: str) -> str:
+    return quote(key, safe="") + ".jsonl"
+
+
+def _key_of(path: Path) -> str:
+    return unquote(path.name[: -len(".jsonl")])
+
+
+class Session:
+    def __init__(self, key: str, path: Path, *, fsync: bool = True) -> None:
+        self.key = key
+        self.path = path
+        self.fsync = fsync
+        self.records: list[Record] = []
+        self.seq = 0
+        self.updated_at = 0.0
+        self._messages: list[dict[str, Any]] = []
+        self._pending_tool_ids: list[str] = []
+        self._fd: int | None = None
+        self._load()
+
+    # persistence -------------------------------------------------------------
+    def _load(self) -> None:
+        if not self.path.exists():
+            return
+        raw = self.path.read_bytes()
+        pos = 0
+        while pos < len(raw):
+            newline = raw.find(b"\n", pos)
+            end = len(raw) if newline == -1 else newline + 1
+            line = raw[pos:end]
+            if line.strip():
+                try:
+                    self._absorb(json.loads(line))
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    if newline == -1:
+                        # A torn final write (killed mid-append): cut it so appends start clean.
+                        log.warning("session %s: dropping torn final line of %s", self.key, self.path)
+                        with open(self.path, "r+b") as fh:
+                            fh.truncate(pos)
+                        return
+                    log.warning("session %s: skipping corrupt line at byte %d of %s", self.key, pos, self.path)
+                    pos = end
+                    continue
+            pos = end
+        if raw and not raw.endswith(b"\n"):
+            with open(self.path, "ab") as fh:
+                fh.write(b"\n")
+
+    def _open(self) -> int:
+        if self._fd is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        return self._fd
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def append(self, kind: str, *, durable: bool = False, **fields: Any) -> Record:
+        """Append one record. `durable` fsyncs it (tool intents: the crash window is one write)."""
+        self.seq += 1
+        record: Record = {"seq": self.seq, "ts": round(time.time(), 3), "kind": kind, **fields}
+        fd = self._open()
+        os.write(fd, (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode())
+        if durable and self.fsync:
+            os.fsync(fd)
+        self._absorb(record)
+        return record
+
+    # projection --------------------------------------------------------------
+    def _absorb(self, record: Record) -> None:
+        self.records.append(record)
+        self.seq = max(self.seq, int(record.get("seq", 0)))
+        self.updated_at = float(record.get("ts", 0.0))
+        kind = record.get("kind")
+        if kind in LLM_KINDS:
+            self._project(record)
+
+    def _project(self, record: Record) -> None:
+        kind = record["kind"]
+        msgs = self._messages
+        if kind == "assistant":
+            self._close_dangling_tools()
+            msgs.append({"role": "assistant", "content": record["content"]})
+            self._pending_tool_ids = [b["id"] for b in record["content"] if b.get("type") == "tool_use"]
+            return
+        if kind == "tool_results":
+            blocks = [
+                {"type": "tool_result", "tool_use_id": r["tool_use_id"], "content": r["content"],
+                 **({"is_error": True} if r.get("is_error") else {})}
+                for r in record["results"]
+            ]
+            self._pending_tool_ids = []
+            msgs.append({"role": "user", "content": blocks})
+            return
+        # a user turn
+        self._close_dangling_tools()
+        blocks = user_blocks(record)
+        if msgs and msgs[-1]["role"] == "user":
+            msgs[-1] = {"role": "user", "content": list(msgs[-1]["content"]) + blocks}
+        else:
+            msgs.append({"role": "user", "content": blocks})
+
+    def _close_dangling_tools(self) -> None:
+        """A tool_use never answered (a crash, a cancel) gets a result so the history stays valid."""
+        if not self._pending_tool_ids:
+            return
+        self._messages.append({
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": tid, "is_error": True,
+                 "content": "This tool call was interrupted before it finished; its outcome is unknown."}
+                for tid in self._pending_tool_ids
+            ],
+        })
+        self._pending_tool_ids = []
+
+    def llm_messages(self, start: int = 0) -> list[dict[str, Any]]:
+        """The model's view: user / assistant / tool_result messages only."""
+        return self._messages[start:]
+
+    @property
+    def message_count(self) -> int:
+        return len(self._messages)
+
+    def pending_tool_calls(self) -> list[dict[str, Any]]:
+        """tool_use blocks of the last assistant turn that have no tool_results record yet."""
+        if not self._pending_tool_ids or not self._messages:
+            return []
+        last = self._messages[-1]
+        return [b for b in last["content"] if b.get("type") == "tool_use" and b["id"] in self._pending_tool_ids]
+
+    def journal(self, tool_use_id: str) -> tuple[Record | None, Record | None]:
+        """The intent and done records of one tool call, searched from the end."""
+        intent = done = None
+        for record in reversed(self.records):
+            if record.get("id") != tool_use_id:
+                continue
+            if record["kind"] == "tool_done" and done is None:
+                done = record
+            elif record["kind"] == "tool_intent":
+                intent = record
+                break
+        return intent, done
+
+    def history(self, limit: int = 200) -> list[Record]:
+        """Readable history for clients: user and assistant text plus internal events."""
+        out: list[Record] = []
+        for record in self.records:
+            kind = record["kind"]
+            if kind == "user":
+                out.append({"role": "user", "text": record["text"], "ts": record["ts"]})
+            elif kind == "assistant":
+                text = "".join(b.get("text", "") for b in record["content"] if b.get("type") == "text")
+                tools = [b["name"] for b in record["content"] if b.get("type") == "tool_use"]
+                out.append({"role": "assistant", "text": text, "tools": tools, "ts": record["ts"]})
+            elif kind == "event":
+                out.append({"role": "event", "name": record.get("name"), "ts": record["ts"]})
+        return out[-limit:]
+
+
+def user_blocks(record: Record) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    if record.get("context"):
+        blocks.append({"type": "text", "text": record["context"]})
+    blocks.append({"type": "text", "text": record.get("text") or "(empty message)"})
+    return blocks
+
+
+class SessionManager:
+    """Opens sessions lazily and keeps them in memory; one file per key."""
+
+    def __init__(self, folder: Path, *, fsync: bool = True) -> None:
+        self.folder = folder
+        self.fsync = fsync
+        self._open: dict[str, Session] = {}
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def get(self, key: str) -> Session:
+        session = self._open.get(key)
+        if session is None:
+            session = Session(key, self.folder / _file_name(key), fsync=self.fsync)
+            self._open[key] = session
+        return session
+
+    def exists(self, key: str) -> bool:
+        return key in self._open or (self.folder / _file_name(key)).exists()
+
+    def keys(self) -> list[str]:
+        on_disk = {_key_of(p) for p in self.folder.glob("*.jsonl")}
+        return sorted(on_disk | set(self._open))
+
+    def summaries(self) -> list[dict[str, Any]]:
+        out = []
+        for key in self.keys():
+            path = self.folder / _file_name(key)
+            session = self._open.get(key)
+            updated = session.updated_at if session else (path.stat().st_mtime if path.exists() else 0.0)
+            out.append({"key": key, "updatedAt": updated, "messages": session.message_count if session else None})
+        return out
+
+    def reset(self, key: str) -> str | None:
+        """Start the session afresh; the old log is kept beside it (transcripts are memory)."""
+        session = self._open.pop(key, None)
+        if session:
+            session.close()
+        path = self.folder / _file_name(key)
+        if not path.exists():
+            return None
+        archived = path.with_name(f"{path.stem}.{time.strftime('%Y%m%dT%H%M%S')}.archived")
+        path.rename(archived)
+        return archived.name
+
+    def close(self) -> None:
+        for session in self._open.values():
+            session.close()
+
+    def all_open(self) -> Iterable[Session]:
+        return list(self._open.values())

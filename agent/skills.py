@@ -1,0 +1,52 @@
+"""Skills: `skills/<name>/SKILL.md` with YAML frontmatter. Only the index enters the prompt."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Skill:
+    name: str
+    description: str
+    path: Path
+
+    def body(self) -> str:
+        text = self.path.read_text(encoding="utf-8")
+        return _split(text)[1].strip()
+
+
+def _split(text: str) -> tuple[str, str]:
+    if not text.startswith("---"):
+        raise ValueError("missing YAML frontmatter (the file must start with '---')")
+    parts = text.split("\n---", 1)
+    if len(parts) != 2:
+        raise ValueError("frontmatter is not closed with '---'")
+    return parts[0][3:], parts[1].split("\n", 1)[1] if "\n" in parts[1] else ""
+
+
+def load_skills(folder: Path) -> list[Skill]:
+    """Valid skills sorted by name; a broken one is skipped with one warning, never fatal."""
+    skills: list[Skill] = []
+    if not folder.is_dir():
+        return skills
+    for path in sorted(folder.glob("*/SKILL.md")):
+        try:
+            meta = yaml.safe_load(_split(path.read_text(encoding="utf-8"))[0]) or {}
+            if not isinstance(meta, dict):
+                raise ValueError("frontmatter is not a mapping")
+            name, description = meta.get("name"), meta.get("description")
+            if not isinstance(name, str) or not name.strip():
+                raise ValueError("frontmatter has no 'name'")
+            if not isinstance(description, str) or not description.strip():
+                raise ValueError("frontmatter has no 'description'")
+            skills.append(Skill(name.strip(), " ".join(description.split()), path))
+        except (ValueError, yaml.YAMLError, OSError, UnicodeDecodeError) as exc:
+            log.warning("skill %s skipped: %s", path, str(exc).splitlines()[0])
+    return skills

@@ -1,0 +1,86 @@
+"""What a tool is: a name, a description written for the model, typed arguments, a run.
+
+Arguments are pydantic models, so the JSON schema the model sees and the validation of
+what it sends come from one definition. Errors raised as ToolError reach the model as
+structured text that says how to fix the call.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from workspace.guard import WorkspaceGuard
+
+if TYPE_CHECKING:
+    from gateway.messages import OutboundMessage
+
+
+class Args(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ToolError(Exception):
+    """A failure the model can act on: what went wrong and how to fix the call."""
+
+    def __init__(self, problem: str, fix: str = "") -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.fix = fix
+
+    def render(self) -> str:
+        return f"error: {self.problem}" + (f"\nfix: {self.fix}" if self.fix else "")
+
+
+@dataclass
+class ToolContext:
+    """Where a call happens; tools read this instead of reaching for globals."""
+
+    session_key: str
+    channel: str
+    chat_id: str
+    sender_id: str
+    run_id: str
+    workspace: WorkspaceGuard
+    send: Callable[["OutboundMessage"], None] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Tool(ABC):
+    name: ClassVar[str]
+    description: ClassVar[str]
+    Arguments: ClassVar[type[Args]]
+    # Tools with side effects are journalled durably and never re-run blindly after a crash.
+    side_effects: ClassVar[bool] = False
+
+    def needs_approval(self, args: Any, ctx: ToolContext) -> str | None:
+        """Return a reason when this call must be approved by the user first."""
+        return None
+
+    def summarize(self, args: Any) -> str:
+        return f"{self.name} {args.model_dump_json()[:200]}"
+
+    @abstractmethod
+    async def run(self, args: Any, ctx: ToolContext) -> str:
+        """Do the work; raise ToolError for failures the model should fix."""
+
+    def definition(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "input_schema": _clean_schema(self.Arguments)}
+
+
+def _clean_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """Pydantic's schema minus titles: fewer tokens, same meaning."""
+    def strip(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: strip(v) for k, v in node.items() if k != "title"}
+        if isinstance(node, list):
+            return [strip(v) for v in node]
+        return node
+
+    schema = strip(model.model_json_schema())
+    schema.setdefault("properties", {})
+    return schema
+

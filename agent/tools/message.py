@@ -1,0 +1,41 @@
+"""`message`: send a message to the current chat or, with approval, to another one."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from gateway.messages import OutboundMessage
+
+from .base import Args, Tool, ToolContext, ToolError
+
+
+class Message(Tool):
+    name = "message"
+    description = (
+        "Send a message now, before your final answer: a progress note to the current chat, or "
+        "(with the user's approval) a message to another channel/chat. Your final answer is sent "
+        "automatically; do not repeat it with this tool."
+    )
+    side_effects = True
+
+    class Arguments(Args):
+        text: str = Field(min_length=1, max_length=20000)
+        channel: str | None = Field(None, description="channel name, e.g. 'telegram'; default: the current one")
+        chat_id: str | None = Field(None, description="chat id in that channel; default: the current chat")
+
+    def needs_approval(self, args: Arguments, ctx: ToolContext) -> str | None:
+        if (args.channel or ctx.channel) != ctx.channel or (args.chat_id or ctx.chat_id) != ctx.chat_id:
+            return "sending to a chat other than the current one"
+        return None
+
+    def summarize(self, args: Arguments) -> str:
+        return f"message to {args.channel or 'this channel'}:{args.chat_id or 'this chat'}: {args.text[:200]}"
+
+    async def run(self, args: Arguments, ctx: ToolContext) -> str:
+        if ctx.send is None:
+            raise ToolError("messages cannot be sent from this context", "put the text in your final answer instead")
+        channel = args.channel or ctx.channel
+        chat_id = args.chat_id or ctx.chat_id
+        ctx.send(OutboundMessage(channel=channel, chat_id=chat_id, text=args.text, session_key=ctx.session_key,
+                                 kind="notice", in_reply_to=ctx.run_id))
+        return f"queued for delivery to {channel}:{chat_id}"

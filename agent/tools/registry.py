@@ -1,0 +1,115 @@
+"""Runs tool calls: validate, ask approval when needed, execute, audit, emit events.
+
+The registry turns every failure into a ToolOutcome the model can read, so a bad call
+never breaks a run, and lists definitions in a stable order so the prompt cache holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from pydantic import ValidationError
+
+from ..approvals import ApprovalBroker, ApprovalRequest
+from ..audit import AuditLog
+from ..events import EventHub
+from .base import Tool, ToolContext, ToolError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ToolOutcome:
+    content: str
+    is_error: bool = False
+    status: str = "ok"  # ok | error | denied | unknown_tool | invalid_args
+
+
+class ToolRegistry:
+    def __init__(self, tools: Iterable[Tool], *, events: EventHub, audit: AuditLog | None = None,
+                 approvals: ApprovalBroker | None = None, result_cap: int = 64_000) -> None:
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            self.add(tool)
+        self.events = events
+        self.audit = audit
+        self.approvals = approvals
+        self.result_cap = result_cap
+
+    def add(self, tool: Tool) -> None:
+        self._tools[tool.name] = tool
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    def definitions(self) -> list[dict[str, Any]]:
+        return [self._tools[name].definition() for name in self.names]
+
+    def has_side_effects(self, name: str) -> bool:
+        tool = self._tools.get(name)
+        return True if tool is None else tool.side_effects
+
+    async def execute(self, call: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
+        name, raw_args, call_id = call["name"], call.get("input") or {}, call["id"]
+        started = time.perf_counter()
+        self.events.emit("tool_start", session=ctx.session_key, run_id=ctx.run_id, tool=name, id=call_id,
+                         summary=_short(raw_args))
+        outcome = await self._execute(name, raw_args, ctx)
+        duration = (time.perf_counter() - started) * 1000
+        if len(outcome.content) > self.result_cap:
+            cut = len(outcome.content) - self.result_cap
+            outcome.content = outcome.content[: self.result_cap] + f"\n[… truncated {cut} characters]"
+        if self.audit:
+            self.audit.record(user=ctx.sender_id, session=ctx.session_key, tool=name, args=raw_args,
+                              status=outcome.status, duration_ms=duration)
+        self.events.emit("tool_end", session=ctx.session_key, run_id=ctx.run_id, tool=name, id=call_id,
+                         status=outcome.status, duration_ms=round(duration, 1))
+        return outcome
+
+    async def _execute(self, name: str, raw_args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
+        tool = self._tools.get(name)
+        if tool is None:
+            return ToolOutcome(f"error: there is no tool named {name!r}\nfix: use one of: {', '.join(self.names)}",
+                               True, "unknown_tool")
+        try:
+            args = tool.Arguments.model_validate(raw_args)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors())
+            return ToolOutcome(f"error: invalid arguments for {name}: {problems}\nfix: call {name} again with arguments "
+                               "matching its input schema", True, "invalid_args")
+        reason = tool.needs_approval(args, ctx)
+        if reason:
+            approved, how = await self._approve(tool, args, ctx, reason)
+            if not approved:
+                return ToolOutcome(f"not run: the user did not approve this call ({how}). Reason it needed approval: "
+                                   f"{reason}. Do not retry it unchanged; ask the user or choose another way.",
+                                   True, "denied")
+        try:
+            return ToolOutcome(await tool.run(args, ctx))
+        except ToolError as exc:
+            return ToolOutcome(exc.render(), True, "error")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a tool bug must not end the run
+            log.exception("tool %s failed", name)
+            return ToolOutcome(f"error: {name} failed unexpectedly: {type(exc).__name__}: {exc}", True, "error")
+
+    async def _approve(self, tool: Tool, args: Any, ctx: ToolContext, reason: str) -> tuple[bool, str]:
+        if self.approvals is None:
+            return False, "no approval channel"
+        request = ApprovalRequest(session_key=ctx.session_key, channel=ctx.channel, chat_id=ctx.chat_id,
+                                  tool=tool.name, summary=tool.summarize(args), reason=reason)
+        return await self.approvals.ask(request)
+
+
+def _short(args: dict[str, Any]) -> str:
+    text = ", ".join(f"{k}={str(v)[:60]}" for k, v in args.items())
+    return text[:200]

@@ -1,0 +1,1 @@
+"""Channel adapters: each turns a platform into bus messages and delivers replies back."""

@@ -1,0 +1,38 @@
+"""The gateway's own chat clients (terminal, web page) as a channel like any other.
+
+Inbound: `chat.send` publishes to the bus. Outbound: a reply becomes a `chat` event with
+state final (or error) for the clients watching that session.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gateway.messages import OutboundMessage
+
+from .base import Channel
+
+if TYPE_CHECKING:
+    from gateway.server import GatewayServer
+
+NAME = "gateway"
+
+
+class GatewayChatChannel(Channel):
+    name = NAME
+
+    def __init__(self, server: "GatewayServer") -> None:
+        self.server = server
+
+    async def start(self) -> None:
+        return None  # the WebSocket server is started by the daemon
+
+    async def stop(self) -> None:
+        return None
+
+    async def send(self, msg: OutboundMessage) -> None:
+        state = "error" if msg.kind == "error" else "final"
+        self.server.broadcast("chat", {
+            "session": msg.session_key or msg.chat_id, "runId": msg.in_reply_to, "state": state,
+            "kind": msg.kind, "text": msg.text,
+        }, msg.session_key or msg.chat_id)

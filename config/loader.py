@@ -1,0 +1,121 @@
+"""Load settings: embedded defaults < config.toml < CLAWGATE_* environment variables.
+
+Every failure becomes a `ConfigError` whose message is one line naming the key, the
+value and what is expected, because a traceback is not an answer a user can act on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Mapping
+
+from pydantic import ValidationError
+
+from .paths import Paths
+from .schema import Settings
+
+ENV_PREFIX = "CLAWGATE_"
+_NOT_KEYS = {"CLAWGATE_HOME"}
+
+
+class ConfigError(Exception):
+    """A user-fixable configuration problem, rendered as a single line."""
+
+
+def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
+    """Turn `CLAWGATE_A__B=v` variables into a nested dict; JSON for lists and tables."""
+    tree: dict[str, Any] = {}
+    for name, raw in environ.items():
+        if not name.startswith(ENV_PREFIX) or name in _NOT_KEYS:
+            continue
+        path = [part.lower() for part in name[len(ENV_PREFIX):].split("__")]
+        if not all(path):
+            raise ConfigError(f"config error: environment variable {name} has an empty key part; use CLAWGATE_SECTION__KEY")
+        value: Any = raw
+        if raw.strip()[:1] in ("[", "{"):
+            try:
+                value = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"config error: {name}={raw!r} is not valid JSON ({exc.msg}); write lists as '[\"a\",\"b\"]'") from None
+        node = tree
+        for part in path[:-1]:
+            existing = node.setdefault(part, {})
+            if not isinstance(existing, dict):
+                raise ConfigError(f"config error: {name} nests under a key that is not a table")
+            node = existing
+        node[path[-1]] = value
+    return tree
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _describe(error: ValidationError, data: Mapping[str, Any]) -> str:
+    first = error.errors()[0]
+    loc = [str(p) for p in first["loc"]]
+    key = ".".join(loc)
+    value: Any = data
+    for part in loc:
+        value = value.get(part) if isinstance(value, Mapping) else None
+    env = ENV_PREFIX + "__".join(p.upper() for p in loc)
+    if first["type"] == "extra_forbidden":
+        return f"config error: unknown key {key!r}; remove it from config.toml (or unset {env}) or check its spelling"
+    shown = "<secret>" if any(s in key for s in ("token", "key")) else repr(value)
+    return f"config error: {key} = {shown}: {first['msg'].lower()}; fix it in config.toml or {env}"
+
+
+def load_settings(paths: Paths, environ: Mapping[str, str] | None = None) -> Settings:
+    """Read config.toml (optional) and the environment; raise ConfigError on any problem."""
+    environ = os.environ if environ is None else environ
+    data: dict[str, Any] = {}
+    if paths.config_file.exists():
+        try:
+            data = tomllib.loads(paths.config_file.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config error: {paths.config_file} is not valid TOML ({exc}); fix the line it names") from None
+        except OSError as exc:
+            raise ConfigError(f"config error: cannot read {paths.config_file} ({exc.strerror}); check its permissions") from None
+    data = _merge(data, env_overrides(environ))
+    try:
+        settings = Settings.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, data)) from None
+    _apply_secret_env(settings, environ)
+    _check_bind(settings)
+    return settings
+
+
+def _apply_secret_env(settings: Settings, environ: Mapping[str, str]) -> None:
+    """Secrets conventionally live in their vendors' variables; honour them."""
+    anthropic = settings.providers.anthropic
+    anthropic.api_key = anthropic.api_key or environ.get("ANTHROPIC_API_KEY") or None
+    anthropic.base_url = anthropic.base_url or environ.get("ANTHROPIC_BASE_URL") or None
+    telegram = settings.channels.telegram
+    telegram.token = telegram.token or environ.get("TELEGRAM_BOT_TOKEN") or None
+
+
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def _check_bind(settings: Settings) -> None:
+    host = settings.gateway.host
+    if host not in LOOPBACK and not host.startswith("127.") and not settings.gateway.token:
+        raise ConfigError(
+            f"config error: gateway.host = {host!r} is not loopback and gateway.token is empty; "
+            "set a token (clawgate init writes one) or bind 127.0.0.1"
+        )
+
+
+def load(home: Path | None = None, environ: Mapping[str, str] | None = None) -> tuple[Paths, Settings]:
+    paths = Paths.from_env(environ) if home is None else Paths(home)
+    return paths, load_settings(paths, environ)

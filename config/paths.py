@@ -1,0 +1,61 @@
+"""Where everything lives under CLAWGATE_HOME; one place so no module invents a path."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+
+@dataclass(frozen=True)
+class Paths:
+    home: Path
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Paths":
+        environ = os.environ if environ is None else environ
+        raw = environ.get("CLAWGATE_HOME") or "~/.clawgate"
+        return cls(Path(raw).expanduser().absolute())
+
+    @property
+    def config_file(self) -> Path:
+        return self.home / "config.toml"
+
+    @property
+    def default_workspace(self) -> Path:
+        return self.home / "workspace"
+
+    @property
+    def state(self) -> Path:
+        return self.home / "state"
+
+    @property
+    def sessions(self) -> Path:
+        return self.state / "sessions"
+
+    @property
+    def traces(self) -> Path:
+        return self.state / "traces"
+
+    @property
+    def tasks(self) -> Path:
+        return self.state / "tasks"
+
+    @property
+    def audit_log(self) -> Path:
+        return self.state / "audit.jsonl"
+
+    @property
+    def database(self) -> Path:
+        return self.state / "clawgate.db"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.state / "gateway.pid"
+
+    def ensure(self) -> None:
+        """Create the state folders user-only (0700): they hold conversations and tokens."""
+        for folder in (self.home, self.state, self.sessions, self.traces, self.tasks):
+            folder.mkdir(parents=True, exist_ok=True)
+            os.chmod(folder, 0o700)

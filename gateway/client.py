@@ -1,0 +1,79 @@
+"""A small gateway client for the CLI (`clawgate chat`, `clawgate status`) and for tests."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any, AsyncIterator
+
+from websockets.asyncio.client import ClientConnection, connect
+
+
+class GatewayError(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class GatewayClient:
+    def __init__(self, url: str, token: str | None, *, subscribe: list[str] | str | None = None) -> None:
+        self.url = url
+        self.token = token
+        self.subscribe = subscribe
+        self.ws: ClientConnection | None = None
+        self.hello: dict[str, Any] = {}
+        self._ids = itertools.count(1)
+        self._events: list[dict[str, Any]] = []
+
+    async def __aenter__(self) -> "GatewayClient":
+        self.ws = await connect(self.url, max_size=16 * 1024 * 1024, open_timeout=5)
+        params: dict[str, Any] = {"auth": {"token": self.token or ""}, "client": {"name": "clawgate-cli"}}
+        if self.subscribe:
+            params["subscribe"] = self.subscribe
+        self.hello = await self.request("connect", params)
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        if self.ws:
+            await self.ws.close()
+
+    async def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        assert self.ws is not None
+        rid = f"r{next(self._ids)}"
+        await self.ws.send(json.dumps({"type": "req", "id": rid, "method": method, "params": params or {}}))
+        while True:
+            frame = json.loads(await self.ws.recv())
+            if frame.get("type") == "event":
+                self._events.append(frame)
+                continue
+            if frame.get("id") != rid:
+                continue
+            if frame.get("ok"):
+                return frame.get("payload") or {}
+            error = frame.get("error") or {}
+            raise GatewayError(error.get("code", "error"), error.get("message", ""))
+
+    async def events(self) -> AsyncIterator[dict[str, Any]]:
+        assert self.ws is not None
+        while self._events:
+            yield self._events.pop(0)
+        async for raw in self.ws:
+            frame = json.loads(raw)
+            if frame.get("type") == "event":
+                yield frame
+
+    async def chat(self, text: str, session: str = "main", on_delta=None) -> dict[str, Any]:
+        """Send and wait for the final (or error) chat event of this run."""
+        ack = await self.request("chat.send", {"session": session, "text": text})
+        run_id = ack["runId"]
+        async for frame in self.events():
+            payload = frame["payload"]
+            if frame["event"] != "chat" or payload.get("runId") != run_id:
+                continue
+            if payload["state"] == "delta":
+                if on_delta:
+                    on_delta(payload["text"])
+                continue
+            return payload
+        raise GatewayError("closed", "the gateway closed the connection before answering")

@@ -1,0 +1,158 @@
+"""Wiring: build the bus, the agent, the channels and the gateway, run them, shut down cleanly.
+
+Start-up order matters for crash safety: the store and the bus come first, pending inbound
+and outbound messages are replayed before any channel takes new input, and the ready line
+is printed only when every part is serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from agent.approvals import ApprovalBroker
+from agent.audit import AuditLog
+from agent.context import ContextBuilder
+from agent.events import EventHub
+from agent.loop import AgentLoop
+from agent.providers import Provider, UnconfiguredProvider
+from agent.providers.anthropic import AnthropicProvider
+from agent.session import SessionManager
+from agent.toolset import default_tools
+from agent.trace import TraceWriter
+from agent.tools import ToolRegistry
+from channels.base import Channel
+from channels.gateway_chat import GatewayChatChannel
+from config.paths import Paths
+from config.schema import Settings
+from workspace.guard import WorkspaceGuard
+
+from . import __version__
+from .api import build_methods, uptime_since
+from .bus import MessageBus
+from .dispatcher import Dispatcher
+from .server import GatewayServer
+from .store import Store
+
+log = logging.getLogger("clawgate")
+
+
+def make_provider(settings: Settings) -> Provider:
+    anthropic = settings.providers.anthropic
+    if not anthropic.api_key:
+        return UnconfiguredProvider()
+    return AnthropicProvider(anthropic, stream=settings.agent.stream)
+
+
+class Daemon:
+    def __init__(self, paths: Paths, settings: Settings, *, provider: Provider | None = None) -> None:
+        self.paths = paths
+        self.settings = settings
+        self.started_at = time.time()
+        paths.ensure()
+        workspace_root = Path(settings.agent.workspace).expanduser() if settings.agent.workspace else paths.default_workspace
+        self.workspace = WorkspaceGuard(workspace_root)
+        self.store = Store(paths.database, fsync=settings.state.fsync)
+        self.bus = MessageBus(self.store)
+        self.events = EventHub()
+        self.trace = TraceWriter(paths.traces)
+        self.events.subscribe(self.trace)
+        self.audit = AuditLog(paths.audit_log)
+        self.approvals = ApprovalBroker(self.events, mode=settings.tools.approval_mode,
+                                        timeout=settings.tools.approval_timeout_seconds)
+        self.sessions = SessionManager(paths.sessions, fsync=settings.state.fsync)
+        self.provider = provider or make_provider(settings)
+        self.tools = ToolRegistry(default_tools(settings, self), events=self.events, audit=self.audit,
+                                  approvals=self.approvals)
+        self.context = ContextBuilder(self.workspace.root, tools=self.tools.definitions, model=settings.agent.model,
+                                      max_tokens=settings.agent.max_tokens)
+        self.agent = AgentLoop(bus=self.bus, sessions=self.sessions, provider=self.provider, tools=self.tools,
+                               context=self.context, events=self.events, settings=settings.agent,
+                               workspace=self.workspace)
+        self.server = GatewayServer(settings.gateway, build_methods(self))
+        self.events.subscribe(self.server.on_event)
+        self.channels: dict[str, Channel] = {"gateway": GatewayChatChannel(self.server)}
+        self.dispatcher = Dispatcher(self.bus, self.channels)
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._stopped = asyncio.Event()
+
+    def reset_session(self, key: str) -> str | None:
+        archived = self.sessions.reset(key)
+        self.context.invalidate(key)
+        return archived
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "version": __version__,
+            "uptime": uptime_since(self.started_at),
+            "pid": os.getpid(),
+            "home": str(self.paths.home),
+            "workspace": str(self.workspace.root),
+            "provider": self.provider.name,
+            "model": self.settings.agent.model,
+            "channels": sorted(self.channels),
+            "activeSessions": self.agent.lanes.active_keys(),
+            "queues": self.store.counts(),
+            "clients": len(self.server.connections),
+        }
+
+    async def start(self) -> None:
+        await self.server.start()
+        inbound, outbound = self.bus.replay_pending()
+        if inbound or outbound:
+            log.info("recovered %d unanswered message(s) and %d undelivered repl(ies) from before the restart", inbound, outbound)
+        self._tasks = [
+            asyncio.create_task(self.agent.run(), name="agent"),
+            asyncio.create_task(self.dispatcher.run(), name="dispatcher"),
+        ]
+        for name, channel in self.channels.items():
+            try:
+                await channel.start()
+            except Exception as exc:
+                log.error("channel %s did not start: %s", name, exc)
+
+    async def stop(self) -> None:
+        """Stop taking input, let running turns finish briefly, then flush and close everything."""
+        for channel in list(self.channels.values()):
+            try:
+                await channel.stop()
+            except Exception:
+                log.exception("channel %s failed to stop", channel.name)
+        try:
+            await asyncio.wait_for(self.agent.lanes.join(), timeout=5)
+        except asyncio.TimeoutError:
+            log.info("shutdown: interrupting running turns; they resume from their logs on next start")
+            await self.agent.lanes.close()
+        try:
+            await asyncio.wait_for(self.dispatcher.lanes.join(), timeout=3)
+        except asyncio.TimeoutError:
+            await self.dispatcher.lanes.close()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.server.stop()
+        await self.provider.close()
+        self.sessions.close()
+        self.trace.close()
+        self.audit.close()
+        self.store.close()
+
+    async def serve_forever(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stopped.set)
+        await self.start()
+        self.paths.pid_file.write_text(str(os.getpid()))
+        host = self.settings.gateway.host
+        print(f"clawgate gateway ready on ws://{host}:{self.server.port} (provider: {self.provider.name})", flush=True)
+        if isinstance(self.provider, UnconfiguredProvider):
+            log.warning("no model provider configured: set ANTHROPIC_API_KEY and restart; chats will be told how")
+        await self._stopped.wait()
+        log.info("shutting down")
+        await self.stop()
+        self.paths.pid_file.unlink(missing_ok=True)

@@ -1,0 +1,63 @@
+"""Outbound delivery: take replies off the bus and hand them to their channel.
+
+Per chat in order, chats independent of each other (a failing chat never delays the
+others). A reply is marked delivered right after its channel's send returns; that mark is
+the one write that separates "sent" from "sent twice" after a crash (see docs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from agent.lanes import Lanes
+from channels.base import Channel, DeliveryError
+
+from .bus import MessageBus
+from .messages import OutboundMessage
+
+log = logging.getLogger(__name__)
+
+
+class Dispatcher:
+    def __init__(self, bus: MessageBus, channels: dict[str, Channel], *, max_attempts: int = 5,
+                 base_delay: float = 1.0, sleep=asyncio.sleep) -> None:
+        self.bus = bus
+        self.channels = channels
+        self.max_attempts = max_attempts
+        self.base_delay = base_delay
+        self._sleep = sleep
+        self.lanes: Lanes[tuple[str, str], OutboundMessage] = Lanes(self._deliver)
+
+    async def run(self) -> None:
+        while True:
+            msg = await self.bus.next_outbound()
+            self.lanes.submit((msg.channel, msg.chat_id), msg)
+
+    async def _deliver(self, key: tuple[str, str], msg: OutboundMessage) -> None:
+        store = self.bus.store
+        if store.outbox_status(msg.id) != "pending":
+            return  # already delivered (a replay raced a live send)
+        channel = self.channels.get(msg.channel)
+        if channel is None:
+            store.mark_failed(msg.id, f"no channel named {msg.channel!r} is running")
+            log.error("reply %s dropped: channel %r is not running", msg.id, msg.channel)
+            return
+        for attempt in range(1, self.max_attempts + 1):
+            try:
+                await channel.send(msg)
+            except DeliveryError as exc:
+                if exc.permanent or attempt == self.max_attempts:
+                    store.mark_failed(msg.id, str(exc))
+                    log.error("reply %s to %s:%s failed for good: %s", msg.id, msg.channel, msg.chat_id, exc)
+                    return
+                delay = exc.retry_after if exc.retry_after is not None else self.base_delay * 2 ** (attempt - 1)
+                log.warning("reply %s to %s:%s failed (%s); retry %d in %.1fs", msg.id, msg.channel, msg.chat_id, exc, attempt, delay)
+                await self._sleep(delay)
+                continue
+            except Exception as exc:
+                store.mark_failed(msg.id, f"{type(exc).__name__}: {exc}")
+                log.exception("reply %s: channel %s raised", msg.id, msg.channel)
+                return
+            store.mark_delivered(msg.id)
+            return

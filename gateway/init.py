@@ -1,0 +1,86 @@
+"""`clawgate init`: a commented config with a fresh token, and the workspace templates.
+
+It never overwrites a file that exists, so running it again is safe and a user's edits stay.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from importlib import resources
+from pathlib import Path
+
+from config.paths import Paths
+
+CONFIG_TEMPLATE = """\
+# clawgate configuration. Every key can also be set from the environment:
+# CLAWGATE_<SECTION>__<KEY>, e.g. CLAWGATE_GATEWAY__PORT=18790, lists as JSON.
+# Secrets are best kept in the environment: ANTHROPIC_API_KEY, TELEGRAM_BOT_TOKEN.
+
+[gateway]
+host = "127.0.0.1"        # a non-loopback address requires the token below
+port = 18789
+token = "{token}"          # clients send it in their connect request
+
+[agent]
+name = "Claw"
+model = "claude-sonnet-4-5"
+max_concurrent = 8        # sessions answered at the same time
+max_iterations = 40       # model calls per message before the run stops and says so
+# workspace = "~/clawgate-workspace"   # default: $CLAWGATE_HOME/workspace
+
+[providers.anthropic]
+# api_key = ""            # prefer ANTHROPIC_API_KEY
+# base_url = ""           # prefer ANTHROPIC_BASE_URL
+max_retries = 4
+fallback_models = []      # tried in order when the main model is overloaded
+
+[tools]
+approval_mode = "ask"     # ask | deny | allow: risky tool calls
+approval_timeout_seconds = 300
+
+[tools.exec]
+timeout_seconds = 30
+# allowlist = ["ls", "cat", "python3"]   # programs that run without asking
+
+[channels.telegram]
+# enabled = true          # default: on when a token is set
+# token = ""              # prefer TELEGRAM_BOT_TOKEN
+dm_policy = "pairing"     # pairing | allowlist | open
+allow_from = []           # Telegram user ids or usernames
+
+[state]
+fsync = true              # fsync durable writes (power-loss safe)
+"""
+
+
+def template_dir() -> Path:
+    return Path(str(resources.files("workspace") / "templates"))
+
+
+def write_config(paths: Paths) -> tuple[Path, bool]:
+    paths.home.mkdir(parents=True, exist_ok=True)
+    os.chmod(paths.home, 0o700)
+    if paths.config_file.exists():
+        return paths.config_file, False
+    paths.config_file.write_text(CONFIG_TEMPLATE.format(token=secrets.token_urlsafe(24)), encoding="utf-8")
+    os.chmod(paths.config_file, 0o600)
+    return paths.config_file, True
+
+
+def write_workspace(workspace: Path) -> list[Path]:
+    """Copy templates that are missing; return what was created."""
+    created: list[Path] = []
+    source = template_dir()
+    for item in sorted(source.rglob("*")):
+        if item.is_dir():
+            continue
+        target = workspace / item.relative_to(source)
+        if target.exists():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(item, target)
+        created.append(target)
+    (workspace / "memory").mkdir(parents=True, exist_ok=True)
+    return created
