@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from config.schema import AgentSettings
 from gateway.bus import MessageBus
@@ -52,8 +52,13 @@ class AgentLoop:
         self.workspace = workspace
         self.lanes: Lanes[str, InboundMessage] = Lanes(self._handle, settings.max_concurrent)
         self._stopping: set[str] = set()
-        # Hooks that may claim a message before the model sees it (commands like /new).
+        # Extension points, so capabilities live beside the loop rather than inside it:
+        # interceptors may answer a message before the model sees it (commands like /new);
+        # reply_filters may suppress a reply (a heartbeat's bare HEARTBEAT_OK);
+        # after_run hooks run in the session's lane once a reply is queued (consolidation).
         self.interceptors: list[Callable[[InboundMessage], str | None]] = []
+        self.reply_filters: list[Callable[[InboundMessage, str, str], bool]] = []
+        self.after_run: list[Callable[[Session, InboundMessage], Awaitable[None]]] = []
 
     # intake ------------------------------------------------------------------
     async def run(self) -> None:
@@ -85,7 +90,7 @@ class AgentLoop:
                 if answer is not None:
                     self._reply(msg, answer, "notice")
                     return
-            text, kind = await self.respond(session, msg)
+            text, kind = await self.respond(session, msg, msg.metadata.get("mode", "normal"))
         except asyncio.CancelledError:
             if key not in self._stopping:
                 raise  # shutting down: leave the message unanswered so it is replayed on start
@@ -95,10 +100,20 @@ class AgentLoop:
         self._reply(msg, text, kind)
         self.events.emit("run_end", session=key, run_id=msg.id, kind=kind,
                          duration_ms=round((time.perf_counter() - started) * 1000, 1))
+        for hook in self.after_run:
+            try:
+                await hook(session, msg)
+            except Exception:
+                log.exception("after-run hook %s failed for %s", getattr(hook, "__name__", hook), key)
 
     def _reply(self, msg: InboundMessage, text: str, kind: str) -> None:
-        out = OutboundMessage(channel=msg.channel, chat_id=msg.chat_id, text=text, session_key=msg.session_key,
-                              in_reply_to=msg.id, kind=kind, metadata=_reply_metadata(msg))
+        """Queue the reply where the message asks (metadata "deliver"), or nowhere."""
+        deliver = msg.metadata.get("deliver", {"channel": msg.channel, "chat_id": msg.chat_id})
+        if deliver is None or not all(f(msg, text, kind) for f in self.reply_filters):
+            self.bus.store.mark_answered(msg.id)
+            return
+        out = OutboundMessage(channel=deliver["channel"], chat_id=str(deliver["chat_id"]), text=text,
+                              session_key=msg.session_key, in_reply_to=msg.id, kind=kind, metadata=_reply_metadata(msg))
         self.bus.publish_outbound(out, answers=msg.id)
 
     async def respond(self, session: Session, msg: InboundMessage, mode: Mode = "normal") -> tuple[str, str]:

@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tests.fakes.anthropic_api import FakeAnthropic
+from tests.harness import DaemonProcess
+
+
+@pytest.fixture
+def fake_model() -> Iterator[FakeAnthropic]:
+    with FakeAnthropic() as fake:
+        yield fake
+
+
+@pytest.fixture
+def daemon_factory(tmp_path: Path, fake_model: FakeAnthropic) -> Iterator:
+    """Start real daemons on temp homes; every one is killed at the end of the test."""
+    started: list[DaemonProcess] = []
+
+    def make(env: dict[str, str] | None = None, *, home: Path | None = None, init: bool = True,
+             model: bool = True) -> DaemonProcess:
+        proc = DaemonProcess(home or tmp_path / f"home{len(started)}", anthropic_url=fake_model.base_url if model else None, env=env)
+        if init:
+            proc.init()
+        started.append(proc)
+        return proc.start()
+
+    yield make
+    for proc in started:
+        proc.kill()
+
+
+@pytest.fixture
+def daemon(daemon_factory) -> DaemonProcess:
+    return daemon_factory()

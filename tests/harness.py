@@ -1,0 +1,119 @@
+"""Run the real `clawgate gateway` process for end-to-end tests, and kill or restart it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import AsyncIterator
+
+from gateway.client import GatewayClient
+
+ROOT = Path(__file__).resolve().parent.parent
+TOKEN = "test-gateway-token-0123456789"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class DaemonProcess:
+    """One daemon under test: a temp CLAWGATE_HOME, a fixed port kept across restarts."""
+
+    def __init__(self, home: Path, *, anthropic_url: str | None, env: dict[str, str] | None = None) -> None:
+        self.home = home
+        self.port = free_port()
+        self.env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(("CLAWGATE_", "ANTHROPIC_", "TELEGRAM_"))},
+            "CLAWGATE_HOME": str(home),
+            "CLAWGATE_GATEWAY__PORT": str(self.port),
+            "CLAWGATE_GATEWAY__TOKEN": TOKEN,
+            "CLAWGATE_PROVIDERS__ANTHROPIC__RETRY_BASE_SECONDS": "0.01",
+            "CLAWGATE_LOG__LEVEL": "info",
+            "PYTHONUNBUFFERED": "1",
+        }
+        if anthropic_url:
+            self.env.update(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=anthropic_url)
+        self.env.update(env or {})
+        self.proc: subprocess.Popen[str] | None = None
+        self.output: list[str] = []
+        self._reader: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    @property
+    def workspace(self) -> Path:
+        return self.home / "workspace"
+
+    def init(self) -> None:
+        subprocess.run([sys.executable, "-m", "gateway.cli", "init", "--yes"], env=self.env, cwd=ROOT,
+                       check=True, capture_output=True, text=True)
+
+    def start(self, timeout: float = 15.0) -> "DaemonProcess":
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gateway.cli", "gateway"], env=self.env, cwd=ROOT,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        )
+        ready = threading.Event()
+        proc = self.proc
+
+        def read() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                self.output.append(line.rstrip("\n"))
+                if "gateway ready" in line:
+                    ready.set()
+
+        self._reader = threading.Thread(target=read, daemon=True)
+        self._reader.start()
+        deadline = time.monotonic() + timeout
+        while not ready.wait(0.05):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                self.kill()
+                raise AssertionError("daemon did not become ready:\n" + "\n".join(self.output[-40:]))
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup runs, exactly like a crash."""
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+        if self._reader:
+            self._reader.join(2)
+
+    def terminate(self, timeout: float = 15.0) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout)
+        if self._reader:
+            self._reader.join(2)
+        return code
+
+    def restart(self) -> "DaemonProcess":
+        self.kill()
+        return self.start()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_text(self) -> str:
+        return "\n".join(self.output)
+
+    def cli(self, *args: str, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "gateway.cli", *args], env=self.env, cwd=ROOT,
+                              capture_output=True, text=True, timeout=timeout)
+
+    @asynccontextmanager
+    async def client(self, subscribe: list[str] | str | None = None) -> AsyncIterator[GatewayClient]:
+        async with GatewayClient(self.url, TOKEN, subscribe=subscribe) as client:
+            yield client
