@@ -23,6 +23,7 @@ from agent.loop import AgentLoop
 from agent.providers import Provider, UnconfiguredProvider
 from agent.providers.anthropic import AnthropicProvider
 from agent.session import SessionManager
+from agent.tasks import TaskStore
 from agent.toolset import default_tools
 from agent.trace import TraceWriter
 from agent.tools import ToolRegistry
@@ -66,6 +67,7 @@ class Daemon:
         self.approvals = ApprovalBroker(self.events, mode=settings.tools.approval_mode,
                                         timeout=settings.tools.approval_timeout_seconds)
         self.sessions = SessionManager(paths.sessions, fsync=settings.state.fsync)
+        self.tasks = TaskStore(paths.tasks, fsync=settings.state.fsync)
         self.provider = provider or make_provider(settings)
         self.tools = ToolRegistry(default_tools(settings, self), events=self.events, audit=self.audit,
                                   approvals=self.approvals)
