@@ -39,7 +39,7 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
             try:
                 value = json.loads(raw)
             except json.JSONDecodeError as exc:
-                raise ConfigError(f"config error: {name}={raw!r} is not valid JSON ({exc.msg}); write lists as '[\"a\",\"b\"]'") from None
+                raise ConfigError(f"config error: {name}={raw!r} is not valid JSON ({exc.msg}); fix it: write lists as '[\"a\",\"b\"]'") from None
         node = tree
         for part in path[:-1]:
             existing = node.setdefault(part, {})

@@ -100,7 +100,7 @@ class Daemon:
             "channels": sorted(self.channels),
             "activeSessions": self.agent.lanes.active_keys(),
             "queues": self.store.counts(),
-            "clients": len(self.server.connections),
+            "clients": sum(1 for c in self.server.connections if not c.closed),
         }
 
     async def start(self) -> None:

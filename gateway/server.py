@@ -49,7 +49,16 @@ class Connection:
         except asyncio.QueueFull:
             self.closed = True
             log.warning("gateway client %s is too slow (send queue full); disconnecting it", self.ws.remote_address)
-            asyncio.ensure_future(self.ws.close(1008, "client too slow: send queue overflowed"))
+            asyncio.ensure_future(self._drop())
+
+    async def _drop(self) -> None:
+        """Close with a reason if the client still reads; otherwise cut the connection."""
+        try:
+            await asyncio.wait_for(self.ws.close(1008, "client too slow: send queue overflowed"), 2.0)
+        except (asyncio.TimeoutError, ConnectionClosed):
+            pass
+        finally:
+            self.ws.transport.abort()
 
     def event(self, name: str, payload: dict[str, Any]) -> None:
         self.seq += 1

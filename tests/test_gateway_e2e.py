@@ -174,3 +174,29 @@ async def test_transcript_survives_restart(daemon, fake_model):
 async def test_sigterm_exits_cleanly(daemon):
     assert daemon.terminate() == 0
     assert "shutting down" in daemon.log_text()
+
+
+async def test_slow_client_is_dropped_and_never_blocks_the_daemon(daemon_factory, fake_model):
+    from websockets.asyncio.client import connect as ws_connect
+
+    import base64
+    import os
+
+    # Incompressible, so permessage-deflate cannot shrink it below the socket buffers.
+    big = base64.b64encode(os.urandom(150_000)).decode()
+    fake_model.responder = lambda body: text(big)
+    daemon = daemon_factory({"CLAWGATE_GATEWAY__SEND_QUEUE": "8"})
+    # A client that subscribes to everything and then never reads again.
+    slow = await ws_connect(daemon.url, max_size=None, max_queue=1)
+    await slow.send(json.dumps({"type": "req", "id": "c", "method": "connect",
+                                "params": {"auth": {"token": TOKEN}, "subscribe": "*"}}))
+    try:
+        async with daemon.client() as client:
+            for i in range(40):
+                final = await asyncio.wait_for(client.chat(f"m{i}", session="busy"), 10)
+                assert len(final["text"]) == 200_000
+            status = await client.request("status")
+        assert status["clients"] == 1, "the slow client should have been disconnected"
+        assert "too slow" in daemon.log_text()
+    finally:
+        slow.transport.abort()

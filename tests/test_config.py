@@ -1,0 +1,95 @@
+"""Settings: defaults, config.toml, environment overrides, one-line errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from config.loader import ConfigError, env_overrides, load
+from config.paths import Paths
+from tests.harness import ROOT
+
+
+def test_defaults_without_any_file(tmp_path):
+    paths, settings = load(tmp_path, environ={})
+    assert settings.gateway.host == "127.0.0.1" and settings.gateway.port == 18789
+    assert settings.channels.telegram.dm_policy == "pairing"
+
+
+def test_env_overrides_nested_keys_and_json_lists(tmp_path):
+    env = {"CLAWGATE_GATEWAY__PORT": "19000", "CLAWGATE_AGENT__MODEL": "claude-x",
+           "CLAWGATE_CHANNELS__TELEGRAM__ALLOW_FROM": '["42", "alice"]', "CLAWGATE_HOME": "/ignored"}
+    _, settings = load(tmp_path, environ=env)
+    assert settings.gateway.port == 19000
+    assert settings.agent.model == "claude-x"
+    assert settings.channels.telegram.allow_from == ["42", "alice"]
+
+
+def test_env_beats_file(tmp_path):
+    (tmp_path / "config.toml").write_text('[gateway]\nport = 1234\ntoken = "abc"\n')
+    _, settings = load(tmp_path, environ={"CLAWGATE_GATEWAY__PORT": "4321"})
+    assert settings.gateway.port == 4321 and settings.gateway.token == "abc"
+
+
+def test_secrets_from_vendor_variables(tmp_path):
+    _, settings = load(tmp_path, environ={"ANTHROPIC_API_KEY": "sk-ant-xyz", "TELEGRAM_BOT_TOKEN": "1:abc"})
+    assert settings.providers.anthropic.api_key == "sk-ant-xyz"
+    assert settings.channels.telegram.token == "1:abc"
+
+
+@pytest.mark.parametrize("env,expected", [
+    ({"CLAWGATE_GATEWAY__PORT": "abc"}, "gateway.port = 'abc'"),
+    ({"CLAWGATE_GATEWAY__PORT": "70000"}, "less than or equal to 65535"),
+    ({"CLAWGATE_NOPE__X": "1"}, "unknown key 'nope'"),
+    ({"CLAWGATE_CHANNELS__TELEGRAM__DM_POLICY": "everyone"}, "channels.telegram.dm_policy"),
+    ({"CLAWGATE_CHANNELS__TELEGRAM__ALLOW_FROM": "[42"}, "not valid JSON"),
+    ({"CLAWGATE_GATEWAY__HOST": "0.0.0.0"}, "not loopback"),
+])
+def test_bad_values_are_one_clear_line(tmp_path, env, expected):
+    with pytest.raises(ConfigError) as info:
+        load(tmp_path, environ=env)
+    message = str(info.value)
+    assert expected in message and "\n" not in message
+    assert "fix" in message or "set" in message or "remove" in message
+
+
+def test_bad_toml_is_one_line(tmp_path):
+    (tmp_path / "config.toml").write_text("[gateway\nport=1")
+    with pytest.raises(ConfigError) as info:
+        load(tmp_path, environ={})
+    assert "not valid TOML" in str(info.value)
+
+
+def test_non_loopback_with_token_is_allowed(tmp_path):
+    _, settings = load(tmp_path, environ={"CLAWGATE_GATEWAY__HOST": "0.0.0.0", "CLAWGATE_GATEWAY__TOKEN": "t0k3n-long"})
+    assert settings.gateway.host == "0.0.0.0"
+
+
+def test_env_overrides_ignore_home_and_nest():
+    assert env_overrides({"CLAWGATE_HOME": "/x", "CLAWGATE_A__B__C": "1"}) == {"a": {"b": {"c": "1"}}}
+
+
+def test_cli_bad_config_prints_one_line_and_no_traceback(tmp_path):
+    env = {"CLAWGATE_HOME": str(tmp_path), "CLAWGATE_GATEWAY__PORT": "not-a-port", "PATH": "/usr/bin:/bin"}
+    result = subprocess.run([sys.executable, "-m", "gateway.cli", "gateway"], env=env, cwd=ROOT,
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith("clawgate: config error: gateway.port")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_init_never_overwrites_and_creates_user_only_files(tmp_path):
+    env = {"CLAWGATE_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    run = lambda: subprocess.run([sys.executable, "-m", "gateway.cli", "init", "--yes"], env=env, cwd=ROOT,
+                                 capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert run().returncode == 0
+    config = (tmp_path / "config.toml").read_text()
+    assert 'token = "' in config and (tmp_path / "config.toml").stat().st_mode & 0o077 == 0
+    soul = tmp_path / "workspace" / "SOUL.md"
+    soul.write_text("my own soul")
+    assert run().returncode == 0
+    assert soul.read_text() == "my own soul"
+    assert (tmp_path / "config.toml").read_text() == config
+    assert Paths(tmp_path).state.stat().st_mode & 0o077 == 0
