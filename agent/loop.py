@@ -85,6 +85,13 @@ class AgentLoop:
         started = time.perf_counter()
         kind = "reply"
         try:
+            attempts = self.bus.store.begin_attempt(msg.id, session.progress)
+            if attempts > self.settings.max_message_attempts:
+                session.append("event", name="poison_message", run_id=msg.id, attempts=attempts)
+                self._reply(msg, f"This message was set aside: processing it was interrupted {attempts - 1} times "
+                            "in a row without progress (the daemon crashed or was killed each time). Send it again "
+                            "in a simpler form, or check the logs.", "error")
+                return
             for intercept in self.interceptors:
                 answer = intercept(msg)
                 if answer is not None:
@@ -124,8 +131,10 @@ class AgentLoop:
             if finished is not None:
                 return finished, "reply"
         else:
+            origin = {"deliver": msg.metadata["deliver"]} if msg.metadata.get("deliver") else {}
             session.append("user", text=msg.text, inbound_id=msg.id, channel=msg.channel, chat_id=msg.chat_id,
-                           sender_id=msg.sender_id, context=self.context.runtime_block(session, channel=msg.channel, chat_id=msg.chat_id))
+                           sender_id=msg.sender_id, **origin,
+                           context=self.context.runtime_block(session, channel=msg.channel, chat_id=msg.chat_id))
         ctx = ToolContext(session_key=session.key, channel=msg.channel, chat_id=msg.chat_id, sender_id=msg.sender_id,
                           run_id=msg.id, workspace=self.workspace, send=self.bus.publish_outbound)
         if recovering and session.pending_tool_calls():
@@ -133,6 +142,8 @@ class AgentLoop:
 
         for _ in range(self.settings.max_iterations):
             request = self.context.build(session, mode)
+            if msg.metadata.get("model"):  # a producer may ask for its own model (a cheaper heartbeat)
+                request.model = str(msg.metadata["model"])
             try:
                 response = await self.provider.complete(request, on_text=self._delta_sink(session.key, msg.id))
             except ProviderError as exc:

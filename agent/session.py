@@ -19,7 +19,8 @@ from urllib.parse import quote, unquote
 log = logging.getLogger(__name__)
 
 Record = dict[str, Any]
-LLM_KINDS = ("user", "assistant", "tool_results")
+# "note": a runtime line attached to the latest user message (identity restatement mid-run).
+LLM_KINDS = ("user", "assistant", "tool_results", "note")
 
 
 def _file_name(key: str) -> str:
@@ -38,8 +39,13 @@ class Session:
         self.records: list[Record] = []
         self.seq = 0
         self.updated_at = 0.0
+        self.progress = 0  # model answers and finished tool calls: what a retry would not redo
         self._messages: list[dict[str, Any]] = []
         self._pending_tool_ids: list[str] = []
+        self._message_seqs: list[int] = []  # seq of the record that opened each LLM message
+        # The latest "consolidated" record: messages before its `upto` index are summarised
+        # in memory and left out of the model's view (they stay in this file).
+        self.consolidation: Record | None = None
         self._fd: int | None = None
         self._load()
 
@@ -99,8 +105,14 @@ class Session:
         self.seq = max(self.seq, int(record.get("seq", 0)))
         self.updated_at = float(record.get("ts", 0.0))
         kind = record.get("kind")
+        if kind in ("assistant", "tool_done"):
+            self.progress += 1
         if kind in LLM_KINDS:
             self._project(record)
+            while len(self._message_seqs) < len(self._messages):
+                self._message_seqs.append(int(record.get("seq", 0)))
+        elif kind == "consolidated":
+            self.consolidation = record
 
     def _project(self, record: Record) -> None:
         kind = record["kind"]
@@ -109,6 +121,11 @@ class Session:
             self._close_dangling_tools()
             msgs.append({"role": "assistant", "content": record["content"]})
             self._pending_tool_ids = [b["id"] for b in record["content"] if b.get("type") == "tool_use"]
+            return
+        if kind == "note":
+            note = {"type": "text", "text": record["text"]}
+            if msgs and msgs[-1]["role"] == "user":
+                msgs[-1] = {"role": "user", "content": list(msgs[-1]["content"]) + [note]}
             return
         if kind == "tool_results":
             blocks = [
@@ -149,6 +166,15 @@ class Session:
     def message_count(self) -> int:
         return len(self._messages)
 
+    @property
+    def window_start(self) -> int:
+        """Index of the first message the model sees (moved only by consolidation)."""
+        return int(self.consolidation["upto"]) if self.consolidation else 0
+
+    def message_seq(self, index: int) -> int:
+        """Sequence number of the record that opened LLM message `index` (for pointers)."""
+        return self._message_seqs[index]
+
     def pending_tool_calls(self) -> list[dict[str, Any]]:
         """tool_use blocks of the last assistant turn that have no tool_results record yet."""
         if not self._pending_tool_ids or not self._messages:
@@ -169,6 +195,16 @@ class Session:
                 break
         return intent, done
 
+    def last_origin(self) -> dict[str, str] | None:
+        """Where the person behind this session was last heard from: the place to send notices."""
+        for record in reversed(self.records):
+            if record["kind"] == "user":
+                if record.get("deliver"):
+                    return record["deliver"]
+                if record.get("channel") not in (None, "heartbeat", "recovery"):
+                    return {"channel": record["channel"], "chat_id": record["chat_id"]}
+        return None
+
     def history(self, limit: int = 200) -> list[Record]:
         """Readable history for clients: user and assistant text plus internal events."""
         out: list[Record] = []
@@ -181,7 +217,10 @@ class Session:
                 tools = [b["name"] for b in record["content"] if b.get("type") == "tool_use"]
                 out.append({"role": "assistant", "text": text, "tools": tools, "ts": record["ts"]})
             elif kind == "event":
-                out.append({"role": "event", "name": record.get("name"), "ts": record["ts"]})
+                entry = {"role": "event", "name": record.get("name"), "ts": record["ts"]}
+                if record.get("text"):
+                    entry["text"] = record["text"]
+                out.append(entry)
         return out[-limit:]
 
 

@@ -9,13 +9,16 @@ from config.schema import Settings
 from .tools.base import Tool
 from .tools.files import EditFile, ListDir, ReadFile, WriteFile
 from .tools.message import Message
+from .tools.memory import MemoryAppend, MemoryGet, MemoryReplace, MemorySearchTool
 from .tools.shell import Exec
+from .tools.skills import LoadSkill
+from .tools.task import TaskTool
 from .tools.web import WebFetch
 
 
 def default_tools(settings: Settings, daemon: Any = None) -> list[Tool]:
     tools = settings.tools
-    return [
+    chosen: list[Tool] = [
         ReadFile(tools.read_cap_bytes),
         WriteFile(),
         EditFile(),
@@ -23,4 +26,14 @@ def default_tools(settings: Settings, daemon: Any = None) -> list[Tool]:
         Exec(tools.exec),
         WebFetch(tools.web_fetch_cap_bytes),
         Message(),
+        *memory_tools(daemon),
     ]
+    if daemon is not None:
+        chosen.append(TaskTool(daemon.tasks))
+    return chosen
+
+
+def memory_tools(daemon: Any = None) -> list[Tool]:
+    """Skills and memory (issue 4); transcripts are searchable when the daemon's sessions folder is known."""
+    sessions = daemon.paths.sessions if daemon is not None else None
+    return [LoadSkill(), MemoryAppend(), MemoryReplace(), MemorySearchTool(sessions), MemoryGet(sessions)]

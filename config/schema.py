@@ -7,8 +7,10 @@ config file and `CLAWGATE_*` environment variables only override them.
 from __future__ import annotations
 
 from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic import field_validator  # zone checks (cron, heartbeat)
 
 
 class _Section(BaseModel):
@@ -45,6 +47,12 @@ class AgentSettings(_Section):
     max_concurrent: int = Field(8, ge=1, description="sessions served at the same time")
     context_tokens: int = Field(200_000, ge=1000)
     restate_after_turns: int = Field(20, ge=1)
+    consolidate_at: float = Field(0.5, gt=0, lt=1, description="share of context_tokens at which old history is consolidated")
+    compact_keep_messages: int = Field(12, ge=2, description="newest messages whose tool results are always shown in full")
+    compact_chunk_ratio: float = Field(0.05, gt=0, le=1, description="share of context_tokens of old tool output that triggers compaction")
+    max_message_attempts: int = Field(3, ge=1, description="restarts a message may cause before it is set aside")
+    max_task_resumes: int = Field(3, ge=1, description="restarts a task may go through without progress before it fails")
+    task_reminder_turns: int = Field(8, ge=1, description="turns without a plan update before the agent is reminded")
     workspace: str | None = None  # default: $CLAWGATE_HOME/workspace
     stream: bool = True
 
@@ -91,6 +99,43 @@ class LogSettings(_Section):
     level: Literal["debug", "info", "warning", "error"] = "info"
 
 
+def _check_zone(value: str | None) -> str | None:
+    """An IANA zone name or None (the host's zone); checked here so a typo fails at start-up."""
+    if value:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {value!r}; use an IANA name like Europe/Berlin") from None
+    return value
+
+
+class CronSettings(_Section):
+    enabled: bool = True
+    grace_seconds: float = Field(3600.0, ge=0, description="a run missed while the daemon was down still runs at start-up if at most this late")
+    max_failures: int = Field(5, ge=1, description="failed runs in a row before a job is disabled (its target is told)")
+    backoff_seconds: float = Field(30.0, ge=0, description="first retry delay after a failed run; doubles per failure")
+    backoff_max_seconds: float = Field(3600.0, ge=0)
+    history: int = Field(50, ge=1, le=10_000, description="runs kept per job")
+    timezone: str | None = Field(None, description="zone for cron expressions without --tz; default: the host's")
+
+    _zone = field_validator("timezone")(_check_zone)
+
+
+class HeartbeatSettings(_Section):
+    enabled: bool = True
+    interval_seconds: float = Field(300.0, gt=0)
+    active_hours: str | None = Field(None, pattern=r"^([01]\d|2[0-3]):[0-5]\d-(([01]\d|2[0-3]):[0-5]\d|24:00)$",
+                                     description="e.g. 08:00-22:00 (may wrap midnight); empty: always")
+    timezone: str | None = Field(None, description="zone of active_hours; default: the host's")
+    model: str | None = Field(None, description="model for heartbeat turns (a cheaper one); default: agent.model")
+    session: str = Field("heartbeat", min_length=1, max_length=200, description="session that works through HEARTBEAT.md")
+    deliver: str = Field("last", pattern=r"^(last|none|gateway(:[\w.:@/-]+)?|telegram:(-?\d+|@\w+))$",
+                         description="where HEARTBEAT.md turns report: last (the session's last chat), none, or a target")
+    max_beats_without_progress: int = Field(3, ge=0, description="beats on a task that does not move before it is left alone (0: no limit)")
+
+    _zone = field_validator("timezone")(_check_zone)
+
+
 class Settings(_Section):
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)
@@ -99,3 +144,5 @@ class Settings(_Section):
     channels: ChannelSettings = Field(default_factory=ChannelSettings)
     state: StateSettings = Field(default_factory=StateSettings)
     log: LogSettings = Field(default_factory=LogSettings)
+    cron: CronSettings = Field(default_factory=CronSettings)
+    heartbeat: HeartbeatSettings = Field(default_factory=HeartbeatSettings)

@@ -181,6 +181,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", help="show the running daemon's status")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_status)
+
+    from . import cli_tasks
+
+    cli_tasks.add_commands(sub)
     return parser
 
 

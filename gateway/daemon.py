@@ -18,14 +18,17 @@ from typing import Any
 from agent.approvals import ApprovalBroker
 from agent.audit import AuditLog
 from agent.context import ContextBuilder
+from agent.context_setup import install_context
 from agent.events import EventHub
 from agent.loop import AgentLoop
+from agent.recovery import TaskTracker, resume_tasks
 from agent.providers import Provider, UnconfiguredProvider
 from agent.providers.anthropic import AnthropicProvider
 from agent.session import SessionManager
 from agent.tasks import TaskStore
 from agent.toolset import default_tools
 from agent.trace import TraceWriter
+from agent.triggers import Triggers
 from agent.tools import ToolRegistry
 from channels.base import Channel
 from channels.gateway_chat import GatewayChatChannel
@@ -35,6 +38,8 @@ from workspace.guard import WorkspaceGuard
 
 from . import __version__
 from .api import build_methods, uptime_since
+from .api_tasks import register as register_task_methods
+from .api_cron import register as register_cron_methods
 from .bus import MessageBus
 from .dispatcher import Dispatcher
 from .server import GatewayServer
@@ -76,12 +81,25 @@ class Daemon:
         self.agent = AgentLoop(bus=self.bus, sessions=self.sessions, provider=self.provider, tools=self.tools,
                                context=self.context, events=self.events, settings=settings.agent,
                                workspace=self.workspace)
-        self.server = GatewayServer(settings.gateway, build_methods(self))
+        self.tracker = TaskTracker(self.tasks, remind_after=settings.agent.task_reminder_turns)
+        self.events.subscribe(self.tracker.on_event)
+        self.tools.result_hooks.append(self.tracker.remind)
+        self.context.contributors.append(self._task_status_line)
+        install_context(self)  # compaction, restatement, heartbeat task states, consolidation
+        self.methods = build_methods(self)
+        register_task_methods(self.methods, self)
+        self.triggers = Triggers(self)  # cron jobs + heartbeat: producers on the bus
+        register_cron_methods(self.methods, self)
+        self.server = GatewayServer(settings.gateway, self.methods)
         self.events.subscribe(self.server.on_event)
         self.channels: dict[str, Channel] = {"gateway": GatewayChatChannel(self.server)}
         self.dispatcher = Dispatcher(self.bus, self.channels)
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopped = asyncio.Event()
+
+    def _task_status_line(self, session: Any) -> str | None:
+        task = self.tasks.current(session.key)
+        return f"task: {task.status_line()}" if task else None
 
     def reset_session(self, key: str) -> str | None:
         archived = self.sessions.reset(key)
@@ -108,6 +126,9 @@ class Daemon:
         inbound, outbound = self.bus.replay_pending()
         if inbound or outbound:
             log.info("recovered %d unanswered message(s) and %d undelivered repl(ies) from before the restart", inbound, outbound)
+        resumed = resume_tasks(self.tasks, self.sessions, self.bus, max_resumes=self.settings.agent.max_task_resumes)
+        if resumed:
+            log.info("resuming %d interrupted task(s): %s", len(resumed), ", ".join(resumed))
         self._tasks = [
             asyncio.create_task(self.agent.run(), name="agent"),
             asyncio.create_task(self.dispatcher.run(), name="dispatcher"),
@@ -117,9 +138,11 @@ class Daemon:
                 await channel.start()
             except Exception as exc:
                 log.error("channel %s did not start: %s", name, exc)
+        self.triggers.start()  # last: overdue cron runs fire into a fully started daemon
 
     async def stop(self) -> None:
         """Stop taking input, let running turns finish briefly, then flush and close everything."""
+        self.triggers.stop()
         for channel in list(self.channels.values()):
             try:
                 await channel.stop()

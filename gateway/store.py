@@ -8,6 +8,7 @@ but not answered and what was answered but not delivered.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import time
 from pathlib import Path
@@ -15,12 +16,16 @@ from typing import Iterator
 
 from .messages import InboundMessage, OutboundMessage
 
+log = logging.getLogger(__name__)
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS inbox (
     id TEXT PRIMARY KEY,
     session_key TEXT NOT NULL,
     body TEXT NOT NULL,
     status TEXT NOT NULL DEFAULT 'accepted',   -- accepted | answered
+    attempts INTEGER NOT NULL DEFAULT 0,       -- starts without progress; guards against poison messages
+    progress INTEGER NOT NULL DEFAULT -1,      -- session log position when the last attempt began
     accepted_at REAL NOT NULL,
     answered_at REAL
 );
@@ -49,13 +54,35 @@ class Store:
     def __init__(self, path: Path, *, fsync: bool = True) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self.db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        # FULL fsyncs the WAL on each commit (power-loss safe); NORMAL is process-crash safe.
-        self.db.execute(f"PRAGMA synchronous={'FULL' if fsync else 'NORMAL'}")
-        self.db.execute("PRAGMA busy_timeout=5000")
-        self.db.executescript(SCHEMA)
+        try:
+            self.db = self._open(path, fsync)
+        except sqlite3.DatabaseError as exc:
+            # Never crash-loop on a damaged file: keep it for inspection, start a fresh one.
+            aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
+            path.rename(aside)
+            for suffix in ("-wal", "-shm"):
+                extra = path.with_name(path.name + suffix)
+                if extra.exists():
+                    extra.rename(aside.with_name(aside.name + suffix))
+            log.error("state database %s is corrupt (%s); moved aside to %s and started a new one", path, exc, aside.name)
+            self.db = self._open(path, fsync)
+
+    @staticmethod
+    def _open(path: Path, fsync: bool) -> sqlite3.Connection:
+        db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            # FULL fsyncs the WAL on each commit (power-loss safe); NORMAL is process-crash safe.
+            db.execute(f"PRAGMA synchronous={'FULL' if fsync else 'NORMAL'}")
+            db.execute("PRAGMA busy_timeout=5000")
+            if db.execute("PRAGMA quick_check").fetchone()[0] != "ok":
+                raise sqlite3.DatabaseError("integrity check failed")
+            db.executescript(SCHEMA)
+        except sqlite3.DatabaseError:
+            db.close()
+            raise
         path.chmod(0o600)
+        return db
 
     def close(self) -> None:
         self.db.close()
@@ -73,6 +100,19 @@ class Store:
         self.db.execute(
             "UPDATE inbox SET status='answered', answered_at=? WHERE id=?", (time.time(), inbound_id)
         )
+
+    def begin_attempt(self, inbound_id: str, progress: int) -> int:
+        """Count a processing start; an attempt that begins further along than the last one
+        (the session log grew) resets the count. Returns starts-without-progress so far."""
+        self.db.execute(
+            "UPDATE inbox SET attempts = CASE WHEN progress < ? THEN 1 ELSE attempts + 1 END, "
+            "progress = max(progress, ?) WHERE id=?", (progress, progress, inbound_id))
+        row = self.db.execute("SELECT attempts FROM inbox WHERE id=?", (inbound_id,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def has_unanswered(self, session_key: str) -> bool:
+        row = self.db.execute("SELECT 1 FROM inbox WHERE status='accepted' AND session_key=? LIMIT 1", (session_key,)).fetchone()
+        return row is not None
 
     def unanswered(self) -> Iterator[InboundMessage]:
         rows = self.db.execute(

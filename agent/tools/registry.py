@@ -10,7 +10,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from pydantic import ValidationError
 
@@ -39,6 +39,8 @@ class ToolRegistry:
         self.audit = audit
         self.approvals = approvals
         self.result_cap = result_cap
+        # Hooks that may annotate an outcome after a call (e.g. a reminder to update the plan).
+        self.result_hooks: list[Callable[[dict[str, Any], ToolOutcome, ToolContext], None]] = []
 
     def add(self, tool: Tool) -> None:
         self._tools[tool.name] = tool
@@ -67,6 +69,8 @@ class ToolRegistry:
         if len(outcome.content) > self.result_cap:
             cut = len(outcome.content) - self.result_cap
             outcome.content = outcome.content[: self.result_cap] + f"\n[… truncated {cut} characters]"
+        for hook in self.result_hooks:
+            hook(call, outcome, ctx)
         if self.audit:
             self.audit.record(user=ctx.sender_id, session=ctx.session_key, tool=name, args=raw_args,
                               status=outcome.status, duration_ms=duration)
