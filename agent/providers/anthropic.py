@@ -11,13 +11,14 @@ import asyncio
 import logging
 import random
 import time
-from typing import Any
-
-import anthropic
+from typing import TYPE_CHECKING, Any
 
 from config.schema import AnthropicSettings
 
 from .base import ModelRequest, ModelResponse, ProviderError, TextCallback
+
+if TYPE_CHECKING:
+    import anthropic
 
 log = logging.getLogger(__name__)
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
@@ -39,15 +40,30 @@ class AnthropicProvider:
         self.settings = settings
         self.stream = stream
         self._sleep = sleep
-        self.client = anthropic.AsyncAnthropic(
-            api_key=settings.api_key,
-            base_url=settings.base_url,
-            max_retries=0,
-            timeout=settings.timeout_seconds,
-        )
+        self._client: "anthropic.AsyncAnthropic | None" = None
+
+    def warm(self) -> None:
+        """Import the SDK and build the client. The SDK takes about a second to import, so the
+        daemon calls this in a thread after it is ready instead of before."""
+        if self._client is None:
+            import anthropic
+
+            self._client = anthropic.AsyncAnthropic(
+                api_key=self.settings.api_key,
+                base_url=self.settings.base_url,
+                max_retries=0,
+                timeout=self.settings.timeout_seconds,
+            )
+
+    @property
+    def client(self) -> "anthropic.AsyncAnthropic":
+        self.warm()
+        assert self._client is not None
+        return self._client
 
     async def close(self) -> None:
-        await self.client.close()
+        if self._client is not None:
+            await self._client.close()
 
     async def complete(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelResponse:
         models = [request.model, *[m for m in self.settings.fallback_models if m != request.model]]
@@ -64,6 +80,8 @@ class AnthropicProvider:
         raise ProviderError(f"The model is unavailable right now ({last}). Please try again in a few minutes.")
 
     async def _with_retries(self, request: ModelRequest, model: str, on_text: TextCallback | None) -> ModelResponse:
+        import anthropic
+
         attempts = self.settings.max_retries + 1
         for attempt in range(attempts):
             try:
@@ -94,6 +112,8 @@ class AnthropicProvider:
         }
         if request.tools:
             kwargs["tools"] = request.tools
+        if request.cache_control:
+            kwargs["cache_control"] = request.cache_control
         started = time.perf_counter()
         if self.stream:
             async with self.client.messages.stream(**kwargs) as stream:
@@ -130,7 +150,7 @@ def _retry_after(response: Any) -> float | None:
         return None
 
 
-def _explain(status: int, exc: anthropic.APIStatusError) -> str:
+def _explain(status: int, exc: "anthropic.APIStatusError") -> str:
     if status == 401:
         return "The Anthropic API rejected the API key. Set ANTHROPIC_API_KEY to a valid key and restart."
     if status == 403:

@@ -15,6 +15,8 @@ class ModelRequest:
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] = field(default_factory=list)
     max_tokens: int = 4096
+    # Top-level automatic cache breakpoint (end of the messages); adapters without caching ignore it.
+    cache_control: dict[str, Any] | None = None
 
 
 @dataclass

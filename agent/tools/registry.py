@@ -33,6 +33,7 @@ class ToolRegistry:
     def __init__(self, tools: Iterable[Tool], *, events: EventHub, audit: AuditLog | None = None,
                  approvals: ApprovalBroker | None = None, result_cap: int = 64_000) -> None:
         self._tools: dict[str, Tool] = {}
+        self._definitions: list[dict[str, Any]] | None = None
         for tool in tools:
             self.add(tool)
         self.events = events
@@ -44,6 +45,7 @@ class ToolRegistry:
 
     def add(self, tool: Tool) -> None:
         self._tools[tool.name] = tool
+        self._definitions = None
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
@@ -53,7 +55,10 @@ class ToolRegistry:
         return sorted(self._tools)
 
     def definitions(self) -> list[dict[str, Any]]:
-        return [self._tools[name].definition() for name in self.names]
+        """Built once: schemas are static, and the same bytes every time keep the prompt cache."""
+        if self._definitions is None:
+            self._definitions = [self._tools[name].definition() for name in self.names]
+        return self._definitions
 
     def has_side_effects(self, name: str) -> bool:
         tool = self._tools.get(name)
