@@ -9,6 +9,7 @@ from pathlib import Path
 import yaml
 
 log = logging.getLogger(__name__)
+_warned: dict[Path, str] = {}
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,19 @@ def load_skills(folder: Path) -> list[Skill]:
                 raise ValueError("frontmatter has no 'name'")
             if not isinstance(description, str) or not description.strip():
                 raise ValueError("frontmatter has no 'description'")
+            if any(s.name == name.strip() for s in skills):
+                raise ValueError(f"another skill is already named {name.strip()!r}")
             skills.append(Skill(name.strip(), " ".join(description.split()), path))
         except (ValueError, yaml.YAMLError, OSError, UnicodeDecodeError) as exc:
-            log.warning("skill %s skipped: %s", path, str(exc).splitlines()[0])
-    return skills
+            problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            if _warned.get(path) != problem:  # one warning per broken file, not one per prompt build
+                _warned[path] = problem
+                log.warning("skill %s skipped: %s (fix its frontmatter: name and description between '---' lines)",
+                            path, problem)
+    return sorted(skills, key=lambda s: s.name)
+
+
+def find_skill(folder: Path, name: str) -> Skill | None:
+    """The valid skill called `name` (case-insensitive), or None."""
+    wanted = name.strip().lower()
+    return next((s for s in load_skills(folder) if s.name.lower() == wanted), None)

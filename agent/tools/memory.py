@@ -1,0 +1,145 @@
+"""Memory tools: remember a fact, correct one, search memory and transcripts, read them back.
+
+MEMORY.md changes one line at a time (append, or replace by exact match): a model can never
+overwrite the whole file. Descriptions are short on purpose — they are sent with every request.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import Field
+
+from workspace.guard import PathOutsideWorkspace
+
+from ..memory import Memory, MemoryProblem
+from ..memory_search import MemorySearch, record_text
+from .base import Args, Tool, ToolContext, ToolError
+
+GET_CAP = 16_000
+RECORD_CAP = 4_000
+
+
+class MemoryAppend(Tool):
+    name = "memory_append"
+    description = ("Remember one lasting fact (a line in MEMORY.md: preferences, decisions, conventions); "
+                   "daily=true appends a note to today's log memory/YYYY-MM-DD.md instead. No secrets.")
+    side_effects = True
+
+    class Arguments(Args):
+        text: str = Field(min_length=1, max_length=4000)
+        daily: bool = False
+
+    async def run(self, args: Arguments, ctx: ToolContext) -> str:
+        memory = Memory(ctx.workspace.root)
+        if args.daily:
+            path = memory.log(args.text)
+            return f"appended to {memory.relative(path)}"
+        try:
+            return memory.append_fact(args.text) + " (in your prompt from the next session)"
+        except MemoryProblem as exc:
+            raise ToolError(str(exc).split("; ")[0], str(exc).split("; ", 1)[-1]) from None
+
+
+class MemoryReplace(Tool):
+    name = "memory_replace"
+    description = ("Correct or remove one fact in MEMORY.md: `old` is exact text from one line, `new` "
+                   "replaces it (empty new removes the line).")
+    side_effects = True
+
+    class Arguments(Args):
+        old: str = Field(min_length=1, max_length=4000)
+        new: str = Field("", max_length=4000)
+
+    async def run(self, args: Arguments, ctx: ToolContext) -> str:
+        try:
+            return Memory(ctx.workspace.root).replace_fact(args.old, args.new)
+        except MemoryProblem as exc:
+            raise ToolError(str(exc).split("; ")[0], str(exc).split("; ", 1)[-1]) from None
+
+
+class MemorySearchTool(Tool):
+    name = "memory_search"
+    description = ("Keyword search over MEMORY.md, the daily logs and past conversation transcripts. "
+                   "Returns file:line hits; read around a hit with memory_get.")
+
+    class Arguments(Args):
+        query: str = Field(min_length=1, max_length=500)
+        limit: int = Field(8, ge=1, le=30)
+
+    def __init__(self, sessions: Path | None = None) -> None:
+        self.sessions = sessions
+        self._indexes: dict[Path, MemorySearch] = {}
+
+    async def run(self, args: Arguments, ctx: ToolContext) -> str:
+        root = ctx.workspace.root
+        index = self._indexes.get(root)
+        if index is None:
+            index = self._indexes[root] = MemorySearch(root, self.sessions)
+        hits = index.search(args.query, args.limit)
+        if not hits:
+            return f"no matches for {args.query!r} in memory or transcripts (try other words)"
+        return "\n".join(hit.render() for hit in hits)
+
+
+class MemoryGet(Tool):
+    name = "memory_get"
+    description = ("Read part of a memory file or transcript named by a memory_search hit or a [memory] / "
+                   "[compacted] note (e.g. memory/2025-06-01.md, sessions/main.jsonl), from `line` or `seq`.")
+
+    class Arguments(Args):
+        path: str = Field(min_length=1, max_length=500)
+        line: int = Field(1, ge=1)
+        seq: int | None = Field(None, ge=1)
+        count: int = Field(40, ge=1, le=400, description="how many lines or records")
+
+    def __init__(self, sessions: Path | None = None) -> None:
+        self.sessions = sessions
+
+    async def run(self, args: Arguments, ctx: ToolContext) -> str:
+        if args.path.startswith("sessions/"):
+            return self._transcript(args)
+        try:
+            path = ctx.workspace.resolve(args.path)
+        except PathOutsideWorkspace as exc:
+            raise ToolError(str(exc), "use a memory path like MEMORY.md, memory/2025-06-01.md or sessions/<file>.jsonl") from None
+        if not path.is_file():
+            raise ToolError(f"{args.path} does not exist", "take the path from a memory_search hit")
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        chosen = lines[args.line - 1: args.line - 1 + args.count]
+        out = "\n".join(f"{n:>5}\t{line}" for n, line in enumerate(chosen, start=args.line))
+        return _cap(out or f"(no lines from line {args.line}; the file has {len(lines)})")
+
+    def _transcript(self, args: Arguments) -> str:
+        name = args.path.removeprefix("sessions/")
+        if self.sessions is None or "/" in name or name in ("", ".", ".."):
+            raise ToolError(f"{args.path} is not a transcript", "use sessions/<file>.jsonl as named by memory_search")
+        path = self.sessions / name
+        if not path.is_file():
+            raise ToolError(f"{args.path} does not exist", "take the name from a memory_search hit")
+        out: list[str] = []
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for number, raw in enumerate(fh, start=1):
+                try:
+                    record = json.loads(raw)
+                except json.JSONDecodeError:
+                    continue
+                seq = record.get("seq", 0) if isinstance(record, dict) else 0
+                if (args.seq is not None and seq < args.seq) or (args.seq is None and number < args.line):
+                    continue
+                text = record_text(record)
+                if text:
+                    cap = RECORD_CAP if out else GET_CAP  # the record asked for is shown (nearly) whole
+                    if len(text) > cap:
+                        text = text[:cap] + f" [… {len(text) - cap} more characters; re-run the tool for all of it]"
+                    out.append(f"line {number} seq {seq} · {text}")
+                if len(out) >= args.count:
+                    break
+        return _cap("\n".join(out) or "(no conversation records from there)")
+
+
+def _cap(text: str) -> str:
+    if len(text) <= GET_CAP:
+        return text
+    return text[:GET_CAP] + f"\n[… {len(text) - GET_CAP} more characters; continue with a later line or seq]"

@@ -1,0 +1,70 @@
+"""memory_search: BM25 over memory files and transcripts, hits with file and line."""
+
+from __future__ import annotations
+
+from agent.memory import Memory
+from agent.memory_search import MemorySearch, tokenize
+from agent.session import Session
+from tests.context_helpers import answer, registry, tool_context, tool_round, user, workspace
+
+
+def _corpus(tmp_path):
+    root = workspace(tmp_path)
+    sessions = tmp_path / "sessions"
+    memory = Memory(root, clock=lambda: 1_750_000_000.0)
+    memory.append_fact("The staging database runs on db-stage.internal:5433")
+    memory.append_fact("The user prefers short answers")
+    log = memory.log("Rotated the nginx certificate; expires 2026-01-01")
+    session = Session("work", sessions / "work.jsonl", fsync=False)
+    user(session, "why does the backup job fail?")
+    tool_round(session, "exec", {"argv": ["cat", "backup.log"]}, "ERROR: disk quota exceeded on /var/backups")
+    answer(session, "The backup fails because the disk quota on /var/backups is exceeded.")
+    return root, sessions, log, session
+
+
+def test_hits_name_file_and_line_ranked_by_relevance(tmp_path):
+    root, sessions, log, _ = _corpus(tmp_path)
+    index = MemorySearch(root, sessions)
+    hits = index.search("staging database port")
+    assert hits[0].file == "MEMORY.md"
+    lines = (root / "MEMORY.md").read_text().splitlines()
+    assert "db-stage.internal:5433" in lines[hits[0].line - 1]
+    cert = index.search("nginx certificate")[0]
+    assert cert.file == f"memory/{log.name}" and "Rotated the nginx" in log.read_text().splitlines()[cert.line - 1]
+
+
+def test_transcripts_are_searched_with_line_and_seq(tmp_path):
+    root, sessions, _, session = _corpus(tmp_path)
+    hits = MemorySearch(root, sessions).search("disk quota backups", limit=5)
+    assert {h.file for h in hits} == {"sessions/work.jsonl"}
+    top = hits[0]
+    record_line = (sessions / "work.jsonl").read_text().splitlines()[top.line - 1]
+    assert f'"seq":{top.seq},' in record_line and "quota" in record_line
+    assert "quota" in top.text
+
+
+def test_index_follows_appends_and_ignores_its_own_echoes(tmp_path):
+    root, sessions, _, session = _corpus(tmp_path)
+    index = MemorySearch(root, sessions)
+    assert index.search("kubernetes") == []
+    user(session, "please set up kubernetes on the new box")
+    tool_round(session, "memory_search", {"query": "kubernetes"}, "sessions/work.jsonl:9 kubernetes …")
+    hits = index.search("kubernetes")
+    assert len(hits) == 1 and hits[0].text.startswith("user: please set up kubernetes")
+
+
+def test_cjk_text_is_searchable_by_bigrams(tmp_path):
+    root = workspace(tmp_path)
+    Memory(root).append_fact("用户喜欢在周末部署服务")
+    assert "部署" in tokenize("部署服务")
+    hits = MemorySearch(root).search("部署")
+    assert hits and hits[0].file == "MEMORY.md"
+
+
+async def test_memory_search_tool_renders_hits(tmp_path):
+    root, sessions, _, _ = _corpus(tmp_path)
+    tools = registry(sessions)
+    out = await tools.execute({"id": "s", "name": "memory_search", "input": {"query": "db-stage"}}, tool_context(root))
+    assert not out.is_error and out.content.startswith("MEMORY.md:")
+    none = await tools.execute({"id": "n", "name": "memory_search", "input": {"query": "zebra"}}, tool_context(root))
+    assert none.content.startswith("no matches for 'zebra'")
