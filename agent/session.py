@@ -201,7 +201,7 @@ class Session:
             if record["kind"] == "user":
                 if record.get("deliver"):
                     return record["deliver"]
-                if record.get("channel") not in (None, "heartbeat", "recovery"):
+                if record.get("channel") not in (None, "heartbeat", "recovery", "cron"):
                     return {"channel": record["channel"], "chat_id": record["chat_id"]}
         return None
 

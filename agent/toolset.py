@@ -7,6 +7,7 @@ from typing import Any
 from config.schema import Settings
 
 from .tools.base import Tool
+from .tools.cron import CronTool
 from .tools.files import EditFile, ListDir, ReadFile, WriteFile
 from .tools.message import Message
 from .tools.memory import MemoryAppend, MemoryGet, MemoryReplace, MemorySearchTool
@@ -30,6 +31,7 @@ def default_tools(settings: Settings, daemon: Any = None) -> list[Tool]:
     ]
     if daemon is not None:
         chosen.append(TaskTool(daemon.tasks))
+        chosen.append(CronTool(lambda: daemon.triggers.cron))  # resolved per call: triggers are built later
     return chosen
 
 

@@ -32,7 +32,10 @@ class GatewayChatChannel(Channel):
 
     async def send(self, msg: OutboundMessage) -> None:
         state = "error" if msg.kind == "error" else "final"
+        # The chat id is the address (a gateway session); it differs from session_key when a
+        # trigger (cron job in cron:<id>) delivers to a session people watch, e.g. gateway:main.
+        target = msg.chat_id or msg.session_key
         self.server.broadcast("chat", {
-            "session": msg.session_key or msg.chat_id, "runId": msg.in_reply_to, "state": state,
+            "session": target, "runId": msg.in_reply_to, "state": state,
             "kind": msg.kind, "text": msg.text,
-        }, msg.session_key or msg.chat_id)
+        }, target)

@@ -101,7 +101,9 @@ def test_duplicate_inbound_ids_are_accepted_once(tmp_path):
 async def test_same_idempotency_key_twice_is_answered_once_even_across_restart(daemon, fake_model):
     async with daemon.client() as client:
         first = await client.request("chat.send", {"session": "d", "text": "once", "idempotencyKey": "k1"})
-        await asyncio.sleep(0.5)
+        async for frame in client.events():
+            if frame["event"] == "chat" and frame["payload"]["state"] == "final":
+                break
         second = await client.request("chat.send", {"session": "d", "text": "once", "idempotencyKey": "k1"})
     assert first["status"] == "accepted" and second == {"runId": first["runId"], "status": "duplicate"}
     daemon.restart()

@@ -1,0 +1,107 @@
+"""`cron`: let the agent schedule work for the user ("remind me at 9", "every Monday check …").
+
+The tool calls the daemon's CronService, so a job added here is the same as one added with
+`clawgate cron add`: validated the same way, stored, and armed at once. By default the
+job's reply comes back to the chat the request came from.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Literal
+
+from pydantic import Field
+
+from .base import Args, Tool, ToolContext, ToolError
+
+if TYPE_CHECKING:
+    from agent.triggers.cron import CronService
+
+TRIGGER_CHANNELS = ("cron", "heartbeat", "recovery")
+
+
+class CronTool(Tool):
+    name = "cron"
+    description = (
+        "Schedule work for later, list scheduled jobs, or remove one. action=add needs 'message' (what you will "
+        "be asked to do when it fires, written so it makes sense on its own, e.g. 'Remind the user to call Anna') "
+        "and exactly one schedule: 'at' (one-shot: ISO-8601 time like 2026-03-01T09:00, 'HH:MM' for the next such "
+        "time, or '+20m'), 'every' (interval like '30m', '1d') or 'cron' (crontab 'minute hour day month "
+        "day-of-week' with day names, e.g. '0 9 * * mon-fri'), plus 'tz' (IANA zone like Europe/Berlin) for "
+        "at/cron when the user gave local times. The result is delivered to this chat unless 'deliver' says "
+        "otherwise (telegram:<chat_id>, gateway:<session>, none). action=list shows jobs; action=remove needs 'id'."
+    )
+    side_effects = True
+
+    class Arguments(Args):
+        action: Literal["add", "list", "remove"]
+        message: str | None = Field(None, max_length=20_000)
+        at: str | None = None
+        every: str | None = None
+        cron: str | None = None
+        tz: str | None = None
+        name: str | None = Field(None, max_length=200)
+        deliver: str | None = None
+        id: str | None = None
+
+    def __init__(self, service: Callable[[], "CronService"]) -> None:
+        self._service = service
+
+    def needs_approval(self, args: Arguments, ctx: ToolContext) -> str | None:
+        """Like `message`: a job that will write to some other chat needs the user's yes."""
+        if args.action != "add" or args.deliver is None:
+            return None
+        from agent.triggers.jobs import CronError, parse_deliver
+
+        try:
+            target = parse_deliver(args.deliver)
+        except CronError:
+            return None  # rejected with a clear error when it runs
+        if target is None or target == _here(ctx) or (ctx.channel == "gateway" and target == "gateway"):
+            return None
+        return f"scheduling a job that will send to {target}, not to this chat"
+
+    def summarize(self, args: Arguments) -> str:
+        when = args.at or args.every or args.cron or ""
+        return f"cron {args.action} {args.id or ''}{when} {(args.message or '')[:120]}".strip()
+
+    async def run(self, args: Arguments, ctx: ToolContext) -> str:
+        from agent.triggers.jobs import CronError
+
+        service = self._service()
+        try:
+            if args.action == "list":
+                return _listing(service.jobs())
+            if args.action == "remove":
+                if not args.id:
+                    raise ToolError("remove needs the job 'id'", "call cron with action=list to see the ids")
+                job = service.remove(args.id)
+                return f"removed job {job.id} ({job.name})"
+            if not args.message:
+                raise ToolError("add needs a 'message'", "say what should happen when the job fires")
+            job = service.add(message=args.message, at=args.at, every=args.every, cron=args.cron, tz=args.tz,
+                              name=args.name, deliver=args.deliver if args.deliver is not None else _here(ctx))
+        except CronError as exc:
+            raise ToolError(exc.message, "correct the argument it names and call cron again") from None
+        public = job.public()
+        return (f"scheduled job {job.id} \"{job.name}\": {public['describe']}; next run {public['nextRun']}; "
+                f"delivers to {public['deliver']}")
+
+
+def _here(ctx: ToolContext) -> str:
+    """The current chat as a delivery target (none when a trigger itself is running)."""
+    if ctx.channel in TRIGGER_CHANNELS:
+        return "none"
+    if ctx.channel == "gateway":
+        return f"gateway:{ctx.chat_id}"
+    return f"{ctx.channel}:{ctx.chat_id}"
+
+
+def _listing(jobs: list[Any]) -> str:
+    if not jobs:
+        return "no cron jobs"
+    lines = []
+    for job in jobs:
+        p = job.public()
+        lines.append(f"- {job.id} \"{job.name}\" {p['describe']} · next {p['nextRun'] or '-'} · {p['state']}"
+                     f"{'' if job.enabled else ' (off)'} · last {p['lastStatus'] or '-'} · to {p['deliver']}")
+    return "\n".join(lines)

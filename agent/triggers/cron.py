@@ -1,0 +1,304 @@
+"""The CronService: fires stored jobs onto the bus and keeps their run history honest.
+
+The store owns each job's `next_run_at`; apscheduler's AsyncIOScheduler is the timer that
+wakes us at that moment (a one-shot DateTrigger per job, re-armed after every fire), and
+the Schedule (apscheduler's cron/interval arithmetic) says what comes next. Because the
+due time is stored, one code path covers both a normal fire and a restart after downtime:
+
+- every fire time passed since `next_run_at` is counted; the latest runs once if it is
+  within the job's grace window, the others (or all) are recorded as missed and the
+  delivery target is told — never silently dropped;
+- the run's inbound id is `cron:<job>:<scheduled time>`, so a fire repeated after a crash
+  is deduplicated by the inbox instead of running twice;
+- a job whose previous run is still open (unanswered in the inbox) is not started again;
+- a failed run backs the job off; `max_failures` in a row disable it, with a message.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Callable
+
+from apscheduler.jobstores.base import JobLookupError
+from apscheduler.triggers.date import DateTrigger
+
+from gateway.messages import InboundMessage, OutboundMessage
+
+from .cron_store import OPEN, CronStore, Run
+from .jobs import CronError, Job, build_schedule, new_job, resolve_deliver
+from .schedule import format_duration, format_time, iso_utc
+
+if TYPE_CHECKING:
+    from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+    from agent.events import EventHub
+    from config.schema import CronSettings
+    from gateway.bus import MessageBus
+
+log = logging.getLogger(__name__)
+OVERLAP_RETRY = 5.0      # a one-shot whose previous (manual) run is still going checks again this soon
+LOST_AFTER = 60.0        # an unanswered run whose session lane is idle this long has been lost
+
+
+class CronService:
+    def __init__(self, store: CronStore, bus: "MessageBus", events: "EventHub", settings: "CronSettings", *,
+                 result_of: Callable[[str, str], str] = lambda session, run_id: "",
+                 busy: Callable[[str], bool] = lambda session: False,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.bus = bus
+        self.events = events
+        self.settings = settings
+        self.result_of = result_of
+        self.busy = busy
+        self.clock = clock
+        self.scheduler: "AsyncIOScheduler | None" = None
+        self._closed = False
+
+    # lifecycle ---------------------------------------------------------------------
+    def start(self, scheduler: "AsyncIOScheduler") -> int:
+        """Arm every enabled job at its stored due time (past ones fire at once and settle misfires)."""
+        self.scheduler = scheduler
+        jobs = [j for j in self.store.jobs() if j.enabled and j.next_run_at is not None]
+        for job in jobs:
+            self._arm(job)
+        return len(jobs)
+
+    def stop(self) -> None:
+        self._closed = True
+
+    # management (gateway methods, CLI, the agent's tool) ---------------------------
+    def add(self, *, message: str, cron: str | None = None, tz: str | None = None, every: Any = None,
+            at: Any = None, name: str | None = None, session: str | None = None, deliver: str | None = None,
+            grace: Any = None) -> Job:
+        from .schedule import ScheduleError, parse_duration
+
+        now = self.clock()
+        zone_name = (tz or self.settings.timezone) if cron else tz
+        schedule = build_schedule(cron=cron, tz=zone_name, every=every, at=at, now=now)
+        try:
+            grace_seconds = self.settings.grace_seconds if grace in (None, "") else parse_duration(grace, "grace window")
+        except ScheduleError as exc:
+            raise CronError(str(exc)) from None
+        job = new_job(message=message, schedule=schedule, name=name, session=session, deliver=deliver,
+                      grace_seconds=grace_seconds, now=now)
+        self.store.save(job)
+        self._arm(job)
+        log.info("cron job %s added: %s, next run %s", job.id, schedule.describe(), format_time(job.next_run_at, schedule.tz))
+        self._emit("added", job)
+        return job
+
+    def get(self, job_id: str) -> Job:
+        job = self.store.get(job_id)
+        if job is None:
+            raise CronError(f"no cron job {job_id!r}; `clawgate cron list` shows the ids", "not_found")
+        return job
+
+    def jobs(self) -> list[Job]:
+        return self.store.jobs()
+
+    def runs(self, job_id: str, limit: int = 20) -> list[Run]:
+        self.get(job_id)
+        return self.store.runs(job_id, limit)
+
+    def remove(self, job_id: str) -> Job:
+        job = self.get(job_id)
+        self.store.delete(job_id)
+        self._disarm(job_id)
+        self._emit("removed", job)
+        return job
+
+    def set_enabled(self, job_id: str, enabled: bool) -> Job:
+        job = self.get(job_id)
+        now = self.clock()
+        if enabled:
+            plan = job.plan
+            if plan.kind == "at" and job.state == "done":
+                raise CronError(f"cron job {job_id!r} was a one-shot and has already run; add a new job", "conflict")
+            job.enabled, job.state, job.note, job.failures = True, "scheduled", "", 0
+            job.next_run_at = plan.first_run(now) if plan.kind != "at" else max(job.next_run_at or plan.at, now)
+        else:
+            job.enabled, job.state, job.note = False, "disabled", "disabled by the user"
+        self.store.save(job)
+        self._arm(job)
+        self._emit("enabled" if enabled else "disabled", job)
+        return job
+
+    def run_now(self, job_id: str) -> str:
+        """Start a run at once (off schedule); with no daemon running it waits in the inbox."""
+        job = self.get(job_id)
+        now = self.clock()
+        open_run = self._open_run(job, now)
+        if open_run:
+            raise CronError(f"cron job {job_id!r} is still running ({open_run}); wait for it to finish", "conflict")
+        run_id = self._start(job, now, now, manual=True)
+        self.store.save(job)
+        return run_id
+
+    # firing ------------------------------------------------------------------------
+    async def _fire_async(self, job_id: str) -> None:
+        try:
+            self.fire(job_id)
+        except Exception:
+            log.exception("cron job %s: fire failed; it is re-armed for its next time", job_id)
+            job = self.store.get(job_id)
+            if job is not None:
+                self._arm(job, when=self.clock() + max(self.settings.backoff_seconds, 1.0))
+
+    def fire(self, job_id: str) -> str | None:
+        """Settle a job that is due: run its latest due time (or record it missed) and re-arm."""
+        job = self.store.get(job_id)
+        if self._closed or job is None or not job.enabled or job.next_run_at is None:
+            return None
+        now = self.clock()
+        if job.next_run_at > now + 0.001:
+            self._arm(job)  # woken early; wait for the stored time
+            return None
+        plan = job.plan
+        due = [job.next_run_at] if plan.kind == "at" else plan.due_times(job.next_run_at, now)
+        latest = due[-1]
+        in_grace = now - latest <= job.grace_seconds
+        missed = due[:-1] if in_grace else due
+        if missed:
+            self._record_missed(job, missed, now)
+        run_id: str | None = None
+        retry_at: float | None = None
+        if in_grace:
+            open_run = self._open_run(job, now)
+            if open_run is None:
+                run_id = self._start(job, latest, now)
+            elif plan.kind == "at":
+                retry_at = now + OVERLAP_RETRY
+            else:
+                self.store.record(Run(f"cron:{job.id}:{iso_utc(latest)}", job.id, latest, now, now, "skipped",
+                                      f"previous run {open_run} was still running"))
+                log.info("cron job %s: skipped the %s run, the previous one is still running", job.id, format_time(latest))
+                self._emit("skipped", job, scheduledAt=latest, reason="previous run still running")
+        if retry_at is None:
+            job.next_run_at = plan.next_after(now)
+            if job.next_run_at is None:
+                job.state = "done"
+                job.note = "ran once" if run_id else "missed its only run"
+        self.store.save(job)
+        self._arm(job, when=retry_at)
+        return run_id
+
+    def _start(self, job: Job, scheduled: float, now: float, *, manual: bool = False) -> str:
+        run_id = f"cron:{job.id}:{'manual:' if manual else ''}{iso_utc(scheduled)}"
+        deliver = resolve_deliver(job.deliver, job.session)
+        where = f"{deliver['channel']}:{deliver['chat_id']}" if deliver else "nowhere (kept in the job's history)"
+        when = "run by hand" if manual else "scheduled " + format_time(scheduled, job.plan.tz)
+        text = f"[cron job \"{job.name}\" ({job.id}) · {when} · your reply is delivered to {where}]\n{job.message}"
+        msg = InboundMessage(channel="cron", chat_id=job.id, sender_id="cron", session_key=job.session, text=text,
+                             id=run_id, received_at=now,
+                             metadata={"mode": "normal", "deliver": deliver, "cron": {"job": job.id, "scheduledAt": scheduled}})
+        fresh = self.bus.publish_inbound(msg)
+        status = "running" if self.scheduler is not None else "queued"
+        self.store.record(Run(run_id, job.id, scheduled, now, None, status, ""))
+        job.last_run_id, job.last_status = run_id, status
+        log.info("cron job %s: run %s %s", job.id, run_id, "started" if fresh else "was already accepted (restart)")
+        self._emit("run_start", job, runId=run_id, scheduledAt=scheduled, lateMs=round((now - scheduled) * 1000, 1))
+        return run_id
+
+    def _open_run(self, job: Job, now: float) -> str | None:
+        """The id of the job's unfinished previous run, if there is one."""
+        if not job.last_run_id or self.bus.store.inbox_status(job.last_run_id) != "accepted":
+            return None
+        run = self.store.run(job.last_run_id)
+        if run is not None and run.status in OPEN and self.scheduler is not None and not self.busy(job.session) \
+                and now - run.started_at > LOST_AFTER:
+            self.store.finish(job.last_run_id, "error", "the run ended without an answer (see the daemon log)", now)
+            self.bus.store.mark_answered(job.last_run_id)
+            return None
+        return job.last_run_id
+
+    def _record_missed(self, job: Job, times: list[float], now: float) -> None:
+        first, last = times[0], times[-1]
+        tz = job.plan.tz
+        span = format_time(first, tz)
+        if len(times) > 1:
+            span = f"{len(times)} runs from {span} to {format_time(last, tz)}"
+        why = (f"missed {span}: clawgate was not running (or was stalled) then, and it is past the "
+               f"{format_duration(job.grace_seconds)} grace window")
+        self.store.record(Run(f"cron:{job.id}:missed:{iso_utc(first)}", job.id, last, now, now, "missed", why))
+        job.last_status = "missed"
+        log.warning("cron job %s %s", job.id, why)
+        self._emit("missed", job, count=len(times), scheduledAt=last)
+        self._notify(job, f"Cron job \"{job.name}\" ({job.id}) {why}.")
+
+    # results -------------------------------------------------------------------------
+    def on_event(self, event: dict[str, Any]) -> None:
+        """EventHub subscriber: a run of ours ended; record it and apply success/failure rules."""
+        run_id = event.get("run_id") or ""
+        if event.get("type") != "run_end" or not run_id.startswith("cron:"):
+            return
+        job = self.store.get(run_id.split(":")[1])
+        if job is None:
+            return  # removed while it ran
+        status = {"reply": "ok", "error": "error"}.get(event.get("kind", ""), "cancelled")
+        result = self.result_of(event.get("session") or job.session, run_id)
+        now = self.clock()
+        if not self.store.finish(run_id, status, result, now):
+            self.store.record(Run(run_id, job.id, None, now, now, status, result))
+        if job.last_run_id == run_id:
+            job.last_status = status
+        if status == "ok":
+            job.failures = 0
+        elif status == "error":
+            self._failed(job, result, now)
+        self.store.save(job)
+        self._arm(job)
+        self._emit("run_end", job, runId=run_id, status=status, result=result[:200])
+
+    def _failed(self, job: Job, result: str, now: float) -> None:
+        job.failures += 1
+        limit = self.settings.max_failures
+        if job.failures >= limit:
+            job.enabled, job.state = False, "disabled"
+            job.note = f"disabled after {job.failures} failed runs in a row; last error: {result[:200]}"
+            log.error("cron job %s %s", job.id, job.note)
+            self._emit("disabled", job, reason=job.note)
+            self._notify(job, f"Cron job \"{job.name}\" ({job.id}) was {job.note}. Fix the cause, then turn it back "
+                              f"on with `clawgate cron enable {job.id}`.")
+            return
+        delay = min(self.settings.backoff_seconds * 2 ** (job.failures - 1), self.settings.backoff_max_seconds)
+        earliest = now + delay
+        if job.next_run_at is None:  # a one-shot: retry it after the backoff
+            job.next_run_at, job.state, job.note = earliest, "scheduled", f"retrying after failure {job.failures}/{limit}"
+        elif job.next_run_at < earliest:
+            job.next_run_at = job.plan.first_at_or_after(earliest)
+        log.warning("cron job %s failed (%d/%d in a row); next try %s", job.id, job.failures, limit,
+                    format_time(job.next_run_at, job.plan.tz))
+
+    # helpers -------------------------------------------------------------------------
+    def _arm(self, job: Job, when: float | None = None) -> None:
+        if self.scheduler is None or self._closed:
+            return
+        due = when if when is not None else job.next_run_at
+        if not job.enabled or due is None:
+            self._disarm(job.id)
+            return
+        self.scheduler.add_job(self._fire_async, DateTrigger(datetime.fromtimestamp(due, timezone.utc)), args=[job.id],
+                               id=f"cron:{job.id}", name=f"cron {job.name}", replace_existing=True,
+                               misfire_grace_time=None, coalesce=True, max_instances=1)
+
+    def _disarm(self, job_id: str) -> None:
+        if self.scheduler is None:
+            return
+        try:
+            self.scheduler.remove_job(f"cron:{job_id}")
+        except JobLookupError:
+            pass
+
+    def _notify(self, job: Job, text: str) -> None:
+        deliver = resolve_deliver(job.deliver, job.session)
+        if deliver is None or self.scheduler is None:
+            return
+        self.bus.publish_outbound(OutboundMessage(channel=deliver["channel"], chat_id=deliver["chat_id"], text=text,
+                                                  session_key=job.session, kind="notice"))
+
+    def _emit(self, action: str, job: Job, **fields: Any) -> None:
+        self.events.emit("cron", action=action, job=job.id, name=job.name, enabled=job.enabled,
+                         nextRunAt=job.next_run_at, **fields)

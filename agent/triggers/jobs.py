@@ -1,0 +1,154 @@
+"""A cron job and its delivery target: what is stored, what is shown, what is checked.
+
+Validation lives here so the CLI (with or without a running daemon), the gateway methods
+and the agent's `cron` tool accept exactly the same input and say the same one line when
+it is wrong.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .schedule import Schedule, ScheduleError, format_time
+
+KNOWN_CHANNELS = ("telegram", "gateway")
+DELIVER_HINT = "use telegram:<chat_id>, gateway[:<session>] or none"
+_SESSION = re.compile(r"^[\w.:@/-]{1,200}$")
+
+
+class CronError(Exception):
+    """A user-fixable problem with a job request. `code` maps to a gateway error code."""
+
+    def __init__(self, message: str, code: str = "invalid_params") -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+def parse_deliver(target: str | None) -> str | None:
+    """Normalise a delivery target; None means 'deliver nowhere' (history only)."""
+    if target is None:
+        return None
+    text = str(target).strip()
+    if text.lower() in ("", "none", "no", "off"):
+        return None
+    channel, sep, chat = text.partition(":")
+    channel, chat = channel.strip().lower(), chat.strip()
+    if channel not in KNOWN_CHANNELS:
+        raise CronError(f"invalid delivery target {target!r}: unknown channel {channel!r}; {DELIVER_HINT}")
+    if channel == "gateway":
+        if sep and not _SESSION.match(chat):
+            raise CronError(f"invalid delivery target {target!r}: bad session name; {DELIVER_HINT}")
+        return f"gateway:{chat}" if chat else "gateway"
+    if not re.fullmatch(r"-?\d{1,20}|@\w{3,64}", chat):
+        raise CronError(f"invalid delivery target {target!r}: a Telegram chat id is a number (or @channel); {DELIVER_HINT}")
+    return f"telegram:{chat}"
+
+
+def resolve_deliver(target: str | None, session: str) -> dict[str, str] | None:
+    """The loop's `deliver` metadata for a stored target: where the reply goes."""
+    if target is None:
+        return None
+    channel, _, chat = target.partition(":")
+    return {"channel": channel, "chat_id": chat or session}
+
+
+def check_session(session: str) -> str:
+    if not _SESSION.match(session):
+        raise CronError(f"invalid session {session!r}; use letters, digits and . : @ / - _ (at most 200)")
+    return session
+
+
+@dataclass
+class Job:
+    name: str
+    message: str
+    schedule: dict[str, Any]
+    session: str = ""
+    deliver: str | None = None
+    grace_seconds: float = 3600.0
+    enabled: bool = True
+    id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)
+    next_run_at: float | None = None
+    failures: int = 0            # consecutive failed runs
+    last_run_id: str | None = None
+    last_status: str | None = None
+    state: str = "scheduled"     # scheduled | done (a one-shot that ran) | disabled
+    note: str = ""               # why it is disabled or done
+
+    def __post_init__(self) -> None:
+        if not self.session:
+            self.session = f"cron:{self.id}"
+
+    @property
+    def plan(self) -> Schedule:
+        return Schedule.from_dict(self.schedule)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Job":
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def public(self) -> dict[str, Any]:
+        """What clients see: the stored job plus readable schedule and times."""
+        plan = self.plan
+        return {
+            "id": self.id, "name": self.name, "message": self.message, "schedule": self.schedule,
+            "describe": plan.describe(), "session": self.session, "deliver": self.deliver or "none",
+            "enabled": self.enabled, "state": self.state, "note": self.note,
+            "graceSeconds": self.grace_seconds, "nextRunAt": self.next_run_at,
+            "nextRun": format_time(self.next_run_at, plan.tz) if self.next_run_at else None,
+            "failures": self.failures, "lastRunId": self.last_run_id, "lastStatus": self.last_status,
+            "createdAt": self.created_at,
+        }
+
+
+def build_schedule(*, cron: str | None = None, tz: str | None = None, every: str | float | None = None,
+                   at: str | float | None = None, now: float | None = None) -> Schedule:
+    """Exactly one of cron / every / at; --tz only with cron or at."""
+    given = [name for name, value in (("cron", cron), ("every", every), ("at", at)) if value not in (None, "")]
+    if len(given) != 1:
+        raise CronError("give exactly one schedule: --cron EXPR [--tz ZONE], --every DURATION or --at TIME"
+                        + (f" (got {', '.join(given)})" if given else ""))
+    now = time.time() if now is None else now
+    try:
+        if cron:
+            return Schedule.cron(cron, tz)
+        if tz:
+            Schedule.cron("0 0 * * *", tz)  # validate the zone
+        if every is not None and every != "":
+            if tz:
+                raise CronError("--tz applies to --cron and --at only; an interval has no time zone")
+            return Schedule.every(every, anchor=now)
+        assert at is not None
+        return Schedule.once(at, tz, now=now)
+    except ScheduleError as exc:
+        raise CronError(str(exc)) from None
+
+
+def new_job(*, message: str, schedule: Schedule, name: str | None = None, session: str | None = None,
+            deliver: str | None = None, grace_seconds: float, now: float | None = None) -> Job:
+    message = (message or "").strip()
+    if not message:
+        raise CronError("a job needs a message (the task text); give --message TEXT")
+    if len(message) > 20_000:
+        raise CronError("the message is longer than 20000 characters; shorten it or point to a workspace file")
+    if grace_seconds < 0:
+        raise CronError("the grace window cannot be negative; give e.g. --grace 1h")
+    now = time.time() if now is None else now
+    job = Job(name=(name or message.splitlines()[0])[:80].strip() or "job", message=message,
+              schedule=schedule.to_dict(), deliver=parse_deliver(deliver), grace_seconds=grace_seconds,
+              created_at=now, updated_at=now)
+    if session:
+        job.session = check_session(session.strip())
+    job.next_run_at = schedule.first_run(now)
+    return job

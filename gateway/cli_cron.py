@@ -1,0 +1,236 @@
+"""`clawgate cron add|list|remove|run|enable|disable|runs`, with or without a running daemon.
+
+When the gateway answers, every command goes through its `cron.*` methods, so the running
+daemon arms the change at once. When no daemon is running, the command edits the store
+directly (the daemon loads it on start); `cron run` then leaves the run in the inbox, and
+it runs when the gateway starts. A daemon that is running but unreachable is an error, not
+a silent offline edit it would never see.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from config.loader import ConfigError, load
+
+EXIT_USAGE = 2
+
+
+class _Offline(Exception):
+    """No daemon is listening: use the store directly."""
+
+
+def _fail(message: str, code: int = 1) -> int:
+    print(f"clawgate: {message}", file=sys.stderr)
+    return code
+
+
+def _daemon_pid(pid_file: Path) -> int | None:
+    """The pid of a live gateway process recorded in the pid file, if any."""
+    try:
+        pid = int(pid_file.read_text().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return None
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    if cmdline.exists() and b"gateway" not in cmdline.read_bytes():
+        return None  # a stale pid file whose number was reused
+    return pid
+
+
+async def _request(url: str, token: str | None, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    from .client import GatewayClient
+
+    try:
+        client = GatewayClient(url, token)
+        await client.__aenter__()
+    except ConnectionRefusedError:
+        raise _Offline() from None
+    except OSError as exc:
+        if getattr(exc, "errno", None) in (111, 61):
+            raise _Offline() from None
+        raise
+    try:
+        return await client.request(method, params)
+    finally:
+        await client.__aexit__(None, None, None)
+
+
+def _run(method: str, params: dict[str, Any], offline: Callable[[Any], dict[str, Any]]) -> tuple[dict[str, Any], bool]:
+    """Do it through the gateway, or offline on the store; returns (payload, via_gateway)."""
+    from agent.triggers.jobs import CronError
+
+    paths, settings = load()
+    host = settings.gateway.host
+    url = f"ws://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{settings.gateway.port}"
+    try:
+        return asyncio.run(_request(url, settings.gateway.token, method, params)), True
+    except _Offline:
+        pid = _daemon_pid(paths.pid_file)
+        if pid is not None:
+            raise CronError(f"the gateway (pid {pid}) is running but not answering at {url}; check gateway.port "
+                            "and try again, so it sees the change", "unavailable") from None
+    service, close = _offline_service(paths, settings)
+    try:
+        return offline(service), False
+    finally:
+        close()
+
+
+def _offline_service(paths: Any, settings: Any) -> tuple[Any, Callable[[], None]]:
+    from agent.events import EventHub
+    from agent.triggers import CronService, CronStore
+
+    from .bus import MessageBus
+    from .store import Store
+
+    paths.ensure()
+    store = Store(paths.database, fsync=settings.state.fsync)
+    service = CronService(CronStore(store.db, history=settings.cron.history), MessageBus(store), EventHub(), settings.cron)
+    return service, store.close
+
+
+def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        from agent.triggers.jobs import CronError
+
+        from .client import GatewayError
+
+        try:
+            return fn(args)
+        except ConfigError as exc:
+            return _fail(str(exc), EXIT_USAGE)
+        except CronError as exc:
+            return _fail(exc.message, EXIT_USAGE if exc.code == "invalid_params" else 1)
+        except GatewayError as exc:
+            return _fail(exc.message, EXIT_USAGE if exc.code == "invalid_params" else 1)
+        except OSError as exc:
+            return _fail(f"cannot reach the gateway: {exc}", 3)
+    return run
+
+
+# commands ---------------------------------------------------------------------------
+@_guarded
+def cmd_add(args: argparse.Namespace) -> int:
+    params = {k: v for k, v in {"message": args.message, "name": args.name, "cron": args.cron, "tz": args.tz,
+                                "every": args.every, "at": args.at, "session": args.session,
+                                "deliver": args.deliver, "grace": args.grace}.items() if v is not None}
+    payload, live = _run("cron.add", params, lambda s: {"job": s.add(**params).public()})
+    job = payload["job"]
+    if args.json:
+        print(json.dumps(job, indent=2))
+        return 0
+    print(f"added job {job['id']} \"{job['name']}\": {job['describe']}; next run {job['nextRun'] or '-'}; "
+          f"delivers to {job['deliver']}")
+    if not live:
+        print("(the gateway is not running; the job is scheduled when `clawgate gateway` starts)")
+    return 0
+
+
+@_guarded
+def cmd_list(args: argparse.Namespace) -> int:
+    payload, _ = _run("cron.list", {}, lambda s: {"jobs": [j.public() for j in s.jobs()]})
+    jobs = payload["jobs"]
+    if args.json:
+        print(json.dumps(jobs, indent=2))
+        return 0
+    if not jobs:
+        print("no cron jobs; add one with `clawgate cron add --every 1h --message '…'`")
+        return 0
+    rows = [("ID", "NAME", "SCHEDULE", "NEXT RUN", "STATE", "LAST", "DELIVER")]
+    for j in jobs:
+        state = j["state"] if j["enabled"] or j["state"] != "scheduled" else "off"
+        rows.append((j["id"], j["name"][:30], j["describe"], j["nextRun"] or "-", state, j["lastStatus"] or "-", j["deliver"]))
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+@_guarded
+def cmd_remove(args: argparse.Namespace) -> int:
+    payload, _ = _run("cron.remove", {"id": args.id}, lambda s: {"removed": s.remove(args.id).public()})
+    print(f"removed job {payload['removed']['id']} \"{payload['removed']['name']}\"")
+    return 0
+
+
+@_guarded
+def cmd_run(args: argparse.Namespace) -> int:
+    payload, live = _run("cron.run", {"id": args.id}, lambda s: {"runId": s.run_now(args.id), "job": args.id})
+    if live:
+        print(f"started run {payload['runId']}; `clawgate cron runs {args.id}` shows its result")
+    else:
+        print(f"queued run {payload['runId']}; the gateway is not running, so it runs when `clawgate gateway` starts")
+    return 0
+
+
+def _set_enabled(enabled: bool) -> Callable[[argparse.Namespace], int]:
+    @_guarded
+    def cmd(args: argparse.Namespace) -> int:
+        payload, _ = _run("cron.enable", {"id": args.id, "enabled": enabled},
+                          lambda s: {"job": s.set_enabled(args.id, enabled).public()})
+        job = payload["job"]
+        print(f"job {job['id']} {'enabled; next run ' + (job['nextRun'] or '-') if enabled else 'disabled'}")
+        return 0
+    return cmd
+
+
+@_guarded
+def cmd_runs(args: argparse.Namespace) -> int:
+    payload, _ = _run("cron.runs", {"id": args.id, "limit": args.limit},
+                      lambda s: {"job": args.id, "runs": [r.public() for r in s.runs(args.id, args.limit)]})
+    runs = payload["runs"]
+    if args.json:
+        print(json.dumps(runs, indent=2))
+        return 0
+    if not runs:
+        print(f"job {args.id} has not run yet")
+    from agent.triggers.schedule import format_time
+
+    for run in runs:
+        took = f"{run['endedAt'] - run['startedAt']:.1f}s" if run["endedAt"] else "…"
+        print(f"{format_time(run['startedAt'])}  {run['status']:9} {took:>7}  {run['result'][:100]!s}")
+    return 0
+
+
+def add_commands(sub: Any) -> None:
+    cron = sub.add_parser("cron", help="scheduled jobs: add, list, remove, run, enable, disable, runs")
+    csub = cron.add_subparsers(dest="cron_command", required=True)
+
+    p = csub.add_parser("add", help="add a job", description="Schedule a message for the agent. Day names in cron "
+                        "expressions are safest: '0 9 * * mon-fri' is 09:00 on weekdays.")
+    when = p.add_mutually_exclusive_group(required=True)
+    when.add_argument("--cron", metavar="EXPR", help="crontab 'minute hour day month day-of-week', e.g. '30 8 * * mon'")
+    when.add_argument("--every", metavar="DURATION", help="interval, e.g. 90s, 15m, 1h30m, 1d")
+    when.add_argument("--at", metavar="TIME", help="one-shot: ISO-8601 (2026-03-01T09:00[+01:00]), HH:MM or +20m")
+    p.add_argument("--tz", metavar="ZONE", help="IANA time zone for --cron/--at, e.g. Europe/Berlin (default: local)")
+    p.add_argument("--message", "-m", required=True, help="the task text the agent receives when the job fires")
+    p.add_argument("--name", help="a short name (default: start of the message)")
+    p.add_argument("--deliver", metavar="TARGET", help="telegram:<chat_id>, gateway[:<session>] or none (default)")
+    p.add_argument("--session", help="session to run in (default: the job's own, cron:<id>)")
+    p.add_argument("--grace", metavar="DURATION", help="how late a missed run may still start after downtime (default 1h)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_add)
+
+    p = csub.add_parser("list", help="list jobs")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_list)
+
+    for name, fn, text in (("remove", cmd_remove, "delete a job and its history"), ("run", cmd_run, "run a job now"),
+                           ("enable", _set_enabled(True), "turn a job back on (resets its failures)"),
+                           ("disable", _set_enabled(False), "turn a job off, keep it")):
+        p = csub.add_parser(name, help=text)
+        p.add_argument("id")
+        p.set_defaults(fn=fn)
+
+    p = csub.add_parser("runs", help="a job's run history, newest first")
+    p.add_argument("id")
+    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_runs)
