@@ -97,7 +97,11 @@ def main() -> None:
             time.sleep(0.5)
             idle = rss_mb(pid)
             lat = asyncio.run(latency(daemon.url, 300))
+            proc = psutil.Process(pid)
+            cpu_before, wall_before = sum(proc.cpu_times()[:2]), time.perf_counter()
             tput = asyncio.run(throughput(daemon.url, 100, 10))
+            cpu_per_msg = (sum(proc.cpu_times()[:2]) - cpu_before) / 1000 * 1000
+            cpu_share = (sum(proc.cpu_times()[:2]) - cpu_before) / (time.perf_counter() - wall_before)
             sent = 300 + 1000
             while sent < args.messages:
                 batch = min(2000, args.messages - sent)
@@ -112,6 +116,8 @@ def main() -> None:
         ("overhead per message p50", f"{pct(lat, 0.5):.1f} ms", "< 5 ms"),
         ("overhead per message p99", f"{pct(lat, 0.99):.1f} ms", ""),
         ("throughput, 100 concurrent sessions", f"{tput:.0f} msg/s", "> 300 msg/s"),
+        ("daemon CPU per message (throughput run)", f"{cpu_per_msg:.1f} ms", ""),
+        ("daemon CPU use during throughput run", f"{cpu_share * 100:.0f} %", ""),
         ("RSS idle", f"{idle:.0f} MB", "< 80 MB"),
         (f"RSS after {sent:,} messages", f"{loaded:.0f} MB", ""),
     ]

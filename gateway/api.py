@@ -48,7 +48,7 @@ def build_methods(daemon: "Daemon") -> MethodTable:
 
     @table.add("chat.send", ChatSend, "send a message to a session; acks {runId} at once, the answer follows as chat events")
     async def chat_send(conn: "Connection", p: ChatSend) -> dict[str, Any]:
-        conn.sessions.add(p.session)
+        conn.subscribe(p.session)
         msg = InboundMessage(
             channel=GATEWAY_CHANNEL, chat_id=p.session, sender_id=str(conn.client.get("id") or "gateway"),
             session_key=p.session, text=p.text,
@@ -60,7 +60,7 @@ def build_methods(daemon: "Daemon") -> MethodTable:
 
     @table.add("chat.history", HistoryParams, "the readable history of a session")
     async def chat_history(conn: "Connection", p: HistoryParams) -> dict[str, Any]:
-        conn.sessions.add(p.session)
+        conn.subscribe(p.session)
         if not daemon.sessions.exists(p.session):
             return {"session": p.session, "messages": []}
         return {"session": p.session, "messages": daemon.sessions.get(p.session).history(p.limit)}

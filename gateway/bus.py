@@ -29,10 +29,13 @@ class MessageBus:
     async def next_inbound(self) -> InboundMessage:
         return await self._inbound.get()
 
-    def publish_outbound(self, msg: OutboundMessage, *, answers: str | None = None) -> None:
-        """Durably queue a reply; `answers` marks that inbound message answered atomically."""
-        self.store.enqueue(msg, answers=answers)
+    def publish_outbound(self, msg: OutboundMessage, *, answers: str | None = None) -> bool:
+        """Durably queue a reply; `answers` marks that inbound message answered atomically.
+        False (and nothing queued) if a reply with this id was queued before."""
+        if not self.store.enqueue(msg, answers=answers):
+            return False
         self._outbound.put_nowait(msg)
+        return True
 
     async def next_outbound(self) -> OutboundMessage:
         return await self._outbound.get()

@@ -36,8 +36,6 @@ class Dispatcher:
 
     async def _deliver(self, key: tuple[str, str], msg: OutboundMessage) -> None:
         store = self.bus.store
-        if store.outbox_status(msg.id) != "pending":
-            return  # already delivered (a replay raced a live send)
         channel = self.channels.get(msg.channel)
         if channel is None:
             store.mark_failed(msg.id, f"no channel named {msg.channel!r} is running")

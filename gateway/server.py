@@ -29,17 +29,32 @@ CONNECT_TIMEOUT = 10.0
 class Connection:
     """One authenticated client: what it subscribed to and its outgoing queue."""
 
-    def __init__(self, ws: ServerConnection, queue_size: int) -> None:
+    def __init__(self, ws: ServerConnection, queue_size: int, index: dict[str, set["Connection"]] | None = None) -> None:
         self.ws = ws
         self.queue: asyncio.Queue[str] = asyncio.Queue(maxsize=queue_size)
         self.sessions: set[str] = set()
         self.all_sessions = False
+        self._index = index if index is not None else {}
         self.seq = 0
         self.closed = False
         self.client: dict[str, Any] = {}
 
     def wants(self, session: str | None) -> bool:
         return session is None or self.all_sessions or session in self.sessions
+
+    def subscribe(self, session: str) -> None:
+        """Receive this session's events from now on."""
+        if session not in self.sessions:
+            self.sessions.add(session)
+            self._index.setdefault(session, set()).add(self)
+
+    def unsubscribe_all(self) -> None:
+        for session in self.sessions:
+            watchers = self._index.get(session)
+            if watchers is not None:
+                watchers.discard(self)
+                if not watchers:
+                    del self._index[session]
 
     def send(self, frame: str) -> None:
         if self.closed:
@@ -78,6 +93,9 @@ class GatewayServer:
         self.settings = settings
         self.methods = methods
         self.connections: set[Connection] = set()
+        # session -> connections watching it, so an event costs O(watchers), not O(clients).
+        self._watchers: dict[str, set[Connection]] = {}
+        self._watch_all: set[Connection] = set()
         self._server: Server | None = None
         self._tick: asyncio.Task[None] | None = None
 
@@ -103,12 +121,13 @@ class GatewayServer:
 
     # events ------------------------------------------------------------------
     def broadcast(self, name: str, payload: dict[str, Any], session: str | None = None) -> int:
-        sent = 0
-        for conn in list(self.connections):
-            if conn.wants(session):
-                conn.event(name, payload)
-                sent += 1
-        return sent
+        if session is None:
+            targets = list(self.connections)
+        else:
+            targets = list(self._watch_all | self._watchers.get(session, set()))
+        for conn in targets:
+            conn.event(name, payload)
+        return len(targets)
 
     def on_event(self, event: Event) -> None:
         """Hub subscriber: translate run events into protocol events."""
@@ -139,6 +158,8 @@ class GatewayServer:
             return
         writer = asyncio.create_task(conn.write_loop())
         self.connections.add(conn)
+        if conn.all_sessions:
+            self._watch_all.add(conn)
         try:
             async for data in ws:
                 frame = await self._dispatch(conn, data)
@@ -148,6 +169,8 @@ class GatewayServer:
             pass
         finally:
             self.connections.discard(conn)
+            self._watch_all.discard(conn)
+            conn.unsubscribe_all()
             writer.cancel()
 
     async def _dispatch(self, conn: Connection, data: str | bytes) -> str | None:
@@ -186,13 +209,15 @@ class GatewayServer:
         if expected and not (isinstance(token, str) and hmac.compare_digest(token.encode(), expected.encode())):
             await ws.close(1008, "unauthorized: wrong gateway token; use gateway.token from config.toml")
             return None
-        conn = Connection(ws, self.settings.send_queue)
+        conn = Connection(ws, self.settings.send_queue, self._watchers)
         conn.client = request.params.get("client") if isinstance(request.params.get("client"), dict) else {}
         subscribe = request.params.get("subscribe")
         if subscribe == "*" or (isinstance(subscribe, list) and "*" in subscribe):
             conn.all_sessions = True
         elif isinstance(subscribe, list):
-            conn.sessions.update(s for s in subscribe if isinstance(s, str))
+            for session in subscribe:
+                if isinstance(session, str):
+                    conn.subscribe(session)
         await ws.send(protocol.response_ok(request.id, {
             "protocol": protocol.PROTOCOL_VERSION,
             "server": {"name": "clawgate", "version": __version__},

@@ -104,10 +104,9 @@ class Store:
     def begin_attempt(self, inbound_id: str, progress: int) -> int:
         """Count a processing start; an attempt that begins further along than the last one
         (the session log grew) resets the count. Returns starts-without-progress so far."""
-        self.db.execute(
+        row = self.db.execute(
             "UPDATE inbox SET attempts = CASE WHEN progress < ? THEN 1 ELSE attempts + 1 END, "
-            "progress = max(progress, ?) WHERE id=?", (progress, progress, inbound_id))
-        row = self.db.execute("SELECT attempts FROM inbox WHERE id=?", (inbound_id,)).fetchone()
+            "progress = max(progress, ?) WHERE id=? RETURNING attempts", (progress, progress, inbound_id)).fetchone()
         return int(row[0]) if row else 0
 
     def has_unanswered(self, session_key: str) -> bool:
@@ -126,18 +125,20 @@ class Store:
         return row[0] if row else None
 
     # outbox ----------------------------------------------------------------
-    def enqueue(self, msg: OutboundMessage, *, answers: str | None = None) -> None:
-        """Record a reply and, in the same transaction, mark the message it answers."""
+    def enqueue(self, msg: OutboundMessage, *, answers: str | None = None) -> bool:
+        """Record a reply and, in the same transaction, mark the message it answers.
+        False when a reply with this id was recorded before (nothing is queued twice)."""
         with self.db:
             self.db.execute("BEGIN")
-            self.db.execute(
+            inserted = self.db.execute(
                 "INSERT OR IGNORE INTO outbox(id, channel, body, created_at) VALUES (?, ?, ?, ?)",
                 (msg.id, msg.channel, json.dumps(msg.to_dict()), time.time()),
-            )
+            ).rowcount == 1
             if answers:
                 self.db.execute(
                     "UPDATE inbox SET status='answered', answered_at=? WHERE id=?", (time.time(), answers)
                 )
+        return inserted
 
     def mark_delivered(self, outbound_id: str) -> None:
         self.db.execute(

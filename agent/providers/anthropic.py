@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from config.schema import AnthropicSettings
 
 from .base import ModelRequest, ModelResponse, ProviderError, TextCallback
+from .stream import StreamAccumulator
 
 if TYPE_CHECKING:
     import anthropic
@@ -116,17 +117,17 @@ class AnthropicProvider:
             kwargs["cache_control"] = request.cache_control
         started = time.perf_counter()
         if self.stream:
-            async with self.client.messages.stream(**kwargs) as stream:
+            folded = StreamAccumulator(on_text)
+            stream = await self.client.messages.create(**kwargs, stream=True)
+            async with stream:
                 async for event in stream:
-                    if event.type == "text" and on_text is not None:
-                        on_text(event.text)
-                message = await stream.get_final_message()
-        else:
-            message = await self.client.messages.create(**kwargs)
-            if on_text is not None:
-                for block in message.content:
-                    if block.type == "text":
-                        on_text(block.text)
+                    folded.feed(event)
+            return folded.response((time.perf_counter() - started) * 1000)
+        message = await self.client.messages.create(**kwargs)
+        if on_text is not None:
+            for block in message.content:
+                if block.type == "text":
+                    on_text(block.text)
         usage = message.usage
         return ModelResponse(
             content=[_block(b) for b in message.content],
