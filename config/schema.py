@@ -85,6 +85,18 @@ class TelegramSettings(_Section):
     allow_from: list[str] = Field(default_factory=list)
     dm_policy: Literal["pairing", "allowlist", "open"] = "pairing"
     poll_timeout_seconds: int = Field(30, ge=0, le=50)
+    # Groups: "allowlist" = only allow_from / paired users may address the bot; "open"; "disabled".
+    group_policy: Literal["allowlist", "open", "disabled"] = "allowlist"
+    stall_seconds: float = Field(90.0, gt=0, description="restart polling when no getUpdates call finished for this long")
+    request_timeout_seconds: float = Field(20.0, gt=0)
+    send_retries: int = Field(3, ge=0, le=10, description="retries of a send that provably did not reach Telegram")
+    retry_base_seconds: float = Field(1.0, ge=0)
+    typing_interval_seconds: float = Field(5.0, gt=0)
+    progress: bool = Field(True, description="show a status message with the current tool step while working")
+    progress_interval_seconds: float = Field(2.0, ge=0, description="minimum time between edits of the status message")
+    pairing_ttl_seconds: float = Field(3600.0, gt=0)
+    pairing_max_pending: int = Field(3, ge=1, le=100)
+    pairing_check_seconds: float = Field(2.0, gt=0, description="how often approvals made by the CLI are noticed")
 
 
 class ChannelSettings(_Section):

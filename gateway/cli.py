@@ -185,6 +185,12 @@ def build_parser() -> argparse.ArgumentParser:
     from . import cli_tasks
 
     cli_tasks.add_commands(sub)
+    from . import cli_cron
+
+    cli_cron.add_commands(sub)
+    from . import cli_pairing
+
+    cli_pairing.add_commands(sub)
     return parser
 
 

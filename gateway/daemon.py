@@ -32,6 +32,7 @@ from agent.triggers import Triggers
 from agent.tools import ToolRegistry
 from channels.base import Channel
 from channels.gateway_chat import GatewayChatChannel
+from channels.telegram import build as build_telegram
 from config.paths import Paths
 from config.schema import Settings
 from workspace.guard import WorkspaceGuard
@@ -93,6 +94,8 @@ class Daemon:
         self.server = GatewayServer(settings.gateway, self.methods)
         self.events.subscribe(self.server.on_event)
         self.channels: dict[str, Channel] = {"gateway": GatewayChatChannel(self.server)}
+        if (telegram_channel := build_telegram(self)) is not None:
+            self.channels["telegram"] = telegram_channel
         self.dispatcher = Dispatcher(self.bus, self.channels)
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopped = asyncio.Event()
@@ -175,6 +178,9 @@ class Daemon:
         self.paths.pid_file.write_text(str(os.getpid()))
         host = self.settings.gateway.host
         print(f"clawgate gateway ready on ws://{host}:{self.server.port} (provider: {self.provider.name})", flush=True)
+        warm = getattr(self.provider, "warm", None)
+        if warm is not None:
+            asyncio.get_running_loop().run_in_executor(None, warm)
         if isinstance(self.provider, UnconfiguredProvider):
             log.warning("no model provider configured: set ANTHROPIC_API_KEY and restart; chats will be told how")
         await self._stopped.wait()

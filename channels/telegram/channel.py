@@ -1,0 +1,326 @@
+"""The Telegram adapter: start / stop / send, and the route from an update to the bus.
+
+An update becomes, in this order: ignored (not for us), refused or paired (access), a
+command (handled here, through the daemon), or an InboundMessage published to the bus with an
+id stable across redelivery (`telegram:<chat>:<message>`). Everything the user sees while the
+agent works (typing, status, approval buttons) hangs off the event hub, not the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any, Awaitable
+
+from telegram import Bot, BotCommand, CallbackQuery, Message, Update
+from telegram.constants import ChatAction, ParseMode
+from telegram.error import InvalidToken, NetworkError
+from telegram.request import HTTPXRequest
+
+from channels.base import Channel, DeliveryError
+from config.schema import TelegramSettings
+from gateway.messages import InboundMessage, OutboundMessage
+
+from .access import AccessPolicy, Sender as Who, Verdict, decide, may_approve, parse_session_key, read_message, session_key
+from .approvals import ApprovalPrompts
+from .commands import BOT_COMMANDS, Commands
+from .delivery import Sender, Unconfirmed
+from .pairing import PairingStore
+from .polling import Poller
+from .progress import Progress
+from .render import render
+from .state import ChannelState
+
+if TYPE_CHECKING:
+    from gateway.daemon import Daemon
+
+log = logging.getLogger("clawgate.telegram")
+NAME = "telegram"
+DEFAULT_BASE_URL = "https://api.telegram.org/bot"
+REFUSAL = "Sorry, this is a private assistant and you are not on its list."
+NOT_TEXT = "I can only read text messages for now."
+
+
+class ChannelError(Exception):
+    """The channel cannot run as configured; the message names the fix."""
+
+
+def make_bot(settings: TelegramSettings) -> Bot:
+    timeout = settings.request_timeout_seconds
+    return Bot(
+        settings.token or "",
+        base_url=settings.base_url or DEFAULT_BASE_URL,
+        # 16 connections is plenty (Telegram allows ~30 messages/s) and measurably faster than a
+        # big pool under load; a send waits for a free connection rather than failing.
+        request=HTTPXRequest(connection_pool_size=16, read_timeout=timeout, write_timeout=timeout,
+                             connect_timeout=10.0, pool_timeout=None),
+        # getUpdates adds its long-poll timeout to this read timeout.
+        get_updates_request=HTTPXRequest(connection_pool_size=2, read_timeout=timeout, connect_timeout=10.0,
+                                         pool_timeout=10.0),
+    )
+
+
+class TelegramChannel(Channel):
+    name = NAME
+
+    def __init__(self, settings: TelegramSettings, daemon: "Daemon", *, bot: Bot | None = None) -> None:
+        self.settings = settings
+        self.daemon = daemon
+        self.policy = AccessPolicy.build(settings.dm_policy, settings.group_policy, settings.allow_from)
+        self.state = ChannelState(daemon.store)
+        self.pairing = PairingStore(daemon.store.db, ttl_seconds=settings.pairing_ttl_seconds,
+                                    max_pending=settings.pairing_max_pending)
+        self.bot = bot or make_bot(settings)
+        self.sender = Sender(self.bot, retries=settings.send_retries, base_delay=settings.retry_base_seconds)
+        self.ops = _ChatOps(self.bot, self.sender)
+        self.progress = Progress(self.ops, daemon.agent.busy, typing_interval=settings.typing_interval_seconds,
+                                 edit_interval=settings.progress_interval_seconds, status_messages=settings.progress)
+        self.prompts = ApprovalPrompts(self.ops, resolve=daemon.approvals.resolve, may_approve=self._may_approve,
+                                       answer=self._answer)
+        self.commands = Commands(daemon)
+        self.poller: Poller | None = None
+        self._connected = asyncio.Event()
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._background: set[asyncio.Task[Any]] = set()
+        self._unsubscribe: list[Any] = []
+
+    # lifecycle -----------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Connect (getMe, webhook off, commands) and start polling; a network outage is retried in the background."""
+        try:
+            await self._connect()
+        except NetworkError as exc:
+            log.warning("cannot reach the Bot API yet (%s); retrying in the background", exc.message)
+        self.state.prune()
+        self._unsubscribe = [self.daemon.events.subscribe(self.progress.on_event),
+                             self.daemon.events.subscribe(self.prompts.on_event)]
+        self._tasks = [asyncio.create_task(self._run(), name="telegram"),
+                       asyncio.create_task(self._tell_paired(), name="telegram-pairing")]
+
+    async def _connect(self) -> None:
+        try:
+            await self.bot.initialize()
+        except InvalidToken as exc:
+            raise ChannelError(f"Telegram rejected the bot token ({exc.message}); set a valid TELEGRAM_BOT_TOKEN "
+                               "from @BotFather (or channels.telegram.token)") from None
+        await self.bot.delete_webhook(drop_pending_updates=False)
+        await self.sender.best_effort("setMyCommands", lambda: self.bot.set_my_commands(
+            [BotCommand(name, text) for name, text in BOT_COMMANDS]))
+        self._connected.set()
+        log.info("connected as @%s (dm_policy=%s, group_policy=%s)", self.bot.username,
+                 self.settings.dm_policy, self.settings.group_policy)
+
+    async def _run(self) -> None:
+        delay = 1.0
+        while not self.connected:
+            await asyncio.sleep(delay)
+            try:
+                await self._connect()
+            except NetworkError as exc:
+                delay = min(delay * 2, 60.0)
+                log.info("still cannot reach the Bot API (%s); next try in %.0fs", exc.message, delay)
+            except ChannelError as exc:
+                log.error("%s", exc)
+                return
+        s = self.settings
+        self.poller = Poller(self.bot, self._on_update, self.state, timeout=s.poll_timeout_seconds,
+                             stall_after=max(s.stall_seconds, s.poll_timeout_seconds + 5.0))
+        await self.poller.run()
+
+    @property
+    def connected(self) -> bool:
+        return self._connected.is_set()
+
+    async def stop(self) -> None:
+        """Stop taking updates. The HTTP client stays open so replies finishing during shutdown still go out."""
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        self._unsubscribe = []
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.progress.close()
+        await self.prompts.close()
+
+    # outbound ------------------------------------------------------------------------------
+    async def send(self, msg: OutboundMessage) -> None:
+        """Deliver a reply in order, chunk by chunk; a chunk already sent is never sent again."""
+        if not self.connected:  # e.g. replies replayed at start while the Bot API is still unreachable
+            try:
+                await asyncio.wait_for(self._connected.wait(), timeout=3 * self.settings.request_timeout_seconds)
+            except asyncio.TimeoutError:
+                raise DeliveryError("the Telegram channel cannot reach the Bot API yet", retry_after=30.0) from None
+        chat_id = _chat_id(msg.chat_id)
+        where = parse_session_key(msg.session_key or "")
+        thread_id = msg.metadata.get("thread_id") or (where[1] if where and where[0] == msg.chat_id else None)
+        group = isinstance(chat_id, int) and chat_id < 0
+        reply_to = msg.metadata.get("message_id") if group and msg.kind == "reply" else None
+        text = f"⚠️ {msg.text}" if msg.kind == "error" else msg.text
+        chunks = render(text)
+        done = self.state.chunks_sent(msg.id)
+        for index, chunk in enumerate(chunks):
+            if index < done:
+                continue
+            try:
+                await self.sender.send_chunk(chat_id, chunk, thread_id=thread_id, reply_to=reply_to if index == 0 else None)
+            except Unconfirmed as exc:
+                log.warning("reply %s part %d/%d unconfirmed (%s); not resent, to avoid a duplicate",
+                            msg.id, index + 1, len(chunks), exc)
+            if len(chunks) > 1:
+                self.state.record_chunk(msg.id, index + 1)
+
+    # inbound -------------------------------------------------------------------------------
+    async def _on_update(self, update: Update) -> None:
+        """Decide what an update is. Returns once that decision is durable (the poller then confirms it)."""
+        if update.callback_query is not None:
+            if self.state.first_time(f"callback:{update.callback_query.id}"):
+                self._spawn(self.prompts.on_callback(update.callback_query))
+            return
+        msg = update.message
+        if msg is None or msg.from_user is None or msg.from_user.is_bot:
+            return
+        chat, user = msg.chat, msg.from_user
+        private = chat.type == "private"
+        who = Who(str(user.id), user.username)
+        thread_id = msg.message_thread_id if msg.is_topic_message else None  # forum topics only
+        text = msg.text if msg.text is not None else msg.caption
+        mentioned, reply_to_bot = self._addressing(msg)
+        addressed = read_message(text or "", private=private, bot_username=self.bot.username,
+                                 mentioned=mentioned, reply_to_bot=reply_to_bot)
+        if not addressed.for_us:
+            return
+        verdict = decide(self.policy, who, private=private, paired=self.pairing.is_paired(NAME, who.user_id),
+                         refused_before=self.state.refused_before(who.user_id))
+        if verdict is Verdict.PAIR:
+            self._pair(who, str(chat.id))
+            return
+        if verdict is Verdict.REFUSE:
+            self.state.mark_refused(who.user_id)
+            log.info("refused user %s (not allowed by policy)", who.user_id)
+            self._say(chat.id, REFUSAL, thread_id)
+            return
+        if verdict is Verdict.IGNORE:
+            return
+        key = session_key(chat.id, thread_id)
+        if addressed.command is not None:
+            if self.state.first_time(f"command:{chat.id}:{msg.message_id}"):
+                reply = self.commands.handle(addressed.command, key)
+                if reply:
+                    self._say(chat.id, reply, thread_id)
+            return
+        if not text:
+            self._say(chat.id, NOT_TEXT, thread_id)
+            return
+        inbound = InboundMessage(
+            id=f"telegram:{chat.id}:{msg.message_id}", channel=NAME, chat_id=str(chat.id), sender_id=who.user_id,
+            session_key=key, text=addressed.text,
+            metadata={"message_id": msg.message_id, "thread_id": thread_id, "username": user.username,
+                      "chat_type": chat.type},
+        )
+        if self.daemon.bus.publish_inbound(inbound):
+            self.progress.started(key, str(chat.id), thread_id, inbound.id)
+
+    def _addressing(self, msg: Message) -> tuple[bool, bool]:
+        """(the bot is @mentioned, the message replies to the bot)."""
+        me = f"@{self.bot.username}".lower()
+        mentioned = any(
+            (entity.type == "mention" and text.lower() == me)
+            or (entity.type == "text_mention" and entity.user is not None and entity.user.id == self.bot.id)
+            for entity, text in {**msg.parse_entities(), **msg.parse_caption_entities()}.items()
+        )
+        replied = msg.reply_to_message
+        reply_to_bot = bool(replied and replied.from_user and replied.from_user.id == self.bot.id)
+        return mentioned, reply_to_bot
+
+    def _pair(self, who: Who, chat_id: str) -> None:
+        request = self.pairing.request(NAME, who.user_id, who.username, chat_id)
+        if request is None:
+            if not self.state.refused_before(who.user_id):
+                self.state.mark_refused(who.user_id)
+                self._say(int(chat_id), "This is a private assistant and too many access requests are waiting; "
+                                        "try again later.", None)
+            return
+        if request.code_sent:
+            return  # one reply per code: further messages stay unanswered until the owner decides
+        log.info("pairing code issued to user %s; approve with `clawgate pairing approve telegram CODE`",
+                 who.user_id)
+        minutes = round(self.settings.pairing_ttl_seconds / 60)
+        text = (f"Hi! This is a private assistant. To get access, send this code to its owner:\n\n{request.code}\n\n"
+                f"They approve it with: clawgate pairing approve telegram {request.code}\n"
+                f"The code is valid for {minutes} minutes.")
+
+        self.pairing.mark_code_sent(NAME, request.code)  # before sending: a quick second message stays silent
+
+        async def send_code() -> None:
+            if await self.ops.post(chat_id, text, None) is None:
+                self.pairing.mark_code_sent(NAME, request.code, False)  # not delivered: the next message retries
+
+        self._spawn(send_code())
+
+    async def _tell_paired(self) -> None:
+        """Tell users the owner approved (the CLI writes the database; the daemon notices within seconds)."""
+        while True:
+            await asyncio.sleep(self.settings.pairing_check_seconds)
+            if not self.connected:
+                continue
+            for user_id, chat_id in self.pairing.unnotified(NAME):
+                self.pairing.mark_notified(NAME, user_id)  # at most once, even if the send fails
+                await self.ops.post(chat_id, "✅ You're approved. Send me a message whenever you like.", None)
+
+    # approvals -----------------------------------------------------------------------------
+    def _may_approve(self, query: CallbackQuery) -> bool:
+        chat = query.message.chat if query.message else None
+        if chat is None:
+            return False
+        who = Who(str(query.from_user.id), query.from_user.username)
+        return may_approve(self.policy, who, private=chat.type == "private", chat_id=str(chat.id),
+                           paired=self.pairing.is_paired(NAME, who.user_id))
+
+    async def _answer(self, query: CallbackQuery, text: str) -> None:
+        await self.sender.best_effort("answerCallbackQuery", lambda: self.bot.answer_callback_query(query.id, text=text))
+
+    # helpers -------------------------------------------------------------------------------
+    def _say(self, chat_id: int, text: str, thread_id: int | None) -> None:
+        """A control message (refusal, command answer): sent in the background, never blocking polling."""
+        self._spawn(self.ops.post(str(chat_id), text, thread_id))
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+
+class _ChatOps:
+    """Best-effort chat operations for progress, approvals and control messages."""
+
+    def __init__(self, bot: Bot, sender: Sender) -> None:
+        self.bot = bot
+        self.sender = sender
+
+    async def typing(self, chat_id: str, thread_id: int | None) -> None:
+        await self.sender.best_effort("sendChatAction", lambda: self.bot.send_chat_action(
+            _chat_id(chat_id), ChatAction.TYPING, message_thread_id=thread_id))
+
+    async def post(self, chat_id: str, text: str, thread_id: int | None, *, markup: Any = None,
+                   html: bool = False) -> int | None:
+        sent = await self.sender.best_effort("sendMessage", lambda: self.bot.send_message(
+            _chat_id(chat_id), text, message_thread_id=thread_id, reply_markup=markup,
+            parse_mode=ParseMode.HTML if html else None))
+        return sent.message_id if sent is not None else None
+
+    async def edit(self, chat_id: str, message_id: int, text: str, *, html: bool = False) -> bool:
+        done = await self.sender.best_effort("editMessageText", lambda: self.bot.edit_message_text(
+            text, chat_id=_chat_id(chat_id), message_id=message_id, parse_mode=ParseMode.HTML if html else None))
+        return done is not None
+
+    async def delete(self, chat_id: str, message_id: int) -> None:
+        await self.sender.best_effort("deleteMessage", lambda: self.bot.delete_message(_chat_id(chat_id), message_id))
+
+
+def _chat_id(value: str | int) -> int | str:
+    text = str(value)
+    return int(text) if text.lstrip("-").isdigit() else text
+
+
+__all__ = ["TelegramChannel", "ChannelError", "make_bot"]

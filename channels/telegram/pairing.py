@@ -1,0 +1,164 @@
+"""Pairing codes: how the owner admits an unknown user, kept in the daemon's SQLite database.
+
+Own tables in the same file as the inbox, so `clawgate pairing list|approve` works whether or
+not the daemon runs: the CLI writes, the running daemon reads on every message (WAL mode lets
+both at once). Codes are 8 characters from an alphabet without look-alikes (no 0/O, 1/I/L),
+expire after an hour, and at most a few are pending at once so strangers cannot flood it.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
+CODE_LENGTH = 8
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS pairing_requests (
+    channel TEXT NOT NULL,
+    code TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    username TEXT,
+    chat_id TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    expires_at REAL NOT NULL,
+    status TEXT NOT NULL DEFAULT 'pending',   -- pending | approved
+    code_sent INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (channel, code)
+);
+CREATE TABLE IF NOT EXISTS pairing_allowed (
+    channel TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    username TEXT,
+    chat_id TEXT,
+    approved_at REAL NOT NULL,
+    notified INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (channel, user_id)
+);
+"""
+
+
+class PairingError(Exception):
+    """A user-fixable pairing problem, as one line."""
+
+
+@dataclass(frozen=True)
+class PairingRequest:
+    channel: str
+    code: str
+    user_id: str
+    username: str | None
+    chat_id: str
+    created_at: float
+    expires_at: float
+    code_sent: bool = False
+
+
+def normalise_code(code: str) -> str:
+    """Accept what people type: lower case, spaces or dashes ("abcd-efgh")."""
+    return "".join(ch for ch in code.upper() if ch.isalnum())
+
+
+class PairingStore:
+    """Pairing state of every channel; `channel` is e.g. "telegram"."""
+
+    def __init__(self, db: sqlite3.Connection, *, ttl_seconds: float = 3600.0, max_pending: int = 3,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.db = db
+        self.ttl = ttl_seconds
+        self.max_pending = max_pending
+        self.clock = clock
+        db.executescript(SCHEMA)
+
+    # asked by the daemon on each message -------------------------------------------------
+    def is_paired(self, channel: str, user_id: str) -> bool:
+        row = self.db.execute("SELECT 1 FROM pairing_allowed WHERE channel=? AND user_id=?", (channel, user_id)).fetchone()
+        return row is not None
+
+    def request(self, channel: str, user_id: str, username: str | None, chat_id: str) -> PairingRequest | None:
+        """The user's live pending request (made now if needed); None when too many are pending."""
+        now = self.clock()
+        with self.db:
+            self.db.execute("BEGIN IMMEDIATE")
+            self.db.execute("DELETE FROM pairing_requests WHERE status='pending' AND expires_at <= ?", (now,))
+            mine = self._pending_where("channel=? AND user_id=?", (channel, user_id))
+            if mine:
+                return mine[0]
+            count = self.db.execute("SELECT count(*) FROM pairing_requests WHERE channel=? AND status='pending'",
+                                    (channel,)).fetchone()[0]
+            if count >= self.max_pending:
+                return None
+            while True:
+                code = "".join(secrets.choice(ALPHABET) for _ in range(CODE_LENGTH))
+                cur = self.db.execute(
+                    "INSERT OR IGNORE INTO pairing_requests(channel, code, user_id, username, chat_id, created_at, expires_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)", (channel, code, user_id, username, chat_id, now, now + self.ttl))
+                if cur.rowcount == 1:
+                    return PairingRequest(channel, code, user_id, username, chat_id, now, now + self.ttl)
+
+    def mark_code_sent(self, channel: str, code: str, sent: bool = True) -> None:
+        self.db.execute("UPDATE pairing_requests SET code_sent=? WHERE channel=? AND code=?", (int(sent), channel, code))
+
+    # the owner's side (CLI) ------------------------------------------------------------
+    def pending(self, channel: str | None = None) -> list[PairingRequest]:
+        if channel is None:
+            return self._pending_where("1=1", ())
+        return self._pending_where("channel=?", (channel,))
+
+    def approve(self, channel: str, code: str) -> PairingRequest:
+        """Admit the user behind `code`; PairingError (one line) when there is no such live code."""
+        wanted = normalise_code(code)
+        if len(wanted) != CODE_LENGTH or any(ch not in ALPHABET for ch in wanted):
+            raise PairingError(f"{code!r} is not a pairing code (they are {CODE_LENGTH} letters and digits, e.g. "
+                               "ABCD2345); run `clawgate pairing list` to see pending codes")
+        now = self.clock()
+        with self.db:
+            self.db.execute("BEGIN IMMEDIATE")
+            found = self._pending_where("channel=? AND code=?", (channel, wanted))
+            if not found:
+                raise PairingError(f"no pending {channel} pairing code {wanted}; it may have expired (codes last "
+                                   f"{self.ttl / 3600:g} h): run `clawgate pairing list`, or ask the user to "
+                                   "message the bot again")
+            req = found[0]
+            self.db.execute("UPDATE pairing_requests SET status='approved' WHERE channel=? AND code=?", (channel, wanted))
+            self.db.execute("DELETE FROM pairing_requests WHERE channel=? AND user_id=? AND status='pending'",
+                            (channel, req.user_id))
+            self.db.execute(
+                "INSERT INTO pairing_allowed(channel, user_id, username, chat_id, approved_at) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT(channel, user_id) DO UPDATE SET username=excluded.username, chat_id=excluded.chat_id,"
+                " approved_at=excluded.approved_at, notified=0", (channel, req.user_id, req.username, req.chat_id, now))
+        return req
+
+    def revoke(self, channel: str, user_id: str) -> bool:
+        cur = self.db.execute("DELETE FROM pairing_allowed WHERE channel=? AND user_id=?", (channel, user_id.lstrip("@")))
+        if cur.rowcount == 0:
+            cur = self.db.execute("DELETE FROM pairing_allowed WHERE channel=? AND lower(username)=lower(?)",
+                                  (channel, user_id.lstrip("@")))
+        return cur.rowcount > 0
+
+    def allowed(self, channel: str | None = None) -> list[dict[str, object]]:
+        rows = self.db.execute(
+            "SELECT channel, user_id, username, approved_at FROM pairing_allowed WHERE ? IS NULL OR channel=? "
+            "ORDER BY approved_at", (channel, channel)).fetchall()
+        return [{"channel": c, "user_id": u, "username": n, "approved_at": a} for c, u, n, a in rows]
+
+    # telling newly admitted users --------------------------------------------------------
+    def unnotified(self, channel: str) -> list[tuple[str, str]]:
+        """(user_id, chat_id) of users approved since the daemon last told them."""
+        rows = self.db.execute("SELECT user_id, chat_id FROM pairing_allowed WHERE channel=? AND notified=0 "
+                               "AND chat_id IS NOT NULL", (channel,)).fetchall()
+        return [(u, c) for u, c in rows]
+
+    def mark_notified(self, channel: str, user_id: str) -> None:
+        self.db.execute("UPDATE pairing_allowed SET notified=1 WHERE channel=? AND user_id=?", (channel, user_id))
+
+    def _pending_where(self, where: str, params: tuple[object, ...]) -> list[PairingRequest]:
+        rows = self.db.execute(
+            "SELECT channel, code, user_id, username, chat_id, created_at, expires_at, code_sent FROM pairing_requests "
+            f"WHERE status='pending' AND expires_at > ? AND {where} ORDER BY created_at", (self.clock(), *params)).fetchall()
+        return [PairingRequest(channel=c, code=code, user_id=u, username=n, chat_id=chat, created_at=made,
+                               expires_at=ends, code_sent=bool(sent)) for c, code, u, n, chat, made, ends, sent in rows]

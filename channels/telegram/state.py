@@ -1,0 +1,68 @@
+"""The channel's small durable state in the daemon's SQLite file: offset, sends, seen, refusals.
+
+- the polling offset (the Store's kv table), moved only after an update was handled durably;
+- how many chunks of each multi-part reply were sent, so a retried or replayed reply resumes
+  after the last sent chunk instead of sending any part twice;
+- updates handled outside the inbox (commands, button presses), so a redelivered one is not
+  acted on twice;
+- users already refused once, so a stranger gets one refusal and then silence.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from gateway.store import Store
+
+OFFSET_KEY = "telegram:offset"
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS telegram_sent (outbound_id TEXT PRIMARY KEY, chunks INTEGER NOT NULL, updated_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS telegram_seen (key TEXT PRIMARY KEY, seen_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS telegram_refused (user_id TEXT PRIMARY KEY, refused_at REAL NOT NULL);
+"""
+
+
+class ChannelState:
+    def __init__(self, store: "Store", *, clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.db = store.db
+        self.clock = clock
+        self.db.executescript(SCHEMA)
+
+    def prune(self, keep_seconds: float = 7 * 86400) -> None:
+        """Forget bookkeeping older than a week (Telegram redelivers for at most 24 h)."""
+        cutoff = self.clock() - keep_seconds
+        self.db.execute("DELETE FROM telegram_sent WHERE updated_at < ?", (cutoff,))
+        self.db.execute("DELETE FROM telegram_seen WHERE seen_at < ?", (cutoff,))
+
+    # offset ------------------------------------------------------------------------------
+    def offset(self) -> int:
+        return int(self.store.get(OFFSET_KEY) or 0)
+
+    def save_offset(self, offset: int) -> None:
+        self.store.put(OFFSET_KEY, str(offset))
+
+    # multi-part replies ------------------------------------------------------------------
+    def chunks_sent(self, outbound_id: str) -> int:
+        row = self.db.execute("SELECT chunks FROM telegram_sent WHERE outbound_id=?", (outbound_id,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def record_chunk(self, outbound_id: str, chunks: int) -> None:
+        self.db.execute("INSERT INTO telegram_sent(outbound_id, chunks, updated_at) VALUES(?, ?, ?) ON CONFLICT(outbound_id)"
+                        " DO UPDATE SET chunks=excluded.chunks, updated_at=excluded.updated_at",
+                        (outbound_id, chunks, self.clock()))
+
+    # at-most-once handling of updates that do not go through the inbox ---------------------
+    def first_time(self, key: str) -> bool:
+        """Record `key`; False if it was recorded before (a redelivered command or button press)."""
+        cur = self.db.execute("INSERT OR IGNORE INTO telegram_seen(key, seen_at) VALUES(?, ?)", (key, self.clock()))
+        return cur.rowcount == 1
+
+    # one refusal per stranger ------------------------------------------------------------
+    def refused_before(self, user_id: str) -> bool:
+        return self.db.execute("SELECT 1 FROM telegram_refused WHERE user_id=?", (user_id,)).fetchone() is not None
+
+    def mark_refused(self, user_id: str) -> None:
+        self.db.execute("INSERT OR IGNORE INTO telegram_refused(user_id, refused_at) VALUES(?, ?)", (user_id, self.clock()))

@@ -1,0 +1,55 @@
+"""Shared fixtures and helpers of the Telegram end-to-end tests (FakeTelegram + the real daemon)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from tests.fakes.telegram_api import FakeTelegram
+from tests.harness import DaemonProcess
+
+CHAT = 4242
+
+
+@pytest.fixture
+def telegram() -> Iterator[FakeTelegram]:
+    with FakeTelegram() as fake:
+        yield fake
+
+
+@pytest.fixture
+def tg_daemon(telegram: FakeTelegram, daemon_factory: Callable[..., DaemonProcess]) -> Callable[..., DaemonProcess]:
+    """Start a daemon wired to the fake; keyword arguments become channels.telegram settings."""
+
+    def make(fake: FakeTelegram | None = None, env: dict[str, str] | None = None, **settings: Any) -> DaemonProcess:
+        fake = fake or telegram
+        values: dict[str, Any] = {"base_url": fake.base_url, "poll_timeout_seconds": 1, "dm_policy": "open",
+                                  "retry_base_seconds": 0.05, "pairing_check_seconds": 0.2, **settings}
+        full = {"TELEGRAM_BOT_TOKEN": fake.token, **(env or {})}
+        for key, value in values.items():
+            full[f"CLAWGATE_CHANNELS__TELEGRAM__{key.upper()}"] = value if isinstance(value, str) else json.dumps(value)
+        return daemon_factory(full)
+
+    return make
+
+
+def user_texts(body: dict[str, Any]) -> list[str]:
+    """What the person typed in each user turn of a model request (the last text block; context blocks precede it)."""
+    out = []
+    for message in body["messages"]:
+        if message["role"] == "user" and isinstance(message["content"], list):
+            texts = [b["text"] for b in message["content"] if b.get("type") == "text"]
+            out += texts[-1:]
+    return out
+
+
+def replies(fake: FakeTelegram, chat: int) -> list[str]:
+    """Messages to `chat` minus the transient status messages."""
+    return [m["plain_text"] for m in fake.sent if m["chat_id"] == chat and not m["text"].startswith("⚙️")]
+
+
+def wait_handled(fake: FakeTelegram, update_id: int, timeout: float = 10.0) -> None:
+    """Until the daemon confirmed `update_id` (it polled again after handling it)."""
+    fake.wait_for(lambda: fake.confirmed_offset > update_id, timeout)

@@ -1,0 +1,135 @@
+"""Access decisions, addressing rules and pairing codes, without any network."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from channels.telegram.access import (AccessPolicy, Sender, Verdict, decide, may_approve, parse_session_key,
+                                      read_message, session_key)
+from channels.telegram.pairing import ALPHABET, CODE_LENGTH, PairingError, PairingStore
+
+BOT = "clawgate_test_bot"
+ALICE = Sender("111", "Alice")
+BOB = Sender("222", None)
+
+
+def policy(dm: str = "pairing", group: str = "allowlist", allow: tuple[str, ...] = ()) -> AccessPolicy:
+    return AccessPolicy.build(dm, group, allow)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("dm, allow, paired, refused, expected", [
+    ("open", (), False, False, Verdict.ADMIT),
+    ("pairing", (), False, False, Verdict.PAIR),
+    ("pairing", (), False, True, Verdict.PAIR),  # pairing never goes silent by itself; the code reply is once
+    ("pairing", (), True, False, Verdict.ADMIT),
+    ("pairing", ("111",), False, False, Verdict.ADMIT),
+    ("pairing", ("@alice",), False, False, Verdict.ADMIT),  # usernames: '@' optional, any case
+    ("allowlist", (), False, False, Verdict.REFUSE),
+    ("allowlist", (), False, True, Verdict.IGNORE),  # refused once, then silence
+    ("allowlist", ("*",), False, False, Verdict.ADMIT),
+    ("allowlist", (), True, False, Verdict.ADMIT),
+])
+def test_private_chats(dm: str, allow: tuple[str, ...], paired: bool, refused: bool, expected: Verdict) -> None:
+    assert decide(policy(dm, allow=allow), ALICE, private=True, paired=paired, refused_before=refused) is expected
+
+
+def test_groups() -> None:
+    listed = policy("open", "allowlist", ("alice",))
+    assert decide(listed, ALICE, private=False, paired=False, refused_before=False) is Verdict.ADMIT
+    assert decide(listed, BOB, private=False, paired=False, refused_before=False) is Verdict.REFUSE
+    assert decide(listed, BOB, private=False, paired=False, refused_before=True) is Verdict.IGNORE
+    assert decide(listed, BOB, private=False, paired=True, refused_before=False) is Verdict.ADMIT
+    assert decide(policy("open", "open"), BOB, private=False, paired=False, refused_before=False) is Verdict.ADMIT
+    disabled = policy("open", "disabled", ("111",))
+    assert decide(disabled, ALICE, private=False, paired=True, refused_before=False) is Verdict.IGNORE
+
+
+def test_who_may_approve() -> None:
+    open_dm = policy("open", "open")
+    assert may_approve(open_dm, ALICE, private=True, chat_id="111", paired=False)
+    assert not may_approve(open_dm, BOB, private=True, chat_id="111", paired=False)  # not their chat
+    assert not may_approve(policy("allowlist"), ALICE, private=True, chat_id="111", paired=False)
+    assert may_approve(policy("allowlist", allow=("111",)), ALICE, private=True, chat_id="111", paired=False)
+    # in groups only listed or paired people, even when the group is open to everyone
+    assert not may_approve(open_dm, BOB, private=False, chat_id="-100", paired=False)
+    assert may_approve(open_dm, BOB, private=False, chat_id="-100", paired=True)
+
+
+@pytest.mark.parametrize("text, private, mentioned, reply, expected", [
+    ("hello", True, False, False, (True, "hello", None)),
+    ("hello", False, False, False, (False, "hello", None)),
+    (f"@{BOT} hello there", False, True, False, (True, "hello there", None)),
+    (f"hey @{BOT.upper()}, look", False, True, False, (True, "hey , look", None)),
+    ("and then?", False, False, True, (True, "and then?", None)),
+    ("/new", True, False, False, (True, "/new", "new")),
+    (f"/STOP@{BOT}", False, False, False, (True, f"/STOP@{BOT}", "stop")),
+    ("/stop", False, False, False, (True, "/stop", "stop")),
+    ("/stop@other_bot", False, False, False, (False, "/stop@other_bot", None)),
+    ("/translate this please", True, False, False, (True, "/translate this please", None)),  # not ours: text
+])
+def test_addressing(text: str, private: bool, mentioned: bool, reply: bool, expected: tuple) -> None:
+    got = read_message(text, private=private, bot_username=BOT, mentioned=mentioned, reply_to_bot=reply)
+    assert (got.for_us, got.text, got.command) == expected
+
+
+def test_session_keys_round_trip() -> None:
+    assert session_key(42) == "telegram:42" and session_key(-100123, 7) == "telegram:-100123:7"
+    assert parse_session_key("telegram:-100123:7") == ("-100123", 7)
+    assert parse_session_key("telegram:42") == ("42", None)
+    assert parse_session_key("main") is None and parse_session_key("cron:job") is None
+
+
+# pairing codes ---------------------------------------------------------------------------------------
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def pairing(clock: Clock) -> PairingStore:
+    return PairingStore(sqlite3.connect(":memory:", isolation_level=None), ttl_seconds=3600, max_pending=3, clock=clock)
+
+
+def test_codes_are_unambiguous_and_stable_per_user(pairing: PairingStore) -> None:
+    first = pairing.request("telegram", "1", "ann", "1")
+    assert first is not None and len(first.code) == CODE_LENGTH and set(first.code) <= set(ALPHABET)
+    assert not set(ALPHABET) & set("01OIL")
+    again = pairing.request("telegram", "1", "ann", "1")
+    assert again is not None and again.code == first.code
+
+
+def test_at_most_three_pending_and_expiry_frees_a_slot(pairing: PairingStore, clock: Clock) -> None:
+    codes = [pairing.request("telegram", str(u), None, str(u)) for u in (1, 2, 3)]
+    assert all(codes) and pairing.request("telegram", "4", None, "4") is None
+    clock.now += 3601
+    assert pairing.pending("telegram") == []
+    with pytest.raises(PairingError, match="may have expired"):
+        pairing.approve("telegram", codes[0].code)  # type: ignore[union-attr]
+    assert pairing.request("telegram", "4", None, "4") is not None
+
+
+def test_approve_admits_once_and_accepts_sloppy_typing(pairing: PairingStore) -> None:
+    request = pairing.request("telegram", "7", "zed", "7")
+    assert request is not None and not pairing.is_paired("telegram", "7")
+    sloppy = request.code.lower()[:4] + "-" + request.code.lower()[4:]
+    approved = pairing.approve("telegram", sloppy)
+    assert approved.user_id == "7" and pairing.is_paired("telegram", "7")
+    assert pairing.unnotified("telegram") == [("7", "7")]
+    pairing.mark_notified("telegram", "7")
+    assert pairing.unnotified("telegram") == []
+    with pytest.raises(PairingError) as info:
+        pairing.approve("telegram", request.code)  # used up
+    assert "\n" not in str(info.value) and "pairing list" in str(info.value)
+    with pytest.raises(PairingError, match="not a pairing code"):
+        pairing.approve("telegram", "0OIL")
+    assert pairing.revoke("telegram", "@zed") and not pairing.is_paired("telegram", "7")
