@@ -20,13 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.core_bench import pct, start_fake_model, throughput  # noqa: E402
-from tests.fakes import telegram_api  # noqa: E402
 from tests.fakes.telegram_api import FakeTelegram  # noqa: E402
-
-# The fake writes headers and body in two sends; with Nagle's algorithm on, the client's delayed
-# ACK then stalls every Bot API call by ~40 ms — an artefact of the fake, not of Telegram or of
-# clawgate, so the bench turns it off (the standard socketserver switch).
-telegram_api._Handler.disable_nagle_algorithm = True
 from tests.harness import TOKEN, DaemonProcess  # noqa: E402
 from gateway.client import GatewayClient  # noqa: E402
 
