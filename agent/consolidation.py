@@ -2,7 +2,8 @@
 part is summarised into memory and only a pointer moves.
 
 It runs as an `after_run` hook of the AgentLoop (in the session's lane, after the reply is
-queued), so the person never waits for it. The session file is never rewritten: a typed
+queued), so the person never waits for the reply; a message sent while it summarises waits
+for it, which keeps the session strictly serial. The session file is never rewritten: a typed
 "consolidated" record stores the new window start (`upto`, a message index), the summary
 and the pointer text the model sees at the head of the next request. If the model cannot
 summarise, the raw part is archived verbatim to memory/archive/ and the pointer still moves:

@@ -32,6 +32,10 @@ from .tools import ToolContext, ToolOutcome, ToolRegistry
 
 log = logging.getLogger(__name__)
 
+TRUNCATED_CALL = (
+    "Not run: this tool call was cut off by the output limit before its arguments were complete. "
+    "Make it smaller: write large files in parts (write_file for the first part, then edit_file to append)."
+)
 UNKNOWN_OUTCOME = (
     "The daemon restarted while this call was running, so its outcome is unknown. It was NOT "
     "re-run because it has side effects. Check its effect (e.g. read the file, list the folder) "
@@ -52,6 +56,7 @@ class AgentLoop:
         self.workspace = workspace
         self.lanes: Lanes[str, InboundMessage] = Lanes(self._handle, settings.max_concurrent)
         self._stopping: set[str] = set()
+        self._responding: set[str] = set()
         # Extension points, so capabilities live beside the loop rather than inside it:
         # interceptors may answer a message before the model sees it (commands like /new);
         # reply_filters may suppress a reply (a heartbeat's bare HEARTBEAT_OK);
@@ -70,8 +75,9 @@ class AgentLoop:
         return self.lanes.busy(session_key)
 
     def stop_current(self, session_key: str) -> bool:
-        """Cancel the session's running turn cleanly (the user asked); queued messages still run."""
-        if not self.lanes.busy(session_key):
+        """Cancel the session's running turn cleanly (the user asked); queued messages still run.
+        Only a turn being answered can be stopped, never the bookkeeping after it."""
+        if session_key not in self._responding:
             return False
         self._stopping.add(session_key)
         if not self.lanes.cancel_current(session_key):
@@ -83,27 +89,22 @@ class AgentLoop:
     async def _handle(self, key: str, msg: InboundMessage) -> None:
         session = self.sessions.get(key)
         started = time.perf_counter()
-        kind = "reply"
+        self._responding.add(key)
         try:
-            attempts = self.bus.store.begin_attempt(msg.id, session.progress)
-            if attempts > self.settings.max_message_attempts:
-                session.append("event", name="poison_message", run_id=msg.id, attempts=attempts)
-                self._reply(msg, f"This message was set aside: processing it was interrupted {attempts - 1} times "
-                            "in a row without progress (the daemon crashed or was killed each time). Send it again "
-                            "in a simpler form, or check the logs.", "error")
-                return
-            for intercept in self.interceptors:
-                answer = intercept(msg)
-                if answer is not None:
-                    self._reply(msg, answer, "notice")
-                    return
-            text, kind = await self.respond(session, msg, msg.metadata.get("mode", "normal"))
+            text, kind = await self._answer(session, msg)
         except asyncio.CancelledError:
             if key not in self._stopping:
                 raise  # shutting down: leave the message unanswered so it is replayed on start
-            self._stopping.discard(key)
             session.append("event", name="cancelled", run_id=msg.id)
             text, kind = "Stopped.", "notice"
+        except Exception as exc:  # a bug or an I/O failure still gets the person an answer
+            log.exception("run %s of session %s failed", msg.id, key)
+            session.append("event", name="run_failed", run_id=msg.id, error=f"{type(exc).__name__}: {exc}"[:300])
+            text, kind = (f"Something went wrong while working on this ({type(exc).__name__}); the details are "
+                          "in the daemon log. Try again, or rephrase the request."), "error"
+        finally:
+            self._responding.discard(key)
+            self._stopping.discard(key)
         self._reply(msg, text, kind)
         self.events.emit("run_end", session=key, run_id=msg.id, kind=kind,
                          duration_ms=round((time.perf_counter() - started) * 1000, 1))
@@ -112,6 +113,19 @@ class AgentLoop:
                 await hook(session, msg)
             except Exception:
                 log.exception("after-run hook %s failed for %s", getattr(hook, "__name__", hook), key)
+
+    async def _answer(self, session: Session, msg: InboundMessage) -> tuple[str, str]:
+        attempts = self.bus.store.begin_attempt(msg.id, session.progress)
+        if attempts > self.settings.max_message_attempts:
+            session.append("event", name="poison_message", run_id=msg.id, attempts=attempts)
+            return (f"This message was set aside: processing it was interrupted {attempts - 1} times in a row "
+                    "without progress (the daemon crashed or was killed each time). Send it again in a simpler "
+                    "form, or check the logs."), "error"
+        for intercept in self.interceptors:
+            answer = intercept(msg)
+            if answer is not None:
+                return answer, "notice"
+        return await self.respond(session, msg, msg.metadata.get("mode", "normal"))
 
     def _reply(self, msg: InboundMessage, text: str, kind: str) -> None:
         """Queue the reply where the message asks (metadata "deliver"), or nowhere."""
@@ -125,7 +139,7 @@ class AgentLoop:
 
     async def respond(self, session: Session, msg: InboundMessage, mode: Mode = "normal") -> tuple[str, str]:
         """Run the tool loop for `msg` and return (final text, kind)."""
-        recovering = any(r.get("inbound_id") == msg.id for r in session.records[-200:] if r["kind"] == "user")
+        recovering = msg.id in session.inbound_seqs
         if recovering:
             finished = _finished_answer(session, msg.id)
             if finished is not None:
@@ -135,8 +149,11 @@ class AgentLoop:
             session.append("user", text=msg.text, inbound_id=msg.id, channel=msg.channel, chat_id=msg.chat_id,
                            sender_id=msg.sender_id, **origin,
                            context=self.context.runtime_block(session, channel=msg.channel, chat_id=msg.chat_id))
-        ctx = ToolContext(session_key=session.key, channel=msg.channel, chat_id=msg.chat_id, sender_id=msg.sender_id,
-                          run_id=msg.id, workspace=self.workspace, send=self.bus.publish_outbound)
+        # Triggered runs (cron, heartbeat, resume) act for the person they deliver to: approvals
+        # and the message tool go there, not to the trigger's own channel name.
+        where = msg.metadata.get("deliver") or {"channel": msg.channel, "chat_id": msg.chat_id}
+        ctx = ToolContext(session_key=session.key, channel=where["channel"], chat_id=str(where["chat_id"]),
+                          sender_id=msg.sender_id, run_id=msg.id, workspace=self.workspace, send=self.bus.publish_outbound)
         if recovering and session.pending_tool_calls():
             await self._run_tools(session, session.pending_tool_calls(), ctx, recovering=True)
 
@@ -156,6 +173,11 @@ class AgentLoop:
             calls = response.tool_calls
             if not calls:
                 return response.text.strip() or "(The model returned an empty answer.)", "reply"
+            if response.stop_reason == "max_tokens":
+                # The output limit cut the call off mid-arguments: never run half a call.
+                session.append("tool_results", run_id=msg.id, results=[
+                    {"tool_use_id": c["id"], "content": TRUNCATED_CALL, "is_error": True} for c in calls])
+                continue
             await self._run_tools(session, calls, ctx, recovering=recovering)
         session.append("event", name="iteration_limit", run_id=msg.id, limit=self.settings.max_iterations)
         return (f"I stopped after {self.settings.max_iterations} model calls without finishing this request, "

@@ -16,7 +16,7 @@ from typing import Any
 from gateway.bus import MessageBus
 from gateway.messages import InboundMessage, OutboundMessage
 
-from .events import Event
+from .events import Event, EventHub
 from .session import SessionManager
 from .tasks import Task, TaskStore
 from .tools import ToolContext, ToolOutcome
@@ -74,11 +74,13 @@ def _notify(bus: MessageBus, sessions: SessionManager, origin: dict[str, str] | 
 
 
 class TaskTracker:
-    """Counts model turns against the session's current task and nudges stale plans."""
+    """Counts model turns against the session's current task, nudges stale plans, and
+    announces plan changes as `task` events (gateway clients show live progress)."""
 
-    def __init__(self, tasks: TaskStore, *, remind_after: int) -> None:
+    def __init__(self, tasks: TaskStore, *, remind_after: int, events: EventHub | None = None) -> None:
         self.tasks = tasks
         self.remind_after = remind_after
+        self.events = events
         self._stale: dict[str, tuple[float, int]] = {}  # task id -> (updated_at seen, turns since)
 
     def on_event(self, event: Event) -> None:
@@ -94,10 +96,25 @@ class TaskTracker:
         self._stale[task.id] = (task.updated_at, since)
 
     def remind(self, call: dict[str, Any], outcome: ToolOutcome, ctx: ToolContext) -> None:
+        if call["name"] == "task":
+            self._announce(call, outcome, ctx)
+            return
         task = self.tasks.current(ctx.session_key)
-        if task is None or call["name"] == "task":
+        if task is None:
             return
         _, since = self._stale.get(task.id, (0.0, 0))
         if since >= self.remind_after:
             outcome.content += (f"\n[reminder] {since} turns since task {task.id}'s plan was updated "
                                 f"({task.status_line()}). Record progress with the task tool.")
+
+    def _announce(self, call: dict[str, Any], outcome: ToolOutcome, ctx: ToolContext) -> None:
+        if self.events is None or outcome.is_error:
+            return
+        task_id = (call.get("input") or {}).get("task_id")
+        task = self.tasks.get(task_id) if task_id else self.tasks.current(ctx.session_key)
+        if task is None:  # just finished: the newest task of the session
+            done = [t for t in self.tasks.all() if t.session_key == ctx.session_key]
+            task = max(done, key=lambda t: t.updated_at) if done else None
+        if task is not None:
+            self.events.emit("task", session=task.session_key, id=task.id, status=task.status,
+                             line=task.status_line(), action=(call.get("input") or {}).get("action"))

@@ -40,6 +40,7 @@ class Session:
         self.seq = 0
         self.updated_at = 0.0
         self.progress = 0  # model answers and finished tool calls: what a retry would not redo
+        self.inbound_seqs: dict[str, int] = {}  # inbound message id -> seq of its user turn
         self._messages: list[dict[str, Any]] = []
         self._pending_tool_ids: list[str] = []
         self._message_seqs: list[int] = []  # seq of the record that opened each LLM message
@@ -107,6 +108,8 @@ class Session:
         kind = record.get("kind")
         if kind in ("assistant", "tool_done"):
             self.progress += 1
+        elif kind == "user" and record.get("inbound_id"):
+            self.inbound_seqs[record["inbound_id"]] = int(record.get("seq", 0))
         if kind in LLM_KINDS:
             self._project(record)
             while len(self._message_seqs) < len(self._messages):

@@ -82,7 +82,7 @@ class Daemon:
         self.agent = AgentLoop(bus=self.bus, sessions=self.sessions, provider=self.provider, tools=self.tools,
                                context=self.context, events=self.events, settings=settings.agent,
                                workspace=self.workspace)
-        self.tracker = TaskTracker(self.tasks, remind_after=settings.agent.task_reminder_turns)
+        self.tracker = TaskTracker(self.tasks, remind_after=settings.agent.task_reminder_turns, events=self.events)
         self.events.subscribe(self.tracker.on_event)
         self.tools.result_hooks.append(self.tracker.remind)
         self.context.contributors.append(self._task_status_line)

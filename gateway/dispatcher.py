@@ -20,12 +20,17 @@ log = logging.getLogger(__name__)
 
 
 class Dispatcher:
+    """Retryable failures are retried for as long as it takes (backoff capped at `max_delay`):
+    an outage of minutes must not turn into lost replies. Permanent failures are given up at once;
+    unexpected exceptions (bugs) after `max_attempts`."""
+
     def __init__(self, bus: MessageBus, channels: dict[str, Channel], *, max_attempts: int = 5,
-                 base_delay: float = 1.0, sleep=asyncio.sleep) -> None:
+                 base_delay: float = 1.0, max_delay: float = 300.0, sleep=asyncio.sleep) -> None:
         self.bus = bus
         self.channels = channels
         self.max_attempts = max_attempts
         self.base_delay = base_delay
+        self.max_delay = max_delay
         self._sleep = sleep
         self.lanes: Lanes[tuple[str, str], OutboundMessage] = Lanes(self._deliver)
 
@@ -41,21 +46,31 @@ class Dispatcher:
             store.mark_failed(msg.id, f"no channel named {msg.channel!r} is running")
             log.error("reply %s dropped: channel %r is not running", msg.id, msg.channel)
             return
-        for attempt in range(1, self.max_attempts + 1):
+        attempt = 0
+        while True:
+            attempt += 1
             try:
                 await channel.send(msg)
             except DeliveryError as exc:
-                if exc.permanent or attempt == self.max_attempts:
+                if exc.permanent:
                     store.mark_failed(msg.id, str(exc))
                     log.error("reply %s to %s:%s failed for good: %s", msg.id, msg.channel, msg.chat_id, exc)
                     return
-                delay = exc.retry_after if exc.retry_after is not None else self.base_delay * 2 ** (attempt - 1)
-                log.warning("reply %s to %s:%s failed (%s); retry %d in %.1fs", msg.id, msg.channel, msg.chat_id, exc, attempt, delay)
+                delay = exc.retry_after if exc.retry_after is not None else self._backoff(attempt)
+                log.warning("reply %s to %s:%s not delivered (%s); attempt %d, next in %.1fs",
+                            msg.id, msg.channel, msg.chat_id, exc, attempt, delay)
                 await self._sleep(delay)
                 continue
             except Exception as exc:
-                store.mark_failed(msg.id, f"{type(exc).__name__}: {exc}")
-                log.exception("reply %s: channel %s raised", msg.id, msg.channel)
-                return
+                if attempt >= self.max_attempts:
+                    store.mark_failed(msg.id, f"{type(exc).__name__}: {exc}")
+                    log.exception("reply %s: channel %s keeps raising; giving up", msg.id, msg.channel)
+                    return
+                log.exception("reply %s: channel %s raised; retrying", msg.id, msg.channel)
+                await self._sleep(self._backoff(attempt))
+                continue
             store.mark_delivered(msg.id)
             return
+
+    def _backoff(self, attempt: int) -> float:
+        return min(self.max_delay, self.base_delay * 2 ** (attempt - 1))

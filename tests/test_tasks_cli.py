@@ -82,3 +82,21 @@ async def test_task_tool_refuses_unverified_done(tmp_path):
         await run(action="finish", status="completed", result="done")
     out = await run(action="finish", status="failed", result="b could not be done: no access")
     assert "[failed]" in out
+
+
+async def test_plan_changes_are_announced_as_task_events(daemon, fake_model):
+    from tests.fakes.anthropic_api import text, tool_use
+
+    fake_model.enqueue(tool_use("task", {"action": "plan", "goal": "g", "steps": ["a", "b"]}),
+                       tool_use("task", {"action": "complete", "step": 1, "verification": "saw a"}),
+                       text("planned and did a"))
+    events = []
+    async with daemon.client(subscribe=["t"]) as client:
+        await client.request("chat.send", {"session": "t", "text": "plan it"})
+        async for frame in client.events():
+            if frame["event"] == "task":
+                events.append(frame["payload"])
+            if frame["event"] == "chat" and frame["payload"]["state"] == "final":
+                break
+    assert [(e["action"], e["status"]) for e in events] == [("plan", "in_progress"), ("complete", "in_progress")]
+    assert events[-1]["line"].endswith("step 2/2: b")

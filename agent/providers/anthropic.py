@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
+RETRYABLE_TYPES = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
 
 
 def _block(block: Any) -> dict[str, Any]:
@@ -37,10 +38,12 @@ def _block(block: Any) -> dict[str, Any]:
 class AnthropicProvider:
     name = "anthropic"
 
-    def __init__(self, settings: AnthropicSettings, *, stream: bool = True, sleep=asyncio.sleep) -> None:
+    def __init__(self, settings: AnthropicSettings, *, stream: bool = True, sleep=asyncio.sleep,
+                 http_client: Any = None) -> None:
         self.settings = settings
         self.stream = stream
         self._sleep = sleep
+        self._http_client = http_client  # an httpx2.AsyncClient, e.g. with a mock transport in tests
         self._client: "anthropic.AsyncAnthropic | None" = None
 
     def warm(self) -> None:
@@ -54,6 +57,7 @@ class AnthropicProvider:
                 base_url=self.settings.base_url,
                 max_retries=0,
                 timeout=self.settings.timeout_seconds,
+                http_client=self._http_client,
             )
 
     @property
@@ -82,18 +86,21 @@ class AnthropicProvider:
 
     async def _with_retries(self, request: ModelRequest, model: str, on_text: TextCallback | None) -> ModelResponse:
         import anthropic
+        import httpx2
 
         attempts = self.settings.max_retries + 1
         for attempt in range(attempts):
             try:
                 return await self._once(request, model, on_text)
             except anthropic.APIStatusError as exc:
-                status = exc.status_code
-                if status not in RETRYABLE_STATUS:
+                status, kind = exc.status_code, _error_type(exc)
+                # An error event in the middle of a stream arrives with the stream's HTTP 200.
+                if status not in RETRYABLE_STATUS and kind not in RETRYABLE_TYPES:
                     raise ProviderError(_explain(status, exc)) from None
-                error: ProviderError = ProviderError(f"HTTP {status} from the model API", retryable=True)
-                delay = _retry_after(exc.response) if exc.response is not None else None
-            except (anthropic.APITimeoutError, anthropic.APIConnectionError) as exc:
+                error: ProviderError = ProviderError(f"{kind or f'HTTP {status}'} from the model API", retryable=True)
+                delay = _retry_after(exc.response) if exc.response is not None and status != 200 else None
+            except (anthropic.APITimeoutError, anthropic.APIConnectionError, httpx2.TransportError) as exc:
+                # Transport errors raised while a stream is being read are not wrapped by the SDK.
                 error = ProviderError(f"cannot reach the model API: {type(exc).__name__}", retryable=True)
                 delay = None
             if attempt + 1 >= attempts:
@@ -141,6 +148,15 @@ class AnthropicProvider:
             model=message.model,
             latency_ms=(time.perf_counter() - started) * 1000,
         )
+
+
+def _error_type(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and isinstance(error.get("type"), str):
+            return error["type"]
+    return ""
 
 
 def _retry_after(response: Any) -> float | None:

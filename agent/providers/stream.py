@@ -55,7 +55,11 @@ class StreamAccumulator:
             parts = self._json.pop(event.index, None)
             if parts is not None:
                 raw = "".join(parts)
-                self.blocks[event.index]["input"] = json.loads(raw) if raw.strip() else {}
+                try:
+                    self.blocks[event.index]["input"] = json.loads(raw) if raw.strip() else {}
+                except json.JSONDecodeError:
+                    # Cut off by max_tokens: keep a valid object; the loop refuses to run it.
+                    self.blocks[event.index]["input"] = {}
         elif kind == "message_delta":
             self.stop_reason = event.delta.stop_reason
             if event.usage is not None and event.usage.output_tokens is not None:

@@ -24,6 +24,8 @@ class TaskTool(Tool):
         "learned constraint; 'finish' ends the task (status completed|failed|cancelled, with 'result'); "
         "'show' returns the task. Work on one step at a time and keep the plan current."
     )
+    # Plans are state: after a crash mid-call the model checks with 'show' instead of repeating.
+    side_effects = True
 
     class Arguments(Args):
         action: Literal["plan", "start", "complete", "note", "finish", "show"]
@@ -46,6 +48,8 @@ class TaskTool(Tool):
         if args.action == "show":
             return _render(task)
         if args.action == "note":
+            if task.status not in ("pending", "in_progress"):
+                raise ToolError(f"task {task.id} is {task.status}", "plan a new task for new work")
             if not args.text:
                 raise ToolError("note needs 'text'", "pass the progress note as text")
             task.notes.append(args.text)
@@ -101,6 +105,8 @@ class TaskTool(Tool):
 
     @staticmethod
     def _finish(task: Task, args: Arguments) -> None:
+        if task.status not in ("pending", "in_progress"):
+            raise ToolError(f"task {task.id} is already {task.status}", "plan a new task for new work")
         if not args.status or not args.result:
             raise ToolError("finish needs 'status' and 'result'", "say what was done, how it was verified and what remains")
         open_steps = [i + 1 for i, s in enumerate(task.steps) if s.status not in ("done", "skipped")]

@@ -1,0 +1,151 @@
+"""The agent loop driven without sockets: a scripted provider, real bus, sessions and tools."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.approvals import ApprovalBroker
+from agent.context import ContextBuilder
+from agent.events import EventHub
+from agent.loop import AgentLoop
+from agent.providers.base import ModelRequest, ModelResponse
+from agent.session import SessionManager
+from agent.tools import ToolRegistry
+from agent.toolset import default_tools
+from config.schema import Settings
+from gateway.bus import MessageBus
+from gateway.messages import InboundMessage
+from gateway.store import Store
+from workspace.guard import WorkspaceGuard
+
+
+class ScriptedProvider:
+    name = "scripted"
+
+    def __init__(self, *replies: Any) -> None:
+        self.replies = list(replies)
+        self.requests: list[ModelRequest] = []
+
+    async def complete(self, request: ModelRequest, on_text=None) -> ModelResponse:
+        self.requests.append(request)
+        reply = self.replies.pop(0)
+        if isinstance(reply, BaseException):
+            raise reply
+        if callable(reply):
+            return await reply()
+        return reply
+
+    async def close(self) -> None:
+        return None
+
+
+def text(t: str) -> ModelResponse:
+    return ModelResponse(content=[{"type": "text", "text": t}], stop_reason="end_turn")
+
+
+def call(name: str, args: dict, *, stop: str = "tool_use", cid: str = "t1") -> ModelResponse:
+    return ModelResponse(content=[{"type": "tool_use", "id": cid, "name": name, "input": args}], stop_reason=stop)
+
+
+@pytest.fixture
+def make(tmp_path: Path):
+    def build(provider: ScriptedProvider) -> tuple[AgentLoop, MessageBus, EventHub, WorkspaceGuard]:
+        settings = Settings()
+        ws = WorkspaceGuard(tmp_path / "ws")
+        events = EventHub()
+        bus = MessageBus(Store(tmp_path / "db.sqlite", fsync=False))
+        tools = ToolRegistry(default_tools(settings), events=events, approvals=ApprovalBroker(events, mode="deny"))
+        context = ContextBuilder(ws.root, tools=tools.definitions, model="m", max_tokens=100)
+        loop = AgentLoop(bus=bus, sessions=SessionManager(tmp_path / "sessions", fsync=False), provider=provider,
+                         tools=tools, context=context, events=events, settings=settings.agent, workspace=ws)
+        return loop, bus, events, ws
+    return build
+
+
+def inbound(text: str, session: str = "s", **metadata: Any) -> InboundMessage:
+    return InboundMessage(channel="gateway", chat_id=session, sender_id="u", session_key=session, text=text,
+                          metadata=metadata)
+
+
+async def run(loop: AgentLoop, bus: MessageBus, *msgs: InboundMessage) -> list:
+    for msg in msgs:
+        bus.publish_inbound(msg)
+        loop.lanes.submit(msg.session_key, await bus.next_inbound())
+    await asyncio.wait_for(loop.lanes.join(), 5)
+    return list(bus.store.undelivered())
+
+
+async def test_unexpected_error_still_answers_and_the_session_goes_on(make):
+    loop, bus, events, _ = make(ScriptedProvider(RuntimeError("boom"), text("fine now")))
+    ends = []
+    events.subscribe(lambda e: ends.append(e) if e["type"] == "run_end" else None)
+    replies = await run(loop, bus, inbound("one"), inbound("two"))
+    assert [r.kind for r in replies] == ["error", "reply"]
+    assert "went wrong" in replies[0].text and "RuntimeError" in replies[0].text
+    assert replies[1].text == "fine now"
+    assert len(ends) == 2 and bus.store.counts()["inbox_open"] == 0
+
+
+async def test_tool_call_cut_off_by_max_tokens_is_not_run(make):
+    loop, bus, _, ws = make(ScriptedProvider(
+        call("write_file", {"path": "big.txt", "content": "partial"}, stop="max_tokens"), text("ok, smaller")))
+    replies = await run(loop, bus, inbound("write a big file"))
+    assert replies[0].text == "ok, smaller"
+    assert not (ws.root / "big.txt").exists()
+    result = loop.provider.requests[-1].messages[-1]["content"][0]
+    assert result["is_error"] and "cut off by the output limit" in result["content"]
+
+
+async def test_stop_only_cancels_a_turn_being_answered(make):
+    gate = asyncio.Event()
+    hook_ran = asyncio.Event()
+
+    async def slow() -> ModelResponse:
+        await gate.wait()
+        return text("late")
+
+    loop, bus, _, _ = make(ScriptedProvider(slow, text("after hook")))
+
+    async def hook(session, msg) -> None:
+        hook_ran.set()
+        await asyncio.sleep(0.2)
+
+    loop.after_run.append(hook)
+    bus.publish_inbound(inbound("first"))
+    loop.lanes.submit("s", await bus.next_inbound())
+    await asyncio.sleep(0.05)
+    assert loop.stop_current("s") is True
+    await asyncio.wait_for(hook_ran.wait(), 2)
+    assert loop.stop_current("s") is False  # the hook is bookkeeping, not a turn
+    await loop.lanes.join()
+    assert not loop._stopping
+    [reply] = list(bus.store.undelivered())
+    assert reply.text == "Stopped."
+
+
+async def test_triggered_run_acts_for_its_delivery_target(make):
+    loop, bus, _, _ = make(ScriptedProvider(call("message", {"text": "progress"}), text("done")))
+    msg = InboundMessage(channel="cron", chat_id="cron:j1", sender_id="cron", session_key="cron:j1", text="report",
+                         metadata={"deliver": {"channel": "telegram", "chat_id": "42"}})
+    replies = await run(loop, bus, msg)
+    notice = [r for r in replies if r.kind == "notice"][0]
+    assert (notice.channel, notice.chat_id) == ("telegram", "42")  # no approval needed: it is the person's chat
+    assert [(r.channel, r.chat_id) for r in replies if r.kind == "reply"] == [("telegram", "42")]
+
+
+async def test_recovery_finds_its_user_turn_however_long_the_run(make):
+    loop, bus, _, _ = make(ScriptedProvider(*[call("list_dir", {}, cid=f"t{i}") for i in range(130)], text("end")))
+    loop.settings.max_iterations = 200
+    msg = inbound("long run")
+    await run(loop, bus, msg)
+    session = loop.sessions.get("s")
+    assert len(session.records) > 400
+    # Replayed after a crash: the answer already in the log is reused, no model call, no 2nd user turn.
+    calls = len(loop.provider.requests)
+    assert await loop.respond(session, msg) == ("end", "reply")
+    assert len(loop.provider.requests) == calls
+    assert [r["kind"] for r in session.records].count("user") == 1
