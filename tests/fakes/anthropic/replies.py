@@ -1,0 +1,53 @@
+"""Scripted replies: what a test tells the fake to answer with.
+
+Why separate: tests and scripts build replies without needing the server, and the
+reply shape is the fake's scripting language, independent of HTTP.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Reply:
+    """One scripted model reply (or, with a non-200 ``status``, one API error).
+
+    ``delay`` (plus the fake's ``latency``) is slept before anything is sent, for
+    streaming replies too, so a slow model looks like a slow first byte.
+    """
+
+    text: str = ""
+    tool_calls: list[dict] = field(default_factory=list)
+    stop_reason: str | None = None
+    status: int = 200
+    retry_after: float | None = None
+    delay: float = 0.0
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    # Error message for non-200 replies; None uses a stock message per error type.
+    message: str | None = None
+
+
+def text(s: str, **kw: Any) -> Reply:
+    """A plain assistant text reply; ``kw`` sets any other ``Reply`` field."""
+    return Reply(text=s, **kw)
+
+
+def tool_use(name: str, input: dict, *, text: str = "", id: str | None = None) -> Reply:  # noqa: A002
+    """A reply that calls one tool (optionally preceded by some assistant text)."""
+    call: dict = {"name": name, "input": input}
+    if id is not None:
+        call["id"] = id
+    return Reply(text=text, tool_calls=[call])
+
+
+def tool_uses(*calls: tuple[str, dict], text: str = "") -> Reply:
+    """A reply with several parallel tool calls, given as ``(name, input)`` pairs."""
+    return Reply(text=text, tool_calls=[{"name": n, "input": i} for n, i in calls])
+
+
+def error(status: int, retry_after: float | None = None, message: str | None = None) -> Reply:
+    """An API error reply (429, 529, 500, 400, ...) instead of a model message."""
+    return Reply(status=status, retry_after=retry_after, message=message)

@@ -1,0 +1,82 @@
+"""What a test reads back: sent texts, waits with helpful timeouts, queue state.
+
+Why separate: inspection and waiting are the test-facing side of the fake and touch no
+protocol details.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+
+
+class _Observation:
+    """``FakeTelegram`` part: observe what the bot did and wait for it."""
+
+    def messages_to(self, chat_id: int) -> list[str]:
+        """Texts (as sent, markup included) of accepted sendMessage calls to ``chat_id``."""
+        with self._cond:
+            return [m["text"] for m in self.sent if m["chat_id"] == chat_id]
+
+    def _describe_calls(self, last: int = 12) -> str:
+        with self._cond:
+            tail = self.calls[-last:]
+        lines = []
+        for method, params in tail:
+            shown = json.dumps(params, default=str, ensure_ascii=False)
+            lines.append(f"  {method} {shown[:300]}")
+        return "\n".join(lines) or "  (no calls)"
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+        """Block (this thread only) until ``predicate()`` is true; AssertionError on timeout.
+
+        Do not call from the event loop that runs the bot under test - use wait_for_async.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            if predicate():
+                return
+            if time.monotonic() >= deadline:
+                raise AssertionError(self._timeout_message(predicate, timeout))
+            time.sleep(0.02)
+
+    async def wait_for_async(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+        """Like wait_for, but yields to the event loop (for in-process bots)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if predicate():
+                return
+            if time.monotonic() >= deadline:
+                raise AssertionError(self._timeout_message(predicate, timeout))
+            await asyncio.sleep(0.02)
+
+    def _timeout_message(self, predicate: Callable[[], bool], timeout: float) -> str:
+        name = getattr(predicate, "__qualname__", repr(predicate))
+        return (
+            f"condition {name} not met within {timeout:.1f}s; "
+            f"sent={len(self.sent)} pending_updates={self.pending_updates()} "
+            f"confirmed_offset={self.confirmed_offset}\nlast Bot API calls:\n{self._describe_calls()}"
+        )
+
+    def wait_sent(self, chat_id: int, n: int = 1, timeout: float = 10.0) -> list[str]:
+        """Wait until at least ``n`` messages were sent to ``chat_id``; returns all their texts."""
+        self.wait_for(lambda: len(self.messages_to(chat_id)) >= n, timeout)
+        return self.messages_to(chat_id)
+
+    async def wait_sent_async(self, chat_id: int, n: int = 1, timeout: float = 10.0) -> list[str]:
+        """Async variant of wait_sent."""
+        await self.wait_for_async(lambda: len(self.messages_to(chat_id)) >= n, timeout)
+        return self.messages_to(chat_id)
+
+    @property
+    def confirmed_offset(self) -> int:
+        """Highest positive offset the bot has passed to getUpdates."""
+        with self._cond:
+            return self._confirmed_offset
+
+    def pending_updates(self) -> int:
+        """Updates Telegram would still hold (not yet confirmed by an offset)."""
+        with self._cond:
+            return len(self._queue)
