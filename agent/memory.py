@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from .redact import redact
-from .tools.files import atomic_write
+from .fsio import atomic_write_text
 
 FACT_CAP = 600
 MEMORY_HEADER = "# MEMORY\n\nLong-term facts worth remembering across sessions, one per line.\n"
@@ -112,7 +112,7 @@ class Memory:
             after = "(removed)"
         else:
             lines[index] = after + "\n"
-        atomic_write(self.memory_file, "".join(lines))
+        atomic_write_text(self.memory_file, "".join(lines))
         return f"MEMORY.md line {index + 1}: {before!r} -> {after!r}"
 
     # daily log and archive ----------------------------------------------------
@@ -140,5 +140,5 @@ class Memory:
         while path.exists():
             counter += 1
             path = path.with_name(f"{safe}-{counter}.md")
-        atomic_write(path, redact(text))
+        atomic_write_text(path, redact(text))
         return path

@@ -12,8 +12,9 @@ import json
 import logging
 import os
 import time
+from collections import OrderedDict
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable
 from urllib.parse import quote, unquote
 
 log = logging.getLogger(__name__)
@@ -78,13 +79,19 @@ class Session:
             with open(self.path, "ab") as fh:
                 fh.write(b"\n")
 
+    # Called before every append (SessionManager caps how many sessions keep their file open).
+    on_write: Callable[["Session"], None] | None = None
+
     def _open(self) -> int:
+        if self.on_write is not None:
+            self.on_write(self)
         if self._fd is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         return self._fd
 
     def close(self) -> None:
+        """Close the file; the next append reopens it."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -236,41 +243,56 @@ def user_blocks(record: Record) -> list[dict[str, Any]]:
 
 
 class SessionManager:
-    """Opens sessions lazily and keeps them in memory; one file per key."""
+    """Opens sessions lazily and keeps them in memory; one file per key.
 
-    def __init__(self, folder: Path, *, fsync: bool = True) -> None:
+    There is one Session object per key for the manager's lifetime (callers hold on to it), but
+    at most `max_open` of them keep their file open: when another one appends, the one that
+    appended least recently closes its file, and reopens it on its own next append.
+    """
+
+    def __init__(self, folder: Path, *, fsync: bool = True, max_open: int = 64) -> None:
         self.folder = folder
         self.fsync = fsync
-        self._open: dict[str, Session] = {}
+        self.max_open = max(1, max_open)
+        self._sessions: dict[str, Session] = {}
+        self._writers: OrderedDict[Session, None] = OrderedDict()  # may hold a file open; least recent first
         folder.mkdir(parents=True, exist_ok=True)
 
     def get(self, key: str) -> Session:
-        session = self._open.get(key)
+        session = self._sessions.get(key)
         if session is None:
             session = Session(key, self.folder / _file_name(key), fsync=self.fsync)
-            self._open[key] = session
+            session.on_write = self._writing
+            self._sessions[key] = session
         return session
 
+    def _writing(self, session: Session) -> None:
+        self._writers[session] = None
+        self._writers.move_to_end(session)
+        while len(self._writers) > self.max_open:
+            self._writers.popitem(last=False)[0].close()
+
     def exists(self, key: str) -> bool:
-        return key in self._open or (self.folder / _file_name(key)).exists()
+        return key in self._sessions or (self.folder / _file_name(key)).exists()
 
     def keys(self) -> list[str]:
         on_disk = {_key_of(p) for p in self.folder.glob("*.jsonl")}
-        return sorted(on_disk | set(self._open))
+        return sorted(on_disk | set(self._sessions))
 
     def summaries(self) -> list[dict[str, Any]]:
         out = []
         for key in self.keys():
             path = self.folder / _file_name(key)
-            session = self._open.get(key)
+            session = self._sessions.get(key)
             updated = session.updated_at if session else (path.stat().st_mtime if path.exists() else 0.0)
             out.append({"key": key, "updatedAt": updated, "messages": session.message_count if session else None})
         return out
 
     def reset(self, key: str) -> str | None:
         """Start the session afresh; the old log is kept beside it (transcripts are memory)."""
-        session = self._open.pop(key, None)
+        session = self._sessions.pop(key, None)
         if session:
+            self._writers.pop(session, None)
             session.close()
         path = self.folder / _file_name(key)
         if not path.exists():
@@ -280,8 +302,6 @@ class SessionManager:
         return archived.name
 
     def close(self) -> None:
-        for session in self._open.values():
+        for session in self._writers:
             session.close()
-
-    def all_open(self) -> Iterable[Session]:
-        return list(self._open.values())
+        self._writers.clear()

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Literal
+
+from .fsio import atomic_write_bytes
 
 log = logging.getLogger(__name__)
 
@@ -101,21 +101,7 @@ class TaskStore:
         """Atomic: temp file, fsync, rename (then fsync the folder) — never half a file."""
         task.updated_at = time.time()
         data = json.dumps(task.to_dict(), ensure_ascii=False, indent=2).encode()
-        fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=f".{task.id}.", suffix=".tmp")
-        try:
-            os.write(fd, data)
-            if self.fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, self.path(task.id))
-        if self.fsync:
-            dir_fd = os.open(self.folder, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+        atomic_write_bytes(self.path(task.id), data, fsync=self.fsync)
         self._cache[task.id] = task
 
     def _load_all(self) -> None:

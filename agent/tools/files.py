@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
-import tempfile
 from pathlib import Path
+from typing import BinaryIO, Iterator
 
 from pydantic import Field
 
 from workspace.guard import PathOutsideWorkspace
 
+from ..fsio import atomic_write_text
 from .base import Args, Tool, ToolContext, ToolError
+
+COUNT_LIMIT = 50 * 1024 * 1024  # in a larger file the lines after the ones asked for are not counted
+LINE_BYTES = 1024 * 1024  # a longer line is cut here (what is shown is capped far below it anyway)
 
 
 def _resolve(ctx: ToolContext, path: str) -> Path:
@@ -20,20 +25,48 @@ def _resolve(ctx: ToolContext, path: str) -> Path:
         raise ToolError(str(exc), "use a path inside the workspace, relative to it (e.g. 'notes/todo.md')") from None
 
 
-def atomic_write(path: Path, data: str) -> None:
-    """Write via a temp file and rename, so a crash never leaves a half-written file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+def read_lines(path: Path, first: int, count: int, *, max_chars: int | None = None) -> tuple[list[str], int | None]:
+    """Lines `first`..`first + count - 1` (1-based) of a text file, and how many lines it has.
+
+    The file is read a line at a time and only as far as needed; fewer lines are returned when
+    they add up to more than `max_chars` (the caller would cut them anyway). Lines are split as
+    str.splitlines() splits them, decoded as UTF-8 with bad bytes replaced; a line longer than
+    LINE_BYTES is cut there. The count is exact, except that it is None when lines follow the
+    ones returned in a file over COUNT_LIMIT bytes (they are not read). Raises OSError.
+    """
+    chosen: list[str] = []
+    seen = chars = 0
+    with open(path, "rb") as fh:
+        lines = _text_lines(fh)
+        for line in lines:
+            seen += 1
+            if seen < first:
+                continue
+            chosen.append(line)
+            chars += len(line) + 1
+            if len(chosen) == count or (max_chars is not None and chars > max_chars):
+                break
+        else:
+            return chosen, seen  # the file ended first
+        if os.fstat(fh.fileno()).st_size > COUNT_LIMIT:
+            more = next(lines, None) is not None
+            return chosen, None if more else seen
+        return chosen, seen + sum(1 for _ in lines)
+
+
+def _text_lines(fh: BinaryIO) -> Iterator[str]:
+    """The lines of a binary file as `read_lines` describes them, one at a time."""
+    # Read up to b"\n" first: no UTF-8 character contains that byte, so none is split.
+    while raw := fh.readline(LINE_BYTES):
+        if len(raw) == LINE_BYTES and not raw.endswith(b"\n"):
+            while (rest := fh.readline(LINE_BYTES)) and not rest.endswith(b"\n"):
+                pass  # skip the rest of an over-long line
+        yield from raw.decode("utf-8", errors="replace").splitlines()
+
+
+def numbered(lines: list[str], first: int) -> str:
+    """Lines prefixed with their 1-based numbers, as the file tools show them."""
+    return "\n".join(f"{n:>5}\t{line}" for n, line in enumerate(lines, start=first))
 
 
 class ReadFile(Tool):
@@ -57,17 +90,23 @@ class ReadFile(Tool):
             raise ToolError(f"{args.path} does not exist", "check the name with list_dir")
         if path.is_dir():
             raise ToolError(f"{args.path} is a directory", "use list_dir for directories")
-        data = path.read_bytes()
-        if b"\x00" in data[:4096]:
-            raise ToolError(f"{args.path} is a binary file ({len(data)} bytes)", "only text files can be read")
-        lines = data.decode("utf-8", errors="replace").splitlines()
-        chosen = lines[args.offset - 1 : args.offset - 1 + args.limit]
-        out = "\n".join(f"{n:>5}\t{line}" for n, line in enumerate(chosen, start=args.offset))
+        # A worker thread: a long file must not stall the event loop while it is read.
+        return await asyncio.to_thread(self._read, path, args)
+
+    def _read(self, path: Path, args: Arguments) -> str:
+        with open(path, "rb") as fh:
+            if b"\x00" in fh.read(4096):
+                size = os.fstat(fh.fileno()).st_size
+                raise ToolError(f"{args.path} is a binary file ({size} bytes)", "only text files can be read")
+        chosen, total = read_lines(path, args.offset, args.limit, max_chars=self.cap)
+        out = numbered(chosen, args.offset)
         if len(out) > self.cap:
             out = out[: self.cap] + "\n[… output capped; read further with offset]"
         shown_to = args.offset - 1 + len(chosen)
-        if shown_to < len(lines):
-            out += f"\n[{len(lines) - shown_to} more lines; continue with offset={shown_to + 1}]"
+        if total is None:
+            out += f"\n[more lines follow; continue with offset={shown_to + 1}]"
+        elif shown_to < total:
+            out += f"\n[{total - shown_to} more lines; continue with offset={shown_to + 1}]"
         return out or "(empty file)"
 
 
@@ -88,7 +127,7 @@ class WriteFile(Tool):
         if path.is_dir():
             raise ToolError(f"{args.path} is a directory", "choose a file name inside it")
         existed = path.exists()
-        atomic_write(path, args.content)
+        atomic_write_text(path, args.content, mode=None)
         return f"{'overwrote' if existed else 'created'} {ctx.workspace.relative(path)} ({len(args.content.encode())} bytes)"
 
 
@@ -115,7 +154,7 @@ class EditFile(Tool):
             raise ToolError("old_text was not found in the file", "read_file first and copy the exact text, whitespace included")
         if count > 1:
             raise ToolError(f"old_text occurs {count} times", "include more surrounding lines so it occurs once")
-        atomic_write(path, text.replace(args.old_text, args.new_text, 1))
+        atomic_write_text(path, text.replace(args.old_text, args.new_text, 1), mode=None)
         return f"edited {ctx.workspace.relative(path)}"
 
 

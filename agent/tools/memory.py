@@ -6,6 +6,7 @@ overwrite the whole file. Descriptions are short on purpose — they are sent wi
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from workspace.guard import PathOutsideWorkspace
 from ..memory import Memory, MemoryProblem
 from ..memory_search import MemorySearch, record_text
 from .base import Args, Tool, ToolContext, ToolError
+from .files import numbered, read_lines
 
 GET_CAP = 16_000
 RECORD_CAP = 4_000
@@ -39,7 +41,7 @@ class MemoryAppend(Tool):
         try:
             return memory.append_fact(args.text) + " (in your prompt from the next session)"
         except MemoryProblem as exc:
-            raise ToolError(str(exc).split("; ")[0], str(exc).split("; ", 1)[-1]) from None
+            raise _tool_error(exc) from None
 
 
 class MemoryReplace(Tool):
@@ -56,7 +58,7 @@ class MemoryReplace(Tool):
         try:
             return Memory(ctx.workspace.root).replace_fact(args.old, args.new)
         except MemoryProblem as exc:
-            raise ToolError(str(exc).split("; ")[0], str(exc).split("; ", 1)[-1]) from None
+            raise _tool_error(exc) from None
 
 
 class MemorySearchTool(Tool):
@@ -106,10 +108,8 @@ class MemoryGet(Tool):
             raise ToolError(str(exc), "use a memory path like MEMORY.md, memory/2025-06-01.md or sessions/<file>.jsonl") from None
         if not path.is_file():
             raise ToolError(f"{args.path} does not exist", "take the path from a memory_search hit")
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-        chosen = lines[args.line - 1: args.line - 1 + args.count]
-        out = "\n".join(f"{n:>5}\t{line}" for n, line in enumerate(chosen, start=args.line))
-        return _cap(out or f"(no lines from line {args.line}; the file has {len(lines)})")
+        chosen, total = await asyncio.to_thread(read_lines, path, args.line, args.count, max_chars=GET_CAP)
+        return _cap(numbered(chosen, args.line) or f"(no lines from line {args.line}; the file has {total})")
 
     def _transcript(self, args: Arguments) -> str:
         name = args.path.removeprefix("sessions/")
@@ -137,6 +137,12 @@ class MemoryGet(Tool):
                 if len(out) >= args.count:
                     break
         return _cap("\n".join(out) or "(no conversation records from there)")
+
+
+def _tool_error(exc: MemoryProblem) -> ToolError:
+    """A MemoryProblem says "what went wrong; how to fix it"."""
+    problem, _, fix = str(exc).partition("; ")
+    return ToolError(problem, fix)
 
 
 def _cap(text: str) -> str:

@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 ACK = "HEARTBEAT_OK"
-TRIGGER_CHANNELS = ("heartbeat", "cron", "recovery")  # not places a person reads
 PROMPT = (
     "[heartbeat] A scheduled check-in; nobody wrote. Continue the unfinished work below, one step at a "
     "time, and record progress in the task as you verify it. If there is nothing to do right now, "
@@ -211,16 +210,8 @@ class Heartbeat:
         """Where a heartbeat reply goes: configured for the heartbeat session, else the session's last chat."""
         if session == self.settings.session and self._fixed:
             return resolve_deliver(self._deliver, session)
-        if not self.sessions.exists(session):
-            return None
-        for record in reversed(self.sessions.get(session).records):
-            if record.get("kind") != "user":
-                continue
-            if record.get("deliver"):  # a trigger turn that was delivered somewhere: the same place
-                return dict(record["deliver"])
-            if record.get("channel") and record["channel"] not in TRIGGER_CHANNELS:
-                return {"channel": record["channel"], "chat_id": str(record.get("chat_id") or session)}
-        return None
+        origin = self.sessions.get(session).last_origin() if self.sessions.exists(session) else None
+        return dict(origin) if origin else None  # a copy: the message must not share the session's record
 
     def _read_heartbeat_file(self) -> str:
         try:
