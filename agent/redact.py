@@ -8,7 +8,8 @@ from typing import Iterable
 
 _PATTERNS = [
     re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}"),
-    re.compile(r"\b\d{6,12}:[A-Za-z0-9_\-]{20,}\b"),  # Telegram bot tokens
+    # Telegram bot tokens, also inside API URLs (".../bot<id>:<secret>/getUpdates": no \b there)
+    re.compile(r"(?<!\d)\d{6,12}:[A-Za-z0-9_\-]{20,}"),
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._\-]{12,}"),
 ]
 _secrets: set[str] = set()
@@ -31,11 +32,22 @@ def redact(text: str) -> str:
 
 
 class RedactingFilter(logging.Filter):
-    """Applied to every handler: masks tokens even in third-party log lines (httpx URLs)."""
+    """Applied to every handler: masks tokens even in third-party log lines (httpx URLs).
+
+    It also renders a record's traceback once, masked, into `exc_text`, which standard
+    formatters print instead of formatting the exception again. (Our LineFormatter masks its
+    whole finished line as well.)
+    """
+
+    _formatter = logging.Formatter()
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
         cleaned = redact(message)
         if cleaned != message:
             record.msg, record.args = cleaned, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact(self._formatter.formatException(record.exc_info))
+        elif record.exc_text:
+            record.exc_text = redact(record.exc_text)
         return True

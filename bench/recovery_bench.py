@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.fakes.anthropic_api import FakeAnthropic  # noqa: E402
-from tests.harness import DaemonProcess  # noqa: E402
+from tests.harness import ALLOW_PYTHON, DaemonProcess  # noqa: E402
 from tests.scripted_job import ScriptedJob  # noqa: E402
 
 
@@ -47,7 +47,8 @@ def run_job(fsync: bool, steps: int) -> float:
     with FakeAnthropic(responder=job) as fake, tempfile.TemporaryDirectory() as home:
         daemon = DaemonProcess(Path(home), anthropic_url=fake.base_url,
                                env={"CLAWGATE_STATE__FSYNC": str(fsync).lower(), "CLAWGATE_AGENT__STREAM": "false",
-                                    "CLAWGATE_LOG__LEVEL": "warning", "CLAWGATE_AGENT__MAX_ITERATIONS": "500"})
+                                    "CLAWGATE_LOG__LEVEL": "warning", "CLAWGATE_AGENT__MAX_ITERATIONS": "500",
+                                    **ALLOW_PYTHON})  # the job's steps run python3
         daemon.init()
         daemon.start()
         try:
@@ -67,7 +68,7 @@ def restart_to_resume(steps: int, kills: int) -> list[float]:
     with FakeAnthropic(responder=job) as fake, tempfile.TemporaryDirectory() as home:
         daemon = DaemonProcess(Path(home), anthropic_url=fake.base_url,
                                env={"CLAWGATE_AGENT__STREAM": "false", "CLAWGATE_LOG__LEVEL": "warning",
-                                    "CLAWGATE_AGENT__MAX_ITERATIONS": "500"})
+                                    "CLAWGATE_AGENT__MAX_ITERATIONS": "500", **ALLOW_PYTHON})
         daemon.init()
         daemon.start()
         asyncio.run(send(daemon, "run the job"))

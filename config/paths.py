@@ -54,6 +54,11 @@ class Paths:
     def pid_file(self) -> Path:
         return self.state / "gateway.pid"
 
+    @property
+    def gateway_token_file(self) -> Path:
+        """The daemon's generated gateway token, used when config has no gateway.token."""
+        return self.state / "gateway.token"
+
     def ensure(self) -> None:
         """Create the state folders user-only (0700): they hold conversations and tokens."""
         for folder in (self.home, self.state, self.sessions, self.traces, self.tasks):

@@ -21,7 +21,10 @@ class _Section(BaseModel):
 class GatewaySettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(18789, ge=0, le=65535)
-    token: str | None = None
+    token: str | None = None  # None: the daemon generates one in $CLAWGATE_HOME/state/gateway.token
+    # Browser pages (which send an Origin header) allowed to connect, e.g. "http://localhost:3000".
+    # Empty: only non-browser clients (no Origin header) may open the WebSocket.
+    allowed_origins: list[str] = Field(default_factory=list)
     max_frame_bytes: int = Field(1_048_576, ge=1024)
     send_queue: int = Field(1024, ge=8, description="frames buffered per client before it is dropped as too slow")
 
@@ -60,11 +63,14 @@ class AgentSettings(_Section):
 class ExecSettings(_Section):
     timeout_seconds: float = Field(30.0, gt=0)
     output_cap_bytes: int = Field(16_000, ge=256)
-    # argv[0] values that run without asking the user; everything else needs approval.
+    # Program names (argv[0], found on PATH) that run without asking the user, as long as every
+    # path argument stays inside the workspace; anything else needs approval. The default is
+    # read-only inspection tools only: no interpreters (python3 -c …), nothing that runs other
+    # programs or deletes (find -exec/-delete), no git (a repo's config can run commands).
     allowlist: list[str] = Field(
         default_factory=lambda: [
-            "ls", "cat", "head", "tail", "wc", "grep", "find", "echo", "pwd", "date",
-            "python3", "python", "git", "diff", "sort", "uniq", "stat", "du", "true",
+            "ls", "cat", "head", "tail", "wc", "grep", "pwd", "date", "echo",
+            "diff", "sort", "uniq", "stat", "du", "true", "file", "which",
         ]
     )
 

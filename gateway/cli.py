@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 from config.loader import ConfigError, load
 from config.paths import Paths
+from config.token import gateway_token
 
 from . import __version__
 
@@ -87,7 +88,7 @@ async def _with_client(fn, subscribe=None) -> int:
         return _fail(str(exc))
     url = _gateway_url(settings)
     try:
-        async with GatewayClient(url, settings.gateway.token, subscribe=subscribe) as client:
+        async with GatewayClient(url, gateway_token(paths, settings), subscribe=subscribe) as client:
             return await fn(client)
     except (ConnectionRefusedError, OSError) as exc:
         if isinstance(exc, ConnectionRefusedError) or getattr(exc, "errno", None) in (111, 61):

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from config.loader import ConfigError, load
+from config.token import gateway_token
 
 EXIT_USAGE = 2
 
@@ -70,7 +71,7 @@ def _run(method: str, params: dict[str, Any], offline: Callable[[Any], dict[str,
     host = settings.gateway.host
     url = f"ws://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{settings.gateway.port}"
     try:
-        return asyncio.run(_request(url, settings.gateway.token, method, params)), True
+        return asyncio.run(_request(url, gateway_token(paths, settings), method, params)), True
     except _Offline:
         pid = _daemon_pid(paths.pid_file)
         if pid is not None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from agent.tasks import TaskStore
 from config.loader import ConfigError, load
+from config.token import gateway_token
 
 
 def _offline_store() -> TaskStore:
@@ -24,7 +25,7 @@ async def _via_gateway(method: str, params: dict[str, Any]) -> dict[str, Any] | 
     paths, settings = load()
     url = f"ws://127.0.0.1:{settings.gateway.port}" if settings.gateway.host in ("0.0.0.0", "::") else f"ws://{settings.gateway.host}:{settings.gateway.port}"
     try:
-        async with GatewayClient(url, settings.gateway.token) as client:
+        async with GatewayClient(url, gateway_token(paths, settings)) as client:
             return await client.request(method, params)
     except OSError:
         return None

@@ -22,6 +22,7 @@ from agent.context_setup import install_context
 from agent.events import EventHub
 from agent.loop import AgentLoop
 from agent.recovery import TaskTracker, resume_tasks
+from agent.redact import register_secrets
 from agent.providers import Provider, UnconfiguredProvider
 from agent.providers.anthropic import AnthropicProvider
 from agent.session import SessionManager
@@ -35,6 +36,7 @@ from channels.gateway_chat import GatewayChatChannel
 from channels.telegram import build as build_telegram
 from config.paths import Paths
 from config.schema import Settings
+from config.token import gateway_token
 from workspace.guard import WorkspaceGuard
 
 from . import __version__
@@ -62,6 +64,9 @@ class Daemon:
         self.settings = settings
         self.started_at = time.time()
         paths.ensure()
+        if not settings.gateway.token:  # the gateway is never open: generate (once) and persist a token
+            settings.gateway.token = gateway_token(paths, settings, create=True)
+            register_secrets([settings.gateway.token])
         workspace_root = Path(settings.agent.workspace).expanduser() if settings.agent.workspace else paths.default_workspace
         self.workspace = WorkspaceGuard(workspace_root)
         self.store = Store(paths.database, fsync=settings.state.fsync)

@@ -21,7 +21,10 @@ CONFIG_TEMPLATE = """\
 [gateway]
 host = "127.0.0.1"        # a non-loopback address requires the token below
 port = 18789
-token = "{token}"          # clients send it in their connect request
+token = "{token}"          # clients send it in their connect request; if removed, the daemon
+                          # generates one in $CLAWGATE_HOME/state/gateway.token (local CLIs read it)
+# allowed_origins = []    # browser pages allowed to connect, e.g. ["http://localhost:3000"];
+                          # by default any request with an Origin header (a web page) is refused
 
 [agent]
 name = "Claw"
@@ -42,7 +45,11 @@ approval_timeout_seconds = 300
 
 [tools.exec]
 timeout_seconds = 30
-# allowlist = ["ls", "cat", "python3"]   # programs that run without asking
+# Programs that run without asking, when every path argument stays inside the workspace
+# (a path as argv[0], like ./x, always asks). The default is read-only tools; adding an
+# interpreter (python3) or git lets the agent run anything through it without asking:
+# allowlist = ["ls", "cat", "head", "tail", "wc", "grep", "pwd", "date", "echo",
+#              "diff", "sort", "uniq", "stat", "du", "true", "file", "which"]
 
 [channels.telegram]
 # enabled = true          # default: on when a token is set

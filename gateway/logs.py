@@ -6,7 +6,7 @@ import logging
 import sys
 import time
 
-from agent.redact import RedactingFilter
+from agent.redact import RedactingFilter, redact
 
 
 class LineFormatter(logging.Formatter):
@@ -15,7 +15,11 @@ class LineFormatter(logging.Formatter):
         line = f"{ts}Z {record.levelname.lower():7} {record.name}: {record.getMessage()}"
         if record.exc_info:
             line += " | " + self.formatException(record.exc_info).replace("\n", " | ")
-        return line
+        if record.stack_info:
+            line += " | " + self.formatStack(record.stack_info).replace("\n", " | ")
+        # The whole line, not just the message: a traceback repeats the exception's text (an httpx
+        # error names the URL, which carries the Telegram token), which the filter never sees.
+        return redact(line)
 
 
 def setup_logging(level: str = "info") -> None:

@@ -109,6 +109,8 @@ class GatewayServer:
             self._serve, self.settings.host, self.settings.port,
             max_size=self.settings.max_frame_bytes, ping_interval=20, ping_timeout=20,
             max_queue=64, write_limit=256 * 1024,
+            # Browsers always send Origin and any page may try ws://127.0.0.1; other clients send none.
+            origins=[None, *self.settings.allowed_origins],
         )
         self._tick = asyncio.create_task(self._ticker())
 
@@ -206,8 +208,11 @@ class GatewayServer:
         auth = request.params.get("auth")
         token = auth.get("token") if isinstance(auth, dict) else None
         expected = self.settings.token
-        if expected and not (isinstance(token, str) and hmac.compare_digest(token.encode(), expected.encode())):
-            await ws.close(1008, "unauthorized: wrong gateway token; use gateway.token from config.toml")
+        # No configured token never means "open": the daemon always sets one (config or state file).
+        if not expected or not (isinstance(token, str) and hmac.compare_digest(token.encode(), expected.encode())):
+            # (a close reason is at most 123 bytes)
+            await ws.close(1008, "unauthorized: wrong gateway token; use gateway.token from config.toml, "
+                                 "or if unset $CLAWGATE_HOME/state/gateway.token")
             return None
         conn = Connection(ws, self.settings.send_queue, self._watchers)
         conn.client = request.params.get("client") if isinstance(request.params.get("client"), dict) else {}

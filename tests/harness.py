@@ -17,6 +17,9 @@ from gateway.client import GatewayClient
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "test-gateway-token-0123456789"
+# exec allowlists only read-only tools by default; tests whose scripted jobs run `python3 -c …`
+# opt in to it explicitly, as a user would in config.
+ALLOW_PYTHON = {"CLAWGATE_TOOLS__EXEC__ALLOWLIST": '["python3", "ls", "cat", "echo", "true"]'}
 
 
 def free_port() -> int:
@@ -28,14 +31,17 @@ def free_port() -> int:
 class DaemonProcess:
     """One daemon under test: a temp CLAWGATE_HOME, a fixed port kept across restarts."""
 
-    def __init__(self, home: Path, *, anthropic_url: str | None, env: dict[str, str] | None = None) -> None:
+    def __init__(self, home: Path, *, anthropic_url: str | None, env: dict[str, str] | None = None,
+                 token: str | None = TOKEN) -> None:
+        """token=None: no gateway.token in the environment or config.toml (the daemon generates one)."""
         self.home = home
+        self.token = token
         self.port = free_port()
         self.env = {
             **{k: v for k, v in os.environ.items() if not k.startswith(("CLAWGATE_", "ANTHROPIC_", "TELEGRAM_"))},
             "CLAWGATE_HOME": str(home),
             "CLAWGATE_GATEWAY__PORT": str(self.port),
-            "CLAWGATE_GATEWAY__TOKEN": TOKEN,
+            **({"CLAWGATE_GATEWAY__TOKEN": token} if token is not None else {}),
             "CLAWGATE_PROVIDERS__ANTHROPIC__RETRY_BASE_SECONDS": "0.01",
             "CLAWGATE_LOG__LEVEL": "info",
             "PYTHONUNBUFFERED": "1",
@@ -58,6 +64,15 @@ class DaemonProcess:
     def init(self) -> None:
         subprocess.run([sys.executable, "-m", "gateway.cli", "init", "--yes"], env=self.env, cwd=ROOT,
                        check=True, capture_output=True, text=True)
+        if self.token is None:  # drop the token `init` wrote
+            config = self.home / "config.toml"
+            lines = config.read_text().splitlines(keepends=True)
+            config.write_text("".join(line for line in lines if not line.startswith("token = ")))
+
+    @property
+    def client_token(self) -> str:
+        """The token clients must send: the configured one, or the one the daemon generated."""
+        return self.token if self.token is not None else (self.home / "state/gateway.token").read_text().strip()
 
     def start(self, timeout: float = 15.0) -> "DaemonProcess":
         self.proc = subprocess.Popen(
@@ -115,5 +130,5 @@ class DaemonProcess:
 
     @asynccontextmanager
     async def client(self, subscribe: list[str] | str | None = None) -> AsyncIterator[GatewayClient]:
-        async with GatewayClient(self.url, TOKEN, subscribe=subscribe) as client:
+        async with GatewayClient(self.url, self.client_token, subscribe=subscribe) as client:
             yield client

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from tests.harness import ALLOW_PYTHON
 from tests.scripted_job import ScriptedJob
 
 STEPS = 12
@@ -41,7 +42,7 @@ def _session_text(home: Path) -> str:
 async def test_long_task_survives_sigkill_at_many_points(daemon_factory, fake_model):
     job = ScriptedJob(steps=STEPS, delay=0.03)
     fake_model.responder = job
-    daemon = daemon_factory({"CLAWGATE_AGENT__STREAM": "false"})
+    daemon = daemon_factory({"CLAWGATE_AGENT__STREAM": "false", **ALLOW_PYTHON})
     async with daemon.client() as client:
         ack = await client.request("chat.send", {"session": "job", "text": "run the job"})
     run_id = ack["runId"]
@@ -91,7 +92,7 @@ async def test_unknown_outcome_is_verified_not_repeated(daemon_factory, fake_mod
     """Kill while a side-effecting call is running: it must be reported unknown, not re-run."""
     job = ScriptedJob(steps=3)
     fake_model.responder = job
-    daemon = daemon_factory({"CLAWGATE_AGENT__STREAM": "false"})
+    daemon = daemon_factory({"CLAWGATE_AGENT__STREAM": "false", **ALLOW_PYTHON})
     slow = ["python3", "-c", "import time; open('log.txt','a').write('step 2\\n'); time.sleep(3)"]
     original = job.decide
 

@@ -15,6 +15,7 @@ from gateway.bus import MessageBus
 from gateway.messages import InboundMessage
 from gateway.store import Store
 from tests.fakes.anthropic_api import last_user_block, text
+from tests.harness import ALLOW_PYTHON
 from tests.scripted_job import ScriptedJob
 
 
@@ -130,7 +131,7 @@ async def test_interrupted_task_resumes_on_start_and_user_is_told(daemon_factory
 
     job.decide = decide
     fake_model.responder = job
-    daemon = daemon_factory({"CLAWGATE_AGENT__STREAM": "false"})
+    daemon = daemon_factory({"CLAWGATE_AGENT__STREAM": "false", **ALLOW_PYTHON})
     async with daemon.client() as client:
         final = await client.chat("run the job", session="job")
     assert "continue with step 2" in final["text"]

@@ -91,7 +91,8 @@ async def test_exec_runs_argv_without_shell(env):
 
 
 async def test_exec_timeout_and_output_cap(tmp_path):
-    settings = Settings.model_validate({"tools": {"exec": {"timeout_seconds": 0.5, "output_cap_bytes": 1000}}})
+    settings = Settings.model_validate({"tools": {"exec": {"timeout_seconds": 0.5, "output_cap_bytes": 1000,
+                                                           "allowlist": ["python3"]}}})  # opted in, as in config
     events = EventHub()
     registry = ToolRegistry(default_tools(settings), events=events, approvals=ApprovalBroker(events, mode="deny"))
     ctx = ToolContext(session_key="s", channel="c", chat_id="c", sender_id="u", run_id="r", workspace=WorkspaceGuard(tmp_path))
