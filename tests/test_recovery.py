@@ -183,3 +183,32 @@ async def test_message_that_keeps_crashing_the_daemon_is_set_aside(daemon_factor
     [(body,)] = db.execute("SELECT body FROM outbox").fetchall()
     assert "set aside" in json.loads(body)["text"]
     assert len(started) == 2
+
+
+def test_tracker_counts_turns_and_reminds_a_stale_plan(tmp_path):
+    from agent.events import EventHub
+    from agent.recovery import TaskTracker
+    from agent.tools import ToolContext, ToolOutcome
+    from workspace.guard import WorkspaceGuard
+
+    tasks = TaskStore(tmp_path / "tasks")
+    task = _task(tasks)
+    hub = EventHub()
+    tracker = TaskTracker(tasks, remind_after=3, events=hub)
+    hub.subscribe(tracker.on_event)
+    ctx = ToolContext(session_key="s", channel="c", chat_id="c", sender_id="u", run_id="r",
+                      workspace=WorkspaceGuard(tmp_path / "ws"))
+    reminded = []
+    for _ in range(5):
+        hub.emit("turn_end", session="s")
+        outcome = ToolOutcome("listed")
+        tracker.remind({"name": "list_dir", "input": {}}, outcome, ctx)
+        reminded.append("[reminder]" in outcome.content)
+    assert reminded == [False, False, True, True, True]  # the 3rd turn without an update reminds
+    assert TaskStore(tmp_path / "tasks").get(task.id).turns == 5
+    task.notes.append("progress")
+    tasks.save(task)  # the plan was updated: the count starts again
+    hub.emit("turn_end", session="s")
+    outcome = ToolOutcome("listed")
+    tracker.remind({"name": "list_dir", "input": {}}, outcome, ctx)
+    assert "[reminder]" not in outcome.content
