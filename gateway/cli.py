@@ -64,12 +64,14 @@ def cmd_gateway(args: argparse.Namespace) -> int:
 
     register_secrets([settings.gateway.token, settings.providers.anthropic.api_key, settings.channels.telegram.token])
 
-    async def main() -> None:
+    async def main() -> bool:
         daemon = Daemon(paths, settings)
         await daemon.serve_forever()
+        return daemon.failed
 
     try:
-        asyncio.run(main())
+        if asyncio.run(main()):
+            return _fail("the daemon stopped after an internal failure (see the log above); restart it", 1)
     except OSError as exc:
         if exc.errno in (98, 48):
             return _fail(f"port {settings.gateway.port} is in use (another gateway running?); stop it or set CLAWGATE_GATEWAY__PORT")

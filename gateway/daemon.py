@@ -104,10 +104,21 @@ class Daemon:
         self.dispatcher = Dispatcher(self.bus, self.channels)
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopped = asyncio.Event()
+        self.failed = False
 
     def _task_status_line(self, session: Any) -> str | None:
         task = self.tasks.current(session.key)
         return f"task: {task.status_line()}" if task else None
+
+    def _on_core_task_end(self, task: "asyncio.Task[Any]") -> None:
+        """The intake and delivery loops never end on their own; if one dies, a daemon that
+        looks alive but serves nothing is worse than an exit a supervisor can restart."""
+        if task.cancelled():
+            return
+        log.critical("core task %s stopped unexpectedly (%r); shutting down so it can be restarted",
+                     task.get_name(), task.exception())
+        self.failed = True
+        self._stopped.set()
 
     def reset_session(self, key: str) -> str | None:
         archived = self.sessions.reset(key)
@@ -141,6 +152,8 @@ class Daemon:
             asyncio.create_task(self.agent.run(), name="agent"),
             asyncio.create_task(self.dispatcher.run(), name="dispatcher"),
         ]
+        for task in self._tasks:
+            task.add_done_callback(self._on_core_task_end)
         for name, channel in self.channels.items():
             try:
                 await channel.start()
