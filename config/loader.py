@@ -100,6 +100,8 @@ def _apply_secret_env(settings: Settings, environ: Mapping[str, str]) -> None:
     anthropic = settings.providers.anthropic
     anthropic.api_key = anthropic.api_key or environ.get("ANTHROPIC_API_KEY") or None
     anthropic.base_url = anthropic.base_url or environ.get("ANTHROPIC_BASE_URL") or None
+    if (compat := settings.providers.openai_compat) is not None:
+        compat.api_key = compat.api_key or environ.get("OPENAI_API_KEY") or None
     telegram = settings.channels.telegram
     telegram.token = telegram.token or environ.get("TELEGRAM_BOT_TOKEN") or None
 

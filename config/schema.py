@@ -38,8 +38,21 @@ class AnthropicSettings(_Section):
     fallback_models: list[str] = Field(default_factory=list)
 
 
+class OpenAICompatSettings(_Section):
+    """An OpenAI-compatible Chat Completions endpoint (Ollama, vLLM, …) tried after Anthropic fails."""
+
+    base_url: str = Field(..., min_length=1, description="up to and including /v1, e.g. http://127.0.0.1:11434/v1")
+    model: str = Field(..., min_length=1, description="the endpoint's model name, e.g. llama3.1")
+    api_key: str | None = None  # normally from OPENAI_API_KEY; local servers usually need none
+    timeout_seconds: float = Field(120.0, gt=0)
+    max_retries: int = Field(2, ge=0, le=20)
+    retry_base_seconds: float = Field(1.0, ge=0)
+
+
 class ProviderSettings(_Section):
     anthropic: AnthropicSettings = Field(default_factory=AnthropicSettings)
+    # Set it to fall back to (or, without an Anthropic key, use only) an OpenAI-compatible endpoint.
+    openai_compat: OpenAICompatSettings | None = None
 
 
 class AgentSettings(_Section):

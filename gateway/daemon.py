@@ -52,10 +52,20 @@ log = logging.getLogger("clawgate")
 
 
 def make_provider(settings: Settings) -> Provider:
-    anthropic = settings.providers.anthropic
-    if not anthropic.api_key:
+    """Anthropic (when a key is set), then an OpenAI-compatible endpoint (when configured), in order."""
+    from agent.providers.chain import ProviderChain
+    from agent.providers.openai_compat import OpenAICompatProvider
+
+    anthropic, compat = settings.providers.anthropic, settings.providers.openai_compat
+    providers: list[Provider] = []
+    if anthropic.api_key:
+        providers.append(AnthropicProvider(anthropic, stream=settings.agent.stream))
+    if compat is not None:
+        register_secrets([compat.api_key])
+        providers.append(OpenAICompatProvider(compat))
+    if not providers:
         return UnconfiguredProvider()
-    return AnthropicProvider(anthropic, stream=settings.agent.stream)
+    return providers[0] if len(providers) == 1 else ProviderChain(providers)
 
 
 class Daemon:

@@ -82,7 +82,9 @@ class AnthropicProvider:
                     raise
                 log.warning("model %s unavailable (%s); trying the next fallback", model, exc)
         assert last is not None
-        raise ProviderError(f"The model is unavailable right now ({last}). Please try again in a few minutes.")
+        # Retryable: a provider chain moves on to its next provider (a local model, say).
+        raise ProviderError(f"The model is unavailable right now ({last}). Please try again in a few minutes.",
+                            retryable=True)
 
     async def _with_retries(self, request: ModelRequest, model: str, on_text: TextCallback | None) -> ModelResponse:
         import anthropic

@@ -57,8 +57,8 @@ class UnconfiguredProvider:
 
     name = "unconfigured"
     MESSAGE = (
-        "No model provider is configured. Set ANTHROPIC_API_KEY (or providers.anthropic.api_key "
-        "in config.toml) and restart `clawgate gateway`."
+        "No model provider is configured. Set ANTHROPIC_API_KEY (or providers.anthropic.api_key, or an "
+        "OpenAI-compatible endpoint in providers.openai_compat in config.toml) and restart `clawgate gateway`."
     )
 
     async def complete(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelResponse:
