@@ -66,17 +66,21 @@ def test_unanswered_tool_use_gets_an_interrupted_result(tmp_path):
 def test_append_cost_does_not_grow_with_length(tmp_path):
     s = SessionManager(tmp_path, fsync=False).get("k")
 
-    def cost(n: int) -> float:
-        start = time.perf_counter()
-        for i in range(n):
-            s.append("event", name="x", i=i)
-        return (time.perf_counter() - start) / n
+    def cost(n: int = 300) -> float:
+        """Best of three batches: robust to a busy machine, still sensitive to O(history) work."""
+        best = float("inf")
+        for _ in range(3):
+            start = time.perf_counter()
+            for i in range(n):
+                s.append("event", name="x", i=i)
+            best = min(best, (time.perf_counter() - start) / n)
+        return best
 
-    early = cost(500)
+    early = cost()
     for i in range(9000):
         s.append("event", name="fill", i=i)
-    late = cost(500)
-    assert late < early * 3, (early, late)
+    late = cost()
+    assert late < early * 4, (early, late)
 
 
 def test_keys_survive_odd_characters_and_reset_archives(tmp_path):
