@@ -124,6 +124,7 @@ class ChannelSettings(_Section):
 
 class StateSettings(_Section):
     fsync: bool = Field(True, description="fsync durable writes; off trades power-loss safety for speed")
+    keep_days: float = Field(30.0, gt=0, description="how long answered/delivered queue rows are kept (duplicate detection)")
 
 
 class LogSettings(_Section):

@@ -152,6 +152,9 @@ class Daemon:
 
     async def start(self) -> None:
         await self.server.start()
+        pruned = self.store.prune(self.settings.state.keep_days)
+        if pruned:
+            log.info("forgot %d answered/delivered queue row(s) older than %g days", pruned, self.settings.state.keep_days)
         inbound, outbound = self.bus.replay_pending()
         if inbound or outbound:
             log.info("recovered %d unanswered message(s) and %d undelivered repl(ies) from before the restart", inbound, outbound)

@@ -59,6 +59,7 @@ allow_from = []           # Telegram user ids or usernames
 
 [state]
 fsync = true              # fsync durable writes (power-loss safe)
+keep_days = 30            # how long answered messages are remembered for duplicate detection
 """
 
 

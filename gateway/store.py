@@ -162,6 +162,17 @@ class Store:
         row = self.db.execute("SELECT status FROM outbox WHERE id=?", (outbound_id,)).fetchone()
         return row[0] if row else None
 
+    def prune(self, keep_days: float) -> int:
+        """Forget answered inbox and finished outbox rows older than `keep_days`. Ids must be
+        remembered only as long as a platform may redeliver them (Telegram: until the offset
+        is confirmed; gateway idempotency keys: a client's retry window), so days are plenty."""
+        cutoff = time.time() - keep_days * 86400
+        with self.db:
+            self.db.execute("BEGIN")
+            gone = self.db.execute("DELETE FROM inbox WHERE status='answered' AND answered_at < ?", (cutoff,)).rowcount
+            gone += self.db.execute("DELETE FROM outbox WHERE status!='pending' AND created_at < ?", (cutoff,)).rowcount
+        return gone
+
     def counts(self) -> dict[str, int]:
         q = self.db.execute
         return {

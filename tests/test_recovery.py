@@ -212,3 +212,22 @@ def test_tracker_counts_turns_and_reminds_a_stale_plan(tmp_path):
     outcome = ToolOutcome("listed")
     tracker.remind({"name": "list_dir", "input": {}}, outcome, ctx)
     assert "[reminder]" not in outcome.content
+
+
+def test_old_finished_queue_rows_are_pruned_and_open_ones_kept(tmp_path):
+    from gateway.messages import OutboundMessage
+
+    store = Store(tmp_path / "db.sqlite", fsync=False)
+    bus = MessageBus(store)
+    old = InboundMessage(id="old", channel="gateway", chat_id="s", sender_id="u", session_key="s", text="a")
+    open_msg = InboundMessage(id="open", channel="gateway", chat_id="s", sender_id="u", session_key="s", text="b")
+    bus.publish_inbound(old)
+    bus.publish_inbound(open_msg)
+    bus.publish_outbound(OutboundMessage(id="r-old", channel="gateway", chat_id="s", text="x"), answers="old")
+    store.mark_delivered("r-old")
+    bus.publish_outbound(OutboundMessage(id="r-pending", channel="gateway", chat_id="s", text="y"))
+    store.db.execute("UPDATE inbox SET answered_at = answered_at - 40*86400, accepted_at = accepted_at - 40*86400")
+    store.db.execute("UPDATE outbox SET created_at = created_at - 40*86400")
+    assert store.prune(keep_days=30) == 2
+    assert store.inbox_status("old") is None and store.inbox_status("open") == "accepted"
+    assert store.outbox_status("r-old") is None and store.outbox_status("r-pending") == "pending"
