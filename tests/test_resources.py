@@ -21,24 +21,33 @@ from config.schema import HeartbeatSettings
 from workspace.guard import WorkspaceGuard
 
 
-def open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
+def open_fds(under: Path) -> int:
+    """Descriptors of this process open on files below `under` (other tests' sockets may be
+    collected at any moment, so the process-wide count is not a stable baseline)."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        count += target.startswith(str(under.resolve()))
+    return count
 
 
 # session logs ----------------------------------------------------------------------------------
 def test_session_manager_keeps_at_most_max_open_files_open(tmp_path: Path) -> None:
     manager = SessionManager(tmp_path, fsync=False, max_open=4)
-    before = open_fds()
+    before = open_fds(tmp_path)
     sessions = [manager.get(f"telegram:{i}") for i in range(20)]
     for turn in range(3):
         for session in sessions:  # callers hold the Session objects, as the loop does
             session.append("user", text=f"{session.key} turn {turn}", inbound_id=f"{session.key}:{turn}",
                            channel="telegram", chat_id=session.key)
             assert sum(s._fd is not None for s in sessions) <= 4
-            assert open_fds() - before <= 4
+            assert open_fds(tmp_path) - before <= 4
     assert all(manager.get(s.key) is s for s in sessions)  # a closed file never means a second object
     manager.close()
-    assert open_fds() == before and all(s._fd is None for s in sessions)
+    assert open_fds(tmp_path) == before and all(s._fd is None for s in sessions)
 
     reloaded = SessionManager(tmp_path, fsync=False)
     for session in sessions:
@@ -78,14 +87,14 @@ def test_reset_forgets_the_old_session_file(tmp_path: Path) -> None:
 # traces -------------------------------------------------------------------------------------
 def test_trace_writer_keeps_at_most_max_open_files_open(tmp_path: Path) -> None:
     writer = TraceWriter(tmp_path, max_open=4)
-    before = open_fds()
+    before = open_fds(tmp_path)
     for turn in range(3):
         for i in range(20):
             writer({"type": "tool_end", "session": f"s{i}", "turn": turn})
-            assert len(writer._fds) <= 4 and open_fds() - before <= 4
+            assert len(writer._fds) <= 4 and open_fds(tmp_path) - before <= 4
         writer({"type": "text_delta", "session": "s0", "text": "skipped"})
     writer.close()
-    assert open_fds() == before
+    assert open_fds(tmp_path) == before
     for i in range(20):
         lines = (tmp_path / f"s{i}.jsonl").read_text().splitlines()
         assert [json.loads(line)["turn"] for line in lines] == [0, 1, 2]
