@@ -22,12 +22,6 @@ def _fail(message: str, code: int = 2) -> int:
     return code
 
 
-def _gateway_url(settings: Any) -> str:
-    host = settings.gateway.host
-    host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    return f"ws://{host}:{settings.gateway.port}"
-
-
 # commands ---------------------------------------------------------------------
 def cmd_init(args: argparse.Namespace) -> int:
     from .init import write_config, write_workspace
@@ -82,13 +76,13 @@ def cmd_gateway(args: argparse.Namespace) -> int:
 
 
 async def _with_client(fn, subscribe=None) -> int:
-    from .client import GatewayClient, GatewayError
+    from .client import GatewayClient, GatewayError, gateway_url
 
     try:
         paths, settings = load()
     except ConfigError as exc:
         return _fail(str(exc))
-    url = _gateway_url(settings)
+    url = gateway_url(settings)
     try:
         async with GatewayClient(url, gateway_token(paths, settings), subscribe=subscribe) as client:
             return await fn(client)

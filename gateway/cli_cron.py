@@ -68,8 +68,9 @@ def _run(method: str, params: dict[str, Any], offline: Callable[[Any], dict[str,
     from agent.triggers.jobs import CronError
 
     paths, settings = load()
-    host = settings.gateway.host
-    url = f"ws://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{settings.gateway.port}"
+    from .client import gateway_url
+
+    url = gateway_url(settings)
     try:
         return asyncio.run(_request(url, gateway_token(paths, settings), method, params)), True
     except _Offline:

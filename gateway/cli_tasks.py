@@ -20,10 +20,10 @@ def _offline_store() -> TaskStore:
 
 async def _via_gateway(method: str, params: dict[str, Any]) -> dict[str, Any] | None:
     """Ask the running daemon; None when no daemon answers (then the caller uses the files)."""
-    from .client import GatewayClient
+    from .client import GatewayClient, gateway_url
 
     paths, settings = load()
-    url = f"ws://127.0.0.1:{settings.gateway.port}" if settings.gateway.host in ("0.0.0.0", "::") else f"ws://{settings.gateway.host}:{settings.gateway.port}"
+    url = gateway_url(settings)
     try:
         async with GatewayClient(url, gateway_token(paths, settings)) as client:
             return await client.request(method, params)

@@ -9,6 +9,13 @@ from typing import Any, AsyncIterator
 from websockets.asyncio.client import ClientConnection, connect
 
 
+def gateway_url(settings: Any) -> str:
+    """Where local clients reach the daemon: a wildcard bind is reached on loopback."""
+    host = settings.gateway.host
+    host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    return f"ws://{host}:{settings.gateway.port}"
+
+
 class GatewayError(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(f"{code}: {message}")
