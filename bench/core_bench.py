@@ -39,14 +39,14 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def latency(url: str, n: int, per_session: int = 10) -> list[float]:
+async def latency(url: str, n: int, per_session: int = 10, prefix: str = "bench-latency") -> list[float]:
     """Sequential round trips; a fresh session every `per_session` messages, since real
     sessions are kept short by consolidation and the SDK's cost grows with history."""
     out = []
     async with GatewayClient(url, TOKEN) as client:
         for i in range(n):
             started = time.perf_counter()
-            await client.chat(f"ping {i}", session=f"bench-latency-{i // per_session}")
+            await client.chat(f"ping {i}", session=f"{prefix}-{i // per_session}")
             out.append((time.perf_counter() - started) * 1000)
     return out
 
@@ -122,11 +122,16 @@ def main() -> None:
         (f"RSS after {sent:,} messages", f"{loaded:.0f} MB", ""),
     ]
     print(f"clawgate core bench (fsync={args.fsync}, zero-latency fake model, {os.cpu_count()} cores)")
+    print_table(rows)
+
+
+def print_table(rows: list[tuple[str, str, str]], cell: int = 12) -> None:
+    """A Markdown table of (measure, result, target), pasteable into the README."""
     width = max(len(r[0]) for r in rows)
-    print(f"| {'measure':{width}} | {'result':>12} | {'target':>12} |")
-    print(f"|{'-' * (width + 2)}|{'-' * 14}|{'-' * 14}|")
+    print(f"| {'measure':{width}} | {'result':>{cell}} | {'target':>{cell}} |")
+    print(f"|{'-' * (width + 2)}|{'-' * (cell + 2)}|{'-' * (cell + 2)}|")
     for name, value, target in rows:
-        print(f"| {name:{width}} | {value:>12} | {target:>12} |")
+        print(f"| {name:{width}} | {value:>{cell}} | {target:>{cell}} |")
 
 
 if __name__ == "__main__":

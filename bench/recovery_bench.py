@@ -18,6 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.core_bench import print_table  # noqa: E402
 from tests.fakes.anthropic_api import FakeAnthropic  # noqa: E402
 from tests.harness import ALLOW_PYTHON, DaemonProcess  # noqa: E402
 from tests.scripted_job import ScriptedJob  # noqa: E402
@@ -104,12 +105,8 @@ def main() -> None:
         ("time per task step, fsync off", f"{loose * 1000:.1f} ms", ""),
         ("cost of durability per step", f"{(durable - loose) * 1000:.1f} ms", ""),
     ]
-    width = max(len(r[0]) for r in rows)
     print("clawgate recovery bench (each step: a model call, exec, a model call, a task-state write)")
-    print(f"| {'measure':{width}} | {'result':>10} | {'target':>10} |")
-    print(f"|{'-' * (width + 2)}|{'-' * 12}|{'-' * 12}|")
-    for name, value, target in rows:
-        print(f"| {name:{width}} | {value:>10} | {target:>10} |")
+    print_table(rows, cell=10)
 
 
 if __name__ == "__main__":
