@@ -11,8 +11,8 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .bus import new_id
 from .events import EventHub
-from gateway.messages import new_id
 
 
 @dataclass
@@ -23,6 +23,8 @@ class ApprovalRequest:
     tool: str
     summary: str
     reason: str
+    sender_id: str = ""
+    owner: bool = False  # asked by the owner's run (guests' requests are shown to the owner, not to them)
     id: str = field(default_factory=lambda: new_id("ap_"))
 
     def to_dict(self) -> dict[str, Any]:

@@ -19,10 +19,9 @@ import time
 from typing import Any, Awaitable, Callable
 
 from config.schema import AgentSettings
-from gateway.bus import MessageBus
-from gateway.messages import InboundMessage, OutboundMessage
 from workspace.guard import WorkspaceGuard
 
+from .bus import InboundMessage, MessageBus, OutboundMessage
 from .context import ContextBuilder, Mode
 from .events import EventHub
 from .lanes import Lanes
@@ -58,10 +57,8 @@ class AgentLoop:
         self._stopping: set[str] = set()
         self._responding: set[str] = set()
         # Extension points, so capabilities live beside the loop rather than inside it:
-        # interceptors may answer a message before the model sees it (commands like /new);
         # reply_filters may suppress a reply (a heartbeat's bare HEARTBEAT_OK);
         # after_run hooks run in the session's lane once a reply is queued (consolidation).
-        self.interceptors: list[Callable[[InboundMessage], str | None]] = []
         self.reply_filters: list[Callable[[InboundMessage, str, str], bool]] = []
         self.after_run: list[Callable[[Session, InboundMessage], Awaitable[None]]] = []
 
@@ -73,6 +70,10 @@ class AgentLoop:
 
     def busy(self, session_key: str) -> bool:
         return self.lanes.busy(session_key)
+
+    def queued(self, session_key: str) -> int:
+        """Messages of this session waiting behind the running one."""
+        return max(self.lanes.pending(session_key) - (1 if self.lanes.busy(session_key) else 0), 0)
 
     def stop_current(self, session_key: str) -> bool:
         """Cancel the session's running turn cleanly (the user asked); queued messages still run.
@@ -115,23 +116,19 @@ class AgentLoop:
                 log.exception("after-run hook %s failed for %s", getattr(hook, "__name__", hook), key)
 
     async def _answer(self, session: Session, msg: InboundMessage) -> tuple[str, str]:
-        attempts = self.bus.store.begin_attempt(msg.id, session.progress)
+        attempts = self.bus.begin_attempt(msg.id, session.progress)
         if attempts > self.settings.max_message_attempts:
             session.append("event", name="poison_message", run_id=msg.id, attempts=attempts)
             return (f"This message was set aside: processing it was interrupted {attempts - 1} times in a row "
                     "without progress (the daemon crashed or was killed each time). Send it again in a simpler "
                     "form, or check the logs."), "error"
-        for intercept in self.interceptors:
-            answer = intercept(msg)
-            if answer is not None:
-                return answer, "notice"
         return await self.respond(session, msg, msg.metadata.get("mode", "normal"))
 
     def _reply(self, msg: InboundMessage, text: str, kind: str) -> None:
         """Queue the reply where the message asks (metadata "deliver"), or nowhere."""
         deliver = msg.metadata.get("deliver", {"channel": msg.channel, "chat_id": msg.chat_id})
         if deliver is None or not all(f(msg, text, kind) for f in self.reply_filters):
-            self.bus.store.mark_answered(msg.id)
+            self.bus.settle(msg.id)
             return
         out = OutboundMessage(channel=deliver["channel"], chat_id=str(deliver["chat_id"]), text=text,
                               session_key=msg.session_key, in_reply_to=msg.id, kind=kind, metadata=_reply_metadata(msg))
@@ -141,19 +138,20 @@ class AgentLoop:
         """Run the tool loop for `msg` and return (final text, kind)."""
         recovering = msg.id in session.inbound_seqs
         if recovering:
-            finished = _finished_answer(session, msg.id)
+            finished = session.final_answer(msg.id)
             if finished is not None:
                 return finished, "reply"
         else:
             origin = {"deliver": msg.metadata["deliver"]} if msg.metadata.get("deliver") else {}
             session.append("user", text=msg.text, inbound_id=msg.id, channel=msg.channel, chat_id=msg.chat_id,
-                           sender_id=msg.sender_id, **origin,
+                           sender_id=msg.sender_id, owner=acts_for_owner(msg), **origin,
                            context=self.context.runtime_block(session, channel=msg.channel, chat_id=msg.chat_id))
         # Triggered runs (cron, heartbeat, resume) act for the person they deliver to: approvals
         # and the message tool go there, not to the trigger's own channel name.
         where = msg.metadata.get("deliver") or {"channel": msg.channel, "chat_id": msg.chat_id}
         ctx = ToolContext(session_key=session.key, channel=where["channel"], chat_id=str(where["chat_id"]),
-                          sender_id=msg.sender_id, run_id=msg.id, workspace=self.workspace, send=self.bus.publish_outbound)
+                          sender_id=msg.sender_id, run_id=msg.id, workspace=self.workspace, send=self.bus.publish_outbound,
+                          owner=acts_for_owner(msg))
         if recovering and session.pending_tool_calls():
             await self._run_tools(session, session.pending_tool_calls(), ctx, recovering=True)
 
@@ -209,16 +207,10 @@ class AgentLoop:
         return sink
 
 
-def _finished_answer(session: Session, run_id: str) -> str | None:
-    """If the run had already produced its final answer before a crash, return it (no new model call)."""
-    for record in reversed(session.records):
-        if record["kind"] == "event":
-            continue
-        content = record.get("content") or []
-        if record["kind"] == "assistant" and record.get("run_id") == run_id and not any(b.get("type") == "tool_use" for b in content):
-            return "".join(b.get("text", "") for b in content if b.get("type") == "text").strip() or None
-        return None
-    return None
+def acts_for_owner(msg: InboundMessage) -> bool:
+    """Set by whoever published the message (a channel that knows its owners, a trigger that knows
+    whose job it runs), never by what the person wrote: absent means a guest."""
+    return msg.metadata.get("owner") is True
 
 
 def _reply_metadata(msg: InboundMessage) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
 TOKEN = re.compile(rf"[{CJK}]+|[^\W{CJK}]+")
@@ -114,11 +114,13 @@ class MemorySearch:
                     found.append((f"sessions/{path.name}", path))
         return found
 
-    def search(self, query: str, limit: int = 8) -> list[Hit]:
+    def search(self, query: str, limit: int = 8, *, visible: Callable[[str], bool] | None = None) -> list[Hit]:
+        """BM25 over the files `visible` admits (by their shown name, e.g. "sessions/main.jsonl"); all by default."""
         terms = list(dict.fromkeys(tokenize(query)))
         if not terms:
             return []
-        corpus = [(name, doc) for name, path in self.files() for doc in self._index(path).docs]
+        corpus = [(name, doc) for name, path in self.files() if visible is None or visible(name)
+                  for doc in self._index(path).docs]
         if not corpus:
             return []
         total = len(corpus)

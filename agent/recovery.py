@@ -13,8 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from gateway.bus import MessageBus
-from gateway.messages import InboundMessage, OutboundMessage
+from agent.bus import InboundMessage, MessageBus, OutboundMessage
 
 from .events import Event, EventHub
 from .session import SessionManager
@@ -29,9 +28,11 @@ def resume_tasks(tasks: TaskStore, sessions: SessionManager, bus: MessageBus, *,
     """Queue a continuation for every interrupted task; returns the ids resumed."""
     resumed: list[str] = []
     for task in tasks.active():
-        if task.status != "in_progress" or bus.store.has_unanswered(task.session_key):
+        if task.status != "in_progress" or bus.has_unanswered(task.session_key):
             continue  # a replayed message continues this session's work already
-        origin = sessions.get(task.session_key).last_origin() if sessions.exists(task.session_key) else None
+        known = sessions.exists(task.session_key)
+        origin = sessions.get(task.session_key).last_origin() if known else None
+        owner = known and sessions.get(task.session_key).acts_for_owner()
         task.resume_attempts += 1
         if task.resume_attempts > max_resumes:
             task.status = "failed"
@@ -50,7 +51,7 @@ def resume_tasks(tasks: TaskStore, sessions: SessionManager, bus: MessageBus, *,
             text=(f"[clawgate] The daemon restarted while task {task.id} was in progress ({_where(task)}). "
                   "Check the current step's actual state (files, outputs) before redoing anything, then continue "
                   "the plan one step at a time."),
-            metadata={"deliver": origin},
+            metadata={"deliver": origin, "owner": owner},
         ))
         resumed.append(task.id)
     return resumed

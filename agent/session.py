@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import quote, unquote
 
+from .providers.base import text_of
+
 log = logging.getLogger(__name__)
 
 Record = dict[str, Any]
@@ -24,8 +26,12 @@ Record = dict[str, Any]
 LLM_KINDS = ("user", "assistant", "tool_results", "note")
 
 
-def _file_name(key: str) -> str:
+def session_file_name(key: str) -> str:
+    """The log's file name in the sessions folder (archived logs: `<stem>.<time>.archived`)."""
     return quote(key, safe="") + ".jsonl"
+
+
+_file_name = session_file_name
 
 
 def _key_of(path: Path) -> str:
@@ -215,6 +221,40 @@ class Session:
                     return {"channel": record["channel"], "chat_id": record["chat_id"]}
         return None
 
+    def acts_for_owner(self) -> bool:
+        """Whether the last person heard from in this session is the owner: the rights a turn
+        nobody typed (heartbeat, resume after a restart) runs with."""
+        for record in reversed(self.records):
+            if record["kind"] == "user" and record.get("channel") not in ("heartbeat", "recovery", "cron"):
+                return record.get("owner") is True
+        return False
+
+    def final_answer(self, run_id: str) -> str | None:
+        """The run's final answer if the log ends with it (a crash after the model answered):
+        the answer is sent without calling the model again."""
+        for record in reversed(self.records):
+            if record["kind"] == "event":
+                continue
+            if record["kind"] == "assistant" and record.get("run_id") == run_id and \
+                    not any(b.get("type") == "tool_use" for b in record.get("content") or []):
+                return text_of(record["content"]).strip() or None
+            return None
+        return None
+
+    def run_result(self, run_id: str) -> str:
+        """A run's short result, newest first: its last answer text, its error, or its cancellation."""
+        for record in reversed(self.records):
+            if record.get("run_id") == run_id:
+                if record["kind"] == "assistant" and (text := text_of(record["content"]).strip()):
+                    return text
+                if record["kind"] == "event" and record.get("error"):
+                    return str(record["error"])
+                if record["kind"] == "event" and record.get("name") == "cancelled":
+                    return "stopped by the user"
+            if record.get("kind") == "user" and record.get("inbound_id") == run_id:
+                break
+        return ""
+
     def history(self, limit: int = 200) -> list[Record]:
         """Readable history for clients: user and assistant text plus internal events."""
         out: list[Record] = []
@@ -223,7 +263,7 @@ class Session:
             if kind == "user":
                 out.append({"role": "user", "text": record["text"], "ts": record["ts"]})
             elif kind == "assistant":
-                text = "".join(b.get("text", "") for b in record["content"] if b.get("type") == "text")
+                text = text_of(record["content"])
                 tools = [b["name"] for b in record["content"] if b.get("type") == "tool_use"]
                 out.append({"role": "assistant", "text": text, "tools": tools, "ts": record["ts"]})
             elif kind == "event":

@@ -1,23 +1,34 @@
-"""The default tool set, assembled from settings. New tools are added here, not in the loop."""
+"""The default tool set, assembled from settings. New tools are added here, not in the loop.
+
+Tools that need a part of the daemon get exactly that part: the sessions folder (transcript
+search), the task store (the plan), the cron service (scheduling). Without it, the tool is left
+out — unit tests and benches build a smaller set the same way.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from config.schema import Settings
 
 from .tools.base import Tool
 from .tools.cron import CronTool
 from .tools.files import EditFile, ListDir, ReadFile, WriteFile
-from .tools.message import Message
 from .tools.memory import MemoryAppend, MemoryGet, MemoryReplace, MemorySearchTool
+from .tools.message import Message
 from .tools.shell import Exec
 from .tools.skills import LoadSkill
 from .tools.task import TaskTool
 from .tools.web import WebFetch
 
+if TYPE_CHECKING:
+    from .tasks import TaskStore
+    from .triggers.cron import CronService
 
-def default_tools(settings: Settings, daemon: Any = None) -> list[Tool]:
+
+def default_tools(settings: Settings, *, sessions: Path | None = None, tasks: "TaskStore | None" = None,
+                  cron: "CronService | None" = None) -> list[Tool]:
     tools = settings.tools
     chosen: list[Tool] = [
         ReadFile(tools.read_cap_bytes),
@@ -27,15 +38,10 @@ def default_tools(settings: Settings, daemon: Any = None) -> list[Tool]:
         Exec(tools.exec),
         WebFetch(tools.web_fetch_cap_bytes),
         Message(),
-        *memory_tools(daemon),
+        LoadSkill(), MemoryAppend(), MemoryReplace(), MemorySearchTool(sessions), MemoryGet(sessions),
     ]
-    if daemon is not None:
-        chosen.append(TaskTool(daemon.tasks))
-        chosen.append(CronTool(lambda: daemon.triggers.cron))  # resolved per call: triggers are built later
+    if tasks is not None:
+        chosen.append(TaskTool(tasks))
+    if cron is not None:
+        chosen.append(CronTool(cron))
     return chosen
-
-
-def memory_tools(daemon: Any = None) -> list[Tool]:
-    """Skills and memory (issue 4); transcripts are searchable when the daemon's sessions folder is known."""
-    sessions = daemon.paths.sessions if daemon is not None else None
-    return [LoadSkill(), MemoryAppend(), MemoryReplace(), MemorySearchTool(sessions), MemoryGet(sessions)]

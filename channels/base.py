@@ -1,4 +1,4 @@
-"""The adapter shape every channel follows: start, stop, send — and publish to the bus.
+"""The adapter shape every channel follows: start, stop, close, send — and publish to the bus.
 
 A channel never calls the agent. It publishes InboundMessages (acknowledging its platform
 only after `bus.publish_inbound` returned, i.e. the message is durably in the inbox) and
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from gateway.messages import OutboundMessage
+from agent.bus import OutboundMessage
 
 
 class DeliveryError(Exception):
@@ -30,7 +30,12 @@ class Channel(ABC):
 
     @abstractmethod
     async def stop(self) -> None:
-        """Stop receiving and release resources; safe to call twice."""
+        """Stop receiving: no new input from now on. Sending still works; safe to call twice."""
+
+    async def close(self) -> None:
+        """Release what the channel holds (HTTP clients, sockets) after the last send; safe to call
+        twice and on a channel that never started."""
+        await self.stop()
 
     @abstractmethod
     async def send(self, msg: OutboundMessage) -> None:

@@ -6,14 +6,17 @@ state final (or error) for the clients watching that session.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-from gateway.messages import OutboundMessage
+from agent.bus import OutboundMessage
 
 from .base import Channel
 
-if TYPE_CHECKING:
-    from gateway.server import GatewayServer
+
+class EventSink(Protocol):
+    """The gateway server, as this channel sees it: events to the clients watching a session."""
+
+    def broadcast(self, name: str, payload: dict[str, Any], session: str | None = None) -> int: ...
 
 NAME = "gateway"
 
@@ -21,7 +24,7 @@ NAME = "gateway"
 class GatewayChatChannel(Channel):
     name = NAME
 
-    def __init__(self, server: "GatewayServer") -> None:
+    def __init__(self, server: EventSink) -> None:
         self.server = server
 
     async def start(self) -> None:

@@ -102,6 +102,10 @@ class TelegramSettings(_Section):
     token: str | None = None  # normally from TELEGRAM_BOT_TOKEN
     base_url: str | None = None
     allow_from: list[str] = Field(default_factory=list)
+    # The person this agent works for (user ids or @usernames): always admitted, the only ones who
+    # may approve risky tool calls, and the only ones whose runs see everyone's data. Paired and
+    # listed users are guests. Empty: approvals are answered through the gateway only.
+    owner: list[str] = Field(default_factory=list)
     dm_policy: Literal["pairing", "allowlist", "open"] = "pairing"
     poll_timeout_seconds: int = Field(30, ge=0, le=50)
     # Groups: "allowlist" = only allow_from / paired users may address the bot; "open"; "disabled".

@@ -44,7 +44,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_gateway(args: argparse.Namespace) -> int:
-    from .daemon import Daemon
+    from .app import App
     from .logs import setup_logging
 
     try:
@@ -59,9 +59,7 @@ def cmd_gateway(args: argparse.Namespace) -> int:
     register_secrets([settings.gateway.token, settings.providers.anthropic.api_key, settings.channels.telegram.token])
 
     async def main() -> bool:
-        daemon = Daemon(paths, settings)
-        await daemon.serve_forever()
-        return daemon.failed
+        return await App(paths, settings).run()
 
     try:
         if asyncio.run(main()):

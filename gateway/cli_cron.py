@@ -86,16 +86,15 @@ def _run(method: str, params: dict[str, Any], offline: Callable[[Any], dict[str,
 
 
 def _offline_service(paths: Any, settings: Any) -> tuple[Any, Callable[[], None]]:
+    from agent.bus import SqliteBus
     from agent.events import EventHub
+    from agent.statedb import open_state_db
     from agent.triggers import CronService, CronStore
 
-    from .bus import MessageBus
-    from .store import Store
-
     paths.ensure()
-    store = Store(paths.database, fsync=settings.state.fsync)
-    service = CronService(CronStore(store.db, history=settings.cron.history), MessageBus(store), EventHub(), settings.cron)
-    return service, store.close
+    db = open_state_db(paths.database, fsync=settings.state.fsync, repair=False)
+    service = CronService(CronStore(db, history=settings.cron.history), SqliteBus(db), EventHub(), settings.cron)
+    return service, db.close
 
 
 def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:

@@ -23,13 +23,13 @@ def _fail(message: str, code: int = 2) -> int:
 
 
 def _open() -> tuple[Any, PairingStore]:
-    from .store import Store
+    from agent.statedb import open_state_db
 
     paths, settings = load()
     paths.ensure()
-    store = Store(paths.database, fsync=settings.state.fsync)
+    db = open_state_db(paths.database, fsync=settings.state.fsync, repair=False)
     telegram = settings.channels.telegram
-    return store, PairingStore(store.db, ttl_seconds=telegram.pairing_ttl_seconds, max_pending=telegram.pairing_max_pending)
+    return db, PairingStore(db, ttl_seconds=telegram.pairing_ttl_seconds, max_pending=telegram.pairing_max_pending)
 
 
 def _check_channel(name: str | None) -> str | None:

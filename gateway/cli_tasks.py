@@ -39,9 +39,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     reply = asyncio.run(_via_gateway("tasks.list", {"all": args.all}))
     if reply is None:
         store = _offline_store()
-        from .api_tasks import _summary
+        from agent.control import task_summary
 
-        tasks = [_summary(t) for t in (store.all() if args.all else store.active())]
+        tasks = [task_summary(t) for t in (store.all() if args.all else store.active())]
     else:
         tasks = reply["tasks"]
     if args.json:

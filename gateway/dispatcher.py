@@ -10,11 +10,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from agent.bus import MessageBus, OutboundMessage
 from agent.lanes import Lanes
 from channels.base import Channel, DeliveryError
-
-from .bus import MessageBus
-from .messages import OutboundMessage
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +38,10 @@ class Dispatcher:
             self.lanes.submit((msg.channel, msg.chat_id), msg)
 
     async def _deliver(self, key: tuple[str, str], msg: OutboundMessage) -> None:
-        store = self.bus.store
+        bus = self.bus
         channel = self.channels.get(msg.channel)
         if channel is None:
-            store.mark_failed(msg.id, f"no channel named {msg.channel!r} is running")
+            bus.mark_failed(msg.id, f"no channel named {msg.channel!r} is running")
             log.error("reply %s dropped: channel %r is not running", msg.id, msg.channel)
             return
         attempt = 0
@@ -53,7 +51,7 @@ class Dispatcher:
                 await channel.send(msg)
             except DeliveryError as exc:
                 if exc.permanent:
-                    store.mark_failed(msg.id, str(exc))
+                    bus.mark_failed(msg.id, str(exc))
                     log.error("reply %s to %s:%s failed for good: %s", msg.id, msg.channel, msg.chat_id, exc)
                     return
                 delay = exc.retry_after if exc.retry_after is not None else self._backoff(attempt)
@@ -63,13 +61,13 @@ class Dispatcher:
                 continue
             except Exception as exc:
                 if attempt >= self.max_attempts:
-                    store.mark_failed(msg.id, f"{type(exc).__name__}: {exc}")
+                    bus.mark_failed(msg.id, f"{type(exc).__name__}: {exc}")
                     log.exception("reply %s: channel %s keeps raising; giving up", msg.id, msg.channel)
                     return
                 log.exception("reply %s: channel %s raised; retrying", msg.id, msg.channel)
                 await self._sleep(self._backoff(attempt))
                 continue
-            store.mark_delivered(msg.id)
+            bus.mark_delivered(msg.id)
             return
 
     def _backoff(self, attempt: int) -> float:

@@ -80,6 +80,8 @@ def write_config(paths: Paths) -> tuple[Path, bool]:
 def write_workspace(workspace: Path) -> list[Path]:
     """Copy templates that are missing; return what was created."""
     created: list[Path] = []
+    if not workspace.exists():
+        workspace.mkdir(parents=True, mode=0o700)  # the owner's files: user-only when we create it
     source = template_dir()
     for item in sorted(source.rglob("*")):
         if item.is_dir():

@@ -1,6 +1,9 @@
 """The method table: each gateway method with its params model and a one-line description.
 
-The table is the documentation: `connect` returns it, and docs/protocol.md mirrors it.
+Handlers are `async (services, connection, params) -> payload`, registered with `@method`
+(Home Assistant's websocket_api style) in the modules of gateway/api/. The table is the
+documentation: `connect` returns it, and docs/protocol.md mirrors it. Errors have one shape:
+a DomainError raised by a service becomes its protocol code here, and nowhere else.
 """
 
 from __future__ import annotations
@@ -10,10 +13,22 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from agent.errors import DomainError
+from agent.services import Services
+
 from . import protocol
 
 if TYPE_CHECKING:
-    from .server import Connection
+    from .connection import Connection
+
+# DomainError.code -> protocol error code (today they coincide; the mapping is the contract).
+_DOMAIN_CODES = {
+    "not_found": protocol.NOT_FOUND,
+    "conflict": protocol.CONFLICT,
+    "invalid_params": protocol.INVALID_PARAMS,
+    "forbidden": protocol.FORBIDDEN,
+    "unavailable": protocol.UNAVAILABLE,
+}
 
 
 class Params(BaseModel):
@@ -27,10 +42,10 @@ class MethodError(Exception):
         self.message = message
 
 
-Handler = Callable[["Connection", Any], Awaitable[dict[str, Any]]]
+Handler = Callable[[Services, "Connection", Any], Awaitable[dict[str, Any]]]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Method:
     name: str
     params: type[Params]
@@ -38,15 +53,23 @@ class Method:
     description: str
 
 
-class MethodTable:
-    def __init__(self) -> None:
-        self._methods: dict[str, Method] = {}
+REGISTRY: dict[str, Method] = {}
 
-    def add(self, name: str, params: type[Params], description: str) -> Callable[[Handler], Handler]:
-        def register(handler: Handler) -> Handler:
-            self._methods[name] = Method(name, params, handler, description)
-            return handler
-        return register
+
+def method(name: str, params: type[Params], description: str) -> Callable[[Handler], Handler]:
+    """Register a handler under `name`; importing its module is what makes it available."""
+    def register(handler: Handler) -> Handler:
+        if name in REGISTRY:
+            raise ValueError(f"gateway method {name!r} is registered twice")
+        REGISTRY[name] = Method(name, params, handler, description)
+        return handler
+    return register
+
+
+class MethodTable:
+    def __init__(self, services: Services, methods: dict[str, Method]) -> None:
+        self.services = services
+        self._methods = dict(methods)
 
     def names(self) -> list[str]:
         return sorted(self._methods)
@@ -64,4 +87,7 @@ class MethodTable:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "params"
             raise MethodError(protocol.INVALID_PARAMS, f"{request.method}: {where}: {first['msg']}") from None
-        return await method.handler(conn, params)
+        try:
+            return await method.handler(self.services, conn, params)
+        except DomainError as exc:
+            raise MethodError(_DOMAIN_CODES.get(exc.code, protocol.INVALID_PARAMS), exc.message) from None

@@ -20,6 +20,7 @@ INVALID_FRAME = "invalid_frame"        # not JSON, or not a request object
 INVALID_PARAMS = "invalid_params"      # params do not match the method
 UNKNOWN_METHOD = "unknown_method"
 UNAUTHORIZED = "unauthorized"
+FORBIDDEN = "forbidden"                # authenticated, but not allowed to do this
 NOT_FOUND = "not_found"
 CONFLICT = "conflict"
 UNAVAILABLE = "unavailable"

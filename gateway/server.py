@@ -1,8 +1,4 @@
-"""The WebSocket server: authentication, framing, per-client send queues, event routing.
-
-A client that cannot keep up is disconnected when its bounded queue fills; nothing the
-daemon does ever waits on a client's socket.
-"""
+"""The WebSocket server: authentication, framing, method calls and event routing."""
 
 from __future__ import annotations
 
@@ -18,74 +14,13 @@ from agent.events import Event
 from config.schema import GatewaySettings
 
 from . import __version__, protocol
+from .connection import Connection
 from .methods import MethodError, MethodTable
 
 log = logging.getLogger(__name__)
 EVENTS = ["chat", "agent", "approval", "task", "heartbeat", "cron", "tick"]
 AGENT_STREAMS = {"tool_start", "tool_end", "turn_end", "run_end"}
 CONNECT_TIMEOUT = 10.0
-
-
-class Connection:
-    """One authenticated client: what it subscribed to and its outgoing queue."""
-
-    def __init__(self, ws: ServerConnection, queue_size: int, index: dict[str, set["Connection"]] | None = None) -> None:
-        self.ws = ws
-        self.queue: asyncio.Queue[str] = asyncio.Queue(maxsize=queue_size)
-        self.sessions: set[str] = set()
-        self.all_sessions = False
-        self._index = index if index is not None else {}
-        self.seq = 0
-        self.closed = False
-        self.client: dict[str, Any] = {}
-
-    def wants(self, session: str | None) -> bool:
-        return session is None or self.all_sessions or session in self.sessions
-
-    def subscribe(self, session: str) -> None:
-        """Receive this session's events from now on."""
-        if session not in self.sessions:
-            self.sessions.add(session)
-            self._index.setdefault(session, set()).add(self)
-
-    def unsubscribe_all(self) -> None:
-        for session in self.sessions:
-            watchers = self._index.get(session)
-            if watchers is not None:
-                watchers.discard(self)
-                if not watchers:
-                    del self._index[session]
-
-    def send(self, frame: str) -> None:
-        if self.closed:
-            return
-        try:
-            self.queue.put_nowait(frame)
-        except asyncio.QueueFull:
-            self.closed = True
-            log.warning("gateway client %s is too slow (send queue full); disconnecting it", self.ws.remote_address)
-            asyncio.ensure_future(self._drop())
-
-    async def _drop(self) -> None:
-        """Close with a reason if the client still reads; otherwise cut the connection."""
-        try:
-            await asyncio.wait_for(self.ws.close(1008, "client too slow: send queue overflowed"), 2.0)
-        except (asyncio.TimeoutError, ConnectionClosed):
-            pass
-        finally:
-            self.ws.transport.abort()
-
-    def event(self, name: str, payload: dict[str, Any]) -> None:
-        self.seq += 1
-        self.send(protocol.event_frame(name, payload, self.seq))
-
-    async def write_loop(self) -> None:
-        try:
-            while True:
-                frame = await self.queue.get()
-                await self.ws.send(frame)
-        except ConnectionClosed:
-            self.closed = True
 
 
 class GatewayServer:

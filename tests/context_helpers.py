@@ -24,17 +24,12 @@ def workspace(tmp: Path) -> Path:
 
 
 def registry(sessions: Path | None = None) -> ToolRegistry:
-    class _Daemon:  # what default_tools reads from a daemon
-        class paths:
-            pass
+    if sessions is None:
+        return ToolRegistry(default_tools(Settings()), events=EventHub())
+    from agent.tasks import TaskStore
 
-    daemon = None
-    if sessions is not None:
-        daemon = _Daemon()
-        daemon.paths.sessions = sessions
-        from agent.tasks import TaskStore
-        daemon.tasks = TaskStore(sessions.parent / "tasks", fsync=False)
-    return ToolRegistry(default_tools(Settings(), daemon), events=EventHub())
+    tasks = TaskStore(sessions.parent / "tasks", fsync=False)
+    return ToolRegistry(default_tools(Settings(), sessions=sessions, tasks=tasks), events=EventHub())
 
 
 def builder(root: Path, *, compactor: Compactor | None = None, clock: Any = lambda: 1_750_000_000.0) -> ContextBuilder:

@@ -16,8 +16,8 @@ from agent.triggers.cron_store import CronStore
 from agent.triggers.jobs import CronError
 from agent.triggers.schedule import iso_utc
 from config.schema import CronSettings
-from gateway.bus import MessageBus
-from gateway.store import Store
+from agent.bus import SqliteBus
+from agent.statedb import open_state_db
 
 T0 = 1_900_000_000.0  # a fixed "now" (2030-03-17T17:46:40Z)
 
@@ -43,11 +43,11 @@ class Rig:
         self._build()
 
     def _build(self) -> None:
-        self.store = Store(self.path, fsync=False)
-        self.bus = MessageBus(self.store)
+        self.db = open_state_db(self.path, fsync=False)
+        self.bus = SqliteBus(self.db)
         hub = EventHub()
         hub.subscribe(self.events.append)
-        self.service = CronService(CronStore(self.store.db, history=self.settings.history), self.bus, hub,
+        self.service = CronService(CronStore(self.db, history=self.settings.history), self.bus, hub,
                                    self.settings, clock=self.clock, busy=lambda s: s in self.busy,
                                    result_of=lambda session, run_id: self.results.get(run_id, ""))
         self.scheduler = AsyncIOScheduler(timezone=timezone.utc)
@@ -57,21 +57,21 @@ class Rig:
     def restart(self) -> None:
         self.service.stop()
         self.scheduler.shutdown(wait=False)
-        self.store.close()
+        self.db.close()
         self._build()
 
     def inbound(self) -> list[str]:
-        return [row[0] for row in self.store.db.execute("SELECT id FROM inbox ORDER BY rowid")]
+        return [row[0] for row in self.db.execute("SELECT id FROM inbox ORDER BY rowid")]
 
     def outbound(self) -> list[dict[str, Any]]:
         import json
 
-        return [json.loads(b) for (b,) in self.store.db.execute("SELECT body FROM outbox ORDER BY rowid")]
+        return [json.loads(b) for (b,) in self.db.execute("SELECT body FROM outbox ORDER BY rowid")]
 
     def end(self, run_id: str, kind: str = "reply", result: str = "done") -> None:
         """What the loop does when a run finishes: answer the inbox row, emit run_end."""
         self.results[run_id] = result
-        self.store.mark_answered(run_id)
+        self.bus.settle(run_id)
         job_session = self.service.store.get(run_id.split(":")[1]).session
         self.service.on_event({"type": "run_end", "session": job_session, "run_id": run_id, "kind": kind})
 
@@ -85,7 +85,7 @@ async def rig(tmp_path: Path) -> Iterator[Rig]:
     r = Rig(tmp_path / "clawgate.db")
     yield r
     r.scheduler.shutdown(wait=False)
-    r.store.close()
+    r.db.close()
 
 
 async def test_a_due_job_publishes_one_run_with_a_stable_id_and_rearms(rig: Rig) -> None:
@@ -95,7 +95,7 @@ async def test_a_due_job_publishes_one_run_with_a_stable_id_and_rearms(rig: Rig)
     run_id = rig.service.fire(job.id)
     assert run_id == f"cron:{job.id}:{iso_utc(T0 + 600)}"
     assert rig.inbound() == [run_id]
-    msg = next(iter(rig.store.unanswered()))
+    msg = next(iter(rig.bus.unanswered()))
     assert (msg.channel, msg.sender_id, msg.session_key) == ("cron", "cron", f"cron:{job.id}")
     assert msg.metadata["deliver"] == {"channel": "telegram", "chat_id": "42"} and msg.metadata["mode"] == "normal"
     assert msg.text.endswith("water the plants")
@@ -247,10 +247,11 @@ async def test_management_errors(rig: Rig) -> None:
 
 
 async def test_offline_run_waits_in_the_inbox(tmp_path: Path) -> None:
-    store = Store(tmp_path / "db", fsync=False)
-    service = CronService(CronStore(store.db), MessageBus(store), EventHub(), CronSettings())
+    db = open_state_db(tmp_path / "db", fsync=False)
+    bus = SqliteBus(db)
+    service = CronService(CronStore(db), bus, EventHub(), CronSettings())
     job = service.add(message="x", every="1h")
     run_id = service.run_now(job.id)
-    assert store.inbox_status(run_id) == "accepted" and ":manual:" in run_id
+    assert bus.is_unanswered(run_id) and ":manual:" in run_id
     assert service.runs(job.id)[0].status == "queued"
-    store.close()
+    db.close()

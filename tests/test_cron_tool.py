@@ -12,17 +12,17 @@ from agent.tools.base import ToolContext, ToolError
 from agent.tools.cron import CronTool
 from agent.triggers import CronService, CronStore
 from config.schema import CronSettings
-from gateway.bus import MessageBus
-from gateway.store import Store
+from agent.bus import SqliteBus
+from agent.statedb import open_state_db
 from workspace.guard import WorkspaceGuard
 
 
 @pytest.fixture
 def tool(tmp_path: Path):
-    store = Store(tmp_path / "db", fsync=False)
-    service = CronService(CronStore(store.db), MessageBus(store), EventHub(), CronSettings())
-    yield CronTool(lambda: service), service
-    store.close()
+    db = open_state_db(tmp_path / "db", fsync=False)
+    service = CronService(CronStore(db), SqliteBus(db), EventHub(), CronSettings())
+    yield CronTool(service), service
+    db.close()
 
 
 def ctx(tmp_path: Path, channel: str = "telegram", chat_id: str = "4242") -> ToolContext:

@@ -6,17 +6,47 @@ import asyncio
 
 from config.paths import Paths
 from config.schema import Settings
-from gateway.daemon import Daemon
+from gateway.app import App
 
 
 async def test_a_dead_core_task_shuts_the_daemon_down_with_failure(tmp_path, caplog):
     settings = Settings.model_validate({"gateway": {"port": 0, "token": "t" * 24}})
-    daemon = Daemon(Paths(tmp_path), settings)
+    app = App(Paths(tmp_path), settings)
 
     async def broken() -> None:
         raise RuntimeError("intake broke")
 
-    daemon.agent.run = broken  # type: ignore[method-assign]
-    await asyncio.wait_for(daemon.serve_forever(), 15)
-    assert daemon.failed
+    app.loop.run = broken  # type: ignore[method-assign]
+    assert await asyncio.wait_for(app.run(), 15) is True
     assert "core task agent stopped unexpectedly" in caplog.text
+
+
+async def test_shutdown_runs_in_reverse_and_releases_the_telegram_client(tmp_path):
+    """Stop (no new input) comes before close (the HTTP client released), and close really happens."""
+    from tests.fakes.telegram_api import FakeTelegram
+
+    with FakeTelegram() as fake:
+        settings = Settings.model_validate({
+            "gateway": {"port": 0, "token": "t" * 24},
+            "channels": {"telegram": {"token": fake.token, "base_url": fake.base_url, "poll_timeout_seconds": 1}},
+        })
+        app = App(Paths(tmp_path), settings)
+        telegram = app.channels["telegram"]
+        steps: list[str] = []
+        for name in ("stop", "close"):
+            original = getattr(telegram, name)
+
+            async def record(original=original, name=name) -> None:
+                steps.append(name)
+                await original()
+
+            setattr(telegram, name, record)
+        running = asyncio.create_task(app.run())
+        deadline = asyncio.get_running_loop().time() + 30
+        while not (telegram.connected and any(name == "getUpdates" for name, _ in fake.calls)):
+            assert asyncio.get_running_loop().time() < deadline, "the Telegram channel never started polling"
+            await asyncio.sleep(0.05)
+        app._stopped.set()
+        assert await asyncio.wait_for(running, 30) is False
+    assert steps[0] == "stop" and "close" in steps  # input stopped first, the client released after
+    assert telegram.bot._requests_initialized is False  # Bot.shutdown() ran: its HTTP clients are closed

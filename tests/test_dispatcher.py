@@ -5,10 +5,9 @@ from __future__ import annotations
 import asyncio
 
 from channels.base import Channel, DeliveryError
-from gateway.bus import MessageBus
+from agent.bus import SqliteBus
 from gateway.dispatcher import Dispatcher
-from gateway.messages import OutboundMessage
-from gateway.store import Store
+from agent.bus import OutboundMessage
 
 
 class Flaky(Channel):
@@ -38,13 +37,13 @@ async def deliver(tmp_path, channel: Flaky, *msgs: OutboundMessage) -> tuple[Sto
         waits.append(seconds)
         await asyncio.sleep(0)
 
-    bus = MessageBus(Store(tmp_path / "db", fsync=False))
+    bus = SqliteBus.open(tmp_path / "db", fsync=False)
     dispatcher = Dispatcher(bus, {"flaky": channel}, sleep=fake_sleep)
     for msg in msgs:
         bus.publish_outbound(msg)
         dispatcher.lanes.submit((msg.channel, msg.chat_id), await bus.next_outbound())
     await asyncio.wait_for(dispatcher.lanes.join(), 5)
-    return bus.store, waits
+    return bus, waits
 
 
 def out(chat: str, text: str) -> OutboundMessage:
@@ -56,7 +55,7 @@ async def test_a_long_outage_is_waited_out_not_dropped(tmp_path):
     msg = out("a", "hello")
     store, waits = await deliver(tmp_path, channel, msg)
     assert channel.sent == ["hello"]
-    assert store.outbox_status(msg.id) == "delivered"
+    assert store.delivery_status(msg.id) == "delivered"
     assert max(waits) == 300.0 and sum(waits) > 600  # minutes of outage, capped backoff
 
 
@@ -64,7 +63,7 @@ async def test_permanent_error_is_given_up_at_once(tmp_path):
     channel = Flaky({"a": [DeliveryError("blocked by user", permanent=True)]})
     msg = out("a", "hello")
     store, waits = await deliver(tmp_path, channel, msg)
-    assert channel.sent == [] and waits == [] and store.outbox_status(msg.id) == "failed"
+    assert channel.sent == [] and waits == [] and store.delivery_status(msg.id) == "failed"
 
 
 async def test_retry_after_is_honoured_and_other_chats_are_not_delayed(tmp_path):
@@ -78,4 +77,4 @@ async def test_a_channel_bug_is_retried_a_few_times_then_recorded(tmp_path):
     channel = Flaky({"a": [RuntimeError("bug")] * 10})
     msg = out("a", "x")
     store, waits = await deliver(tmp_path, channel, msg)
-    assert len(waits) == 4 and store.outbox_status(msg.id) == "failed"
+    assert len(waits) == 4 and store.delivery_status(msg.id) == "failed"

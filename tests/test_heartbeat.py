@@ -14,9 +14,8 @@ from agent.session import SessionManager
 from agent.tasks import Step, Task, TaskStore
 from agent.triggers.heartbeat import ActiveHours, Heartbeat, actionable_lines, is_ack
 from config.schema import HeartbeatSettings
-from gateway.bus import MessageBus
-from gateway.messages import InboundMessage
-from gateway.store import Store
+from agent.bus import SqliteBus
+from agent.bus import InboundMessage
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "workspace" / "templates" / "HEARTBEAT.md"
 NOON_UTC = datetime(2030, 3, 18, 12, 0, tzinfo=timezone.utc).timestamp()
@@ -56,8 +55,7 @@ class Rig:
     def __init__(self, root: Path, **settings: Any) -> None:
         self.workspace = root / "workspace"
         self.workspace.mkdir()
-        self.store = Store(root / "db", fsync=False)
-        self.bus = MessageBus(self.store)
+        self.bus = SqliteBus.open(root / "db", fsync=False)
         self.tasks = TaskStore(root / "tasks", fsync=False)
         self.sessions = SessionManager(root / "sessions", fsync=False)
         self.busy: set[str] = set()
@@ -70,7 +68,7 @@ class Rig:
                               clock=lambda: self.now)
 
     def published(self) -> list[InboundMessage]:
-        return list(self.store.unanswered())
+        return list(self.bus.unanswered())
 
     def tick(self) -> dict[str, Any]:
         self.now += 1
@@ -129,7 +127,7 @@ def test_one_unanswered_heartbeat_at_a_time(rig: Rig) -> None:
     rig.task()
     rig.tick()
     assert rig.tick()["skipped"] == {"work": "previous heartbeat not answered yet"}
-    rig.store.mark_answered(rig.published()[0].id)
+    rig.bus.settle(rig.published()[0].id)
     assert rig.tick()["sent"] == ["work"]
 
 
@@ -141,7 +139,7 @@ def test_a_task_that_does_not_move_is_left_alone_until_it_does(tmp_path: Path) -
         result = rig.tick()
         sent += len(result.get("sent", []))
         for msg in rig.published():
-            rig.store.mark_answered(msg.id)
+            rig.bus.settle(msg.id)
             task.turns += 1  # the run's turns are counted and saved: not progress
             rig.tasks.save(task)
     assert sent == 2 and "no task progress" in result["skipped"]["work"]

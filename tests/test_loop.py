@@ -17,9 +17,8 @@ from agent.session import SessionManager
 from agent.tools import ToolRegistry
 from agent.toolset import default_tools
 from config.schema import Settings
-from gateway.bus import MessageBus
-from gateway.messages import InboundMessage
-from gateway.store import Store
+from agent.bus import SqliteBus
+from agent.bus import InboundMessage
 from workspace.guard import WorkspaceGuard
 
 
@@ -57,7 +56,7 @@ def make(tmp_path: Path):
         settings = Settings()
         ws = WorkspaceGuard(tmp_path / "ws")
         events = EventHub()
-        bus = MessageBus(Store(tmp_path / "db.sqlite", fsync=False))
+        bus = SqliteBus.open(tmp_path / "db.sqlite", fsync=False)
         tools = ToolRegistry(default_tools(settings), events=events, approvals=ApprovalBroker(events, mode="deny"))
         context = ContextBuilder(ws.root, tools=tools.definitions, model="m", max_tokens=100)
         loop = AgentLoop(bus=bus, sessions=SessionManager(tmp_path / "sessions", fsync=False), provider=provider,
@@ -76,7 +75,7 @@ async def run(loop: AgentLoop, bus: MessageBus, *msgs: InboundMessage) -> list:
         bus.publish_inbound(msg)
         loop.lanes.submit(msg.session_key, await bus.next_inbound())
     await asyncio.wait_for(loop.lanes.join(), 5)
-    return list(bus.store.undelivered())
+    return list(bus.undelivered())
 
 
 async def test_unexpected_error_still_answers_and_the_session_goes_on(make):
@@ -87,7 +86,7 @@ async def test_unexpected_error_still_answers_and_the_session_goes_on(make):
     assert [r.kind for r in replies] == ["error", "reply"]
     assert "went wrong" in replies[0].text and "RuntimeError" in replies[0].text
     assert replies[1].text == "fine now"
-    assert len(ends) == 2 and bus.store.counts()["inbox_open"] == 0
+    assert len(ends) == 2 and bus.counts()["inboxOpen"] == 0
 
 
 async def test_tool_call_cut_off_by_max_tokens_is_not_run(make):
@@ -123,7 +122,7 @@ async def test_stop_only_cancels_a_turn_being_answered(make):
     assert loop.stop_current("s") is False  # the hook is bookkeeping, not a turn
     await loop.lanes.join()
     assert not loop._stopping
-    [reply] = list(bus.store.undelivered())
+    [reply] = list(bus.undelivered())
     assert reply.text == "Stopped."
 
 

@@ -13,7 +13,7 @@ from agent.providers.anthropic import AnthropicProvider
 from agent.providers.chain import ProviderChain
 from agent.providers.openai_compat import OpenAICompatProvider, from_chat_response, to_chat_request
 from config.schema import AnthropicSettings, OpenAICompatSettings, Settings
-from gateway.daemon import make_provider
+from gateway.app import make_provider
 from tests.fakes.openai_api import FakeOpenAI, chat_text, chat_tool_call
 
 CACHE = {"type": "ephemeral"}

@@ -11,16 +11,16 @@ from pathlib import Path
 from agent.recovery import resume_tasks
 from agent.session import SessionManager
 from agent.tasks import Step, Task, TaskStore
-from gateway.bus import MessageBus
-from gateway.messages import InboundMessage
-from gateway.store import Store
+from agent.bus import SqliteBus
+from agent.statedb import open_state_db
+from agent.bus import InboundMessage
 from tests.fakes.anthropic_api import last_user_block, text
 from tests.harness import ALLOW_PYTHON
 from tests.scripted_job import ScriptedJob
 
 
 def _bus(tmp_path: Path) -> MessageBus:
-    return MessageBus(Store(tmp_path / "db.sqlite", fsync=False))
+    return SqliteBus.open(tmp_path / "db.sqlite", fsync=False)
 
 
 def _task(store: TaskStore, session: str = "s") -> Task:
@@ -35,10 +35,10 @@ def test_resume_queues_a_continuation_and_tells_the_user(tmp_path):
     sessions.get("s").append("user", text="start", channel="telegram", chat_id="42")
     task = _task(tasks)
     assert resume_tasks(tasks, sessions, bus, max_resumes=3) == [task.id]
-    [inbound] = list(bus.store.unanswered())
+    [inbound] = list(bus.unanswered())
     assert inbound.session_key == "s" and "step 2/3" in inbound.text
     assert inbound.metadata["deliver"] == {"channel": "telegram", "chat_id": "42"}
-    [notice] = list(bus.store.undelivered())
+    [notice] = list(bus.undelivered())
     assert notice.channel == "telegram" and notice.chat_id == "42"
     assert notice.text.startswith("Resumed after a restart: step 2/3")
 
@@ -56,12 +56,12 @@ def test_task_interrupted_again_and_again_is_failed_and_reported(tmp_path):
     task = _task(tasks)
     for _ in range(2):
         assert resume_tasks(tasks, sessions, bus, max_resumes=2) == [task.id]
-        for msg in list(bus.store.unanswered()):
-            bus.store.mark_answered(msg.id)  # each continuation was cut short by another crash
+        for msg in list(bus.unanswered()):
+            bus.settle(msg.id)  # each continuation was cut short by another crash
     assert resume_tasks(tasks, sessions, bus, max_resumes=2) == []
     reloaded = TaskStore(tmp_path / "tasks").get(task.id)
     assert reloaded.status == "failed" and "restarts" in reloaded.result
-    assert any("stopped after repeated restarts" in m.text for m in bus.store.undelivered())
+    assert any("stopped after repeated restarts" in m.text for m in bus.undelivered())
 
 
 def test_corrupt_task_file_is_moved_aside_and_others_load(tmp_path, caplog):
@@ -85,8 +85,8 @@ def test_task_writes_are_atomic_files(tmp_path):
 def test_corrupt_database_is_moved_aside_not_fatal(tmp_path, caplog):
     path = tmp_path / "clawgate.db"
     path.write_bytes(b"this is not a database" * 100)
-    store = Store(path, fsync=False)
-    assert store.counts() == {"inbox_open": 0, "outbox_pending": 0}
+    bus = SqliteBus.open(path, fsync=False)
+    assert bus.counts() == {"inboxOpen": 0, "outboxPending": 0}
     assert list(tmp_path.glob("clawgate.db.corrupt-*"))
     assert "corrupt" in caplog.text
 
@@ -215,19 +215,19 @@ def test_tracker_counts_turns_and_reminds_a_stale_plan(tmp_path):
 
 
 def test_old_finished_queue_rows_are_pruned_and_open_ones_kept(tmp_path):
-    from gateway.messages import OutboundMessage
+    from agent.bus import OutboundMessage
 
-    store = Store(tmp_path / "db.sqlite", fsync=False)
-    bus = MessageBus(store)
+    db = open_state_db(tmp_path / "db.sqlite", fsync=False)
+    bus = SqliteBus(db)
     old = InboundMessage(id="old", channel="gateway", chat_id="s", sender_id="u", session_key="s", text="a")
     open_msg = InboundMessage(id="open", channel="gateway", chat_id="s", sender_id="u", session_key="s", text="b")
     bus.publish_inbound(old)
     bus.publish_inbound(open_msg)
     bus.publish_outbound(OutboundMessage(id="r-old", channel="gateway", chat_id="s", text="x"), answers="old")
-    store.mark_delivered("r-old")
+    bus.mark_delivered("r-old")
     bus.publish_outbound(OutboundMessage(id="r-pending", channel="gateway", chat_id="s", text="y"))
-    store.db.execute("UPDATE inbox SET answered_at = answered_at - 40*86400, accepted_at = accepted_at - 40*86400")
-    store.db.execute("UPDATE outbox SET created_at = created_at - 40*86400")
-    assert store.prune(keep_days=30) == 2
-    assert store.inbox_status("old") is None and store.inbox_status("open") == "accepted"
-    assert store.outbox_status("r-old") is None and store.outbox_status("r-pending") == "pending"
+    db.execute("UPDATE inbox SET answered_at = answered_at - 40*86400, accepted_at = accepted_at - 40*86400")
+    db.execute("UPDATE outbox SET created_at = created_at - 40*86400")
+    assert bus.prune(keep_days=30) == 2
+    assert [row[0] for row in db.execute("SELECT id FROM inbox")] == ["open"] and bus.is_unanswered("open")
+    assert bus.delivery_status("r-old") is None and bus.delivery_status("r-pending") == "pending"

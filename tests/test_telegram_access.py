@@ -46,15 +46,22 @@ def test_groups() -> None:
     assert decide(disabled, ALICE, private=False, paired=True, refused_before=False) is Verdict.IGNORE
 
 
-def test_who_may_approve() -> None:
-    open_dm = policy("open", "open")
-    assert may_approve(open_dm, ALICE, private=True, chat_id="111", paired=False)
-    assert not may_approve(open_dm, BOB, private=True, chat_id="111", paired=False)  # not their chat
-    assert not may_approve(policy("allowlist"), ALICE, private=True, chat_id="111", paired=False)
-    assert may_approve(policy("allowlist", allow=("111",)), ALICE, private=True, chat_id="111", paired=False)
-    # in groups only listed or paired people, even when the group is open to everyone
-    assert not may_approve(open_dm, BOB, private=False, chat_id="-100", paired=False)
-    assert may_approve(open_dm, BOB, private=False, chat_id="-100", paired=True)
+def test_only_owners_may_approve() -> None:
+    """Being admitted (listed, paired, an open policy) never makes someone an approver."""
+    guests = AccessPolicy.build("open", "open", ("*", "111", "@bob"))
+    assert not may_approve(guests, ALICE) and not may_approve(guests, BOB)
+    owned = AccessPolicy.build("pairing", "allowlist", (), owners=("@ALICE",))
+    assert may_approve(owned, ALICE) and not may_approve(owned, BOB)
+    assert not may_approve(AccessPolicy.build("open", "open", (), owners=("*",)), BOB)  # '*' is never an owner
+    assert owned.owner_chats() == [] and AccessPolicy.build("open", "open", (), owners=("111",)).owner_chats() == ["111"]
+
+
+def test_owners_are_always_admitted_unless_groups_are_off() -> None:
+    owned = AccessPolicy.build("allowlist", "allowlist", (), owners=("111",))
+    assert decide(owned, ALICE, private=True, paired=False, refused_before=True) is Verdict.ADMIT
+    assert decide(owned, ALICE, private=False, paired=False, refused_before=True) is Verdict.ADMIT
+    off = AccessPolicy.build("allowlist", "disabled", (), owners=("111",))
+    assert decide(off, ALICE, private=False, paired=False, refused_before=False) is Verdict.IGNORE
 
 
 @pytest.mark.parametrize("text, private, mentioned, reply, expected", [

@@ -64,7 +64,7 @@ def _button(prompt: dict, label: str) -> str:
 
 
 def test_approval_granted_runs_the_tool(tg_daemon, telegram, fake_model) -> None:
-    daemon = tg_daemon()
+    daemon = tg_daemon(owner=[str(CHAT)])
     fake_model.enqueue(tool_use("exec", {"argv": ["touch", "approved.txt"]}), text("Created approved.txt."))
     telegram.inject_message(CHAT, "make a file")
     prompt = _prompt(telegram)
@@ -72,7 +72,7 @@ def test_approval_granted_runs_the_tool(tg_daemon, telegram, fake_model) -> None
     # someone else pressing the button in this private chat is refused
     telegram.inject_callback(CHAT, 9999, _button(prompt, "Approve"), prompt["message_id"])
     telegram.wait_for(lambda: len(telegram.callback_answers) == 1)
-    assert "Only the person" in telegram.callback_answers[0]["text"]
+    assert "Only the owner" in telegram.callback_answers[0]["text"]
     telegram.inject_callback(CHAT, CHAT, _button(prompt, "Approve"), prompt["message_id"])
     telegram.wait_for(lambda: "Created approved.txt." in replies(telegram, CHAT))
     assert (daemon.workspace / "approved.txt").exists()
@@ -83,7 +83,7 @@ def test_approval_granted_runs_the_tool(tg_daemon, telegram, fake_model) -> None
 
 
 def test_approval_denied_and_timed_out_do_not_run_the_tool(tg_daemon, telegram, fake_model) -> None:
-    daemon = tg_daemon(env={"CLAWGATE_TOOLS__APPROVAL_TIMEOUT_SECONDS": "2"})
+    daemon = tg_daemon(owner=[str(CHAT)], env={"CLAWGATE_TOOLS__APPROVAL_TIMEOUT_SECONDS": "2"})
     fake_model.enqueue(tool_use("exec", {"argv": ["touch", "denied.txt"]}), text("OK, I did not create it."))
     telegram.inject_message(CHAT, "make a file")
     prompt = _prompt(telegram)

@@ -14,10 +14,21 @@ class PathOutsideWorkspace(ValueError):
     """Raised for any path that would reach outside the workspace."""
 
 
+# Files that become part of every session's system prompt (agent/context.py), plus the skills:
+# whoever writes them steers the owner's sessions.
+PROMPT_FILES = frozenset({"SOUL.md", "AGENTS.md", "USER.md", "TOOLS.md", "MEMORY.md", "HEARTBEAT.md"})
+
+
 class WorkspaceGuard:
     def __init__(self, root: Path) -> None:
-        root.mkdir(parents=True, exist_ok=True)
+        if not root.exists():
+            root.mkdir(parents=True, mode=0o700)  # it holds the owner's files: user-only when we create it
         self.root = root.resolve(strict=True)
+
+    def steers_prompt(self, real: Path) -> bool:
+        """True for a (resolved) path whose content reaches the system prompt of every session."""
+        relative = self.relative(real)
+        return relative in PROMPT_FILES or relative == "skills" or relative.startswith("skills" + os.sep)
 
     def resolve(self, user_path: str) -> Path:
         """Return the real path for `user_path` (relative to the workspace) or raise."""

@@ -19,6 +19,11 @@ class ModelRequest:
     cache_control: dict[str, Any] | None = None
 
 
+def text_of(blocks: list[dict[str, Any]]) -> str:
+    """The text of a list of content blocks (tool_use and other blocks skipped)."""
+    return "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+
+
 @dataclass
 class ModelResponse:
     content: list[dict[str, Any]]
@@ -29,7 +34,7 @@ class ModelResponse:
 
     @property
     def text(self) -> str:
-        return "".join(b.get("text", "") for b in self.content if b.get("type") == "text")
+        return text_of(self.content)
 
     @property
     def tool_calls(self) -> list[dict[str, Any]]:

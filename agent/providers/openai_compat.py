@@ -21,7 +21,7 @@ import httpx
 
 from config.schema import OpenAICompatSettings
 
-from .base import ModelRequest, ModelResponse, ProviderError, TextCallback
+from .base import ModelRequest, ModelResponse, ProviderError, TextCallback, text_of
 
 log = logging.getLogger(__name__)
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
@@ -121,7 +121,7 @@ def to_chat_messages(request: ModelRequest) -> list[dict[str, Any]]:
             continue
         blocks = content or []
         if role == "assistant":
-            text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+            text = text_of(blocks)
             calls = [{"id": b["id"], "type": "function",
                       "function": {"name": b["name"], "arguments": json.dumps(b.get("input") or {})}}
                      for b in blocks if b.get("type") == "tool_use"]

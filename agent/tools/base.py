@@ -8,7 +8,7 @@ structured text that says how to fix the call.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 from pydantic import BaseModel, ConfigDict
@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from workspace.guard import WorkspaceGuard
 
 if TYPE_CHECKING:
-    from gateway.messages import OutboundMessage
+    from agent.bus import OutboundMessage
 
 
 class Args(BaseModel):
@@ -46,7 +46,9 @@ class ToolContext:
     run_id: str
     workspace: WorkspaceGuard
     send: Callable[["OutboundMessage"], None] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    # The run acts for the owner (config `owner`, or the gateway token holder). Guests' runs see
+    # only their own data and need the owner's approval to change what steers every session.
+    owner: bool = False
 
 
 class Tool(ABC):
@@ -61,7 +63,8 @@ class Tool(ABC):
         return None
 
     def summarize(self, args: Any) -> str:
-        return f"{self.name} {args.model_dump_json()[:200]}"
+        """What an approval prompt shows: complete (the prompt itself says when it has to cut)."""
+        return f"{self.name} {args.model_dump_json()}"
 
     @abstractmethod
     async def run(self, args: Any, ctx: ToolContext) -> str:

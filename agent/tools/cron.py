@@ -7,7 +7,7 @@ job's reply comes back to the chat the request came from.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
@@ -43,7 +43,7 @@ class CronTool(Tool):
         deliver: str | None = None
         id: str | None = None
 
-    def __init__(self, service: Callable[[], "CronService"]) -> None:
+    def __init__(self, service: "CronService") -> None:
         self._service = service
 
     def needs_approval(self, args: Arguments, ctx: ToolContext) -> str | None:
@@ -67,19 +67,23 @@ class CronTool(Tool):
     async def run(self, args: Arguments, ctx: ToolContext) -> str:
         from agent.triggers.jobs import CronError
 
-        service = self._service()
+        service = self._service
+        mine = "" if ctx.owner else f"{ctx.channel}:{ctx.sender_id}"  # a guest sees and changes only their jobs
         try:
             if args.action == "list":
-                return _listing(service.jobs())
+                return _listing([job for job in service.jobs() if ctx.owner or job.created_by == mine])
             if args.action == "remove":
                 if not args.id:
                     raise ToolError("remove needs the job 'id'", "call cron with action=list to see the ids")
+                if not ctx.owner and service.get(args.id).created_by != mine:
+                    raise CronError(f"no cron job {args.id!r} of yours; action=list shows the ids", "not_found")
                 job = service.remove(args.id)
                 return f"removed job {job.id} ({job.name})"
             if not args.message:
                 raise ToolError("add needs a 'message'", "say what should happen when the job fires")
             job = service.add(message=args.message, at=args.at, every=args.every, cron=args.cron, tz=args.tz,
-                              name=args.name, deliver=args.deliver if args.deliver is not None else _here(ctx))
+                              name=args.name, deliver=args.deliver if args.deliver is not None else _here(ctx),
+                              created_by=mine)
         except CronError as exc:
             raise ToolError(exc.message, "correct the argument it names and call cron again") from None
         public = job.public()

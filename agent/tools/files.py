@@ -110,6 +110,20 @@ class ReadFile(Tool):
         return out or "(empty file)"
 
 
+def _guest_prompt_write(ctx: ToolContext, path: str) -> str | None:
+    """A guest's run may not silently change what steers the owner's sessions."""
+    if ctx.owner:
+        return None
+    try:
+        real = ctx.workspace.resolve(path)
+    except PathOutsideWorkspace:
+        return None  # refused when it runs
+    if ctx.workspace.steers_prompt(real):
+        return (f"{ctx.workspace.relative(real)} is part of every session's instructions; a guest's request to "
+                "change it needs the owner's approval")
+    return None
+
+
 class WriteFile(Tool):
     name = "write_file"
     description = (
@@ -121,6 +135,9 @@ class WriteFile(Tool):
     class Arguments(Args):
         path: str = Field(description="file path relative to the workspace")
         content: str = Field(description="the complete new content of the file")
+
+    def needs_approval(self, args: Arguments, ctx: ToolContext) -> str | None:
+        return _guest_prompt_write(ctx, args.path)
 
     async def run(self, args: Arguments, ctx: ToolContext) -> str:
         path = _resolve(ctx, args.path)
@@ -143,6 +160,9 @@ class EditFile(Tool):
         path: str = Field(description="file path relative to the workspace")
         old_text: str = Field(min_length=1, description="the exact text to replace, occurring once")
         new_text: str = Field(description="the replacement text")
+
+    def needs_approval(self, args: Arguments, ctx: ToolContext) -> str | None:
+        return _guest_prompt_write(ctx, args.path)
 
     async def run(self, args: Arguments, ctx: ToolContext) -> str:
         path = _resolve(ctx, args.path)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Callable
 
 from pydantic import Field
 
@@ -16,6 +17,7 @@ from workspace.guard import PathOutsideWorkspace
 
 from ..memory import Memory, MemoryProblem
 from ..memory_search import MemorySearch, record_text
+from ..session import session_file_name
 from .base import Args, Tool, ToolContext, ToolError
 from .files import numbered, read_lines
 
@@ -32,6 +34,11 @@ class MemoryAppend(Tool):
     class Arguments(Args):
         text: str = Field(min_length=1, max_length=4000)
         daily: bool = False
+
+    def needs_approval(self, args: Arguments, ctx: ToolContext) -> str | None:
+        if ctx.owner or args.daily:
+            return None
+        return "MEMORY.md is part of every session's instructions; a guest's fact needs the owner's approval"
 
     async def run(self, args: Arguments, ctx: ToolContext) -> str:
         memory = Memory(ctx.workspace.root)
@@ -53,6 +60,9 @@ class MemoryReplace(Tool):
     class Arguments(Args):
         old: str = Field(min_length=1, max_length=4000)
         new: str = Field("", max_length=4000)
+
+    def needs_approval(self, args: Arguments, ctx: ToolContext) -> str | None:
+        return None if ctx.owner else "MEMORY.md is part of every session's instructions; a guest's change needs the owner's approval"
 
     async def run(self, args: Arguments, ctx: ToolContext) -> str:
         try:
@@ -79,7 +89,7 @@ class MemorySearchTool(Tool):
         index = self._indexes.get(root)
         if index is None:
             index = self._indexes[root] = MemorySearch(root, self.sessions)
-        hits = index.search(args.query, args.limit)
+        hits = index.search(args.query, args.limit, visible=None if ctx.owner else _own_transcripts(ctx))
         if not hits:
             return f"no matches for {args.query!r} in memory or transcripts (try other words)"
         return "\n".join(hit.render() for hit in hits)
@@ -100,6 +110,9 @@ class MemoryGet(Tool):
         self.sessions = sessions
 
     async def run(self, args: Arguments, ctx: ToolContext) -> str:
+        if not ctx.owner and not _own_transcripts(ctx)(args.path):
+            raise ToolError(f"{args.path} is not available in this conversation",
+                            "a guest's memory tools reach only this conversation's own transcript")
         if args.path.startswith("sessions/"):
             return self._transcript(args)
         try:
@@ -137,6 +150,17 @@ class MemoryGet(Tool):
                 if len(out) >= args.count:
                     break
         return _cap("\n".join(out) or "(no conversation records from there)")
+
+
+def _own_transcripts(ctx: ToolContext) -> Callable[[str], bool]:
+    """A guest sees only this session's transcripts (current and archived), never the owner's memory
+    files or other people's conversations."""
+    current = f"sessions/{session_file_name(ctx.session_key)}"
+    archived = current.removesuffix(".jsonl") + "."
+
+    def visible(name: str) -> bool:
+        return name == current or (name.startswith(archived) and name.endswith(".archived"))
+    return visible
 
 
 def _tool_error(exc: MemoryProblem) -> ToolError:

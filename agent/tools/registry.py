@@ -115,7 +115,8 @@ class ToolRegistry:
         if self.approvals is None:
             return False, "no approval channel"
         request = ApprovalRequest(session_key=ctx.session_key, channel=ctx.channel, chat_id=ctx.chat_id,
-                                  tool=tool.name, summary=tool.summarize(args), reason=reason)
+                                  tool=tool.name, summary=tool.summarize(args), reason=reason,
+                                  sender_id=ctx.sender_id, owner=ctx.owner)
         return await self.approvals.ask(request)
 
 

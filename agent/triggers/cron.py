@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.triggers.date import DateTrigger
 
-from gateway.messages import InboundMessage, OutboundMessage
+from agent.bus import InboundMessage, OutboundMessage
 
 from .cron_store import OPEN, CronStore, Run
 from .jobs import CronError, Job, build_schedule, new_job, resolve_deliver
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from agent.events import EventHub
     from config.schema import CronSettings
-    from gateway.bus import MessageBus
+    from agent.bus import MessageBus
 
 log = logging.getLogger(__name__)
 OVERLAP_RETRY = 5.0      # a one-shot whose previous (manual) run is still going checks again this soon
@@ -72,7 +72,8 @@ class CronService:
     # management (gateway methods, CLI, the agent's tool) ---------------------------
     def add(self, *, message: str, cron: str | None = None, tz: str | None = None, every: Any = None,
             at: Any = None, name: str | None = None, session: str | None = None, deliver: str | None = None,
-            grace: Any = None) -> Job:
+            grace: Any = None, created_by: str = "") -> Job:
+        """`created_by`: "" for the owner, "<channel>:<user>" for a guest (whose runs get a guest's rights)."""
         from .schedule import ScheduleError, parse_duration
 
         now = self.clock()
@@ -83,7 +84,7 @@ class CronService:
         except ScheduleError as exc:
             raise CronError(str(exc)) from None
         job = new_job(message=message, schedule=schedule, name=name, session=session, deliver=deliver,
-                      grace_seconds=grace_seconds, now=now)
+                      grace_seconds=grace_seconds, now=now, created_by=created_by)
         self.store.save(job)
         self._arm(job)
         log.info("cron job %s added: %s, next run %s", job.id, schedule.describe(), format_time(job.next_run_at, schedule.tz))
@@ -193,7 +194,8 @@ class CronService:
         text = f"[cron job \"{job.name}\" ({job.id}) · {when} · your reply is delivered to {where}]\n{job.message}"
         msg = InboundMessage(channel="cron", chat_id=job.id, sender_id="cron", session_key=job.session, text=text,
                              id=run_id, received_at=now,
-                             metadata={"mode": "normal", "deliver": deliver, "cron": {"job": job.id, "scheduledAt": scheduled}})
+                             metadata={"mode": "normal", "deliver": deliver, "owner": not job.created_by,
+                                       "cron": {"job": job.id, "scheduledAt": scheduled}})
         fresh = self.bus.publish_inbound(msg)
         status = "running" if self.scheduler is not None else "queued"
         self.store.record(Run(run_id, job.id, scheduled, now, None, status, ""))
@@ -204,13 +206,13 @@ class CronService:
 
     def _open_run(self, job: Job, now: float) -> str | None:
         """The id of the job's unfinished previous run, if there is one."""
-        if not job.last_run_id or self.bus.store.inbox_status(job.last_run_id) != "accepted":
+        if not job.last_run_id or not self.bus.is_unanswered(job.last_run_id):
             return None
         run = self.store.run(job.last_run_id)
         if run is not None and run.status in OPEN and self.scheduler is not None and not self.busy(job.session) \
                 and now - run.started_at > LOST_AFTER:
             self.store.finish(job.last_run_id, "error", "the run ended without an answer (see the daemon log)", now)
-            self.bus.store.mark_answered(job.last_run_id)
+            self.bus.settle(job.last_run_id)
             return None
         return job.last_run_id
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent.statedb import open_state_db
+
 from .jobs import Job
 
 SCHEMA = """
@@ -62,13 +64,9 @@ class CronStore:
         self.db.executescript(SCHEMA)
 
     @classmethod
-    def open(cls, path: Path, *, history: int = 50) -> "CronStore":
-        path.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA busy_timeout=5000")
-        path.chmod(0o600)
-        return cls(db, history=history)
+    def open(cls, path: Path, *, history: int = 50, fsync: bool = True) -> "CronStore":
+        """On its own connection (the offline CLI); never repairs: only the daemon sets files aside."""
+        return cls(open_state_db(path, fsync=fsync, repair=False), history=history)
 
     # jobs ----------------------------------------------------------------------
     def save(self, job: Job) -> Job:

@@ -21,7 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from gateway.messages import InboundMessage
+from agent.bus import InboundMessage
 
 from .jobs import parse_deliver, resolve_deliver
 from .schedule import iso_utc, zone
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from agent.session import SessionManager
     from agent.tasks import Task, TaskStore
     from config.schema import HeartbeatSettings
-    from gateway.bus import MessageBus
+    from agent.bus import MessageBus
 
 log = logging.getLogger(__name__)
 ACK = "HEARTBEAT_OK"
@@ -172,7 +172,7 @@ class Heartbeat:
         if self.busy(session):
             return "session busy"
         previous = self._last_beat.get(session)
-        if previous and self.bus.store.inbox_status(previous) == "accepted":
+        if previous and self.bus.is_unanswered(previous):
             return "previous heartbeat not answered yet"
         limit = self.settings.max_beats_without_progress
         if not checklist and limit and all(self._stalled(task, limit) for task in tasks):
@@ -190,7 +190,9 @@ class Heartbeat:
         if checklist:
             parts.append("HEARTBEAT.md asks:\n" + "\n".join(f"- {line}" for line in checklist))
         deliver = self._target(session)
-        metadata: dict[str, Any] = {"mode": "heartbeat", "deliver": deliver, "heartbeat": {"tasks": [t.id for t in tasks]}}
+        owner = self.sessions.exists(session) and self.sessions.get(session).acts_for_owner()
+        metadata: dict[str, Any] = {"mode": "heartbeat", "deliver": deliver, "owner": owner,
+                                    "heartbeat": {"tasks": [t.id for t in tasks]}}
         if self.settings.model:
             metadata["model"] = self.settings.model
         msg = InboundMessage(channel="heartbeat", chat_id=session, sender_id="heartbeat", session_key=session,

@@ -13,6 +13,8 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from agent.errors import DomainError
+
 from .schedule import Schedule, ScheduleError, format_time
 
 KNOWN_CHANNELS = ("telegram", "gateway")
@@ -20,12 +22,11 @@ DELIVER_HINT = "use telegram:<chat_id>, gateway[:<session>] or none"
 _SESSION = re.compile(r"^[\w.:@/-]{1,200}$")
 
 
-class CronError(Exception):
-    """A user-fixable problem with a job request. `code` maps to a gateway error code."""
+class CronError(DomainError):
+    """A user-fixable problem with a job request (bad expression, zone, time, unknown id)."""
 
     def __init__(self, message: str, code: str = "invalid_params") -> None:
         super().__init__(message)
-        self.message = message
         self.code = code
 
 
@@ -81,6 +82,7 @@ class Job:
     last_status: str | None = None
     state: str = "scheduled"     # scheduled | done (a one-shot that ran) | disabled
     note: str = ""               # why it is disabled or done
+    created_by: str = ""         # "" the owner (CLI, gateway, the owner's chats); else "<channel>:<user>", a guest
 
     def __post_init__(self) -> None:
         if not self.session:
@@ -108,7 +110,7 @@ class Job:
             "graceSeconds": self.grace_seconds, "nextRunAt": self.next_run_at,
             "nextRun": format_time(self.next_run_at, plan.tz) if self.next_run_at else None,
             "failures": self.failures, "lastRunId": self.last_run_id, "lastStatus": self.last_status,
-            "createdAt": self.created_at,
+            "createdAt": self.created_at, "createdBy": self.created_by or "owner",
         }
 
 
@@ -136,7 +138,7 @@ def build_schedule(*, cron: str | None = None, tz: str | None = None, every: str
 
 
 def new_job(*, message: str, schedule: Schedule, name: str | None = None, session: str | None = None,
-            deliver: str | None = None, grace_seconds: float, now: float | None = None) -> Job:
+            deliver: str | None = None, grace_seconds: float, now: float | None = None, created_by: str = "") -> Job:
     message = (message or "").strip()
     if not message:
         raise CronError("a job needs a message (the task text); give --message TEXT")
@@ -147,7 +149,7 @@ def new_job(*, message: str, schedule: Schedule, name: str | None = None, sessio
     now = time.time() if now is None else now
     job = Job(name=(name or message.splitlines()[0])[:80].strip() or "job", message=message,
               schedule=schedule.to_dict(), deliver=parse_deliver(deliver), grace_seconds=grace_seconds,
-              created_at=now, updated_at=now)
+              created_at=now, updated_at=now, created_by=created_by)
     if session:
         job.session = check_session(session.strip())
     job.next_run_at = schedule.first_run(now)

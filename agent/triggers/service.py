@@ -1,74 +1,44 @@
-"""Triggers: one AsyncIOScheduler driving the cron jobs and the heartbeat, plugged into the daemon.
+"""Triggers: one AsyncIOScheduler driving the cron jobs and the heartbeat.
 
-The daemon only builds this, starts it last and stops it first. Everything it needs from
-the rest of the system it takes through existing seams: the bus (publish), the event hub
-(`run_end` → cron run history), the loop's reply filters (HEARTBEAT_OK), the session logs
-(a run's short result) and the task store (what is in progress).
+The composition root builds the CronService and the Heartbeat (each with exactly what it
+needs: the bus to publish on, the event hub, the session logs, the task store) and hands them
+here; this only owns the timer: started last, stopped first.
 """
 
 from __future__ import annotations
 
 import logging
 from datetime import timezone
-from functools import partial
-from typing import TYPE_CHECKING
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from .cron import CronService
-from .cron_store import CronStore
-from .heartbeat import Heartbeat
+from config.schema import CronSettings, HeartbeatSettings
 
-if TYPE_CHECKING:
-    from agent.session import SessionManager
-    from gateway.daemon import Daemon
+from .cron import CronService
+from .heartbeat import Heartbeat
 
 log = logging.getLogger(__name__)
 # apscheduler logs every job execution at INFO; the heartbeat would flood the log with them.
 logging.getLogger("apscheduler").setLevel(logging.WARNING)
 
 
-def run_result(sessions: "SessionManager", session_key: str, run_id: str) -> str:
-    """The short result of a run, read from its session log: the final text or the error."""
-    if not sessions.exists(session_key):
-        return ""
-    for record in reversed(sessions.get(session_key).records):
-        if record.get("run_id") == run_id:
-            if record["kind"] == "assistant":
-                text = "".join(b.get("text", "") for b in record["content"] if b.get("type") == "text").strip()
-                if text:
-                    return text
-            elif record["kind"] == "event" and record.get("error"):
-                return str(record["error"])
-            elif record["kind"] == "event" and record.get("name") == "cancelled":
-                return "stopped by the user"
-        if record.get("kind") == "user" and record.get("inbound_id") == run_id:
-            break
-    return ""
-
-
 class Triggers:
-    def __init__(self, daemon: "Daemon") -> None:
-        settings = daemon.settings
-        self.settings = settings
-        self.store = CronStore(daemon.store.db, history=settings.cron.history)
-        self.cron = CronService(self.store, daemon.bus, daemon.events, settings.cron,
-                                result_of=partial(run_result, daemon.sessions), busy=daemon.agent.busy)
-        self.heartbeat = Heartbeat(settings.heartbeat, workspace=daemon.workspace.root, tasks=daemon.tasks,
-                                   sessions=daemon.sessions, bus=daemon.bus, events=daemon.events,
-                                   busy=daemon.agent.busy)
-        daemon.events.subscribe(self.cron.on_event)
-        daemon.agent.reply_filters.append(self.heartbeat.reply_filter)
+    def __init__(self, *, cron: CronService, heartbeat: Heartbeat, cron_settings: CronSettings,
+                 heartbeat_settings: HeartbeatSettings) -> None:
+        self.cron = cron
+        self.heartbeat = heartbeat
+        self.cron_settings = cron_settings
+        self.heartbeat_settings = heartbeat_settings
         self.scheduler = AsyncIOScheduler(timezone=timezone.utc)
 
     def start(self) -> None:
         """Start the timer; due and overdue cron jobs fire right after (misfires settle there)."""
         self.scheduler.start()
-        if self.settings.cron.enabled:
+        if self.cron_settings.enabled:
             armed = self.cron.start(self.scheduler)
             log.info("cron: %d job(s) scheduled", armed)
-        beat = self.settings.heartbeat
+        beat = self.heartbeat_settings
         if beat.enabled:
             self.scheduler.add_job(self.heartbeat.tick_async, IntervalTrigger(seconds=beat.interval_seconds),
                                    id="heartbeat", name="heartbeat", max_instances=1, coalesce=True,

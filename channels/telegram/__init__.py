@@ -1,25 +1,24 @@
 """Telegram channel (python-telegram-bot): long polling, access control, replies, approvals.
 
-See docs/telegram.md. `build(daemon)` returns the channel when it is enabled (by default:
-whenever a bot token is configured), else None.
+See docs/telegram.md. `build(settings, services, db)` returns the channel when it is enabled
+(by default: whenever a bot token is configured), else None.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+import sqlite3
+
+from agent.services import Services
+from config.schema import TelegramSettings
 
 from .channel import NAME, ChannelError, TelegramChannel
-
-if TYPE_CHECKING:
-    from gateway.daemon import Daemon
 
 log = logging.getLogger("clawgate.telegram")
 
 
-def build(daemon: "Daemon") -> TelegramChannel | None:
-    """The Telegram channel for this daemon, or None when it is off (no token, or enabled = false)."""
-    settings = daemon.settings.channels.telegram
+def build(settings: TelegramSettings, services: Services, db: sqlite3.Connection) -> TelegramChannel | None:
+    """The Telegram channel, or None when it is off (no token, or enabled = false)."""
     if settings.enabled is False:
         return None
     if not settings.token:
@@ -27,7 +26,7 @@ def build(daemon: "Daemon") -> TelegramChannel | None:
             log.error("channels.telegram.enabled is true but no bot token is set; set TELEGRAM_BOT_TOKEN "
                       "(from @BotFather) or channels.telegram.token")
         return None
-    return TelegramChannel(settings, daemon)
+    return TelegramChannel(settings, services, db)
 
 
 __all__ = ["NAME", "ChannelError", "TelegramChannel", "build"]

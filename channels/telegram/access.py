@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Iterable, Literal
 
+from agent.commands import NAMES as COMMAND_NAMES
+
 DmPolicy = Literal["pairing", "allowlist", "open"]
 GroupPolicy = Literal["allowlist", "open", "disabled"]
 
-COMMANDS = ("start", "new", "status", "stop", "tasks")
 _COMMAND = re.compile(r"^/([A-Za-z0-9_]{1,32})(?:@([A-Za-z0-9_]+))?(?:\s+(.*))?$", re.DOTALL)
 
 
@@ -36,21 +37,40 @@ class AccessPolicy:
     dm_policy: DmPolicy = "pairing"
     group_policy: GroupPolicy = "allowlist"
     allow_from: frozenset[str] = frozenset()
+    owners: frozenset[str] = frozenset()
 
     @classmethod
-    def build(cls, dm_policy: DmPolicy, group_policy: GroupPolicy, allow_from: Iterable[str | int]) -> "AccessPolicy":
-        """Normalise `allow_from`: ids as strings, usernames lower-case without '@'; '*' allows all."""
-        entries = {str(e).strip().lstrip("@").lower() for e in allow_from if str(e).strip()}
-        return cls(dm_policy, group_policy, frozenset(entries))
+    def build(cls, dm_policy: DmPolicy, group_policy: GroupPolicy, allow_from: Iterable[str | int],
+              owners: Iterable[str | int] = ()) -> "AccessPolicy":
+        """Normalise `allow_from` and `owners`: ids as strings, usernames lower-case without '@';
+        '*' allows all in `allow_from` (never in `owners`: an owner is one named person)."""
+        return cls(dm_policy, group_policy, _entries(allow_from), _entries(owners) - {"*"})
 
     def listed(self, sender: Sender) -> bool:
-        if "*" in self.allow_from or sender.user_id in self.allow_from:
-            return True
-        return bool(sender.username) and sender.username.lower() in self.allow_from  # type: ignore[union-attr]
+        return "*" in self.allow_from or _matches(self.allow_from, sender)
+
+    def is_owner(self, sender: Sender) -> bool:
+        return _matches(self.owners, sender)
+
+    def owner_chats(self) -> list[str]:
+        """Private chats of the owners named by id (a private chat's id is the user's id)."""
+        return sorted(entry for entry in self.owners if entry.isdigit())
+
+
+def _entries(values: Iterable[str | int]) -> frozenset[str]:
+    return frozenset(str(e).strip().lstrip("@").lower() for e in values if str(e).strip())
+
+
+def _matches(entries: frozenset[str], sender: Sender) -> bool:
+    if sender.user_id in entries:
+        return True
+    return bool(sender.username) and sender.username.lower() in entries  # type: ignore[union-attr]
 
 
 def decide(policy: AccessPolicy, sender: Sender, *, private: bool, paired: bool, refused_before: bool) -> Verdict:
     """The verdict for one message from `sender` (the caller has already checked it is addressed to us)."""
+    if policy.is_owner(sender):
+        return Verdict.ADMIT if private or policy.group_policy != "disabled" else Verdict.IGNORE
     if private:
         if policy.dm_policy == "open" or paired or policy.listed(sender):
             return Verdict.ADMIT
@@ -64,12 +84,10 @@ def decide(policy: AccessPolicy, sender: Sender, *, private: bool, paired: bool,
     return Verdict.IGNORE if refused_before else Verdict.REFUSE
 
 
-def may_approve(policy: AccessPolicy, sender: Sender, *, private: bool, chat_id: str, paired: bool) -> bool:
-    """Who may press Approve: in a private chat its own (admitted) user; in a group a listed or paired one."""
-    if private:
-        return sender.user_id == chat_id and decide(policy, sender, private=True, paired=paired,
-                                                    refused_before=True) is Verdict.ADMIT
-    return paired or policy.listed(sender)
+def may_approve(policy: AccessPolicy, sender: Sender) -> bool:
+    """Only an owner answers approval requests: pairing a friend never gives them a shell, and whoever
+    asked for a risky call cannot approve it unless they are the owner."""
+    return policy.is_owner(sender)
 
 
 @dataclass(frozen=True)
@@ -95,7 +113,7 @@ def read_message(text: str, *, private: bool, bot_username: str, mentioned: bool
         ours = target is None or target.lower() == bot_username.lower()
         if not ours:  # `/cmd@otherbot`
             return Addressed(False, stripped)
-        if name in COMMANDS:  # a bare `/cmd` in a group is for every bot there, us included
+        if name in COMMAND_NAMES:  # a bare `/cmd` in a group is for every bot there, us included
             return Addressed(True, stripped, name, args)
     for_us = private or mentioned or reply_to_bot
     cleaned = _strip_mention(stripped, bot_username) if mentioned else stripped

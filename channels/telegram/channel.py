@@ -1,38 +1,38 @@
 """The Telegram adapter: start / stop / send, and the route from an update to the bus.
 
 An update becomes, in this order: ignored (not for us), refused or paired (access), a
-command (handled here, through the daemon), or an InboundMessage published to the bus with an
-id stable across redelivery (`telegram:<chat>:<message>`). Everything the user sees while the
-agent works (typing, status, approval buttons) hangs off the event hub, not the loop.
+command (answered by the shared command router), or an InboundMessage published to the bus
+with an id stable across redelivery (`telegram:<chat>:<message>`). Everything the user sees
+while the agent works (typing, status, approval buttons) hangs off the event hub, not the loop.
+The channel reaches the agent only through its Services.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, Awaitable
+import sqlite3
+from typing import Any, Awaitable
 
 from telegram import Bot, BotCommand, CallbackQuery, Message, Update
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import InvalidToken, NetworkError
 from telegram.request import HTTPXRequest
 
+from agent.bus import InboundMessage, OutboundMessage
+from agent.commands import COMMANDS
+from agent.services import Services
 from channels.base import Channel, DeliveryError
 from config.schema import TelegramSettings
-from gateway.messages import InboundMessage, OutboundMessage
 
 from .access import AccessPolicy, Sender as Who, Verdict, decide, may_approve, parse_session_key, read_message, session_key
 from .approvals import ApprovalPrompts
-from .commands import BOT_COMMANDS, Commands
 from .delivery import Sender, Unconfirmed
 from .pairing import PairingStore
 from .polling import Poller
 from .progress import Progress
 from .render import render
 from .state import ChannelState
-
-if TYPE_CHECKING:
-    from gateway.daemon import Daemon
 
 log = logging.getLogger("clawgate.telegram")
 NAME = "telegram"
@@ -63,21 +63,23 @@ def make_bot(settings: TelegramSettings) -> Bot:
 class TelegramChannel(Channel):
     name = NAME
 
-    def __init__(self, settings: TelegramSettings, daemon: "Daemon", *, bot: Bot | None = None) -> None:
+    def __init__(self, settings: TelegramSettings, services: Services, db: sqlite3.Connection, *,
+                 bot: Bot | None = None) -> None:
+        """`db`: the state database (agent/statedb.py) for the channel's own tables and pairing."""
         self.settings = settings
-        self.daemon = daemon
-        self.policy = AccessPolicy.build(settings.dm_policy, settings.group_policy, settings.allow_from)
-        self.state = ChannelState(daemon.store)
-        self.pairing = PairingStore(daemon.store.db, ttl_seconds=settings.pairing_ttl_seconds,
+        self.services = services
+        self.policy = AccessPolicy.build(settings.dm_policy, settings.group_policy, settings.allow_from,
+                                         settings.owner)
+        self.state = ChannelState(db)
+        self.pairing = PairingStore(db, ttl_seconds=settings.pairing_ttl_seconds,
                                     max_pending=settings.pairing_max_pending)
         self.bot = bot or make_bot(settings)
         self.sender = Sender(self.bot, retries=settings.send_retries, base_delay=settings.retry_base_seconds)
         self.ops = _ChatOps(self.bot, self.sender)
-        self.progress = Progress(self.ops, daemon.agent.busy, typing_interval=settings.typing_interval_seconds,
+        self.progress = Progress(self.ops, services.sessions.busy, typing_interval=settings.typing_interval_seconds,
                                  edit_interval=settings.progress_interval_seconds, status_messages=settings.progress)
-        self.prompts = ApprovalPrompts(self.ops, resolve=daemon.approvals.resolve, may_approve=self._may_approve,
-                                       answer=self._answer)
-        self.commands = Commands(daemon)
+        self.prompts = ApprovalPrompts(self.ops, resolve=services.approvals.resolve, may_approve=self._may_approve,
+                                       answer=self._answer, owner_chats=self.policy.owner_chats())
         self.poller: Poller | None = None
         self._connected = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
@@ -92,8 +94,8 @@ class TelegramChannel(Channel):
         except NetworkError as exc:
             log.warning("cannot reach the Bot API yet (%s); retrying in the background", exc.message)
         self.state.prune()
-        self._unsubscribe = [self.daemon.events.subscribe(self.progress.on_event),
-                             self.daemon.events.subscribe(self.prompts.on_event)]
+        self._unsubscribe = [self.services.events.subscribe(self.progress.on_event),
+                             self.services.events.subscribe(self.prompts.on_event)]
         self._tasks = [asyncio.create_task(self._run(), name="telegram"),
                        asyncio.create_task(self._tell_paired(), name="telegram-pairing")]
 
@@ -105,10 +107,13 @@ class TelegramChannel(Channel):
                                "from @BotFather (or channels.telegram.token)") from None
         await self.bot.delete_webhook(drop_pending_updates=False)
         await self.sender.best_effort("setMyCommands", lambda: self.bot.set_my_commands(
-            [BotCommand(name, text) for name, text in BOT_COMMANDS]))
+            [BotCommand(name, text) for name, text in COMMANDS]))
         self._connected.set()
         log.info("connected as @%s (dm_policy=%s, group_policy=%s)", self.bot.username,
                  self.settings.dm_policy, self.settings.group_policy)
+        if not self.policy.owners:
+            log.warning("channels.telegram.owner is not set: nobody on Telegram can approve risky tool calls "
+                        "(answer them with the gateway); set it to your Telegram user id")
 
     async def _run(self) -> None:
         delay = 1.0
@@ -132,7 +137,8 @@ class TelegramChannel(Channel):
         return self._connected.is_set()
 
     async def stop(self) -> None:
-        """Stop taking updates. The HTTP client stays open so replies finishing during shutdown still go out."""
+        """Stop taking updates. The HTTP client stays open (close() releases it) so replies finishing
+        during shutdown still go out."""
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         self._unsubscribe = []
@@ -142,6 +148,19 @@ class TelegramChannel(Channel):
         await asyncio.gather(*tasks, return_exceptions=True)
         await self.progress.close()
         await self.prompts.close()
+
+    async def close(self) -> None:
+        """Release the Bot API client, once the dispatcher has delivered what it could."""
+        await self.stop()
+        background, self._background = list(self._background), set()
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
+        if self.connected:
+            try:
+                await self.bot.shutdown()
+            except Exception as exc:  # the process is ending; a failing close must not hide why
+                log.warning("closing the Bot API client failed: %s", exc)
 
     # outbound ------------------------------------------------------------------------------
     async def send(self, msg: OutboundMessage) -> None:
@@ -205,7 +224,7 @@ class TelegramChannel(Channel):
         key = session_key(chat.id, thread_id)
         if addressed.command is not None:
             if self.state.first_time(f"command:{chat.id}:{msg.message_id}"):
-                reply = self.commands.handle(addressed.command, key)
+                reply = self.services.commands.handle(addressed.command, key)
                 if reply:
                     self._say(chat.id, reply, thread_id)
             return
@@ -216,9 +235,9 @@ class TelegramChannel(Channel):
             id=f"telegram:{chat.id}:{msg.message_id}", channel=NAME, chat_id=str(chat.id), sender_id=who.user_id,
             session_key=key, text=addressed.text,
             metadata={"message_id": msg.message_id, "thread_id": thread_id, "username": user.username,
-                      "chat_type": chat.type},
+                      "chat_type": chat.type, "owner": self.policy.is_owner(who)},
         )
-        if self.daemon.bus.publish_inbound(inbound):
+        if self.services.intake.publish_inbound(inbound):
             self.progress.started(key, str(chat.id), thread_id, inbound.id)
 
     def _addressing(self, msg: Message) -> tuple[bool, bool]:
@@ -270,12 +289,7 @@ class TelegramChannel(Channel):
 
     # approvals -----------------------------------------------------------------------------
     def _may_approve(self, query: CallbackQuery) -> bool:
-        chat = query.message.chat if query.message else None
-        if chat is None:
-            return False
-        who = Who(str(query.from_user.id), query.from_user.username)
-        return may_approve(self.policy, who, private=chat.type == "private", chat_id=str(chat.id),
-                           paired=self.pairing.is_paired(NAME, who.user_id))
+        return may_approve(self.policy, Who(str(query.from_user.id), query.from_user.username))
 
     async def _answer(self, query: CallbackQuery, text: str) -> None:
         await self.sender.best_effort("answerCallbackQuery", lambda: self.bot.answer_callback_query(query.id, text=text))

@@ -1,6 +1,6 @@
 """The channel's small durable state in the daemon's SQLite file: offset, sends, seen, refusals.
 
-- the polling offset (the Store's kv table), moved only after an update was handled durably;
+- the polling offset, moved only after an update was handled durably;
 - how many chunks of each multi-part reply were sent, so a retried or replayed reply resumes
   after the last sent chunk instead of sending any part twice;
 - updates handled outside the inbox (commands, button presses), so a redelivered one is not
@@ -10,14 +10,13 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
-from typing import TYPE_CHECKING, Callable
-
-if TYPE_CHECKING:
-    from gateway.store import Store
+from typing import Callable
 
 OFFSET_KEY = "telegram:offset"
 SCHEMA = """
+CREATE TABLE IF NOT EXISTS telegram_state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS telegram_sent (outbound_id TEXT PRIMARY KEY, chunks INTEGER NOT NULL, updated_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS telegram_seen (key TEXT PRIMARY KEY, seen_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS telegram_refused (user_id TEXT PRIMARY KEY, refused_at REAL NOT NULL);
@@ -25,11 +24,26 @@ CREATE TABLE IF NOT EXISTS telegram_refused (user_id TEXT PRIMARY KEY, refused_a
 
 
 class ChannelState:
-    def __init__(self, store: "Store", *, clock: Callable[[], float] = time.time) -> None:
-        self.store = store
-        self.db = store.db
+    def __init__(self, db: sqlite3.Connection, *, clock: Callable[[], float] = time.time) -> None:
+        self.db = db
         self.clock = clock
         self.db.executescript(SCHEMA)
+        self._adopt_old_offset()
+
+    def _adopt_old_offset(self) -> None:
+        """Earlier versions kept the offset in a shared kv table; carry it over once."""
+        if self._get(OFFSET_KEY) is not None:
+            return
+        try:
+            row = self.db.execute("SELECT value FROM kv WHERE key=?", (OFFSET_KEY,)).fetchone()
+        except sqlite3.OperationalError:  # no such table: a new database
+            return
+        if row is not None:
+            self.save_offset(int(row[0]))
+
+    def _get(self, key: str) -> str | None:
+        row = self.db.execute("SELECT value FROM telegram_state WHERE key=?", (key,)).fetchone()
+        return row[0] if row else None
 
     def prune(self, keep_seconds: float = 7 * 86400) -> None:
         """Forget bookkeeping older than a week (Telegram redelivers for at most 24 h)."""
@@ -39,10 +53,11 @@ class ChannelState:
 
     # offset ------------------------------------------------------------------------------
     def offset(self) -> int:
-        return int(self.store.get(OFFSET_KEY) or 0)
+        return int(self._get(OFFSET_KEY) or 0)
 
     def save_offset(self, offset: int) -> None:
-        self.store.put(OFFSET_KEY, str(offset))
+        self.db.execute("INSERT INTO telegram_state(key, value) VALUES(?, ?) "
+                        "ON CONFLICT(key) DO UPDATE SET value=excluded.value", (OFFSET_KEY, str(offset)))
 
     # multi-part replies ------------------------------------------------------------------
     def chunks_sent(self, outbound_id: str) -> int:

@@ -1,0 +1,39 @@
+"""What the outside may use of the agent: narrow services, built once by the composition root.
+
+Channels, gateway methods and triggers receive these (or just the ones they need) instead of
+the daemon, so each consumer's reach is visible in its constructor, and a new consumer
+(checkpoints, a web page) plugs into the same surface.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from .approvals import ApprovalBroker
+from .bus import InboundMessage
+from .commands import CommandRouter
+from .control import SessionControl, TaskControl
+from .events import EventHub
+from .status import Status
+
+if TYPE_CHECKING:
+    from .triggers.cron import CronService
+
+
+class Intake(Protocol):
+    """Where channels put what people say: durably accepted, or False for a duplicate id."""
+
+    def publish_inbound(self, msg: InboundMessage) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Services:
+    intake: Intake
+    sessions: SessionControl
+    tasks: TaskControl
+    approvals: ApprovalBroker
+    cron: "CronService"
+    events: EventHub
+    status: Status
+    commands: CommandRouter

@@ -1,0 +1,98 @@
+"""The one way to open the daemon's SQLite state file (inbox/outbox, cron, pairing, channel state).
+
+Every owner of a table opens the file here, so all connections share one set of settings:
+busy_timeout first (so the pragmas below wait for another process instead of failing),
+WAL, `synchronous` from `state.fsync`, and a quick_check.
+
+Only real corruption (a failed quick_check, or "file is not a database") moves the file aside
+and starts a fresh one. A locked database, a full disk or too many open files are not
+corruption: they raise StateUnavailable with one line naming the problem, and the file stays.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+BUSY_TIMEOUT_MS = 5000
+# sqlite3 error codes that mean "the bytes are damaged", as opposed to "cannot use it now".
+_CORRUPT_CODES = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
+
+
+class StateUnavailable(Exception):
+    """The state database exists but cannot be used right now; the message names the fix."""
+
+
+def open_state_db(path: Path, *, fsync: bool = True, repair: bool = True) -> sqlite3.Connection:
+    """Open (creating if needed) the state database with the shared settings.
+
+    `repair`: move a corrupt file aside and start afresh (the daemon); the CLI passes False and
+    reports instead, so an offline command never throws away the daemon's state.
+    Raises StateUnavailable for anything that is not corruption.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return _open(path, fsync)
+    except sqlite3.DatabaseError as exc:
+        if not _is_corrupt(exc):
+            raise StateUnavailable(_unavailable(path, exc)) from None
+        if not repair:
+            raise StateUnavailable(f"state database {path} is corrupt ({exc}); start the gateway once to set it "
+                                   "aside and begin a fresh one") from None
+        aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
+        path.rename(aside)
+        for suffix in ("-wal", "-shm"):
+            extra = path.with_name(path.name + suffix)
+            if extra.exists():
+                extra.rename(aside.with_name(aside.name + suffix))
+        log.error("state database %s is corrupt (%s); moved aside to %s and started a new one", path, exc, aside.name)
+        try:
+            return _open(path, fsync)
+        except sqlite3.DatabaseError as again:
+            raise StateUnavailable(_unavailable(path, again)) from None
+    except OSError as exc:
+        raise StateUnavailable(f"cannot open state database {path}: {exc.strerror or exc}; check the folder's "
+                               "permissions, free disk space and open-file limit") from None
+
+
+def _open(path: Path, fsync: bool) -> sqlite3.Connection:
+    db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+    try:
+        db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")  # first: the pragmas below may need to wait
+        db.execute("PRAGMA journal_mode=WAL")
+        # FULL fsyncs the WAL on each commit (power-loss safe); NORMAL is process-crash safe.
+        db.execute(f"PRAGMA synchronous={'FULL' if fsync else 'NORMAL'}")
+        result = db.execute("PRAGMA quick_check").fetchone()[0]
+        if result != "ok":
+            error = sqlite3.DatabaseError(f"integrity check failed: {result}")
+            error.sqlite_errorcode = sqlite3.SQLITE_CORRUPT  # type: ignore[attr-defined]
+            raise error
+    except BaseException:
+        db.close()
+        raise
+    for suffix in ("", "-wal", "-shm"):  # conversations and pairing codes: user-only
+        file = path.with_name(path.name + suffix)
+        if file.exists():
+            file.chmod(0o600)
+    return db
+
+
+def _is_corrupt(exc: sqlite3.DatabaseError) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in _CORRUPT_CODES
+    text = str(exc).lower()
+    return "malformed" in text or "not a database" in text or "integrity check failed" in text
+
+
+def _unavailable(path: Path, exc: sqlite3.DatabaseError) -> str:
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        return (f"state database {path} is locked by another process ({text}); stop the other clawgate process "
+                "or wait, then try again")
+    if "disk" in text or "full" in text:
+        return f"state database {path} cannot be written ({text}); free disk space and try again"
+    return f"cannot open state database {path} ({text}); check permissions, free disk space and the open-file limit"

@@ -1,0 +1,16 @@
+"""Gateway method handlers, one module per area; importing this package registers them all.
+
+Each handler is `async (services, connection, params) -> payload` and reaches the daemon only
+through the narrow services (agent/services.py).
+"""
+
+from __future__ import annotations
+
+from agent.services import Services
+
+from ..methods import REGISTRY, MethodTable
+from . import approvals, chat, cron, sessions, status, tasks  # noqa: F401  (registration)
+
+
+def build_methods(services: Services) -> MethodTable:
+    return MethodTable(services, REGISTRY)

@@ -1,0 +1,281 @@
+"""The composition root: the one place that names concrete classes and wires them together.
+
+Everything else receives what it needs through its constructor — channels get their settings
+and the narrow Services, triggers their parts, gateway methods the Services — so no part holds
+"the daemon". Start-up order matters for crash safety: state first, pending inbound and
+outbound messages replayed before any channel takes new input, the ready line only when every
+part serves. Shutdown is the exact reverse (an AsyncExitStack): triggers, then channels stop
+taking input, running turns get a moment to finish, replies drain, then clients and files close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+from agent.approvals import ApprovalBroker
+from agent.audit import AuditLog
+from agent.bus import SqliteBus
+from agent.commands import CommandRouter
+from agent.compaction import Compactor
+from agent.consolidation import Consolidator
+from agent.context import ContextBuilder
+from agent.control import SessionControl, TaskControl
+from agent.events import EventHub
+from agent.loop import AgentLoop
+from agent.memory import Memory
+from agent.providers import Provider, UnconfiguredProvider
+from agent.recovery import TaskTracker, resume_tasks
+from agent.redact import register_secrets
+from agent.restatement import Restatement
+from agent.services import Services
+from agent.session import SessionManager
+from agent.statedb import open_state_db
+from agent.status import Status
+from agent.tasks import TaskStore
+from agent.tools import ToolRegistry
+from agent.tools.cron import CronTool
+from agent.toolset import default_tools
+from agent.trace import TraceWriter
+from agent.triggers import CronService, CronStore, Triggers
+from agent.triggers.heartbeat import Heartbeat
+from channels.base import Channel
+from channels.gateway_chat import GatewayChatChannel
+from channels.telegram import build as build_telegram
+from config.paths import Paths
+from config.schema import Settings
+from config.token import gateway_token
+from workspace.guard import WorkspaceGuard
+
+from . import __version__
+from .api import build_methods
+from .dispatcher import Dispatcher
+from .server import GatewayServer
+
+log = logging.getLogger("clawgate")
+TURN_GRACE_SECONDS = 5.0
+DELIVERY_GRACE_SECONDS = 3.0
+
+
+def make_provider(settings: Settings) -> Provider:
+    """Anthropic (when a key is set), then an OpenAI-compatible endpoint (when configured), in order."""
+    from agent.providers.anthropic import AnthropicProvider
+    from agent.providers.chain import ProviderChain
+    from agent.providers.openai_compat import OpenAICompatProvider
+
+    anthropic, compat = settings.providers.anthropic, settings.providers.openai_compat
+    providers: list[Provider] = []
+    if anthropic.api_key:
+        providers.append(AnthropicProvider(anthropic, stream=settings.agent.stream))
+    if compat is not None:
+        register_secrets([compat.api_key])
+        providers.append(OpenAICompatProvider(compat))
+    if not providers:
+        return UnconfiguredProvider()
+    return providers[0] if len(providers) == 1 else ProviderChain(providers)
+
+
+class App:
+    """Builds every part in __init__ (no I/O beyond opening state), runs them in `run`."""
+
+    def __init__(self, paths: Paths, settings: Settings, *, provider: Provider | None = None) -> None:
+        self.paths, self.settings = paths, settings
+        agent = settings.agent
+        paths.ensure()
+        if not settings.gateway.token:  # the gateway is never open: generate (once) and persist a token
+            settings.gateway.token = gateway_token(paths, settings, create=True)
+            register_secrets([settings.gateway.token])
+        workspace = WorkspaceGuard(Path(agent.workspace).expanduser() if agent.workspace else paths.default_workspace)
+        fsync = settings.state.fsync
+
+        # state and the bus
+        self.db = open_state_db(paths.database, fsync=fsync)
+        self.bus = SqliteBus(self.db)
+        self.events = EventHub()
+        self.trace = TraceWriter(paths.traces)
+        self.events.subscribe(self.trace)
+        self.audit = AuditLog(paths.audit_log)
+        self.sessions = SessionManager(paths.sessions, fsync=fsync)
+        self.tasks = TaskStore(paths.tasks, fsync=fsync)
+        self.provider = provider or make_provider(settings)
+
+        # the agent: tools, context, loop
+        approvals = ApprovalBroker(self.events, mode=settings.tools.approval_mode,
+                                   timeout=settings.tools.approval_timeout_seconds)
+        tools = ToolRegistry(default_tools(settings, sessions=paths.sessions, tasks=self.tasks),
+                             events=self.events, audit=self.audit, approvals=approvals)
+        context = ContextBuilder(workspace.root, tools=tools.definitions, model=agent.model, max_tokens=agent.max_tokens,
+                                 compactor=Compactor(keep=agent.compact_keep_messages,
+                                                     chunk_chars=int(agent.context_tokens * 4 * agent.compact_chunk_ratio)),
+                                 active_tasks=lambda: [task.status_line() for task in self.tasks.active()])
+        self.loop = AgentLoop(bus=self.bus, sessions=self.sessions, provider=self.provider, tools=tools,
+                              context=context, events=self.events, settings=agent, workspace=workspace)
+        tracker = TaskTracker(self.tasks, remind_after=agent.task_reminder_turns, events=self.events)
+        self.events.subscribe(tracker.on_event)
+        tools.result_hooks.append(tracker.remind)
+        context.contributors.append(self._task_status_line)
+        restate = Restatement(agent.name, self.tasks.current, after_turns=agent.restate_after_turns)
+        context.contributors.append(restate)
+        context.followups.append(restate)
+        self.loop.after_run.append(Consolidator(provider=self.provider, context=context, memory=Memory(workspace.root),
+                                                settings=agent, events=self.events))
+
+        # triggers: producers on the bus
+        session_control = SessionControl(self.loop, self.sessions, context)
+        cron = CronService(CronStore(self.db, history=settings.cron.history), self.bus, self.events, settings.cron,
+                           result_of=self._run_result, busy=session_control.busy)
+        self.events.subscribe(cron.on_event)
+        tools.add(CronTool(cron))
+        heartbeat = Heartbeat(settings.heartbeat, workspace=workspace.root, tasks=self.tasks, sessions=self.sessions,
+                              bus=self.bus, events=self.events, busy=session_control.busy)
+        self.loop.reply_filters.append(heartbeat.reply_filter)
+        self.triggers = Triggers(cron=cron, heartbeat=heartbeat, cron_settings=settings.cron,
+                                 heartbeat_settings=settings.heartbeat)
+
+        # what the outside may use
+        self.status = Status()
+        task_control = TaskControl(self.tasks, session_control, self.events)
+        self.services = Services(
+            intake=self.bus, sessions=session_control, tasks=task_control, approvals=approvals, cron=cron,
+            events=self.events, status=self.status,
+            commands=CommandRouter(agent_name=agent.name, sessions=session_control, tasks=task_control,
+                                   status=self.status),
+        )
+
+        # the gateway and the channels
+        self.server = GatewayServer(settings.gateway, build_methods(self.services))
+        self.events.subscribe(self.server.on_event)
+        self.channels: dict[str, Channel] = {"gateway": GatewayChatChannel(self.server)}
+        if (telegram := build_telegram(settings.channels.telegram, self.services, self.db)) is not None:
+            self.channels["telegram"] = telegram
+        self.dispatcher = Dispatcher(self.bus, self.channels)
+        self._describe_status(workspace)
+
+        self._core: list[asyncio.Task[Any]] = []
+        self._stopped = asyncio.Event()
+        self.failed = False
+
+    def _describe_status(self, workspace: WorkspaceGuard) -> None:
+        add = self.status.add
+        add("version", lambda: __version__)
+        add("pid", os.getpid)
+        add("home", lambda: str(self.paths.home))
+        add("workspace", lambda: str(workspace.root))
+        add("provider", lambda: self.provider.name)
+        add("model", lambda: self.settings.agent.model)
+        add("channels", lambda: sorted(self.channels))
+        add("activeSessions", self.services.sessions.active)
+        add("queues", self.bus.counts)
+        add("clients", lambda: sum(1 for c in self.server.connections if not c.closed))
+
+    def _task_status_line(self, session: Any) -> str | None:
+        task = self.tasks.current(session.key)
+        return f"task: {task.status_line()}" if task else None
+
+    def _run_result(self, session_key: str, run_id: str) -> str:
+        return self.sessions.get(session_key).run_result(run_id) if self.sessions.exists(session_key) else ""
+
+    # lifecycle -----------------------------------------------------------------------------
+    async def run(self) -> bool:
+        """Serve until SIGTERM/SIGINT (or a core loop dies); returns True when it stopped on a failure."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stopped.set)
+        async with AsyncExitStack() as stack:
+            await self._start(stack)
+            host = self.settings.gateway.host
+            print(f"clawgate gateway ready on ws://{host}:{self.server.port} (provider: {self.provider.name})",
+                  flush=True)
+            warm = getattr(self.provider, "warm", None)
+            if warm is not None:
+                loop.run_in_executor(None, warm)
+            if isinstance(self.provider, UnconfiguredProvider):
+                log.warning("no model provider configured: set ANTHROPIC_API_KEY and restart; chats will be told how")
+            await self._stopped.wait()
+            log.info("shutting down")
+        return self.failed
+
+    async def _start(self, stack: AsyncExitStack) -> None:
+        """Start in dependency order, registering each part's undo; the stack unwinds in reverse."""
+        for close in (self.db.close, self.audit.close, self.trace.close, self.sessions.close):
+            stack.callback(close)
+        stack.push_async_callback(self.provider.close)
+        await self.server.start()
+        stack.push_async_callback(self.server.stop)
+        for channel in self.channels.values():  # released last, after the final replies went out
+            stack.push_async_callback(_quietly, f"channel {channel.name} close", channel.close)
+        pruned = self.bus.prune(self.settings.state.keep_days)
+        if pruned:
+            log.info("forgot %d answered/delivered queue row(s) older than %g days", pruned, self.settings.state.keep_days)
+        inbound, outbound = self.bus.replay_pending()
+        if inbound or outbound:
+            log.info("recovered %d unanswered message(s) and %d undelivered repl(ies) from before the restart", inbound, outbound)
+        resumed = resume_tasks(self.tasks, self.sessions, self.bus, max_resumes=self.settings.agent.max_task_resumes)
+        if resumed:
+            log.info("resuming %d interrupted task(s): %s", len(resumed), ", ".join(resumed))
+        self._core = [asyncio.create_task(self.loop.run(), name="agent"),
+                      asyncio.create_task(self.dispatcher.run(), name="dispatcher")]
+        for task in self._core:
+            task.add_done_callback(self._on_core_task_end)
+        stack.push_async_callback(self._stop_core)
+        for name, channel in self.channels.items():
+            try:
+                await channel.start()
+            except Exception as exc:
+                log.error("channel %s did not start: %s", name, exc)
+            stack.push_async_callback(_quietly, f"channel {name} stop", channel.stop)
+        self.triggers.start()  # last: overdue cron runs fire into a fully started daemon
+        stack.callback(self.triggers.stop)
+        self._write_pid(stack)
+
+    def _write_pid(self, stack: AsyncExitStack) -> None:
+        pid_file, mine = self.paths.pid_file, str(os.getpid())
+        pid_file.write_text(mine)
+        pid_file.chmod(0o600)
+
+        def remove_if_mine() -> None:  # never another daemon's pid file
+            try:
+                if pid_file.read_text().strip() == mine:
+                    pid_file.unlink()
+            except OSError:
+                pass
+
+        stack.callback(remove_if_mine)
+
+    async def _stop_core(self) -> None:
+        """Let running turns finish briefly (they resume from their logs if cut), drain replies."""
+        try:
+            await asyncio.wait_for(self.loop.lanes.join(), timeout=TURN_GRACE_SECONDS)
+        except asyncio.TimeoutError:
+            log.info("shutdown: interrupting running turns; they resume from their logs on next start")
+            await self.loop.lanes.close()
+        try:
+            await asyncio.wait_for(self.dispatcher.lanes.join(), timeout=DELIVERY_GRACE_SECONDS)
+        except asyncio.TimeoutError:
+            await self.dispatcher.lanes.close()
+        for task in self._core:
+            task.cancel()
+        await asyncio.gather(*self._core, return_exceptions=True)
+
+    def _on_core_task_end(self, task: "asyncio.Task[Any]") -> None:
+        """The intake and delivery loops never end on their own; if one dies, a daemon that
+        looks alive but serves nothing is worse than an exit a supervisor can restart."""
+        if task.cancelled():
+            return
+        log.critical("core task %s stopped unexpectedly (%r); shutting down so it can be restarted",
+                     task.get_name(), task.exception())
+        self.failed = True
+        self._stopped.set()
+
+
+async def _quietly(what: str, step: Any) -> None:
+    """One part failing to stop must not keep the others from stopping."""
+    try:
+        await step()
+    except Exception:
+        log.exception("%s failed", what)

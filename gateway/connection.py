@@ -1,0 +1,77 @@
+"""One authenticated gateway client: what it watches and its bounded outgoing queue.
+
+A client that cannot keep up is disconnected when its queue fills; nothing the daemon does
+ever waits on a client's socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from websockets.asyncio.server import ServerConnection
+from websockets.exceptions import ConnectionClosed
+
+from . import protocol
+
+log = logging.getLogger(__name__)
+
+
+class Connection:
+    """One authenticated client: what it subscribed to and its outgoing queue."""
+
+    def __init__(self, ws: ServerConnection, queue_size: int, index: dict[str, set["Connection"]] | None = None) -> None:
+        self.ws = ws
+        self.queue: asyncio.Queue[str] = asyncio.Queue(maxsize=queue_size)
+        self.sessions: set[str] = set()
+        self.all_sessions = False
+        self._index = index if index is not None else {}
+        self.seq = 0
+        self.closed = False
+        self.client: dict[str, Any] = {}
+
+    def subscribe(self, session: str) -> None:
+        """Receive this session's events from now on."""
+        if session not in self.sessions:
+            self.sessions.add(session)
+            self._index.setdefault(session, set()).add(self)
+
+    def unsubscribe_all(self) -> None:
+        for session in self.sessions:
+            watchers = self._index.get(session)
+            if watchers is not None:
+                watchers.discard(self)
+                if not watchers:
+                    del self._index[session]
+
+    def send(self, frame: str) -> None:
+        if self.closed:
+            return
+        try:
+            self.queue.put_nowait(frame)
+        except asyncio.QueueFull:
+            self.closed = True
+            log.warning("gateway client %s is too slow (send queue full); disconnecting it", self.ws.remote_address)
+            asyncio.ensure_future(self._drop())
+
+    async def _drop(self) -> None:
+        """Close with a reason if the client still reads; otherwise cut the connection."""
+        try:
+            await asyncio.wait_for(self.ws.close(1008, "client too slow: send queue overflowed"), 2.0)
+        except (asyncio.TimeoutError, ConnectionClosed):
+            pass
+        finally:
+            self.ws.transport.abort()
+
+    def event(self, name: str, payload: dict[str, Any]) -> None:
+        self.seq += 1
+        self.send(protocol.event_frame(name, payload, self.seq))
+
+    async def write_loop(self) -> None:
+        try:
+            while True:
+                frame = await self.queue.get()
+                await self.ws.send(frame)
+        except ConnectionClosed:
+            self.closed = True
