@@ -9,6 +9,7 @@ from config.schema import Settings
 from .tools.base import Tool
 from .tools.cron import CronTool
 from .tools.files import EditFile, ListDir, ReadFile, WriteFile
+from .tools.ledger import WrittenLedger
 from .tools.message import Message
 from .tools.memory import MemoryAppend, MemoryGet, MemoryReplace, MemorySearchTool
 from .tools.shell import Exec
@@ -19,10 +20,12 @@ from .tools.web import WebFetch
 
 def default_tools(settings: Settings, daemon: Any = None) -> list[Tool]:
     tools = settings.tools
+    # One ledger for the three file tools: read_file trusts what write_file/edit_file wrote.
+    ledger = WrittenLedger(daemon.paths.written_ledger if daemon is not None else None)
     chosen: list[Tool] = [
-        ReadFile(tools.read_cap_bytes),
-        WriteFile(),
-        EditFile(),
+        ReadFile(tools.read_cap_bytes, ledger),
+        WriteFile(ledger),
+        EditFile(ledger),
         ListDir(),
         Exec(tools.exec),
         WebFetch(tools.web_fetch_cap_bytes),

@@ -32,6 +32,7 @@ def registry(sessions: Path | None = None) -> ToolRegistry:
     if sessions is not None:
         daemon = _Daemon()
         daemon.paths.sessions = sessions
+        daemon.paths.written_ledger = sessions.parent / "written.json"
         from agent.tasks import TaskStore
         daemon.tasks = TaskStore(sessions.parent / "tasks", fsync=False)
     return ToolRegistry(default_tools(Settings(), daemon), events=EventHub())
