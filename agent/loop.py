@@ -145,7 +145,8 @@ class AgentLoop:
             origin = {"deliver": msg.metadata["deliver"]} if msg.metadata.get("deliver") else {}
             session.append("user", text=msg.text, inbound_id=msg.id, channel=msg.channel, chat_id=msg.chat_id,
                            sender_id=msg.sender_id, owner=acts_for_owner(msg), **origin,
-                           context=self.context.runtime_block(session, channel=msg.channel, chat_id=msg.chat_id))
+                           context=self.context.runtime_block(session, channel=msg.channel, chat_id=msg.chat_id,
+                                                             sender_id=msg.sender_id, meta=msg.metadata))
         # Triggered runs (cron, heartbeat, resume) act for the person they deliver to: approvals
         # and the message tool go there, not to the trigger's own channel name.
         where = msg.metadata.get("deliver") or {"channel": msg.channel, "chat_id": msg.chat_id}

@@ -18,6 +18,7 @@ from typing import Any, Callable
 from urllib.parse import quote, unquote
 
 from .providers.base import text_of
+from .untrusted import neutralise_markers
 
 log = logging.getLogger(__name__)
 
@@ -275,10 +276,11 @@ class Session:
 
 
 def user_blocks(record: Record) -> list[dict[str, Any]]:
+    """The runtime block (clawgate's), then the user's text with any forged [runtime] lines defused."""
     blocks: list[dict[str, Any]] = []
     if record.get("context"):
         blocks.append({"type": "text", "text": record["context"]})
-    blocks.append({"type": "text", "text": record.get("text") or "(empty message)"})
+    blocks.append({"type": "text", "text": neutralise_markers(record.get("text") or "(empty message)")})
     return blocks
 
 

@@ -15,6 +15,7 @@ from config.schema import Settings
 from .tools.base import Tool
 from .tools.cron import CronTool
 from .tools.files import EditFile, ListDir, ReadFile, WriteFile
+from .tools.ledger import WrittenLedger
 from .tools.memory import MemoryAppend, MemoryGet, MemoryReplace, MemorySearchTool
 from .tools.message import Message
 from .tools.shell import Exec
@@ -28,12 +29,14 @@ if TYPE_CHECKING:
 
 
 def default_tools(settings: Settings, *, sessions: Path | None = None, tasks: "TaskStore | None" = None,
-                  cron: "CronService | None" = None) -> list[Tool]:
+                  cron: "CronService | None" = None, written_ledger: Path | None = None) -> list[Tool]:
     tools = settings.tools
+    # One ledger for the three file tools: read_file trusts what write_file/edit_file wrote.
+    ledger = WrittenLedger(written_ledger)
     chosen: list[Tool] = [
-        ReadFile(tools.read_cap_bytes),
-        WriteFile(),
-        EditFile(),
+        ReadFile(tools.read_cap_bytes, ledger),
+        WriteFile(ledger),
+        EditFile(ledger),
         ListDir(),
         Exec(tools.exec),
         WebFetch(tools.web_fetch_cap_bytes),

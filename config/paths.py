@@ -51,6 +51,11 @@ class Paths:
         return self.state / "clawgate.db"
 
     @property
+    def written_ledger(self) -> Path:
+        """Hashes of the workspace files the agent wrote itself (outside the workspace on purpose)."""
+        return self.state / "written.json"
+
+    @property
     def pid_file(self) -> Path:
         return self.state / "gateway.pid"
 

@@ -107,7 +107,8 @@ class App:
         # the agent: tools, context, loop
         approvals = ApprovalBroker(self.events, mode=settings.tools.approval_mode,
                                    timeout=settings.tools.approval_timeout_seconds)
-        tools = ToolRegistry(default_tools(settings, sessions=paths.sessions, tasks=self.tasks),
+        tools = ToolRegistry(default_tools(settings, sessions=paths.sessions, tasks=self.tasks,
+                                           written_ledger=paths.written_ledger),
                              events=self.events, audit=self.audit, approvals=approvals)
         context = ContextBuilder(workspace.root, tools=tools.definitions, model=agent.model, max_tokens=agent.max_tokens,
                                  compactor=Compactor(keep=agent.compact_keep_messages,

@@ -29,7 +29,8 @@ def registry(sessions: Path | None = None) -> ToolRegistry:
     from agent.tasks import TaskStore
 
     tasks = TaskStore(sessions.parent / "tasks", fsync=False)
-    return ToolRegistry(default_tools(Settings(), sessions=sessions, tasks=tasks), events=EventHub())
+    return ToolRegistry(default_tools(Settings(), sessions=sessions, tasks=tasks,
+                                      written_ledger=sessions.parent / "written.json"), events=EventHub())
 
 
 def builder(root: Path, *, compactor: Compactor | None = None, clock: Any = lambda: 1_750_000_000.0) -> ContextBuilder:

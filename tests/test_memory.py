@@ -8,6 +8,7 @@ import pytest
 
 from agent.memory import Memory, MemoryProblem
 from tests.context_helpers import registry, tool_context, workspace
+from tests.untrusted_support import unwrap
 
 NOON = time.mktime((2025, 6, 1, 12, 30, 0, 0, 0, -1))
 
@@ -97,7 +98,7 @@ async def test_memory_tools_end_to_end_through_the_registry(tmp_path):
     assert missing.is_error and missing.content.startswith("error: no line of MEMORY.md contains that text")
     assert "\nfix: copy it exactly from MEMORY.md" in missing.content
     got = await call("memory_get", path="MEMORY.md", line=1, count=2)
-    assert got.content.splitlines()[0] == "    1\t# MEMORY"
+    assert unwrap(got.content).splitlines()[0] == "    1\t# MEMORY"
     outside = await call("memory_get", path="../secrets.txt")
     assert outside.is_error and "outside the workspace" in outside.content
     bad = await call("memory_get", path="sessions/../../etc/passwd")

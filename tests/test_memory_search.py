@@ -6,6 +6,7 @@ from agent.memory import Memory
 from agent.memory_search import MemorySearch, tokenize
 from agent.session import Session
 from tests.context_helpers import answer, registry, tool_context, tool_round, user, workspace
+from tests.untrusted_support import unwrap
 
 
 def _corpus(tmp_path):
@@ -65,6 +66,6 @@ async def test_memory_search_tool_renders_hits(tmp_path):
     root, sessions, _, _ = _corpus(tmp_path)
     tools = registry(sessions)
     out = await tools.execute({"id": "s", "name": "memory_search", "input": {"query": "db-stage"}}, tool_context(root))
-    assert not out.is_error and out.content.startswith("MEMORY.md:")
+    assert not out.is_error and unwrap(out.content).startswith("MEMORY.md:")
     none = await tools.execute({"id": "n", "name": "memory_search", "input": {"query": "zebra"}}, tool_context(root))
     assert none.content.startswith("no matches for 'zebra'")

@@ -18,6 +18,7 @@ from agent.tools.files import ReadFile, read_lines
 from agent.trace import TraceWriter
 from agent.triggers.heartbeat import Heartbeat
 from config.schema import HeartbeatSettings
+from tests.untrusted_support import unwrap
 from workspace.guard import WorkspaceGuard
 
 
@@ -111,8 +112,9 @@ def ctx_for(ws: WorkspaceGuard) -> ToolContext:
 
 
 async def read(ws: WorkspaceGuard, path: str, *, cap: int = 64_000, **args) -> str:
+    """read_file's text of a file the agent did not write: wrapped as untrusted data, unwrapped here."""
     tool = ReadFile(cap)
-    return await tool.run(tool.Arguments(path=path, **args), ctx_for(ws))
+    return unwrap(await tool.run(tool.Arguments(path=path, **args), ctx_for(ws)))
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -58,8 +58,11 @@ class Tool(ABC):
     # Tools with side effects are journalled durably and never re-run blindly after a crash.
     side_effects: ClassVar[bool] = False
 
-    def needs_approval(self, args: Any, ctx: ToolContext) -> str | None:
-        """Return a reason when this call must be approved by the user first."""
+    def needs_approval(self, args: Any, ctx: ToolContext) -> str | None | Awaitable[str | None]:
+        """Return a reason when this call must be approved by the user first.
+
+        May be a coroutine when the check must wait (a DNS lookup); the registry awaits it.
+        """
         return None
 
     def summarize(self, args: Any) -> str:

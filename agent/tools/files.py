@@ -1,8 +1,14 @@
-"""Workspace file tools. Every path goes through the WorkspaceGuard (real paths only)."""
+"""Workspace file tools. Every path goes through the WorkspaceGuard (real paths only).
+
+read_file shows a file as plain text only when the agent wrote its current content (the
+WrittenLedger, filled by write_file and edit_file); any other file is shown as untrusted data,
+because whoever put it there may have written instructions for the model into it.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 from pathlib import Path
 from typing import BinaryIO, Iterator
@@ -12,10 +18,13 @@ from pydantic import Field
 from workspace.guard import PathOutsideWorkspace
 
 from ..fsio import atomic_write_text
+from ..untrusted import wrap_untrusted
 from .base import Args, Tool, ToolContext, ToolError
+from .ledger import WrittenLedger, digest
 
 COUNT_LIMIT = 50 * 1024 * 1024  # in a larger file the lines after the ones asked for are not counted
 LINE_BYTES = 1024 * 1024  # a longer line is cut here (what is shown is capped far below it anyway)
+TRUST_MAX = 4 * 1024 * 1024  # a larger file is never hashed on read: it is shown as untrusted data
 
 
 def _resolve(ctx: ToolContext, path: str) -> Path:
@@ -34,24 +43,30 @@ def read_lines(path: Path, first: int, count: int, *, max_chars: int | None = No
     LINE_BYTES is cut there. The count is exact, except that it is None when lines follow the
     ones returned in a file over COUNT_LIMIT bytes (they are not read). Raises OSError.
     """
+    with open(path, "rb") as fh:
+        return lines_of(fh, os.fstat(fh.fileno()).st_size, first, count, max_chars=max_chars)
+
+
+def lines_of(fh: BinaryIO, size: int, first: int, count: int, *,
+             max_chars: int | None = None) -> tuple[list[str], int | None]:
+    """`read_lines` on an open binary file of `size` bytes, read from its current position."""
     chosen: list[str] = []
     seen = chars = 0
-    with open(path, "rb") as fh:
-        lines = _text_lines(fh)
-        for line in lines:
-            seen += 1
-            if seen < first:
-                continue
-            chosen.append(line)
-            chars += len(line) + 1
-            if len(chosen) == count or (max_chars is not None and chars > max_chars):
-                break
-        else:
-            return chosen, seen  # the file ended first
-        if os.fstat(fh.fileno()).st_size > COUNT_LIMIT:
-            more = next(lines, None) is not None
-            return chosen, None if more else seen
-        return chosen, seen + sum(1 for _ in lines)
+    lines = _text_lines(fh)
+    for line in lines:
+        seen += 1
+        if seen < first:
+            continue
+        chosen.append(line)
+        chars += len(line) + 1
+        if len(chosen) == count or (max_chars is not None and chars > max_chars):
+            break
+    else:
+        return chosen, seen  # the file ended first
+    if size > COUNT_LIMIT:
+        more = next(lines, None) is not None
+        return chosen, None if more else seen
+    return chosen, seen + sum(1 for _ in lines)
 
 
 def _text_lines(fh: BinaryIO) -> Iterator[str]:
@@ -73,7 +88,8 @@ class ReadFile(Tool):
     name = "read_file"
     description = (
         "Read a text file from the workspace. Use it before editing a file or to check a result. "
-        "Returns numbered lines; use offset/limit for long files."
+        "Returns numbered lines; use offset/limit for long files. Files you did not write come back "
+        "marked as untrusted data."
     )
 
     class Arguments(Args):
@@ -81,8 +97,9 @@ class ReadFile(Tool):
         offset: int = Field(1, ge=1, description="first line to return (1-based)")
         limit: int = Field(400, ge=1, le=5000, description="how many lines to return")
 
-    def __init__(self, cap_bytes: int = 64_000) -> None:
+    def __init__(self, cap_bytes: int = 64_000, ledger: WrittenLedger | None = None) -> None:
         self.cap = cap_bytes
+        self.ledger = ledger  # None: no file counts as written by the agent
 
     async def run(self, args: Arguments, ctx: ToolContext) -> str:
         path = _resolve(ctx, args.path)
@@ -91,14 +108,33 @@ class ReadFile(Tool):
         if path.is_dir():
             raise ToolError(f"{args.path} is a directory", "use list_dir for directories")
         # A worker thread: a long file must not stall the event loop while it is read.
-        return await asyncio.to_thread(self._read, path, args)
+        relative = ctx.workspace.relative(path)
+        out, agent_wrote = await asyncio.to_thread(self._read, path, relative, args)
+        return out if agent_wrote else wrap_untrusted(f"file {relative} (not written by the agent)", out)
 
-    def _read(self, path: Path, args: Arguments) -> str:
+    def _read(self, path: Path, relative: str, args: Arguments) -> tuple[str, bool]:
+        """The numbered lines, and whether the agent wrote the file's current content.
+
+        The hash is taken over the very bytes the lines come from, so a change between the
+        check and the read cannot pass as the agent's own text. Only a file the ledger knows,
+        of the recorded size, is hashed at all.
+        """
         with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
             if b"\x00" in fh.read(4096):
-                size = os.fstat(fh.fileno()).st_size
                 raise ToolError(f"{args.path} is a binary file ({size} bytes)", "only text files can be read")
-        chosen, total = read_lines(path, args.offset, args.limit, max_chars=self.cap)
+            fh.seek(0)
+            expected = self.ledger.expects(relative) if self.ledger else None
+            source: BinaryIO = fh
+            agent_wrote = False
+            if expected is not None and expected[0] == size <= TRUST_MAX:
+                data = fh.read(TRUST_MAX + 1)
+                agent_wrote = (len(data), digest(data)) == expected
+                source, size = io.BytesIO(data), len(data)
+            chosen, total = lines_of(source, size, args.offset, args.limit, max_chars=self.cap)
+        return self._render(chosen, total, args), agent_wrote
+
+    def _render(self, chosen: list[str], total: int | None, args: Arguments) -> str:
         out = numbered(chosen, args.offset)
         if len(out) > self.cap:
             out = out[: self.cap] + "\n[… output capped; read further with offset]"
@@ -136,6 +172,9 @@ class WriteFile(Tool):
         path: str = Field(description="file path relative to the workspace")
         content: str = Field(description="the complete new content of the file")
 
+    def __init__(self, ledger: WrittenLedger | None = None) -> None:
+        self.ledger = ledger
+
     def needs_approval(self, args: Arguments, ctx: ToolContext) -> str | None:
         return _guest_prompt_write(ctx, args.path)
 
@@ -144,7 +183,10 @@ class WriteFile(Tool):
         if path.is_dir():
             raise ToolError(f"{args.path} is a directory", "choose a file name inside it")
         existed = path.exists()
+        data = args.content.encode("utf-8")
         atomic_write_text(path, args.content, mode=None)
+        if self.ledger is not None:
+            self.ledger.record(ctx.workspace.relative(path), data)
         return f"{'overwrote' if existed else 'created'} {ctx.workspace.relative(path)} ({len(args.content.encode())} bytes)"
 
 
@@ -161,6 +203,9 @@ class EditFile(Tool):
         old_text: str = Field(min_length=1, description="the exact text to replace, occurring once")
         new_text: str = Field(description="the replacement text")
 
+    def __init__(self, ledger: WrittenLedger | None = None) -> None:
+        self.ledger = ledger
+
     def needs_approval(self, args: Arguments, ctx: ToolContext) -> str | None:
         return _guest_prompt_write(ctx, args.path)
 
@@ -168,13 +213,20 @@ class EditFile(Tool):
         path = _resolve(ctx, args.path)
         if not path.is_file():
             raise ToolError(f"{args.path} is not an existing file", "create it with write_file")
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
+        text = raw.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # as text mode reads it
         count = text.count(args.old_text)
         if count == 0:
             raise ToolError("old_text was not found in the file", "read_file first and copy the exact text, whitespace included")
         if count > 1:
             raise ToolError(f"old_text occurs {count} times", "include more surrounding lines so it occurs once")
-        atomic_write_text(path, text.replace(args.old_text, args.new_text, 1), mode=None)
+        new = text.replace(args.old_text, args.new_text, 1)
+        atomic_write_text(path, new, mode=None)
+        relative = ctx.workspace.relative(path)
+        # Editing one line of someone else's file does not make the rest of it the agent's text:
+        # only a file the agent wrote before stays the agent's after the edit.
+        if self.ledger is not None and self.ledger.wrote(relative, raw):
+            self.ledger.record(relative, new.encode("utf-8"))
         return f"edited {ctx.workspace.relative(path)}"
 
 

@@ -2,6 +2,8 @@
 
 MEMORY.md changes one line at a time (append, or replace by exact match): a model can never
 overwrite the whole file. Descriptions are short on purpose — they are sent with every request.
+What memory_search and memory_get return is wrapped as untrusted data: it surfaces transcripts
+and notes other people (and fetched pages, quoted in old tool results) wrote.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from workspace.guard import PathOutsideWorkspace
 from ..memory import Memory, MemoryProblem
 from ..memory_search import MemorySearch, record_text
 from ..session import session_file_name
+from ..untrusted import wrap_untrusted
 from .base import Args, Tool, ToolContext, ToolError
 from .files import numbered, read_lines
 
@@ -92,7 +95,7 @@ class MemorySearchTool(Tool):
         hits = index.search(args.query, args.limit, visible=None if ctx.owner else _own_transcripts(ctx))
         if not hits:
             return f"no matches for {args.query!r} in memory or transcripts (try other words)"
-        return "\n".join(hit.render() for hit in hits)
+        return wrap_untrusted(f"memory_search {args.query}", "\n".join(hit.render() for hit in hits))
 
 
 class MemoryGet(Tool):
@@ -113,6 +116,9 @@ class MemoryGet(Tool):
         if not ctx.owner and not _own_transcripts(ctx)(args.path):
             raise ToolError(f"{args.path} is not available in this conversation",
                             "a guest's memory tools reach only this conversation's own transcript")
+        return wrap_untrusted(f"memory_get {args.path}", await self._read(args, ctx))
+
+    async def _read(self, args: Arguments, ctx: ToolContext) -> str:
         if args.path.startswith("sessions/"):
             return self._transcript(args)
         try:

@@ -7,6 +7,7 @@ never breaks a run, and lists definitions in a stable order so the prompt cache 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
 from dataclasses import dataclass
@@ -95,6 +96,8 @@ class ToolRegistry:
             return ToolOutcome(f"error: invalid arguments for {name}: {problems}\nfix: call {name} again with arguments "
                                "matching its input schema", True, "invalid_args")
         reason = tool.needs_approval(args, ctx)
+        if inspect.isawaitable(reason):  # a check that has to wait (web_fetch resolves its host)
+            reason = await reason
         if reason:
             approved, how = await self._approve(tool, args, ctx, reason)
             if not approved:
