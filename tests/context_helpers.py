@@ -38,9 +38,10 @@ def builder(root: Path, *, compactor: Compactor | None = None, clock: Any = lamb
                           compactor=compactor, clock=clock)
 
 
-def tool_context(root: Path, session: str = "main") -> ToolContext:
+def tool_context(root: Path, session: str = "main", *, owner: bool = True) -> ToolContext:
+    """A call on a gateway session: the token holder, i.e. the owner, unless owner=False (a guest)."""
     return ToolContext(session_key=session, channel="gateway", chat_id=session, sender_id="u1", run_id="r1",
-                       workspace=WorkspaceGuard(root))
+                       workspace=WorkspaceGuard(root), owner=owner)
 
 
 def user(session: Session, text: str, ctx: ContextBuilder | None = None) -> None:

@@ -428,7 +428,7 @@ def test_group_runtime_block_names_the_sender(tmp_path: Path) -> None:
 
 
 async def test_the_loop_puts_the_group_sender_in_the_request(make) -> None:  # noqa: F811
-    from gateway.messages import InboundMessage
+    from agent.bus import InboundMessage
 
     loop, bus, _, _ = make(ScriptedProvider(text("noted")))
     msg = InboundMessage(channel="gateway", chat_id="-100", sender_id="42", session_key="grp", text=FORGED,
