@@ -56,3 +56,46 @@ def fsync_folder(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+async def atomic_write_async(path: Path, data: bytes, *, mode: int | None = 0o600) -> None:
+    """`atomic_write_bytes` off the event loop, for the workspace file tools: a large file written
+    (and fsynced) by one session must not stall every other session's turn."""
+    import aiofiles
+    import aiofiles.os
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if mode is None:
+        try:
+            mode = stat.S_IMODE((await aiofiles.os.stat(path)).st_mode)
+        except FileNotFoundError:
+            mode = 0o600
+    async with aiofiles.tempfile.NamedTemporaryFile("wb", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp",
+                                                    delete=False) as tmp:
+        try:
+            await tmp.write(data)
+            await tmp.flush()
+            os.fchmod(tmp.fileno(), mode)
+            await _fsync(tmp.fileno())
+        except BaseException:
+            await aiofiles.os.remove(tmp.name)
+            raise
+    try:
+        await aiofiles.os.replace(tmp.name, path)
+    except BaseException:
+        await aiofiles.os.remove(tmp.name)
+        raise
+    await aiofiles.os.wrap(fsync_folder)(path.parent)
+
+
+async def _fsync(fd: int) -> None:
+    import aiofiles.os
+
+    await aiofiles.os.wrap(os.fsync)(fd)
+
+
+async def read_bytes_async(path: Path) -> bytes:
+    import aiofiles
+
+    async with aiofiles.open(path, "rb") as fh:
+        return await fh.read()

@@ -61,6 +61,8 @@ def cmd_gateway(args: argparse.Namespace) -> int:
     async def main() -> bool:
         return await App(paths, settings).run()
 
+    from agent.statedb import StateUnavailable
+
     try:
         if asyncio.run(main()):
             return _fail("the daemon stopped after an internal failure (see the log above); restart it", 1)
@@ -68,6 +70,8 @@ def cmd_gateway(args: argparse.Namespace) -> int:
         if exc.errno in (98, 48):
             return _fail(f"port {settings.gateway.port} is in use (another gateway running?); stop it or set CLAWGATE_GATEWAY__PORT")
         return _fail(f"gateway failed to start: {exc.strerror or exc}")
+    except StateUnavailable as exc:
+        return _fail(str(exc), 1)
     except KeyboardInterrupt:
         pass
     return 0

@@ -17,7 +17,7 @@ from pydantic import Field
 
 from workspace.guard import PathOutsideWorkspace
 
-from ..fsio import atomic_write_text
+from ..fsio import atomic_write_async, read_bytes_async
 from ..untrusted import wrap_untrusted
 from .base import Args, Tool, ToolContext, ToolError
 from .ledger import WrittenLedger, digest
@@ -184,7 +184,7 @@ class WriteFile(Tool):
             raise ToolError(f"{args.path} is a directory", "choose a file name inside it")
         existed = path.exists()
         data = args.content.encode("utf-8")
-        atomic_write_text(path, args.content, mode=None)
+        await atomic_write_async(path, data, mode=None)
         if self.ledger is not None:
             self.ledger.record(ctx.workspace.relative(path), data)
         return f"{'overwrote' if existed else 'created'} {ctx.workspace.relative(path)} ({len(args.content.encode())} bytes)"
@@ -213,7 +213,7 @@ class EditFile(Tool):
         path = _resolve(ctx, args.path)
         if not path.is_file():
             raise ToolError(f"{args.path} is not an existing file", "create it with write_file")
-        raw = path.read_bytes()
+        raw = await read_bytes_async(path)
         text = raw.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # as text mode reads it
         count = text.count(args.old_text)
         if count == 0:
@@ -221,7 +221,7 @@ class EditFile(Tool):
         if count > 1:
             raise ToolError(f"old_text occurs {count} times", "include more surrounding lines so it occurs once")
         new = text.replace(args.old_text, args.new_text, 1)
-        atomic_write_text(path, new, mode=None)
+        await atomic_write_async(path, new.encode("utf-8"), mode=None)
         relative = ctx.workspace.relative(path)
         # Editing one line of someone else's file does not make the rest of it the agent's text:
         # only a file the agent wrote before stays the agent's after the edit.
