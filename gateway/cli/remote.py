@@ -184,7 +184,7 @@ def _translate(t: Target, exc: Exception) -> Exception | None:
     if isinstance(exc, WebSocketException):
         return CliError(f"talking to the gateway at {t.url} failed: {_first_line(exc)}", EXIT_UNREACHABLE)
     if isinstance(exc, TimeoutError):
-        return CliError(_foreign(t, f"no answer within {HELLO_SECONDS:g} s"), EXIT_UNREACHABLE)
+        return CliError(_foreign(t, "it did not answer the WebSocket handshake in time"), EXIT_UNREACHABLE)
     if isinstance(exc, json.JSONDecodeError):
         return CliError(_foreign(t, "it does not speak the clawgate protocol"), EXIT_UNREACHABLE)
     if isinstance(exc, OSError):
