@@ -55,6 +55,7 @@ from workspace.guard import WorkspaceGuard
 from . import __version__
 from .api import build_methods
 from .dispatcher import Dispatcher
+from .instance import remove_pid_file
 from .server import GatewayServer
 
 log = logging.getLogger("clawgate")
@@ -235,18 +236,11 @@ class App:
         self._write_pid(stack)
 
     def _write_pid(self, stack: AsyncExitStack) -> None:
-        pid_file, mine = self.paths.pid_file, str(os.getpid())
-        pid_file.write_text(mine)
+        """For people and scripts; the single-instance guarantee is the lock (gateway/instance.py)."""
+        pid_file = self.paths.pid_file
+        pid_file.write_text(str(os.getpid()))
         pid_file.chmod(0o600)
-
-        def remove_if_mine() -> None:  # never another daemon's pid file
-            try:
-                if pid_file.read_text().strip() == mine:
-                    pid_file.unlink()
-            except OSError:
-                pass
-
-        stack.callback(remove_if_mine)
+        stack.callback(remove_pid_file, pid_file)  # never another daemon's pid file
 
     async def _stop_core(self) -> None:
         """Let running turns finish briefly (they resume from their logs if cut), drain replies."""

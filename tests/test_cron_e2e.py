@@ -239,7 +239,7 @@ async def test_cli_and_methods_with_a_running_daemon(daemon, fake_model) -> None
     wrong = {**daemon.env, "CLAWGATE_GATEWAY__PORT": str(free_port())}
     blind = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "gateway.cli", "cron", "add", "--every", "1h",
                                                      "-m", "x"], env=wrong, cwd=ROOT, capture_output=True, text=True)
-    assert blind.returncode == 1 and "is running but not answering" in one_line_error(blind)
+    assert blind.returncode == 4 and "is running but not answering" in one_line_error(blind)
     db = sqlite3.connect(daemon.home / "state" / "clawgate.db")
     assert [r[0] for r in db.execute("SELECT id FROM cron_jobs")] == [every["id"]]
     db.close()

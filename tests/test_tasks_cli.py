@@ -41,7 +41,7 @@ async def test_tasks_methods_and_cli_with_daemon(daemon_factory, tmp_path):
     out = await asyncio.to_thread(daemon.cli, "tasks", "cancel", task.id)
     assert out.returncode == 0 and f"cancelled {task.id}" in out.stdout
     again = await asyncio.to_thread(daemon.cli, "tasks", "cancel", task.id)
-    assert again.returncode == 2 and "already cancelled" in again.stderr
+    assert again.returncode == 1 and "already cancelled" in again.stderr
     async with daemon.client() as client:
         assert (await client.request("tasks.list"))["tasks"] == []
         assert (await client.request("tasks.list", {"all": True}))["tasks"][0]["status"] == "cancelled"
@@ -59,7 +59,7 @@ async def test_tasks_cli_without_daemon(daemon_factory, tmp_path):
     assert out.returncode == 0
     assert TaskStore(daemon.home / "state/tasks").get(task.id).status == "cancelled"
     out = await asyncio.to_thread(daemon.cli, "tasks", "show", "t_missing")
-    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "no task" in out.stderr
+    assert out.returncode == 1 and out.stderr.count("\n") == 1 and "no task" in out.stderr
 
 
 async def test_task_tool_refuses_unverified_done(tmp_path):

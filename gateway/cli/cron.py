@@ -3,129 +3,52 @@
 When the gateway answers, every command goes through its `cron.*` methods, so the running
 daemon arms the change at once. When no daemon is running, the command edits the store
 directly (the daemon loads it on start); `cron run` then leaves the run in the inbox, and
-it runs when the gateway starts. A daemon that is running but unreachable is an error, not
-a silent offline edit it would never see.
+it runs when the gateway starts. The choice is made in `remote.gateway_or_offline`.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
-import os
-import sys
-from pathlib import Path
 from typing import Any, Callable
 
-from config.loader import ConfigError, load
-from config.token import gateway_token
+from .errors import EXIT_FAILED, EXIT_USAGE, CliError
+from .output import print_json
+from .remote import Target, gateway_or_offline
 
-EXIT_USAGE = 2
-
-
-class _Offline(Exception):
-    """No daemon is listening: use the store directly."""
+Offline = Callable[[Target], dict[str, Any]]
 
 
-def _fail(message: str, code: int = 1) -> int:
-    print(f"clawgate: {message}", file=sys.stderr)
-    return code
-
-
-def _daemon_pid(pid_file: Path) -> int | None:
-    """The pid of a live gateway process recorded in the pid file, if any."""
-    try:
-        pid = int(pid_file.read_text().strip())
-        os.kill(pid, 0)
-    except (OSError, ValueError):
-        return None
-    cmdline = Path(f"/proc/{pid}/cmdline")
-    if cmdline.exists() and b"gateway" not in cmdline.read_bytes():
-        return None  # a stale pid file whose number was reused
-    return pid
-
-
-async def _request(url: str, token: str | None, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    from .client import GatewayClient
-
-    try:
-        client = GatewayClient(url, token)
-        await client.__aenter__()
-    except ConnectionRefusedError:
-        raise _Offline() from None
-    except OSError as exc:
-        if getattr(exc, "errno", None) in (111, 61):
-            raise _Offline() from None
-        raise
-    try:
-        return await client.request(method, params)
-    finally:
-        await client.__aexit__(None, None, None)
-
-
-def _run(method: str, params: dict[str, Any], offline: Callable[[Any], dict[str, Any]]) -> tuple[dict[str, Any], bool]:
-    """Do it through the gateway, or offline on the store; returns (payload, via_gateway)."""
-    from agent.triggers.jobs import CronError
-
-    paths, settings = load()
-    from .client import gateway_url
-
-    url = gateway_url(settings)
-    try:
-        return asyncio.run(_request(url, gateway_token(paths, settings), method, params)), True
-    except _Offline:
-        pid = _daemon_pid(paths.pid_file)
-        if pid is not None:
-            raise CronError(f"the gateway (pid {pid}) is running but not answering at {url}; check gateway.port "
-                            "and try again, so it sees the change", "unavailable") from None
-    service, close = _offline_service(paths, settings)
-    try:
-        return offline(service), False
-    finally:
-        close()
-
-
-def _offline_service(paths: Any, settings: Any) -> tuple[Any, Callable[[], None]]:
-    from agent.bus import SqliteBus
-    from agent.events import EventHub
-    from agent.statedb import open_state_db
-    from agent.triggers import CronService, CronStore
-
-    paths.ensure()
-    db = open_state_db(paths.database, fsync=settings.state.fsync, repair=False)
-    service = CronService(CronStore(db, history=settings.cron.history), SqliteBus(db), EventHub(), settings.cron)
-    return service, db.close
-
-
-def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    def run(args: argparse.Namespace) -> int:
+def _offline(fn: Callable[[Any], dict[str, Any]]) -> Offline:
+    """Run `fn(CronService)` on the store; a CronError becomes the same one line the daemon would give."""
+    def run(t: Target) -> dict[str, Any]:
+        from agent.events import EventHub
+        from agent.triggers import CronService, CronStore
         from agent.triggers.jobs import CronError
 
-        from .client import GatewayError
+        from agent.bus import SqliteBus
+        from agent.statedb import open_state_db
 
+        t.paths.ensure()
+        db = open_state_db(t.paths.database, fsync=t.settings.state.fsync, repair=False)
         try:
-            return fn(args)
-        except ConfigError as exc:
-            return _fail(str(exc), EXIT_USAGE)
+            service = CronService(CronStore(db, history=t.settings.cron.history), SqliteBus(db), EventHub(),
+                                  t.settings.cron)
+            return fn(service)
         except CronError as exc:
-            return _fail(exc.message, EXIT_USAGE if exc.code == "invalid_params" else 1)
-        except GatewayError as exc:
-            return _fail(exc.message, EXIT_USAGE if exc.code == "invalid_params" else 1)
-        except OSError as exc:
-            return _fail(f"cannot reach the gateway: {exc}", 3)
+            raise CliError(exc.message, EXIT_USAGE if exc.code == "invalid_params" else EXIT_FAILED) from None
+        finally:
+            db.close()
     return run
 
 
-# commands ---------------------------------------------------------------------------
-@_guarded
 def cmd_add(args: argparse.Namespace) -> int:
     params = {k: v for k, v in {"message": args.message, "name": args.name, "cron": args.cron, "tz": args.tz,
                                 "every": args.every, "at": args.at, "session": args.session,
                                 "deliver": args.deliver, "grace": args.grace}.items() if v is not None}
-    payload, live = _run("cron.add", params, lambda s: {"job": s.add(**params).public()})
+    payload, live = gateway_or_offline("cron.add", params, _offline(lambda s: {"job": s.add(**params).public()}))
     job = payload["job"]
     if args.json:
-        print(json.dumps(job, indent=2))
+        print_json(job)
         return 0
     print(f"added job {job['id']} \"{job['name']}\": {job['describe']}; next run {job['nextRun'] or '-'}; "
           f"delivers to {job['deliver']}")
@@ -134,12 +57,11 @@ def cmd_add(args: argparse.Namespace) -> int:
     return 0
 
 
-@_guarded
 def cmd_list(args: argparse.Namespace) -> int:
-    payload, _ = _run("cron.list", {}, lambda s: {"jobs": [j.public() for j in s.jobs()]})
+    payload, _ = gateway_or_offline("cron.list", {}, _offline(lambda s: {"jobs": [j.public() for j in s.jobs()]}))
     jobs = payload["jobs"]
     if args.json:
-        print(json.dumps(jobs, indent=2))
+        print_json(jobs)
         return 0
     if not jobs:
         print("no cron jobs; add one with `clawgate cron add --every 1h --message '…'`")
@@ -154,16 +76,16 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-@_guarded
 def cmd_remove(args: argparse.Namespace) -> int:
-    payload, _ = _run("cron.remove", {"id": args.id}, lambda s: {"removed": s.remove(args.id).public()})
+    payload, _ = gateway_or_offline("cron.remove", {"id": args.id},
+                                    _offline(lambda s: {"removed": s.remove(args.id).public()}))
     print(f"removed job {payload['removed']['id']} \"{payload['removed']['name']}\"")
     return 0
 
 
-@_guarded
 def cmd_run(args: argparse.Namespace) -> int:
-    payload, live = _run("cron.run", {"id": args.id}, lambda s: {"runId": s.run_now(args.id), "job": args.id})
+    payload, live = gateway_or_offline("cron.run", {"id": args.id},
+                                       _offline(lambda s: {"runId": s.run_now(args.id), "job": args.id}))
     if live:
         print(f"started run {payload['runId']}; `clawgate cron runs {args.id}` shows its result")
     else:
@@ -172,23 +94,21 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _set_enabled(enabled: bool) -> Callable[[argparse.Namespace], int]:
-    @_guarded
     def cmd(args: argparse.Namespace) -> int:
-        payload, _ = _run("cron.enable", {"id": args.id, "enabled": enabled},
-                          lambda s: {"job": s.set_enabled(args.id, enabled).public()})
+        payload, _ = gateway_or_offline("cron.enable", {"id": args.id, "enabled": enabled},
+                                        _offline(lambda s: {"job": s.set_enabled(args.id, enabled).public()}))
         job = payload["job"]
         print(f"job {job['id']} {'enabled; next run ' + (job['nextRun'] or '-') if enabled else 'disabled'}")
         return 0
     return cmd
 
 
-@_guarded
 def cmd_runs(args: argparse.Namespace) -> int:
-    payload, _ = _run("cron.runs", {"id": args.id, "limit": args.limit},
-                      lambda s: {"job": args.id, "runs": [r.public() for r in s.runs(args.id, args.limit)]})
+    payload, _ = gateway_or_offline("cron.runs", {"id": args.id, "limit": args.limit}, _offline(
+        lambda s: {"job": args.id, "runs": [r.public() for r in s.runs(args.id, args.limit)]}))
     runs = payload["runs"]
     if args.json:
-        print(json.dumps(runs, indent=2))
+        print_json(runs)
         return 0
     if not runs:
         print(f"job {args.id} has not run yet")

@@ -1,0 +1,56 @@
+"""The `clawgate` command: the parser, and `main`, the one place errors become one line and an exit code.
+
+Commands live one group per module (chat/status, cron, tasks, pairing, init, gateway) and
+raise `CliError`; `remote.py` decides between the running gateway and the files. Exit codes
+are listed in errors.py and in README.md (section Commands).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Sequence
+
+from config.loader import ConfigError
+
+from .. import __version__
+from .errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE, CliError, report
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import chat, cron, home, pairing, serve, tasks
+
+    parser = argparse.ArgumentParser(prog="clawgate", description="Self-hosted chat agent daemon.",
+                                     epilog="exit codes: 0 ok, 1 refused (not found, conflict), 2 usage or config, "
+                                            "3 no gateway running, 4 cannot talk to the gateway, 5 a gateway already "
+                                            "runs on this home, 130 interrupted, 141 output pipe closed")
+    parser.add_argument("--version", action="version", version=f"clawgate {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for group in (home, serve, chat, tasks, cron, pairing):
+        group.add_commands(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)  # usage errors: argparse prints them and exits 2
+    try:
+        try:
+            code = args.fn(args)
+        except CliError as exc:
+            return report(exc.message, exc.exit_code)
+        except ConfigError as exc:
+            return report(str(exc), EXIT_USAGE)
+        sys.stdout.flush()  # a closed pipe shows here, inside the try, not at interpreter exit
+        return code
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`… | head -1`). As the Python docs advise: point stdout at
+        # devnull so the flush at exit cannot raise again, and exit quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+

@@ -1,0 +1,7 @@
+"""`python -m gateway.cli …`, the same as the `clawgate` console script."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

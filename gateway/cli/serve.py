@@ -1,0 +1,71 @@
+"""`clawgate gateway`: run the daemon in the foreground, one per CLAWGATE_HOME.
+
+The instance lock is taken here, before the daemon is built and binds its port, and held
+until it has stopped; see gateway/instance.py for why a lock and not the pid file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import errno
+from typing import Any
+
+from ..instance import DAEMON_WAIT_SECONDS, GATEWAY, AlreadyRunning, InstanceLock, remove_pid_file
+from .errors import EXIT_ALREADY_RUNNING, EXIT_FAILED, EXIT_USAGE, CliError
+
+
+def cmd_gateway(args: argparse.Namespace) -> int:
+    from config.loader import load
+
+    paths, settings = load()  # ConfigError: one line from main, exit 2
+    if args.port is not None:
+        settings.gateway.port = args.port
+    lock = InstanceLock(paths)
+    try:
+        lock.acquire(GATEWAY, wait=DAEMON_WAIT_SECONDS)
+    except AlreadyRunning as exc:
+        holder = exc.holder
+        if holder.is_gateway:
+            raise CliError(f"a gateway is already running on {paths.home} (pid {holder.pid}); stop it first "
+                           f"(kill {holder.pid}) or give this one another CLAWGATE_HOME", EXIT_ALREADY_RUNNING) from None
+        raise CliError(f"{holder.describe()} has held {exc.lock_file} for {DAEMON_WAIT_SECONDS:g} s; "
+                       "start the gateway again when it has finished", EXIT_FAILED) from None
+    try:
+        return _serve(paths, settings)
+    finally:
+        remove_pid_file(paths.pid_file)  # ours only, e.g. left by a daemon that failed while stopping
+        lock.release()
+
+
+def _serve(paths: Any, settings: Any) -> int:
+    from agent.redact import register_secrets
+    from agent.statedb import StateUnavailable
+
+    from ..app import App
+    from ..logs import setup_logging
+
+    setup_logging(settings.log.level)
+    register_secrets([settings.gateway.token, settings.providers.anthropic.api_key, settings.channels.telegram.token])
+
+    async def run() -> bool:
+        return await App(paths, settings).run()
+
+    try:
+        failed = asyncio.run(run())
+    except StateUnavailable as exc:
+        raise CliError(str(exc), EXIT_FAILED) from None
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise CliError(f"port {settings.gateway.port} is in use by another program; stop it or set gateway.port "
+                           "(CLAWGATE_GATEWAY__PORT)", EXIT_USAGE) from None
+        raise CliError(f"gateway failed to start: {exc.strerror or exc}", EXIT_USAGE) from None
+    if failed:
+        raise CliError("the daemon stopped after an internal failure (see the log above); restart it", EXIT_FAILED)
+    return 0
+
+
+def add_commands(sub: Any) -> None:
+    p = sub.add_parser("gateway", help="run the daemon in the foreground (one per CLAWGATE_HOME)")
+    p.add_argument("--port", type=int, help="override gateway.port")
+    p.set_defaults(fn=cmd_gateway)
