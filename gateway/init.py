@@ -55,7 +55,8 @@ timeout_seconds = 30
 # enabled = true          # default: on when a token is set
 # token = ""              # prefer TELEGRAM_BOT_TOKEN
 dm_policy = "pairing"     # pairing | allowlist | open
-allow_from = []           # Telegram user ids or usernames
+owner = []                # your Telegram user id: you alone approve risky tool calls from Telegram
+allow_from = []           # guests: Telegram user ids or usernames
 
 [state]
 fsync = true              # fsync durable writes (power-loss safe)
