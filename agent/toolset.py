@@ -11,6 +11,7 @@ from .tools.cron import CronTool
 from .tools.files import EditFile, ListDir, ReadFile, WriteFile
 from .tools.message import Message
 from .tools.memory import MemoryAppend, MemoryGet, MemoryReplace, MemorySearchTool
+from .tools.sandbox import SandboxPolicy
 from .tools.shell import Exec
 from .tools.skills import LoadSkill
 from .tools.task import TaskTool
@@ -24,7 +25,7 @@ def default_tools(settings: Settings, daemon: Any = None) -> list[Tool]:
         WriteFile(),
         EditFile(),
         ListDir(),
-        Exec(tools.exec),
+        Exec(tools.exec, sandbox=exec_sandbox(settings, daemon)),
         WebFetch(tools.web_fetch_cap_bytes),
         Message(),
         *memory_tools(daemon),
@@ -33,6 +34,13 @@ def default_tools(settings: Settings, daemon: Any = None) -> list[Tool]:
         chosen.append(TaskTool(daemon.tasks))
         chosen.append(CronTool(lambda: daemon.triggers.cron))  # resolved per call: triggers are built later
     return chosen
+
+
+def exec_sandbox(settings: Settings, daemon: Any = None) -> SandboxPolicy | None:
+    """Protect the daemon's own state and config; without a daemon, Exec uses CLAWGATE_HOME's."""
+    if daemon is None:
+        return None
+    return SandboxPolicy.for_paths(daemon.paths, settings.tools.exec.sandbox_read_paths)
 
 
 def memory_tools(daemon: Any = None) -> list[Tool]:

@@ -25,7 +25,7 @@ from config.schema import Settings
 from config.token import gateway_token
 from gateway.logs import LineFormatter
 from tests.fakes.anthropic_api import text
-from tests.harness import TOKEN, DaemonProcess
+from tests.harness import REAL_PYTHON_PATH, TOKEN, DaemonProcess
 from workspace.guard import WorkspaceGuard
 
 SECRET_CONFIG = 'token = "the-gateway-token-in-config"\n'
@@ -173,7 +173,8 @@ async def test_read_only_inspection_inside_the_workspace_runs_unasked(box, argv,
     assert not out.is_error and out.content.startswith("exit code 0") and expected in out.content, out.content
 
 
-async def test_a_widened_allowlist_still_confines_path_arguments(box):
+async def test_a_widened_allowlist_still_confines_path_arguments(box, monkeypatch):
+    monkeypatch.setenv("PATH", REAL_PYTHON_PATH)
     home, ws = box
     settings = Settings.model_validate({"tools": {"exec": {"allowlist": ["python3"]}}})
     out = await run_exec(ws, ["python3", "-c", "print(6 * 7)"], settings=settings)

@@ -14,6 +14,7 @@ from agent.events import EventHub
 from agent.tools import ToolContext, ToolRegistry
 from agent.toolset import default_tools
 from config.schema import Settings
+from tests.harness import REAL_PYTHON_PATH
 from workspace.guard import PathOutsideWorkspace, WorkspaceGuard
 
 
@@ -90,7 +91,8 @@ async def test_exec_runs_argv_without_shell(env):
     assert out.content.strip().endswith(str(ws.root))
 
 
-async def test_exec_timeout_and_output_cap(tmp_path):
+async def test_exec_timeout_and_output_cap(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", REAL_PYTHON_PATH)
     settings = Settings.model_validate({"tools": {"exec": {"timeout_seconds": 0.5, "output_cap_bytes": 1000,
                                                            "allowlist": ["python3"]}}})  # opted in, as in config
     events = EventHub()
