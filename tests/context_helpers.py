@@ -32,6 +32,8 @@ def registry(sessions: Path | None = None) -> ToolRegistry:
     if sessions is not None:
         daemon = _Daemon()
         daemon.paths.sessions = sessions
+        daemon.paths.state = sessions.parent  # exec's sandbox protects state/ and config.toml
+        daemon.paths.config_file = sessions.parent.parent / "config.toml"
         from agent.tasks import TaskStore
         daemon.tasks = TaskStore(sessions.parent / "tasks", fsync=False)
     return ToolRegistry(default_tools(Settings(), daemon), events=EventHub())

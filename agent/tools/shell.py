@@ -108,18 +108,19 @@ class Exec(Tool):
         return (f"exec refused: tools.exec.sandbox is \"required\" but there is no sandbox here ({status.detail}); "
                 "run clawgate on Linux 5.13+ with Landlock enabled, or set tools.exec.sandbox = \"auto\"")
 
-    def _sandboxed(self) -> bool:
+    async def _sandboxed(self) -> bool:
         if self.settings.sandbox == "off":
             return False
+        status = await asyncio.to_thread(self._status)  # the first call probes with a child process
         if refusal := self._refusal():
             raise ToolError(refusal)
-        return self._status().available
+        return status.available
 
     async def run(self, args: Arguments, ctx: ToolContext) -> str:
         cwd = _resolve(ctx, args.cwd)
         if not cwd.is_dir():
             raise ToolError(f"cwd {args.cwd} is not a directory", "pass an existing folder of the workspace")
-        sandboxed = self._sandboxed()
+        sandboxed = await self._sandboxed()
         env = {k: v for k, v in os.environ.items() if k not in _SECRET_ENV and not k.startswith("CLAWGATE_")}
         env["PATH"] = _search_path()  # the PATH needs_approval looked the program up on
         command = args.argv
