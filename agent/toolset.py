@@ -18,6 +18,7 @@ from .tools.files import EditFile, ListDir, ReadFile, WriteFile
 from .tools.ledger import WrittenLedger
 from .tools.memory import MemoryAppend, MemoryGet, MemoryReplace, MemorySearchTool
 from .tools.message import Message
+from .tools.sandbox import SandboxPolicy
 from .tools.shell import Exec
 from .tools.skills import LoadSkill
 from .tools.task import TaskTool
@@ -29,7 +30,10 @@ if TYPE_CHECKING:
 
 
 def default_tools(settings: Settings, *, sessions: Path | None = None, tasks: "TaskStore | None" = None,
-                  cron: "CronService | None" = None, written_ledger: Path | None = None) -> list[Tool]:
+                  cron: "CronService | None" = None, written_ledger: Path | None = None,
+                  exec_sandbox: SandboxPolicy | None = None) -> list[Tool]:
+    """`exec_sandbox`: what exec's sandbox protects (the daemon's state and config); without it,
+    exec protects those of the CLAWGATE_HOME in the environment."""
     tools = settings.tools
     # One ledger for the three file tools: read_file trusts what write_file/edit_file wrote.
     ledger = WrittenLedger(written_ledger)
@@ -38,7 +42,7 @@ def default_tools(settings: Settings, *, sessions: Path | None = None, tasks: "T
         WriteFile(ledger),
         EditFile(ledger),
         ListDir(),
-        Exec(tools.exec),
+        Exec(tools.exec, sandbox=exec_sandbox),
         WebFetch(tools.web_fetch_cap_bytes),
         Message(),
         LoadSkill(), MemoryAppend(), MemoryReplace(), MemorySearchTool(sessions), MemoryGet(sessions),

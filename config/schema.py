@@ -86,6 +86,14 @@ class ExecSettings(_Section):
             "diff", "sort", "uniq", "stat", "du", "true", "file", "which",
         ]
     )
+    # Every exec call runs in a Landlock sandbox (Linux): system folders read-only, the workspace
+    # writable, nothing else. "auto": sandbox when the kernel can; "required": refuse exec when it
+    # cannot; "off": argument checks only.
+    sandbox: Literal["auto", "required", "off"] = "auto"
+    sandbox_read_paths: list[str] = Field(
+        default_factory=list,
+        description="more folders sandboxed programs may read and run from (e.g. ~/.pyenv); never state/ or config.toml",
+    )
 
 
 class ToolSettings(_Section):

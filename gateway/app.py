@@ -40,6 +40,7 @@ from agent.status import Status
 from agent.tasks import TaskStore
 from agent.tools import ToolRegistry
 from agent.tools.cron import CronTool
+from agent.tools.sandbox import SandboxPolicy, sandbox_status
 from agent.toolset import default_tools
 from agent.trace import TraceWriter
 from agent.triggers import CronService, CronStore, Triggers
@@ -108,8 +109,9 @@ class App:
         # the agent: tools, context, loop
         approvals = ApprovalBroker(self.events, mode=settings.tools.approval_mode,
                                    timeout=settings.tools.approval_timeout_seconds)
+        exec_sandbox = SandboxPolicy.for_paths(paths, settings.tools.exec.sandbox_read_paths)
         tools = ToolRegistry(default_tools(settings, sessions=paths.sessions, tasks=self.tasks,
-                                           written_ledger=paths.written_ledger),
+                                           written_ledger=paths.written_ledger, exec_sandbox=exec_sandbox),
                              events=self.events, audit=self.audit, approvals=approvals)
         context = ContextBuilder(workspace.root, tools=tools.definitions, model=agent.model, max_tokens=agent.max_tokens,
                                  compactor=Compactor(keep=agent.compact_keep_messages,
@@ -174,6 +176,7 @@ class App:
         add("activeSessions", self.services.sessions.active)
         add("queues", self.bus.counts)
         add("clients", lambda: sum(1 for c in self.server.connections if not c.closed))
+        add("sandbox", lambda: sandbox_status().line())
 
     def _task_status_line(self, session: Any) -> str | None:
         task = self.tasks.current(session.key)
@@ -196,6 +199,8 @@ class App:
             warm = getattr(self.provider, "warm", None)
             if warm is not None:
                 loop.run_in_executor(None, warm)
+            sandbox = sandbox_status()
+            (log.info if sandbox.available else log.warning)("%s", sandbox.line())
             if isinstance(self.provider, UnconfiguredProvider):
                 log.warning("no model provider configured: set ANTHROPIC_API_KEY and restart; chats will be told how")
             await self._stopped.wait()

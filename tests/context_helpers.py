@@ -11,6 +11,7 @@ from agent.context import ContextBuilder
 from agent.events import EventHub
 from agent.session import Session
 from agent.tools import ToolContext, ToolRegistry
+from agent.tools.sandbox import SandboxPolicy
 from agent.toolset import default_tools
 from config.schema import Settings
 from gateway.init import write_workspace
@@ -29,7 +30,9 @@ def registry(sessions: Path | None = None) -> ToolRegistry:
     from agent.tasks import TaskStore
 
     tasks = TaskStore(sessions.parent / "tasks", fsync=False)
-    return ToolRegistry(default_tools(Settings(), sessions=sessions, tasks=tasks,
+    # exec's sandbox protects the state folder (here: the sessions' parent) and config.toml
+    sandbox = SandboxPolicy((sessions.parent, sessions.parent.parent / "config.toml"))
+    return ToolRegistry(default_tools(Settings(), sessions=sessions, tasks=tasks, exec_sandbox=sandbox,
                                       written_ledger=sessions.parent / "written.json"), events=EventHub())
 
 

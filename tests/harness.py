@@ -20,6 +20,9 @@ TOKEN = "test-gateway-token-0123456789"
 # exec allowlists only read-only tools by default; tests whose scripted jobs run `python3 -c …`
 # opt in to it explicitly, as a user would in config.
 ALLOW_PYTHON = {"CLAWGATE_TOOLS__EXEC__ALLOWLIST": '["python3", "ls", "cat", "echo", "true"]'}
+# `python3` for exec is this interpreter's folder (a venv's bin), not a version manager's shim
+# (~/.pyenv/shims), which runs code from a folder exec's sandbox does not grant.
+REAL_PYTHON_PATH = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
 
 
 def free_port() -> int:
@@ -45,6 +48,7 @@ class DaemonProcess:
             "CLAWGATE_PROVIDERS__ANTHROPIC__RETRY_BASE_SECONDS": "0.01",
             "CLAWGATE_LOG__LEVEL": "info",
             "PYTHONUNBUFFERED": "1",
+            "PATH": REAL_PYTHON_PATH,
         }
         if anthropic_url:
             self.env.update(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=anthropic_url)

@@ -25,8 +25,9 @@ from config.schema import Settings
 from config.token import gateway_token
 from gateway.logs import LineFormatter
 from tests.fakes.anthropic_api import text
-from tests.harness import TOKEN, DaemonProcess
+from tests.harness import REAL_PYTHON_PATH, TOKEN, DaemonProcess
 from workspace.guard import WorkspaceGuard
+from tests.untrusted_support import plain_exec
 
 SECRET_CONFIG = 'token = "the-gateway-token-in-config"\n'
 
@@ -144,7 +145,7 @@ async def test_relative_path_entries_never_pick_a_workspace_file(box, monkeypatc
     monkeypatch.setenv("PATH", f".{os.pathsep}{os.pathsep}{os.environ['PATH']}")
     assert reason(ws, ["cat", "notes.txt"]) is None
     out = await run_exec(ws, ["cat", "notes.txt"])
-    assert out.content == "exit code 0\nneedle in the notes\n"  # the real cat ran
+    assert plain_exec(out.content) == "exit code 0\nneedle in the notes\n"  # the real cat ran
     assert not (ws.root / "pwned").exists()
 
 
@@ -173,11 +174,12 @@ async def test_read_only_inspection_inside_the_workspace_runs_unasked(box, argv,
     assert not out.is_error and out.content.startswith("exit code 0") and expected in out.content, out.content
 
 
-async def test_a_widened_allowlist_still_confines_path_arguments(box):
+async def test_a_widened_allowlist_still_confines_path_arguments(box, monkeypatch):
+    monkeypatch.setenv("PATH", REAL_PYTHON_PATH)
     home, ws = box
     settings = Settings.model_validate({"tools": {"exec": {"allowlist": ["python3"]}}})
     out = await run_exec(ws, ["python3", "-c", "print(6 * 7)"], settings=settings)
-    assert out.content == "exit code 0\n42\n"
+    assert plain_exec(out.content) == "exit code 0\n42\n"
     why = reason(ws, ["python3", str(home / "victim" / "precious.txt")], settings=settings)
     assert why and "outside the workspace" in why
 

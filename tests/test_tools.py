@@ -14,7 +14,9 @@ from agent.events import EventHub
 from agent.tools import ToolContext, ToolRegistry
 from agent.toolset import default_tools
 from config.schema import Settings
+from tests.harness import REAL_PYTHON_PATH
 from workspace.guard import PathOutsideWorkspace, WorkspaceGuard
+from tests.untrusted_support import plain_exec
 
 
 @pytest.fixture
@@ -85,12 +87,13 @@ def test_guard_accepts_inner_symlink(tmp_path):
 async def test_exec_runs_argv_without_shell(env):
     registry, ctx, ws, *_ = env
     out = await call(registry, ctx, "exec", argv=["echo", "a; rm -rf / && $(whoami) | cat"])
-    assert out.content == "exit code 0\na; rm -rf / && $(whoami) | cat\n"
+    assert plain_exec(out.content) == "exit code 0\na; rm -rf / && $(whoami) | cat\n"
     out = await call(registry, ctx, "exec", argv=["pwd"])
-    assert out.content.strip().endswith(str(ws.root))
+    assert plain_exec(out.content).strip().endswith(str(ws.root))
 
 
-async def test_exec_timeout_and_output_cap(tmp_path):
+async def test_exec_timeout_and_output_cap(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", REAL_PYTHON_PATH)
     settings = Settings.model_validate({"tools": {"exec": {"timeout_seconds": 0.5, "output_cap_bytes": 1000,
                                                            "allowlist": ["python3"]}}})  # opted in, as in config
     events = EventHub()
@@ -99,7 +102,7 @@ async def test_exec_timeout_and_output_cap(tmp_path):
     out = await call(registry, ctx, "exec", argv=["python3", "-c", "import time; time.sleep(5)"])
     assert "timed out after 0.5s" in out.content
     out = await call(registry, ctx, "exec", argv=["python3", "-c", "print('x' * 100000)"])
-    assert "output capped at 1000 bytes" in out.content and len(out.content) < 1200
+    assert "output capped at 1000 bytes" in out.content and len(plain_exec(out.content)) < 1100
 
 
 async def test_exec_outside_allowlist_needs_approval_and_denial_is_reported(env):

@@ -30,3 +30,9 @@ def parse(text: str) -> tuple[str, str, str]:
 def unwrap(text: str) -> str:
     """The body of a wrapped text (asserting it is wrapped)."""
     return parse(text)[2]
+
+
+def plain_exec(content: str) -> str:
+    """An exec result with its output unwrapped: "exit code N\\n<output>" (checks the wrapper too)."""
+    head, _, rest = content.partition("\n")
+    return f"{head}\n{unwrap(rest)}" if rest else head

@@ -1,39 +1,54 @@
 """`exec`: run a program without a shell, inside the workspace, with a timeout and an output cap.
 
-No shell means metacharacters (`;`, `|`, `$()`) stay literal arguments. A call runs without
-asking only when all of these hold; otherwise the user must approve it, told exactly why:
+Two layers keep a program inside the workspace:
 
-- argv[0] is a bare name on the allowlist (a path such as `./cat` may be a file the agent wrote);
-- that name, looked up on PATH, is not a file inside the workspace;
-- no argument refers to a path outside the workspace: absolute paths elsewhere, `..` or
-  symlinks leading out (resolved from the call's cwd), `~…`, and the same inside options
-  (`--file=/etc/x`, `-o/etc/x`);
-- no option makes the program run another program (`sort --compress-program=sh`).
+1. The OS sandbox (sandbox.py): on Linux with Landlock each call starts through a launcher that
+   confines itself (system folders read-only, the workspace writable, nothing else: no state,
+   no config.toml, no /tmp, no $HOME) and then becomes the program. `tools.exec.sandbox` picks
+   "auto" (sandbox when possible), "required" (refuse exec without it) or "off".
+2. The argument checks (exec_checks.py), which decide what runs without asking. A call runs
+   unasked only when all of these hold; otherwise the user must approve it, told exactly why:
+   - argv[0] is a bare name on the allowlist (a path such as `./cat` may be a file the agent wrote);
+   - that name, looked up on PATH, is not a file inside the workspace;
+   - no argument refers to a path outside the workspace: absolute paths elsewhere, `..` or
+     symlinks leading out (resolved from the call's cwd), `~…`, and the same inside options
+     (`--file=/etc/x`, `-o/etc/x`);
+   - no option reads file names from a file (`sort --files0-from`), follows symlinks while
+     walking folders (`grep -R`, `ls -L`), runs another program (`sort --compress-program=sh`)
+     or sets the clock (`date -s`).
 
 Relative PATH entries (`.`, empty) are dropped for the child: they would name the workspace.
-Secrets are removed from the child's environment.
+Secrets are removed from the child's environment. The program runs in its own process group,
+which is killed when the call ends, so nothing it started in the background outlives the call.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
+import shlex
 import signal
 from pathlib import Path
+from typing import Callable
 
 from pydantic import Field
 
+from config.paths import Paths
 from config.schema import ExecSettings
-from workspace.guard import PathOutsideWorkspace, WorkspaceGuard
+from workspace.guard import PathOutsideWorkspace
 
+from ..untrusted import wrap_untrusted
 from .base import Args, Tool, ToolContext, ToolError
+from .exec_checks import inside, operand_problem, option_problem, path_problem
 from .files import _resolve
+from .sandbox import TMP_NAME, SandboxPolicy, SandboxStatus, sandbox_status
+
+log = logging.getLogger(__name__)
 
 _SECRET_ENV = ("ANTHROPIC_API_KEY", "TELEGRAM_BOT_TOKEN", "OPENAI_API_KEY")
-# Long options that make an allowlisted program start another program. GNU tools accept any
-# unambiguous prefix of a long option (`--compress=sh`), so prefixes count as well.
-_RUNS_PROGRAMS = {"sort": ("--compress-program",)}
+_DRAIN_SECONDS = 0.5  # after the program ends or is killed: how long output already written may still arrive
 
 
 class Exec(Tool):
@@ -50,10 +65,18 @@ class Exec(Tool):
         cwd: str = Field(".", description="working directory relative to the workspace")
         timeout: float | None = Field(None, gt=0, le=3600, description="seconds before the program is killed")
 
-    def __init__(self, settings: ExecSettings) -> None:
+    def __init__(self, settings: ExecSettings, *, sandbox: SandboxPolicy | None = None,
+                 status: Callable[[], SandboxStatus] = sandbox_status) -> None:
+        """`sandbox` names what the sandbox protects (default: this CLAWGATE_HOME's state and
+        config); `status` says whether the host can sandbox (injectable to simulate a host without)."""
         self.settings = settings
+        self.sandbox = sandbox or SandboxPolicy.for_paths(Paths.from_env(), settings.sandbox_read_paths)
+        self._status = status
+        self._warned: set[Path] = set()
 
     def needs_approval(self, args: Arguments, ctx: ToolContext) -> str | None:
+        if self._refusal():
+            return None  # run() refuses it before anything starts; asking first would be pointless
         program = args.argv[0]
         if "/" in program or (os.altsep and os.altsep in program):
             return (f"argv[0] {program!r} is a path, not a program name: running a file by path "
@@ -65,48 +88,182 @@ class Exec(Tool):
         except PathOutsideWorkspace:
             return None  # run() refuses it before anything starts
         found = shutil.which(program, path=_search_path())
-        if found and _inside(ctx.workspace, found):
+        if found and inside(ctx.workspace, found):
             return f"{program!r} resolves to {os.path.realpath(found)}, a file inside the workspace, not a system program"
+        if reason := option_problem(program, args.argv[1:]):
+            return reason
         for arg in args.argv[1:]:
-            if reason := _option_problem(program, arg) or _path_problem(arg, cwd, ctx.workspace):
+            if reason := path_problem(arg, cwd, ctx.workspace):
                 return reason
-        return None
+        return operand_problem(program, args.argv[1:], cwd)
 
     def summarize(self, args: Arguments) -> str:
-        return "exec " + " ".join(args.argv)[:300]
+        """Quoted as a shell would need it, so `rm "a b"` and `rm a b` never look alike; never cut here
+        (the approval prompt cuts, and says so)."""
+        return "exec " + shlex.join(args.argv) + ("" if args.cwd in (".", "") else f"   (in {args.cwd})")
+
+    def _refusal(self) -> str | None:
+        """The one-line refusal when the sandbox is required but this host cannot provide it."""
+        if self.settings.sandbox != "required":
+            return None
+        status = self._status()
+        if status.available:
+            return None
+        return (f"exec refused: tools.exec.sandbox is \"required\" but there is no sandbox here ({status.detail}); "
+                "run clawgate on Linux 5.13+ with Landlock enabled, or set tools.exec.sandbox = \"auto\"")
+
+    async def _sandboxed(self) -> bool:
+        if self.settings.sandbox == "off":
+            return False
+        status = await asyncio.to_thread(self._status)  # the first call probes with a child process
+        if refusal := self._refusal():
+            raise ToolError(refusal)
+        return status.available
 
     async def run(self, args: Arguments, ctx: ToolContext) -> str:
         cwd = _resolve(ctx, args.cwd)
         if not cwd.is_dir():
             raise ToolError(f"cwd {args.cwd} is not a directory", "pass an existing folder of the workspace")
+        sandboxed = await self._sandboxed()
         env = {k: v for k, v in os.environ.items() if k not in _SECRET_ENV and not k.startswith("CLAWGATE_")}
         env["PATH"] = _search_path()  # the PATH needs_approval looked the program up on
+        command = args.argv
+        status_r = status_w = None
+        if sandboxed:
+            self._warn_exposed(ctx.workspace.root)
+            _scratch_env(env, ctx)
+            status_r, status_w = os.pipe()
+            command = self.sandbox.launcher_argv(args.argv, ctx.workspace.root, env["PATH"], status_w)
         timeout = args.timeout or self.settings.timeout_seconds
+        # Our own pipe, not asyncio's: Process.wait() would also wait for asyncio's pipes to close,
+        # which a killed program's background children (or a full pipe) could delay without end.
+        out_r, out_w = os.pipe()
         try:
             proc = await asyncio.create_subprocess_exec(
-                *args.argv, cwd=str(cwd), env=env, stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+                *command, cwd=str(cwd), env=env, stdin=asyncio.subprocess.DEVNULL, stdout=out_w,
+                stderr=asyncio.subprocess.STDOUT, start_new_session=True, pass_fds=() if status_w is None else (status_w,),
             )
         except FileNotFoundError:
+            _close(out_r, status_r)
             raise ToolError(f"program {args.argv[0]!r} not found", "check the name; there is no shell, so builtins like 'cd' do not exist") from None
         except PermissionError:
+            _close(out_r, status_r)
             raise ToolError(f"program {args.argv[0]!r} is not executable", "run it through its interpreter, e.g. ['python3', file]") from None
-        cap = self.settings.output_cap_bytes
+        finally:
+            _close(out_w, status_w)
         try:
-            output, timed_out = await asyncio.wait_for(_read_capped(proc, cap), timeout), False
-        except asyncio.TimeoutError:
-            _kill(proc)
-            output, timed_out = b"", True
-        except asyncio.CancelledError:
-            _kill(proc)
-            raise
-        code = await proc.wait()
+            output, timed_out, code = await _supervise(proc, out_r, timeout, self.settings.output_cap_bytes)
+        finally:
+            report = None if status_r is None else _read_status(status_r)  # also closes it
+        _raise_launch_failure(report, args.argv[0])
+        cap = self.settings.output_cap_bytes
         text = output[:cap].decode("utf-8", errors="replace")
         if len(output) > cap:
             text += f"\n[… output capped at {cap} bytes]"
+        # The program's output is data from outside (a file it printed, a server it asked), never instructions.
+        body = wrap_untrusted(("exec " + " ".join(args.argv))[:120], text) if text else ""
         if timed_out:
-            return f"timed out after {timeout:g}s and was killed\n{text}"
-        return f"exit code {code}\n{text}" if text else f"exit code {code} (no output)"
+            return f"timed out after {timeout:g}s and was killed\n{body}"
+        return f"exit code {code}\n{body}" if text else f"exit code {code} (no output)"
+
+    def _warn_exposed(self, root: Path) -> None:
+        if root not in self._warned:
+            self._warned.add(root)
+            for path in self.sandbox.exposed(root):
+                log.warning("the workspace %s contains %s, so exec's sandbox cannot hide it; "
+                            "set agent.workspace to a folder outside it", root, path)
+
+
+async def _supervise(proc: asyncio.subprocess.Process, out_r: int, timeout: float, cap: int) -> tuple[bytes, bool, int | None]:
+    """Wait for the program (at most `timeout`), then kill its process group and collect output.
+
+    The group is killed at the normal end too: background children (`sh -c "sleep 60 &"`)
+    die with the call. Output is always drained, never left to fill the pipe, and the wait for
+    it is bounded, so the call returns within about timeout + 2 * _DRAIN_SECONDS.
+    """
+    loop = asyncio.get_running_loop()
+    capture = _Capture(cap, loop)
+    transport, _ = await loop.connect_read_pipe(lambda: capture, os.fdopen(out_r, "rb", buffering=0))
+    timed_out, code = False, None
+    try:
+        try:
+            code = await asyncio.wait_for(proc.wait(), timeout)
+        except asyncio.TimeoutError:
+            timed_out = True
+        _kill_group(proc.pid)
+        if timed_out:
+            try:
+                code = await asyncio.wait_for(proc.wait(), _DRAIN_SECONDS)
+            except asyncio.TimeoutError:
+                pass  # unkillable for now (stuck in the kernel); the child watcher reaps it later
+        await asyncio.wait([capture.closed], timeout=_DRAIN_SECONDS)
+    except asyncio.CancelledError:
+        _kill_group(proc.pid)
+        raise
+    finally:
+        transport.close()
+    return bytes(capture.data), timed_out, code
+
+
+class _Capture(asyncio.Protocol):
+    """Keeps the first cap + 1 bytes and discards the rest, so the writer never blocks."""
+
+    def __init__(self, cap: int, loop: asyncio.AbstractEventLoop) -> None:
+        self.cap = cap
+        self.data = bytearray()
+        self.closed: asyncio.Future[None] = loop.create_future()
+
+    def data_received(self, data: bytes) -> None:
+        room = self.cap + 1 - len(self.data)
+        if room > 0:
+            self.data += data[:room]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
+def _read_status(fd: int) -> tuple[str, str] | None:
+    """The launcher's failure report (kind, detail), if any; its write end is closed by now."""
+    try:
+        os.set_blocking(fd, False)
+        raw = os.read(fd, 65536)
+    except OSError:  # BlockingIOError: only if the launcher was still alive; nothing to report
+        raw = b""
+    finally:
+        os.close(fd)
+    if not raw:
+        return None
+    kind, _, detail = raw.decode("utf-8", errors="replace").strip().partition("\t")
+    return kind, detail[:300]
+
+
+def _raise_launch_failure(report: tuple[str, str] | None, program: str) -> None:
+    if report is None:
+        return
+    kind, detail = report
+    if kind == "not_found":
+        raise ToolError(f"program {program!r} not found", "check the name; there is no shell, so builtins like 'cd' do not exist")
+    if kind == "not_executable":
+        raise ToolError(f"program {program!r} is not executable or lies outside the folders exec's sandbox may run",
+                        "run it through its interpreter, e.g. ['python3', file], or add its folder to tools.exec.sandbox_read_paths")
+    raise ToolError(f"exec's sandbox could not start the program: {detail}",
+                    "set tools.exec.sandbox = \"off\" if this host cannot sandbox programs")
+
+
+def _scratch_env(env: dict[str, str], ctx: ToolContext) -> None:
+    """Point TMPDIR and HOME into `<workspace>/.tmp`: the sandbox hides /tmp and the real home,
+    and programs that find them unreadable fail (git stops at an unreadable ~/.gitconfig)."""
+    for key in ("TMPDIR", "HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME",
+                "XDG_RUNTIME_DIR"):
+        env.pop(key, None)  # the XDG folders then follow HOME
+    try:
+        tmp = ctx.workspace.resolve(TMP_NAME)
+        (tmp / "home").mkdir(parents=True, exist_ok=True)
+        home = ctx.workspace.resolve(f"{TMP_NAME}/home")  # checked again: either may be a symlink out
+    except (ValueError, OSError):
+        return
+    env["TMPDIR"], env["HOME"] = str(tmp), str(home)
 
 
 def _search_path() -> str:
@@ -115,69 +272,14 @@ def _search_path() -> str:
     return os.pathsep.join(e for e in entries if os.path.isabs(e))
 
 
-def _inside(guard: WorkspaceGuard, path: str) -> bool:
+def _close(*fds: int | None) -> None:
+    for fd in fds:
+        if fd is not None:
+            os.close(fd)
+
+
+def _kill_group(pgid: int) -> None:
     try:
-        guard.resolve(path)
-    except PathOutsideWorkspace:
-        return False
-    return True
-
-
-def _option_problem(program: str, arg: str) -> str | None:
-    name = arg.split("=", 1)[0]
-    if not name.startswith("--") or len(name) <= 2:
-        return None
-    for option in _RUNS_PROGRAMS.get(program, ()):
-        if option.startswith(name):
-            return f"option {arg!r} ({option}) makes {program} run another program"
-    return None
-
-
-def _path_candidates(arg: str) -> list[str]:
-    """The argument itself, what follows each '=' (--file=/x), and short-option values (-o/x, -no/x)."""
-    candidates = [arg] + [arg[i + 1 :] for i, ch in enumerate(arg) if ch == "="]
-    if arg.startswith("-") and not arg.startswith("--"):
-        k = 2
-        while k < len(arg) and arg[1:k].isalnum():
-            candidates.append(arg[k:])
-            k += 1
-    return candidates
-
-
-def _path_problem(arg: str, cwd: Path, guard: WorkspaceGuard) -> str | None:
-    """Why `arg` may reach outside the workspace when read as a path from `cwd`, or None."""
-    if "\x00" in arg:
-        return f"argument {arg!r} contains a NUL byte"
-    for candidate in _path_candidates(arg):
-        if candidate.startswith("~"):
-            return f"argument {arg!r} refers to a home-directory path ({candidate!r}) outside the workspace"
-        joined = os.path.join(cwd, candidate)
-        try:
-            if _inside(guard, joined):
-                continue
-            real = os.path.realpath(joined)
-        except (OSError, ValueError):
-            return f"argument {arg!r} could not be checked as a path inside the workspace"
-        shown = f"{arg!r}" if candidate == arg else f"{arg!r} (path {candidate!r})"
-        return f"argument {shown} refers to {real}, outside the workspace {guard.root}"
-    return None
-
-
-async def _read_capped(proc: asyncio.subprocess.Process, cap: int) -> bytes:
-    assert proc.stdout is not None
-    chunks, size = [], 0
-    while True:
-        chunk = await proc.stdout.read(65536)
-        if not chunk:
-            break
-        if size <= cap:
-            chunks.append(chunk)
-        size += len(chunk)  # keep draining so the child never blocks on a full pipe
-    return b"".join(chunks)[: cap + 1]
-
-
-def _kill(proc: asyncio.subprocess.Process) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
         pass

@@ -1,0 +1,123 @@
+"""The OS sandbox around `exec`: what a program may touch, and whether this host can enforce it.
+
+Argument checks cannot enumerate every way a program reads files (`sort --files0-from=LIST`
+reads names from a file). So on Linux each exec call starts through `sandbox_launch.py`, which
+confines itself with Landlock before it becomes the program. The policy:
+
+- read + execute: /usr /bin /sbin /lib /lib32 /lib64 /etc /opt, the absolute PATH directories,
+  Python's prefixes and `tools.exec.sandbox_read_paths`;
+- read + write: a few device files (/dev/null, /dev/zero, /dev/full, /dev/random, /dev/urandom,
+  /dev/tty); never all of /dev, whose disks a daemon run as root could read raw;
+- read: /proc (Landlock's ptrace scoping still denies /proc/<pid>/environ of the daemon);
+- everything: the workspace;
+- nothing else: no /tmp, no $HOME. The child's TMPDIR is `<workspace>/.tmp` and its HOME
+  `<workspace>/.tmp/home` (created on demand), so temp files and dotfiles land where it may write.
+
+A candidate that is, contains or lies inside the state folder or config.toml, or is or contains
+$HOME, is skipped: Landlock grants whole hierarchies, so granting `/home/me` would grant
+`~/.clawgate/state`. The workspace is always granted (exec is useless without it); a workspace
+that contains the state folder or config.toml exposes them, and `exposed()` says so.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from config.paths import Paths
+
+LAUNCHER = Path(__file__).with_name("sandbox_launch.py")
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt")
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
+TMP_NAME = ".tmp"  # the child's TMPDIR (and HOME below it), inside the workspace
+
+
+@dataclass(frozen=True)
+class SandboxStatus:
+    available: bool
+    kind: Literal["landlock", "none"]
+    detail: str
+
+    def line(self) -> str:
+        """One line for the start-up log and `status`."""
+        return f"exec sandbox: {self.kind} ({self.detail})"
+
+
+@functools.lru_cache(maxsize=1)
+def sandbox_status() -> SandboxStatus:
+    """Whether exec calls can be sandboxed here; probed once (a real restricted child) and cached."""
+    if not sys.platform.startswith("linux"):
+        return SandboxStatus(False, "none", f"Landlock needs Linux, this is {sys.platform}")
+    try:
+        probe = subprocess.run([sys.executable, "-I", "-S", str(LAUNCHER), "--probe"], capture_output=True,
+                               text=True, timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return SandboxStatus(False, "none", f"the sandbox launcher could not run: {exc}")
+    answer = (probe.stdout.strip() or probe.stderr.strip()).splitlines()[-1:] or ["no answer"]
+    if probe.returncode == 0 and answer[0].startswith("ok "):
+        abi = answer[0].split()[1]
+        return SandboxStatus(True, "landlock", f"Landlock ABI {abi}: system folders read-only, the workspace "
+                                               "writable, nothing else (no state, no config, no /tmp, no $HOME)")
+    return SandboxStatus(False, "none", f"Landlock unavailable: {answer[0]} (needs Linux 5.13+ with Landlock enabled)")
+
+
+@dataclass(frozen=True)
+class SandboxPolicy:
+    """What exec's sandbox protects; built from Paths in the daemon, from tmp dirs in tests."""
+
+    secrets: tuple[Path, ...]  # never granted, nor anything containing or inside them (state/, config.toml)
+    home: Path | None = None  # never granted, nor anything containing it; folders inside it may be ($HOME)
+    extra_read: tuple[Path, ...] = field(default_factory=tuple)  # more read + execute folders (config)
+
+    @classmethod
+    def for_paths(cls, paths: Paths, extra_read: list[str] | tuple[str, ...] = ()) -> "SandboxPolicy":
+        home = Path(os.path.expanduser("~"))
+        return cls((paths.state, paths.config_file), home if home.is_absolute() else None,
+                   tuple(Path(os.path.expanduser(p)) for p in extra_read))
+
+    def rules(self, workspace: Path, search_path: str) -> list[tuple[str, str]]:
+        """[path, kind] pairs for the launcher; the workspace last, always present."""
+        candidates = [(p, "rx") for p in SYSTEM_DIRS]
+        candidates += [(p, "rx") for p in search_path.split(os.pathsep) if os.path.isabs(p)]
+        candidates += [(p, "rx") for p in (sys.base_prefix, sys.prefix, *map(str, self.extra_read))]
+        candidates += [(p, "dev") for p in DEVICES] + [("/proc", "ro")]
+        rules: list[tuple[str, str]] = []
+        seen: set[str] = set()
+        for path, kind in candidates:
+            real = os.path.realpath(path)
+            if real in seen or not os.path.exists(real) or self.forbids(real):
+                continue
+            seen.add(real)
+            rules.append((real, kind))
+        rules.append((os.path.realpath(workspace), "rw"))
+        return rules
+
+    def forbids(self, real: str) -> bool:
+        """True when granting `real` (a hierarchy) would grant a protected path."""
+        for secret in self._real(self.secrets):
+            if _within(secret, real) or _within(real, secret):
+                return True
+        return self.home is not None and any(_within(home, real) for home in self._real((self.home,)))
+
+    def exposed(self, workspace: Path) -> list[Path]:
+        """Protected paths the workspace contains (so the sandbox cannot hide them)."""
+        root = os.path.realpath(workspace)
+        return [Path(s) for s in self._real(self.secrets) if _within(s, root)]
+
+    @staticmethod
+    def _real(paths: tuple[Path, ...]) -> list[str]:
+        return [os.path.realpath(p) for p in paths]
+
+    def launcher_argv(self, argv: list[str], workspace: Path, search_path: str, status_fd: int) -> list[str]:
+        rules = [f"{kind}={path}" for path, kind in self.rules(workspace, search_path)]
+        return [sys.executable, "-I", "-S", str(LAUNCHER), str(status_fd), *rules, "--", *argv]
+
+
+def _within(path: str, ancestor: str) -> bool:
+    """`path` is `ancestor` or lies below it (both real, absolute)."""
+    return path == ancestor or path.startswith(ancestor.rstrip("/") + "/")
