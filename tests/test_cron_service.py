@@ -145,6 +145,20 @@ async def test_long_outage_runs_the_latest_and_counts_the_rest_as_missed(rig: Ri
     assert rig.service.get(job.id).next_run_at == first + 5 * 3600
 
 
+async def test_a_short_stall_folds_due_times_into_one_run_without_a_notice(rig: Rig) -> None:
+    """The timer woke 3 s late for an every-1s job (a busy machine): one run, nothing "missed"."""
+    job = rig.service.add(message="tick", every="1s", deliver="gateway:ops")
+    first = rig.service.get(job.id).next_run_at
+    rig.clock.now = first + 3.2
+    run_id = rig.service.fire(job.id)
+    assert run_id is not None and rig.inbound() == [run_id]
+    runs = rig.service.runs(job.id)
+    assert sorted(r.status for r in runs) == ["running", "skipped"]
+    folded = next(r for r in runs if r.status == "skipped")
+    assert "folded into the run" in folded.result and "and 2 more" in folded.result  # +0, +1, +2 into +3
+    assert rig.outbound() == []  # no "missed" notice for times that were not missed
+
+
 async def test_a_run_still_going_is_not_started_again(rig: Rig) -> None:
     job = rig.service.add(message="slow report", every="1m")
     rig.clock.now = T0 + 60

@@ -8,6 +8,7 @@ model, then raise a ProviderError whose text the user can act on.
 from __future__ import annotations
 
 import asyncio
+import threading
 import logging
 import random
 import time
@@ -45,11 +46,14 @@ class AnthropicProvider:
         self._sleep = sleep
         self._http_client = http_client  # an httpx2.AsyncClient, e.g. with a mock transport in tests
         self._client: "anthropic.AsyncAnthropic | None" = None
+        self._warming = threading.Lock()
 
     def warm(self) -> None:
-        """Import the SDK and build the client. The SDK takes about a second to import, so the
-        daemon calls this in a thread after it is ready instead of before."""
-        if self._client is None:
+        """Import the SDK and build the client. The SDK takes about a second to import (several on a
+        busy machine), so the daemon calls this in a thread after it is ready instead of before."""
+        with self._warming:  # the start-up thread and a first request may both get here
+            if self._client is not None:
+                return
             import anthropic
 
             self._client = anthropic.AsyncAnthropic(
@@ -71,6 +75,9 @@ class AnthropicProvider:
             await self._client.close()
 
     async def complete(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelResponse:
+        if self._client is None:
+            # Never import on the event loop: it would stall every session (and the cron timer) meanwhile.
+            await asyncio.to_thread(self.warm)
         models = [request.model, *[m for m in self.settings.fallback_models if m != request.model]]
         last: ProviderError | None = None
         for model in models:

@@ -161,9 +161,15 @@ class CronService:
         due = [job.next_run_at] if plan.kind == "at" else plan.due_times(job.next_run_at, now)
         latest = due[-1]
         in_grace = now - latest <= job.grace_seconds
-        missed = due[:-1] if in_grace else due
+        earlier = due[:-1] if in_grace else due
+        missed = [t for t in earlier if now - t > job.grace_seconds]
+        folded = [t for t in earlier if now - t <= job.grace_seconds]
         if missed:
             self._record_missed(job, missed, now)
+        if folded:
+            # Times that came due while the timer could not fire (a stall, or a short restart) and are
+            # still within the grace window: folded into this one run, not lost and not worth a notice.
+            self._record_folded(job, folded, latest, now)
         run_id: str | None = None
         retry_at: float | None = None
         if in_grace:
@@ -215,6 +221,13 @@ class CronService:
             self.bus.settle(job.last_run_id)
             return None
         return job.last_run_id
+
+    def _record_folded(self, job: Job, times: list[float], into: float, now: float) -> None:
+        tz = job.plan.tz
+        span = format_time(times[0], tz) + (f" and {len(times) - 1} more" if len(times) > 1 else "")
+        why = f"folded into the run at {format_time(into, tz)}: {span} came due while the timer could not fire"
+        self.store.record(Run(f"cron:{job.id}:folded:{iso_utc(times[0])}", job.id, times[-1], now, now, "skipped", why))
+        log.info("cron job %s: %s", job.id, why)
 
     def _record_missed(self, job: Job, times: list[float], now: float) -> None:
         first, last = times[0], times[-1]
