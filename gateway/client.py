@@ -24,7 +24,10 @@ class GatewayError(Exception):
 
 
 class GatewayClient:
-    def __init__(self, url: str, token: str | None, *, subscribe: list[str] | str | None = None) -> None:
+    def __init__(self, url: str, token: str | None, *, subscribe: list[str] | str | None = None,
+                 open_timeout: float = 10.0) -> None:
+        """`open_timeout`: how long the WebSocket handshake may take (a refused connection fails at once)."""
+        self.open_timeout = open_timeout
         self.url = url
         self.token = token
         self.subscribe = subscribe
@@ -34,7 +37,7 @@ class GatewayClient:
         self._events: list[dict[str, Any]] = []
 
     async def __aenter__(self) -> "GatewayClient":
-        self.ws = await connect(self.url, max_size=16 * 1024 * 1024, open_timeout=5)
+        self.ws = await connect(self.url, max_size=16 * 1024 * 1024, open_timeout=self.open_timeout)
         params: dict[str, Any] = {"auth": {"token": self.token or ""}, "client": {"name": "clawgate-cli"}}
         if self.subscribe:
             params["subscribe"] = self.subscribe

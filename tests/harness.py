@@ -134,5 +134,6 @@ class DaemonProcess:
 
     @asynccontextmanager
     async def client(self, subscribe: list[str] | str | None = None) -> AsyncIterator[GatewayClient]:
-        async with GatewayClient(self.url, self.client_token, subscribe=subscribe) as client:
+        # a generous handshake deadline: the suite must hold on a loaded 2-core machine
+        async with GatewayClient(self.url, self.client_token, subscribe=subscribe, open_timeout=60) as client:
             yield client
