@@ -250,16 +250,15 @@ async def test_responder_latency_and_delay() -> None:
     assert msg.content[0].text == "custom" and seen == ["q"]
 
 
-def test_keepalive_throughput_sync_client(fake: FakeAnthropic) -> None:
-    """Many small requests over one keep-alive connection stay fast (benchmark relies on it)."""
+def test_keepalive_reuses_one_connection_for_many_requests(fake: FakeAnthropic) -> None:
+    """Many small requests ride one keep-alive connection (the benchmarks rely on it; their speed is
+    measured by bench/, not here)."""
     n = 200
     with anthropic.Anthropic(api_key="test", base_url=fake.base_url, max_retries=0) as c:
-        t0 = time.monotonic()
         for i in range(n):
             c.messages.create(model=MODEL, max_tokens=10, messages=user(str(i)))
-        elapsed = time.monotonic() - t0
     assert len(fake.requests) == n
-    assert elapsed < 2.0, f"{n} requests took {elapsed:.2f}s"
+    assert fake.connections_accepted == 1
 
 
 def test_stop_closes_server() -> None:

@@ -57,6 +57,7 @@ class _Server(ThreadingHTTPServer):
         self.fake = fake
         self._conns: set[socket.socket] = set()
         self._conns_lock = threading.Lock()
+        self.accepted = 0  # TCP connections accepted so far (keep-alive reuse shows as few)
         super().__init__((HOST, port), _Handler)
 
     def server_bind(self) -> None:
@@ -68,6 +69,7 @@ class _Server(ThreadingHTTPServer):
     def process_request(self, request: Any, client_address: Any) -> None:
         with self._conns_lock:
             self._conns.add(request)
+            self.accepted += 1
         super().process_request(request, client_address)
 
     def shutdown_request(self, request: Any) -> None:
@@ -299,6 +301,10 @@ class FakeAnthropic:
     @property
     def base_url(self) -> str:
         return f"http://{HOST}:{self.port}"
+
+    @property
+    def connections_accepted(self) -> int:
+        return self._server.accepted if self._server is not None else 0
 
     def start(self) -> FakeAnthropic:
         """Bind (port 0 = any free port) and serve from a daemon thread."""
