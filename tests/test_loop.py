@@ -148,3 +148,28 @@ async def test_recovery_finds_its_user_turn_however_long_the_run(make):
     assert await loop.respond(session, msg) == ("end", "reply")
     assert len(loop.provider.requests) == calls
     assert [r["kind"] for r in session.records].count("user") == 1
+
+
+async def test_a_session_that_cannot_be_opened_still_answers(make, tmp_path):
+    """The session is opened inside the run's error handling: a key whose log cannot be opened
+    (here a folder where the log file should be) gets the error reply, a run_end, and is answered."""
+    loop, bus, events, _ = make(ScriptedProvider(text("other session fine")))
+    (tmp_path / "sessions" / "broken.jsonl").mkdir(parents=True)
+    ends = []
+    events.subscribe(lambda e: ends.append(e) if e["type"] == "run_end" else None)
+    replies = await run(loop, bus, inbound("hello", session="broken"), inbound("hi", session="fine"))
+    by_session = {r.session_key: r for r in replies}
+    assert by_session["broken"].kind == "error" and "went wrong" in by_session["broken"].text
+    assert "IsADirectoryError" in by_session["broken"].text and "\n" not in by_session["broken"].text
+    assert by_session["fine"].text == "other session fine"
+    assert sorted(e["session"] for e in ends) == ["broken", "fine"]
+    assert bus.counts()["inboxOpen"] == 0  # answered: it will not replay on the next start
+
+
+async def test_an_invalid_key_from_an_old_inbox_row_still_answers(make):
+    """A message accepted before keys were checked (its key cannot name a log) is answered once."""
+    loop, bus, events, _ = make(ScriptedProvider())
+    bad = "é" * 200
+    replies = await run(loop, bus, inbound("hello", session=bad))
+    assert len(replies) == 1 and replies[0].kind == "error" and "InvalidSessionKey" in replies[0].text
+    assert bus.counts()["inboxOpen"] == 0 and loop.provider.requests == []
