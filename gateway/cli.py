@@ -91,11 +91,14 @@ async def _with_client(fn, subscribe=None) -> int:
     except GatewayError as exc:
         return _fail(exc.message, 1)
     except Exception as exc:
-        from websockets.exceptions import ConnectionClosed, InvalidHandshake
+        from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
         if isinstance(exc, ConnectionClosed):
             reason = exc.rcvd.reason if exc.rcvd else "connection closed"
             return _fail(f"the gateway closed the connection: {reason}", 1)
+        if isinstance(exc, InvalidStatus) and exc.response.status_code == 503:
+            reason = exc.response.body.decode("utf-8", "replace").strip() if exc.response.body else "busy"
+            return _fail(f"the gateway refused the connection: {' '.join(reason.split())[:200]}", 1)
         if isinstance(exc, InvalidHandshake):
             return _fail(f"{url} is not a clawgate gateway ({exc})", 1)
         raise
@@ -191,6 +194,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # Everything clawgate creates (state, logs, SQLite's -wal/-shm, the workspace templates, files
+    # the agent's commands write) holds conversations or secrets: user-only whatever umask the
+    # shell or service manager passed down. Files with explicit modes keep them as well.
+    os.umask(0o077)
     try:
         return args.fn(args)
     except KeyboardInterrupt:

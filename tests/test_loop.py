@@ -173,3 +173,21 @@ async def test_an_invalid_key_from_an_old_inbox_row_still_answers(make):
     replies = await run(loop, bus, inbound("hello", session=bad))
     assert len(replies) == 1 and replies[0].kind == "error" and "InvalidSessionKey" in replies[0].text
     assert bus.counts()["inboxOpen"] == 0 and loop.provider.requests == []
+
+
+async def test_a_secret_in_tool_output_is_masked_in_the_session_log_and_trace(make, tmp_path):
+    from agent.redact import register_secrets
+    from agent.trace import TraceWriter
+
+    secret = "sk-live-0123456789abcdef-loop-test"
+    register_secrets([secret])
+    loop, bus, events, ws = make(ScriptedProvider(call("read_file", {"path": ".env"}), text("read it")))
+    events.subscribe(TraceWriter(tmp_path / "traces"))
+    (ws.root / ".env").write_text(f"API_KEY={secret}\n")
+    replies = await run(loop, bus, inbound("show me .env", session="leaky"))
+    assert replies[0].text == "read it"
+    log = (tmp_path / "sessions" / "leaky.jsonl").read_text()
+    assert "API_KEY=sk-…***" in log and secret not in log  # the tool_done and tool_results records
+    assert secret not in (tmp_path / "traces" / "leaky.jsonl").read_text()
+    # what the model is shown from the log is masked too (the next request is built from it)
+    assert secret not in repr(loop.provider.requests[-1].messages)
