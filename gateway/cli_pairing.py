@@ -29,7 +29,8 @@ def _open() -> tuple[Any, PairingStore]:
     paths.ensure()
     db = open_state_db(paths.database, fsync=settings.state.fsync, repair=False)
     telegram = settings.channels.telegram
-    return db, PairingStore(db, ttl_seconds=telegram.pairing_ttl_seconds, max_pending=telegram.pairing_max_pending)
+    return db, PairingStore(db, ttl_seconds=telegram.pairing_ttl_seconds, max_pending=telegram.pairing_max_pending,
+                            interval_seconds=telegram.pairing_request_interval_seconds)
 
 
 def _check_channel(name: str | None) -> str | None:
