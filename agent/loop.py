@@ -88,19 +88,22 @@ class AgentLoop:
 
     # one message -------------------------------------------------------------
     async def _handle(self, key: str, msg: InboundMessage) -> None:
-        session = self.sessions.get(key)
         started = time.perf_counter()
+        session: Session | None = None
         self._responding.add(key)
         try:
+            # Inside the try: a session that cannot be opened (a bad key, an unreadable log) must
+            # still answer, or the message stays unanswered and replays on every start.
+            session = self.sessions.get(key)
             text, kind = await self._answer(session, msg)
         except asyncio.CancelledError:
             if key not in self._stopping:
                 raise  # shutting down: leave the message unanswered so it is replayed on start
-            session.append("event", name="cancelled", run_id=msg.id)
+            self._note(session, "cancelled", run_id=msg.id)
             text, kind = "Stopped.", "notice"
         except Exception as exc:  # a bug or an I/O failure still gets the person an answer
             log.exception("run %s of session %s failed", msg.id, key)
-            session.append("event", name="run_failed", run_id=msg.id, error=f"{type(exc).__name__}: {exc}"[:300])
+            self._note(session, "run_failed", run_id=msg.id, error=f"{type(exc).__name__}: {exc}"[:300])
             text, kind = (f"Something went wrong while working on this ({type(exc).__name__}); the details are "
                           "in the daemon log. Try again, or rephrase the request."), "error"
         finally:
@@ -109,11 +112,23 @@ class AgentLoop:
         self._reply(msg, text, kind)
         self.events.emit("run_end", session=key, run_id=msg.id, kind=kind,
                          duration_ms=round((time.perf_counter() - started) * 1000, 1))
+        if session is None:
+            return
         for hook in self.after_run:
             try:
                 await hook(session, msg)
             except Exception:
                 log.exception("after-run hook %s failed for %s", getattr(hook, "__name__", hook), key)
+
+    @staticmethod
+    def _note(session: Session | None, name: str, **fields: Any) -> None:
+        """Record how a run ended, if the log can take it: the reply matters more than the note."""
+        if session is None:
+            return
+        try:
+            session.append("event", name=name, **fields)
+        except Exception:
+            log.exception("could not record %s in session %s", name, session.key)
 
     async def _answer(self, session: Session, msg: InboundMessage) -> tuple[str, str]:
         attempts = self.bus.begin_attempt(msg.id, session.progress)

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from .session import record_problem
+
 CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
 TOKEN = re.compile(rf"[{CJK}]+|[^\W{CJK}]+")
 K1, B = 1.2, 0.75
@@ -181,7 +183,7 @@ def _jsonl_docs(lines: list[str], offset: int, skip: set[str]) -> Iterable[Doc]:
             record = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if not isinstance(record, dict):
+        if record_problem(record) is not None:  # a hand-edited or foreign line: not searchable
             continue
         text = record_text(record, skip)
         terms = tokenize(text)

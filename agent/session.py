@@ -12,12 +12,15 @@ import json
 import logging
 import os
 import time
+import unicodedata
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import quote, unquote
 
+from .errors import DomainError
 from .providers.base import text_of
+from .redact import redact
 from .untrusted import neutralise_markers
 
 log = logging.getLogger(__name__)
@@ -27,12 +30,146 @@ Record = dict[str, Any]
 LLM_KINDS = ("user", "assistant", "tool_results", "note")
 
 
+MAX_SESSION_KEY_CHARS = 200
+MAX_FILE_NAME_BYTES = 255  # what Linux and macOS file systems allow for one name
+ARCHIVE_SUFFIX_BYTES = len(".20250101T000000.archived")  # what `reset` adds to the stem
+# Characters a key may not hold: controls, format characters (bidi overrides), surrogates (not
+# encodable), unassigned and private-use code points, line and paragraph separators.
+_FORBIDDEN_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
+
+
+class InvalidSessionKey(DomainError):
+    """A session key that cannot name a session (its log would be unwritable or ambiguous)."""
+
+
+def check_session_key(key: object) -> str:
+    """Return `key` if it can name a session, else raise InvalidSessionKey (one line, the limit named).
+
+    Every place a key enters (gateway params, cron jobs, channel key builders) calls this, so a
+    key that would make its log file unwritable never reaches the agent: such a message would
+    fail on every attempt and its inbox row would replay forever.
+    """
+    if not isinstance(key, str) or not key:
+        raise InvalidSessionKey("session key is empty; give a name such as \"main\"")
+    if len(key) > MAX_SESSION_KEY_CHARS:
+        raise InvalidSessionKey(f"session key is {len(key)} characters; the limit is {MAX_SESSION_KEY_CHARS}")
+    for ch in key:
+        if unicodedata.category(ch) in _FORBIDDEN_CATEGORIES:
+            raise InvalidSessionKey(f"session key contains the control or format character U+{ord(ch):04X}; "
+                                    "use printable characters only")
+    stem_limit = MAX_FILE_NAME_BYTES - ARCHIVE_SUFFIX_BYTES
+    stem = len(quote(key, safe=""))
+    if stem > stem_limit:
+        raise InvalidSessionKey(f"session key encodes to a {stem}-byte file name; the limit is {stem_limit} bytes "
+                                "(ASCII letters, digits and . - _ ~ take 1 byte, other ASCII 3, other characters 6 to 12): use a shorter "
+                                "or plainer key")
+    return key
+
+
 def session_file_name(key: str) -> str:
     """The log's file name in the sessions folder (archived logs: `<stem>.<time>.archived`)."""
     return quote(key, safe="") + ".jsonl"
 
 
 _file_name = session_file_name
+
+
+def record_problem(record: object) -> str | None:
+    """Why a decoded log line cannot be a record (None: it can). Checked on load, so a line of
+    valid JSON but the wrong shape (hand-edited, written by another version) is skipped rather
+    than breaking every later projection of the session. Unknown kinds are kept and ignored."""
+    if not isinstance(record, dict):
+        return f"a JSON {type(record).__name__}, not an object"
+    kind = record.get("kind")
+    if not isinstance(kind, str):
+        return "no kind"
+    for name in ("seq", "ts"):
+        value = record.get(name, 0)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"{name} is not a number"
+    if not isinstance(record.get("run_id", ""), str) or not isinstance(record.get("id", ""), str):
+        return "an id is not a string"
+    check = _SHAPES.get(kind)
+    return check(record) if check else None
+
+
+def _is_text(value: object) -> bool:
+    return isinstance(value, str)
+
+
+def _is_content(value: object) -> bool:
+    """Tool output: a string or a list of content blocks."""
+    return isinstance(value, str) or (isinstance(value, list) and all(isinstance(b, dict) for b in value))
+
+
+def _user_shape(r: Record) -> str | None:
+    if not _is_text(r.get("text")) or not isinstance(r.get("context") or "", str):
+        return "user turn without text"
+    if not isinstance(r.get("inbound_id") or "", str):
+        return "inbound_id is not a string"
+    if r.get("channel") is not None and (not _is_text(r.get("channel")) or "chat_id" not in r):
+        return "channel without chat_id"
+    deliver = r.get("deliver")
+    if deliver is not None and not (isinstance(deliver, dict) and "channel" in deliver and "chat_id" in deliver):
+        return "deliver is not a target"
+    return None
+
+
+def _assistant_shape(r: Record) -> str | None:
+    content = r.get("content")
+    if not isinstance(content, list) or not content:
+        return "assistant turn without content"
+    for block in content:
+        if not isinstance(block, dict) or not _is_text(block.get("type")):
+            return "content block without type"
+        if block["type"] == "text" and not _is_text(block.get("text")):
+            return "text block without text"
+        if block["type"] == "tool_use" and not (_is_text(block.get("id")) and _is_text(block.get("name"))
+                                                and isinstance(block.get("input", {}), dict)):
+            return "tool_use block without id, name or input"
+    return None
+
+
+def _tool_results_shape(r: Record) -> str | None:
+    results = r.get("results")
+    if not isinstance(results, list) or not all(
+            isinstance(x, dict) and _is_text(x.get("tool_use_id")) and _is_content(x.get("content")) for x in results):
+        return "tool results without tool_use_id or content"
+    return None
+
+
+_SHAPES: dict[str, Callable[[Record], str | None]] = {
+    "user": _user_shape,
+    "assistant": _assistant_shape,
+    "tool_results": _tool_results_shape,
+    "note": lambda r: None if _is_text(r.get("text")) else "note without text",
+    "tool_intent": lambda r: None if _is_text(r.get("name")) and r.get("id") else "tool intent without id or name",
+    "tool_done": lambda r: None if r.get("id") and _is_content(r.get("content")) else "tool result without id or content",
+    "consolidated": lambda r: None if isinstance(r.get("upto"), int) and not isinstance(r.get("upto"), bool)
+    and r["upto"] >= 0 else "consolidation without upto",
+    "event": lambda r: None if isinstance(r.get("name", ""), str) else "event name is not a string",
+}
+
+
+# Structural fields stay as written (ids must match across records); every other string in a
+# record — what people typed, tool inputs, tool output — is masked by redact().
+_RECORD_FIELDS = frozenset({"seq", "ts", "kind", "id", "inbound_id", "run_id", "channel", "chat_id", "sender_id",
+                            "name", "status", "deliver", "upto"})
+_BLOCK_FIELDS = frozenset({"type", "id", "name", "tool_use_id"})
+
+
+def _redacted(value: Any, verbatim: frozenset[str] = _RECORD_FIELDS) -> Any:
+    """A copy of a record with configured secrets and token patterns masked in its text: the log
+    is kept for months and read back by tools, so a key an approved `env` printed stays out."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: v if k in verbatim else
+                _redacted(v, _BLOCK_FIELDS if k in ("content", "results") else frozenset())
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v, verbatim) for v in value]
+    return value
 
 
 def _key_of(path: Path) -> str:
@@ -64,27 +201,53 @@ class Session:
             return
         raw = self.path.read_bytes()
         pos = 0
+        skipped: list[str] = []  # why each skipped line was skipped, for one summary log line
         while pos < len(raw):
             newline = raw.find(b"\n", pos)
             end = len(raw) if newline == -1 else newline + 1
             line = raw[pos:end]
             if line.strip():
                 try:
-                    self._absorb(json.loads(line))
+                    record = json.loads(line)
                 except (json.JSONDecodeError, UnicodeDecodeError):
                     if newline == -1:
                         # A torn final write (killed mid-append): cut it so appends start clean.
                         log.warning("session %s: dropping torn final line of %s", self.key, self.path)
                         with open(self.path, "r+b") as fh:
                             fh.truncate(pos)
-                        return
-                    log.warning("session %s: skipping corrupt line at byte %d of %s", self.key, pos, self.path)
-                    pos = end
-                    continue
+                        break
+                    skipped.append(f"byte {pos}: not JSON")
+                else:
+                    problem = record_problem(record)
+                    if problem is None:
+                        problem = self._absorb_safely(record)
+                    if problem is not None:
+                        skipped.append(f"byte {pos}: {problem}")
             pos = end
-        if raw and not raw.endswith(b"\n"):
-            with open(self.path, "ab") as fh:
-                fh.write(b"\n")
+        else:
+            if raw and not raw.endswith(b"\n"):
+                with open(self.path, "ab") as fh:
+                    fh.write(b"\n")
+        if skipped:
+            log.warning("session %s: skipped %d unreadable record(s) of %s (first at %s); the rest of the "
+                        "conversation is kept", self.key, len(skipped), self.path, skipped[0])
+
+    def _absorb_safely(self, record: Record) -> str | None:
+        """Absorb a loaded record; if projecting it fails anyway, undo it and say why."""
+        last = self._messages[-1] if self._messages else None  # a user turn may be merged into it
+        saved = (len(self.records), len(self._messages), len(self._message_seqs), list(self._pending_tool_ids),
+                 self.seq, self.updated_at, self.progress, dict(self.inbound_seqs), self.consolidation)
+        try:
+            self._absorb(record)
+        except Exception as exc:  # the shape check missed something: the record must not stop the load
+            records, messages, seqs, pending, self.seq, self.updated_at, self.progress, self.inbound_seqs, \
+                self.consolidation = saved
+            del self.records[records:], self._messages[messages:], self._message_seqs[seqs:]
+            if last is not None:
+                self._messages[-1] = last
+            self._pending_tool_ids = pending
+            return f"{type(exc).__name__} while projecting it"
+        return None
 
     # Called before every append (SessionManager caps how many sessions keep their file open).
     on_write: Callable[["Session"], None] | None = None
@@ -106,7 +269,7 @@ class Session:
     def append(self, kind: str, *, durable: bool = False, **fields: Any) -> Record:
         """Append one record. `durable` fsyncs it (tool intents: the crash window is one write)."""
         self.seq += 1
-        record: Record = {"seq": self.seq, "ts": round(time.time(), 3), "kind": kind, **fields}
+        record: Record = _redacted({"seq": self.seq, "ts": round(time.time(), 3), "kind": kind, **fields})
         fd = self._open()
         os.write(fd, (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode())
         if durable and self.fsync:
@@ -262,13 +425,13 @@ class Session:
         for record in self.records:
             kind = record["kind"]
             if kind == "user":
-                out.append({"role": "user", "text": record["text"], "ts": record["ts"]})
+                out.append({"role": "user", "text": record["text"], "ts": record.get("ts", 0.0)})
             elif kind == "assistant":
                 text = text_of(record["content"])
                 tools = [b["name"] for b in record["content"] if b.get("type") == "tool_use"]
-                out.append({"role": "assistant", "text": text, "tools": tools, "ts": record["ts"]})
+                out.append({"role": "assistant", "text": text, "tools": tools, "ts": record.get("ts", 0.0)})
             elif kind == "event":
-                entry = {"role": "event", "name": record.get("name"), "ts": record["ts"]}
+                entry = {"role": "event", "name": record.get("name"), "ts": record.get("ts", 0.0)}
                 if record.get("text"):
                     entry["text"] = record["text"]
                 out.append(entry)
@@ -301,8 +464,10 @@ class SessionManager:
         folder.mkdir(parents=True, exist_ok=True)
 
     def get(self, key: str) -> Session:
+        """The session of `key`; InvalidSessionKey if the key cannot name a log file."""
         session = self._sessions.get(key)
         if session is None:
+            check_session_key(key)
             session = Session(key, self.folder / _file_name(key), fsync=self.fsync)
             session.on_write = self._writing
             self._sessions[key] = session
@@ -315,7 +480,13 @@ class SessionManager:
             self._writers.popitem(last=False)[0].close()
 
     def exists(self, key: str) -> bool:
-        return key in self._sessions or (self.folder / _file_name(key)).exists()
+        if key in self._sessions:
+            return True
+        try:
+            check_session_key(key)
+        except InvalidSessionKey:
+            return False  # no log can have that name
+        return (self.folder / _file_name(key)).exists()
 
     def keys(self) -> list[str]:
         on_disk = {_key_of(p) for p in self.folder.glob("*.jsonl")}
@@ -332,6 +503,7 @@ class SessionManager:
 
     def reset(self, key: str) -> str | None:
         """Start the session afresh; the old log is kept beside it (transcripts are memory)."""
+        check_session_key(key)
         session = self._sessions.pop(key, None)
         if session:
             self._writers.pop(session, None)

@@ -12,6 +12,7 @@ corruption: they raise StateUnavailable with one line naming the problem, and th
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -59,6 +60,8 @@ def open_state_db(path: Path, *, fsync: bool = True, repair: bool = True) -> sql
 
 
 def _open(path: Path, fsync: bool) -> sqlite3.Connection:
+    if not path.exists():  # created user-only, so there is no moment it is readable by others
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
     db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
     try:
         db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")  # first: the pragmas below may need to wait
@@ -73,7 +76,9 @@ def _open(path: Path, fsync: bool) -> sqlite3.Connection:
     except BaseException:
         db.close()
         raise
-    for suffix in ("", "-wal", "-shm"):  # conversations and pairing codes: user-only
+    # Conversations and pairing codes: user-only. SQLite creates -wal and -shm later (first write,
+    # first read) with the database file's own mode, so 0600 here carries over to them.
+    for suffix in ("", "-wal", "-shm"):
         file = path.with_name(path.name + suffix)
         if file.exists():
             file.chmod(0o600)

@@ -39,7 +39,8 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
             try:
                 value = json.loads(raw)
             except json.JSONDecodeError as exc:
-                raise ConfigError(f"config error: {name}={raw!r} is not valid JSON ({exc.msg}); fix it: write lists as '[\"a\",\"b\"]'") from None
+                shown = "<secret, not shown>" if is_secret_path(path) else repr(raw)
+                raise ConfigError(f"config error: {name}={shown} is not valid JSON ({exc.msg}); fix it: write lists as '[\"a\",\"b\"]'") from None
         node = tree
         for part in path[:-1]:
             existing = node.setdefault(part, {})
@@ -60,6 +61,15 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+_SECRET_WORDS = ("key", "token", "secret", "password")
+
+
+def is_secret_path(path: list[str]) -> bool:
+    """Whether a setting may hold a secret, so an error about it must not echo the value: anything
+    under providers (a key pasted where a table belongs), and any name with key/token/secret/password."""
+    return bool(path) and (path[0] == "providers" or any(w in part.lower() for part in path for w in _SECRET_WORDS))
+
+
 def _describe(error: ValidationError, data: Mapping[str, Any]) -> str:
     first = error.errors()[0]
     loc = [str(p) for p in first["loc"]]
@@ -70,7 +80,7 @@ def _describe(error: ValidationError, data: Mapping[str, Any]) -> str:
     env = ENV_PREFIX + "__".join(p.upper() for p in loc)
     if first["type"] == "extra_forbidden":
         return f"config error: unknown key {key!r}; remove it from config.toml (or unset {env}) or check its spelling"
-    shown = "<secret>" if any(s in key for s in ("token", "key")) else repr(value)
+    shown = "<secret, not shown>" if is_secret_path(loc) else repr(value)
     return f"config error: {key} = {shown}: {first['msg'].lower()}; fix it in config.toml or {env}"
 
 
@@ -83,6 +93,10 @@ def load_settings(paths: Paths, environ: Mapping[str, str] | None = None) -> Set
             data = tomllib.loads(paths.config_file.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config error: {paths.config_file} is not valid TOML ({exc}); fix the line it names") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"config error: {paths.config_file} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} "
+                              f"at offset {exc.start}); save it as UTF-8, or move it aside and run `clawgate init` "
+                              "for a fresh one") from None
         except OSError as exc:
             raise ConfigError(f"config error: cannot read {paths.config_file} ({exc.strerror}); check its permissions") from None
     data = _merge(data, env_overrides(environ))

@@ -27,6 +27,9 @@ class GatewaySettings(_Section):
     allowed_origins: list[str] = Field(default_factory=list)
     max_frame_bytes: int = Field(1_048_576, ge=1024)
     send_queue: int = Field(1024, ge=8, description="frames buffered per client before it is dropped as too slow")
+    max_unauthenticated: int = Field(64, ge=1, le=10_000, description=(
+        "connections open at once that have not completed `connect`; more are closed at once, so a flood of "
+        "idle sockets cannot exhaust the daemon's file descriptors"))
 
 
 class AnthropicSettings(_Section):
@@ -126,7 +129,10 @@ class TelegramSettings(_Section):
     progress: bool = Field(True, description="show a status message with the current tool step while working")
     progress_interval_seconds: float = Field(2.0, ge=0, description="minimum time between edits of the status message")
     pairing_ttl_seconds: float = Field(3600.0, gt=0)
-    pairing_max_pending: int = Field(3, ge=1, le=100)
+    pairing_max_pending: int = Field(50, ge=1, le=10_000, description=(
+        "pending pairing codes kept at once; when full the oldest is replaced, never a new requester refused"))
+    pairing_request_interval_seconds: float = Field(600.0, ge=0, description=(
+        "a user whose pending code was replaced by newer requests gets a new one only this long after the first"))
     pairing_check_seconds: float = Field(2.0, gt=0, description="how often approvals made by the CLI are noticed")
 
 

@@ -23,6 +23,58 @@ AGENT_STREAMS = {"tool_start", "tool_end", "turn_end", "run_end"}
 CONNECT_TIMEOUT = 10.0
 
 
+class Admission:
+    """Connections accepted but not yet through `connect`, at most `limit` at once.
+
+    Counted from the TCP accept (a socket that never sends a byte holds a descriptor too) until
+    `connect` succeeds or the socket closes. One over the limit is answered at once with an HTTP
+    503 naming the reason and closed, before its handshake is even read: a flood of idle sockets
+    costs the daemon at most `limit` descriptors for at most the handshake and connect timeouts.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.waiting: set[ServerConnection] = set()
+        self.refused = 0
+
+    def arrived(self, conn: ServerConnection) -> bool:
+        if len(self.waiting) >= self.limit:
+            self.refused += 1
+            if self.refused == 1 or self.refused % 1000 == 0:  # a flood must not flood the log too
+                log.warning("gateway: refused a connection: %d are already waiting to authenticate "
+                            "(gateway.max_unauthenticated); %d refused so far", self.limit, self.refused)
+            return False
+        self.waiting.add(conn)
+        return True
+
+    def done(self, conn: ServerConnection) -> None:
+        self.waiting.discard(conn)
+
+    def refusal(self) -> bytes:
+        body = (f"too many connections waiting to authenticate (at most {self.limit}, "
+                "gateway.max_unauthenticated); try again shortly\n").encode()
+        return (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                b"Content-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
+
+
+def _admitted_connections(admission: Admission) -> type[ServerConnection]:
+    """websockets' connection class, counted by `admission` from the moment the socket is accepted."""
+
+    class AdmittedConnection(ServerConnection):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)
+            if not admission.arrived(self):
+                assert isinstance(transport, asyncio.WriteTransport)
+                transport.write(admission.refusal())
+                transport.close()  # the handshake then ends at once (websockets sees the socket closed)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            admission.done(self)
+            super().connection_lost(exc)
+
+    return AdmittedConnection
+
+
 class GatewayServer:
     def __init__(self, settings: GatewaySettings, methods: MethodTable) -> None:
         self.settings = settings
@@ -33,6 +85,7 @@ class GatewayServer:
         self._watch_all: set[Connection] = set()
         self._server: Server | None = None
         self._tick: asyncio.Task[None] | None = None
+        self.admission = Admission(settings.max_unauthenticated)
 
     @property
     def port(self) -> int:
@@ -46,6 +99,7 @@ class GatewayServer:
             max_queue=64, write_limit=256 * 1024,
             # Browsers always send Origin and any page may try ws://127.0.0.1; other clients send none.
             origins=[None, *self.settings.allowed_origins],
+            create_connection=_admitted_connections(self.admission),
         )
         self._tick = asyncio.create_task(self._ticker())
 
@@ -149,6 +203,7 @@ class GatewayServer:
             await ws.close(1008, "unauthorized: wrong gateway token; use gateway.token from config.toml, "
                                  "or if unset $CLAWGATE_HOME/state/gateway.token")
             return None
+        self.admission.done(ws)  # authenticated: no longer counts against the unauthenticated limit
         conn = Connection(ws, self.settings.send_queue, self._watchers)
         conn.client = request.params.get("client") if isinstance(request.params.get("client"), dict) else {}
         subscribe = request.params.get("subscribe")

@@ -93,3 +93,40 @@ def test_init_never_overwrites_and_creates_user_only_files(tmp_path):
     assert soul.read_text() == "my own soul"
     assert (tmp_path / "config.toml").read_text() == config
     assert Paths(tmp_path).state.stat().st_mode & 0o077 == 0
+
+
+def _cli(tmp_path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full = {"CLAWGATE_HOME": str(tmp_path), "PATH": "/usr/bin:/bin", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "gateway.cli", *args], env=full, cwd=ROOT, capture_output=True,
+                          text=True, timeout=30, stdin=subprocess.DEVNULL)
+
+
+def test_a_config_file_that_is_not_utf8_is_one_line_naming_the_file_and_the_fix(tmp_path):
+    (tmp_path / "config.toml").write_bytes(b"[gateway]\nport = 18789\n# caf\xe9 in Latin-1\n")
+    for args in (("status",), ("init", "--yes"), ("gateway",)):
+        result = _cli(tmp_path, *args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+        line = result.stderr.strip()
+        assert str(tmp_path / "config.toml") in line and "not UTF-8" in line and "save it as UTF-8" in line
+    assert (tmp_path / "config.toml").read_bytes().endswith(b"caf\xe9 in Latin-1\n")  # init kept it
+
+
+SECRET = "sk-ant-api03-DO-NOT-PRINT-0123456789abcdef"
+
+
+@pytest.mark.parametrize("name,value,names", [
+    ("CLAWGATE_PROVIDERS__ANTHROPIC", SECRET, "providers.anthropic"),  # a string where a table belongs
+    ("CLAWGATE_PROVIDERS__ANTHROPIC__API_KEY", f'["{SECRET}"]', "providers.anthropic.api_key"),
+    ("CLAWGATE_PROVIDERS__OPENAI_COMPAT", f'{{"base_url": "x", "model": "m", "api_key": ["{SECRET}"]}}',
+     "providers.openai_compat.api_key"),
+    ("CLAWGATE_CHANNELS__TELEGRAM__TOKEN", f'{{"t": "{SECRET}"}}', "channels.telegram.token"),
+    ("CLAWGATE_GATEWAY__TOKEN", f'["{SECRET}"]', "gateway.token"),
+    ("CLAWGATE_GATEWAY__TOKEN", f'["{SECRET}"', "CLAWGATE_GATEWAY__TOKEN"),  # not even valid JSON
+])
+def test_config_errors_never_echo_a_secret(tmp_path, name, value, names):
+    result = _cli(tmp_path, "status", env={name: value})
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and names in result.stderr
+    assert "DO-NOT-PRINT" not in result.stderr + result.stdout
+    assert "<secret, not shown>" in result.stderr

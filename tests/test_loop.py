@@ -148,3 +148,46 @@ async def test_recovery_finds_its_user_turn_however_long_the_run(make):
     assert await loop.respond(session, msg) == ("end", "reply")
     assert len(loop.provider.requests) == calls
     assert [r["kind"] for r in session.records].count("user") == 1
+
+
+async def test_a_session_that_cannot_be_opened_still_answers(make, tmp_path):
+    """The session is opened inside the run's error handling: a key whose log cannot be opened
+    (here a folder where the log file should be) gets the error reply, a run_end, and is answered."""
+    loop, bus, events, _ = make(ScriptedProvider(text("other session fine")))
+    (tmp_path / "sessions" / "broken.jsonl").mkdir(parents=True)
+    ends = []
+    events.subscribe(lambda e: ends.append(e) if e["type"] == "run_end" else None)
+    replies = await run(loop, bus, inbound("hello", session="broken"), inbound("hi", session="fine"))
+    by_session = {r.session_key: r for r in replies}
+    assert by_session["broken"].kind == "error" and "went wrong" in by_session["broken"].text
+    assert "IsADirectoryError" in by_session["broken"].text and "\n" not in by_session["broken"].text
+    assert by_session["fine"].text == "other session fine"
+    assert sorted(e["session"] for e in ends) == ["broken", "fine"]
+    assert bus.counts()["inboxOpen"] == 0  # answered: it will not replay on the next start
+
+
+async def test_an_invalid_key_from_an_old_inbox_row_still_answers(make):
+    """A message accepted before keys were checked (its key cannot name a log) is answered once."""
+    loop, bus, events, _ = make(ScriptedProvider())
+    bad = "é" * 200
+    replies = await run(loop, bus, inbound("hello", session=bad))
+    assert len(replies) == 1 and replies[0].kind == "error" and "InvalidSessionKey" in replies[0].text
+    assert bus.counts()["inboxOpen"] == 0 and loop.provider.requests == []
+
+
+async def test_a_secret_in_tool_output_is_masked_in_the_session_log_and_trace(make, tmp_path):
+    from agent.redact import register_secrets
+    from agent.trace import TraceWriter
+
+    secret = "sk-live-0123456789abcdef-loop-test"
+    register_secrets([secret])
+    loop, bus, events, ws = make(ScriptedProvider(call("read_file", {"path": ".env"}), text("read it")))
+    events.subscribe(TraceWriter(tmp_path / "traces"))
+    (ws.root / ".env").write_text(f"API_KEY={secret}\n")
+    replies = await run(loop, bus, inbound("show me .env", session="leaky"))
+    assert replies[0].text == "read it"
+    log = (tmp_path / "sessions" / "leaky.jsonl").read_text()
+    assert "API_KEY=sk-…***" in log and secret not in log  # the tool_done and tool_results records
+    assert secret not in (tmp_path / "traces" / "leaky.jsonl").read_text()
+    # what the model is shown from the log is masked too (the next request is built from it)
+    assert secret not in repr(loop.provider.requests[-1].messages)

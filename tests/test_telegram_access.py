@@ -104,7 +104,8 @@ def clock() -> Clock:
 
 @pytest.fixture
 def pairing(clock: Clock) -> PairingStore:
-    return PairingStore(sqlite3.connect(":memory:", isolation_level=None), ttl_seconds=3600, max_pending=3, clock=clock)
+    return PairingStore(sqlite3.connect(":memory:", isolation_level=None), ttl_seconds=3600, max_pending=3,
+                        interval_seconds=600, clock=clock)
 
 
 def test_codes_are_unambiguous_and_stable_per_user(pairing: PairingStore) -> None:
@@ -115,14 +116,56 @@ def test_codes_are_unambiguous_and_stable_per_user(pairing: PairingStore) -> Non
     assert again is not None and again.code == first.code
 
 
-def test_at_most_three_pending_and_expiry_frees_a_slot(pairing: PairingStore, clock: Clock) -> None:
-    codes = [pairing.request("telegram", str(u), None, str(u)) for u in (1, 2, 3)]
-    assert all(codes) and pairing.request("telegram", "4", None, "4") is None
+def test_a_full_table_replaces_the_oldest_code_instead_of_refusing(pairing: PairingStore, clock: Clock) -> None:
+    codes = {u: pairing.request("telegram", str(u), None, str(u)) for u in (1, 2, 3)}
+    clock.now += 1
+    newest = pairing.request("telegram", "4", None, "4")
+    assert not newest.replaced and [r.user_id for r in pairing.pending("telegram")] == ["2", "3", "4"]
+    with pytest.raises(PairingError, match="may have expired"):
+        pairing.approve("telegram", codes[1].code)  # the replaced code no longer admits anyone
+    # the pushed-out user gets no new code (and pushes no one else out) until the interval has passed
+    again = pairing.request("telegram", "1", None, "1")
+    assert again.replaced and again.code == codes[1].code and again.expires_at == codes[1].created_at + 600
+    assert [r.user_id for r in pairing.pending("telegram")] == ["2", "3", "4"]
+    clock.now += 600
+    fresh = pairing.request("telegram", "1", None, "1")
+    assert not fresh.replaced and fresh.code != codes[1].code
+    assert [r.user_id for r in pairing.pending("telegram")] == ["3", "4", "1"]
+
+
+def test_asking_again_keeps_the_same_code_and_pushes_no_one_out(pairing: PairingStore, clock: Clock) -> None:
+    first = {u: pairing.request("telegram", str(u), None, str(u)).code for u in (1, 2, 3)}
+    for _ in range(10):
+        clock.now += 1
+        assert pairing.request("telegram", "2", None, "2").code == first[2]
+    assert {r.user_id: r.code for r in pairing.pending("telegram")} == {str(u): c for u, c in first.items()}
+
+
+def test_a_real_user_pairs_while_strangers_flood(pairing: PairingStore, clock: Clock) -> None:
+    for stranger in range(100, 110):
+        pairing.request("telegram", str(stranger), None, str(stranger))
+    clock.now += 1
+    mine = pairing.request("telegram", "7", "me", "7")
+    assert not mine.replaced
+    for stranger in range(110, 112):  # fewer than the cap arrive before the owner approves
+        clock.now += 1
+        pairing.request("telegram", str(stranger), None, str(stranger))
+    assert pairing.approve("telegram", mine.code).user_id == "7" and pairing.is_paired("telegram", "7")
+
+
+def test_codes_expire(pairing: PairingStore, clock: Clock) -> None:
+    code = pairing.request("telegram", "1", None, "1")
     clock.now += 3601
     assert pairing.pending("telegram") == []
     with pytest.raises(PairingError, match="may have expired"):
-        pairing.approve("telegram", codes[0].code)  # type: ignore[union-attr]
-    assert pairing.request("telegram", "4", None, "4") is not None
+        pairing.approve("telegram", code.code)
+    assert pairing.request("telegram", "1", None, "1").code != code.code
+
+
+def test_the_default_cap_leaves_room_for_real_users() -> None:
+    from config.schema import TelegramSettings
+
+    assert TelegramSettings().pairing_max_pending >= 50
 
 
 def test_approve_admits_once_and_accepts_sloppy_typing(pairing: PairingStore) -> None:

@@ -42,16 +42,34 @@ def test_pairing_code_then_cli_approval_admits_the_user(tg_daemon, telegram: Fak
     assert daemon.cli("pairing", "list").stdout.strip() == "no pending pairing requests"
 
 
-def test_pairing_admits_at_most_three_pending_strangers(tg_daemon, telegram, fake_model) -> None:
-    daemon = tg_daemon(dm_policy="pairing")
+def test_strangers_flooding_pairing_cannot_lock_out_a_real_user(tg_daemon, telegram, fake_model) -> None:
+    """With room for three pending codes, a fourth stranger pushes out the oldest code instead of
+    being refused; the pushed-out stranger is told once when to ask again; a real user still pairs."""
+    daemon = tg_daemon(dm_policy="pairing", pairing_max_pending=3)
     for user in range(9001, 9005):
         last = telegram.inject_message(user, "let me in")
     wait_handled(telegram, last)
     telegram.wait_for(lambda: all(len(replies(telegram, u)) == 1 for u in range(9001, 9005)))
-    codes = [u for u in range(9001, 9005) if re.search(r"\b[A-Z2-9]{8}\b", replies(telegram, u)[0])]
-    assert codes == [9001, 9002, 9003]
-    assert "try again later" in replies(telegram, 9004)[0]
-    assert len(daemon.cli("pairing", "list").stdout.strip().splitlines()) == 3
+    codes = {u: re.search(r"\b([A-Z2-9]{8})\b", replies(telegram, u)[0]).group(1) for u in range(9001, 9005)}
+    listed = daemon.cli("pairing", "list").stdout
+    assert [c for c in codes.values() if c in listed] == [codes[9002], codes[9003], codes[9004]]
+    # the first stranger, pushed out, asks twice: one notice with the wait, then silence; no new code
+    for text in ("hello?", "hello??"):
+        last = telegram.inject_message(9001, text)
+    wait_handled(telegram, last)
+    telegram.wait_for(lambda: len(replies(telegram, 9001)) == 2)
+    time.sleep(0.3)
+    assert len(replies(telegram, 9001)) == 2 and "send a message again in 10 minutes" in replies(telegram, 9001)[1]
+    assert daemon.cli("pairing", "approve", "telegram", codes[9001]).returncode == 1
+    # a real user arriving during the flood gets a code and is admitted
+    telegram.inject_message(9100, "hi, it's me", username="friend")
+    telegram.wait_for(lambda: len(replies(telegram, 9100)) == 1)
+    code = re.search(r"\b([A-Z2-9]{8})\b", replies(telegram, 9100)[0]).group(1)
+    assert daemon.cli("pairing", "approve", "telegram", code).returncode == 0
+    telegram.wait_for(lambda: any("approved" in t for t in replies(telegram, 9100)))
+    telegram.inject_message(9100, "now?")
+    telegram.wait_for(lambda: "echo: now?" in replies(telegram, 9100))
+    assert len(fake_model.requests) == 1  # no stranger's message reached the model
 
 
 def test_allowlist_refuses_once_then_stays_silent(tg_daemon, telegram, fake_model) -> None:

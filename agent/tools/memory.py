@@ -19,7 +19,7 @@ from workspace.guard import PathOutsideWorkspace
 
 from ..memory import Memory, MemoryProblem
 from ..memory_search import MemorySearch, record_text
-from ..session import session_file_name
+from ..session import record_problem, session_file_name
 from ..untrusted import wrap_untrusted
 from .base import Args, Tool, ToolContext, ToolError
 from .files import numbered, read_lines
@@ -144,7 +144,9 @@ class MemoryGet(Tool):
                     record = json.loads(raw)
                 except json.JSONDecodeError:
                     continue
-                seq = record.get("seq", 0) if isinstance(record, dict) else 0
+                if record_problem(record) is not None:
+                    continue
+                seq = record.get("seq", 0)
                 if (args.seq is not None and seq < args.seq) or (args.seq is None and number < args.line):
                     continue
                 text = record_text(record)

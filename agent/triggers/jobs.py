@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from agent.errors import DomainError
+from agent.session import InvalidSessionKey, check_session_key
 
 from .schedule import Schedule, ScheduleError, format_time
 
@@ -59,9 +60,13 @@ def resolve_deliver(target: str | None, session: str) -> dict[str, str] | None:
 
 
 def check_session(session: str) -> str:
+    """A job's session: the cron naming rule, then the rule every session key obeys."""
     if not _SESSION.match(session):
-        raise CronError(f"invalid session {session!r}; use letters, digits and . : @ / - _ (at most 200)")
-    return session
+        raise CronError(f"invalid session {session[:80]!r}; use letters, digits and . : @ / - _ (at most 200)")
+    try:
+        return check_session_key(session)
+    except InvalidSessionKey as exc:
+        raise CronError(f"invalid session: {exc.message}") from None
 
 
 @dataclass

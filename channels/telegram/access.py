@@ -12,6 +12,7 @@ from enum import Enum
 from typing import Iterable, Literal
 
 from agent.commands import NAMES as COMMAND_NAMES
+from agent.session import check_session_key
 
 DmPolicy = Literal["pairing", "allowlist", "open"]
 GroupPolicy = Literal["allowlist", "open", "disabled"]
@@ -125,8 +126,9 @@ def _strip_mention(text: str, bot_username: str) -> str:
 
 
 def session_key(chat_id: int | str, thread_id: int | None = None) -> str:
-    """`telegram:<chat>` for private chats and groups, `telegram:<chat>:<thread>` for forum topics."""
-    return f"telegram:{chat_id}" if thread_id is None else f"telegram:{chat_id}:{thread_id}"
+    """`telegram:<chat>` for private chats and groups, `telegram:<chat>:<thread>` for forum topics.
+    Checked by the rule every key obeys (InvalidSessionKey), though Telegram's numeric ids fit it."""
+    return check_session_key(f"telegram:{chat_id}" if thread_id is None else f"telegram:{chat_id}:{thread_id}")
 
 
 def parse_session_key(key: str) -> tuple[str, int | None] | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import sqlite3
 from typing import Any, Awaitable
 
@@ -72,7 +73,8 @@ class TelegramChannel(Channel):
                                          settings.owner)
         self.state = ChannelState(db)
         self.pairing = PairingStore(db, ttl_seconds=settings.pairing_ttl_seconds,
-                                    max_pending=settings.pairing_max_pending)
+                                    max_pending=settings.pairing_max_pending,
+                                    interval_seconds=settings.pairing_request_interval_seconds)
         self.bot = bot or make_bot(settings)
         self.sender = Sender(self.bot, retries=settings.send_retries, base_delay=settings.retry_base_seconds)
         self.ops = _ChatOps(self.bot, self.sender)
@@ -254,11 +256,13 @@ class TelegramChannel(Channel):
 
     def _pair(self, who: Who, chat_id: str) -> None:
         request = self.pairing.request(NAME, who.user_id, who.username, chat_id)
-        if request is None:
-            if not self.state.refused_before(who.user_id):
-                self.state.mark_refused(who.user_id)
-                self._say(int(chat_id), "This is a private assistant and too many access requests are waiting; "
-                                        "try again later.", None)
+        if request.replaced:  # pushed out by a flood of newer requests: once, say when to ask again
+            if not request.code_sent:
+                self.pairing.mark_code_sent(NAME, request.code)
+                wait = max(1, math.ceil((request.expires_at - self.pairing.clock()) / 60))
+                self._say(int(chat_id), "This is a private assistant. Many access requests arrived after yours, so "
+                                        f"your code expired early; send a message again in {wait} minutes for a "
+                                        "new one.", None)
             return
         if request.code_sent:
             return  # one reply per code: further messages stay unanswered until the owner decides

@@ -2,8 +2,14 @@
 
 Own tables in the same file as the inbox, so `clawgate pairing list|approve` works whether or
 not the daemon runs: the CLI writes, the running daemon reads on every message (WAL mode lets
-both at once). Codes are 8 characters from an alphabet without look-alikes (no 0/O, 1/I/L),
-expire after an hour, and at most a few are pending at once so strangers cannot flood it.
+both at once). Codes are 8 characters from an alphabet without look-alikes (no 0/O, 1/I/L)
+and expire after an hour.
+
+Strangers must not be able to lock real users out, so the limits are per requester: one
+pending code per user (asking again gives the same code), and a user whose code was replaced
+gets no new one until `interval` after the first. The global cap only bounds the table: when it
+is full, the OLDEST pending code is replaced rather than a new requester refused, so a flood
+of strangers pushes out each other's codes while a real user can always ask and be approved.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ CREATE TABLE IF NOT EXISTS pairing_requests (
     chat_id TEXT NOT NULL,
     created_at REAL NOT NULL,
     expires_at REAL NOT NULL,
-    status TEXT NOT NULL DEFAULT 'pending',   -- pending | approved
+    status TEXT NOT NULL DEFAULT 'pending',   -- pending | approved | replaced (pushed out by newer ones)
     code_sent INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (channel, code)
 );
@@ -55,7 +61,8 @@ class PairingRequest:
     chat_id: str
     created_at: float
     expires_at: float
-    code_sent: bool = False
+    code_sent: bool = False  # for a replaced request: the user was told to wait
+    replaced: bool = False  # pushed out by newer requests; `expires_at` is when the user may ask again
 
 
 def normalise_code(code: str) -> str:
@@ -66,11 +73,12 @@ def normalise_code(code: str) -> str:
 class PairingStore:
     """Pairing state of every channel; `channel` is e.g. "telegram"."""
 
-    def __init__(self, db: sqlite3.Connection, *, ttl_seconds: float = 3600.0, max_pending: int = 3,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, db: sqlite3.Connection, *, ttl_seconds: float = 3600.0, max_pending: int = 50,
+                 interval_seconds: float = 600.0, clock: Callable[[], float] = time.time) -> None:
         self.db = db
         self.ttl = ttl_seconds
         self.max_pending = max_pending
+        self.interval = interval_seconds
         self.clock = clock
         db.executescript(SCHEMA)
 
@@ -79,19 +87,22 @@ class PairingStore:
         row = self.db.execute("SELECT 1 FROM pairing_allowed WHERE channel=? AND user_id=?", (channel, user_id)).fetchone()
         return row is not None
 
-    def request(self, channel: str, user_id: str, username: str | None, chat_id: str) -> PairingRequest | None:
-        """The user's live pending request (made now if needed); None when too many are pending."""
+    def request(self, channel: str, user_id: str, username: str | None, chat_id: str) -> PairingRequest:
+        """The user's live request: their pending code (made now if needed), or — if their code was
+        replaced by newer requests less than `interval` ago — that request, marked `replaced`."""
         now = self.clock()
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
-            self.db.execute("DELETE FROM pairing_requests WHERE status='pending' AND expires_at <= ?", (now,))
-            mine = self._pending_where("channel=? AND user_id=?", (channel, user_id))
+            self.db.execute("DELETE FROM pairing_requests WHERE status IN ('pending', 'replaced') AND expires_at <= ?",
+                            (now,))
+            mine = self._live_where("channel=? AND user_id=?", (channel, user_id))
             if mine:
                 return mine[0]
-            count = self.db.execute("SELECT count(*) FROM pairing_requests WHERE channel=? AND status='pending'",
-                                    (channel,)).fetchone()[0]
-            if count >= self.max_pending:
-                return None
+            pending = self._pending_where("channel=?", (channel,))
+            for oldest in pending[:max(len(pending) - self.max_pending + 1, 0)]:
+                # Full: push out the oldest code. Its owner may ask again `interval` after it was made.
+                self.db.execute("UPDATE pairing_requests SET status='replaced', code_sent=0, expires_at=? "
+                                "WHERE channel=? AND code=?", (oldest.created_at + self.interval, channel, oldest.code))
             while True:
                 code = "".join(secrets.choice(ALPHABET) for _ in range(CODE_LENGTH))
                 cur = self.db.execute(
@@ -157,8 +168,16 @@ class PairingStore:
         self.db.execute("UPDATE pairing_allowed SET notified=1 WHERE channel=? AND user_id=?", (channel, user_id))
 
     def _pending_where(self, where: str, params: tuple[object, ...]) -> list[PairingRequest]:
+        return self._where(f"status='pending' AND {where}", params)
+
+    def _live_where(self, where: str, params: tuple[object, ...]) -> list[PairingRequest]:
+        return self._where(f"status IN ('pending', 'replaced') AND {where}", params)
+
+    def _where(self, where: str, params: tuple[object, ...]) -> list[PairingRequest]:
         rows = self.db.execute(
-            "SELECT channel, code, user_id, username, chat_id, created_at, expires_at, code_sent FROM pairing_requests "
-            f"WHERE status='pending' AND expires_at > ? AND {where} ORDER BY created_at", (self.clock(), *params)).fetchall()
+            "SELECT channel, code, user_id, username, chat_id, created_at, expires_at, code_sent, status "
+            f"FROM pairing_requests WHERE expires_at > ? AND {where} ORDER BY created_at, rowid",
+            (self.clock(), *params)).fetchall()
         return [PairingRequest(channel=c, code=code, user_id=u, username=n, chat_id=chat, created_at=made,
-                               expires_at=ends, code_sent=bool(sent)) for c, code, u, n, chat, made, ends, sent in rows]
+                               expires_at=ends, code_sent=bool(sent), replaced=status == "replaced")
+                for c, code, u, n, chat, made, ends, sent, status in rows]

@@ -2,29 +2,47 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
+from pydantic_core import PydanticCustomError
 
 from agent.bus import InboundMessage
 from agent.services import Services
+from agent.session import InvalidSessionKey, check_session_key
 from channels.gateway_chat import NAME as GATEWAY_CHANNEL
 
 from ..connection import Connection
 from ..methods import Params, method
 
 MAX_TEXT = 100_000
-SESSION = Field(min_length=1, max_length=200)
+
+
+def _session_key(value: str) -> str:
+    """The shared rule (agent/session.py), reported as the params error `invalid_params`."""
+    try:
+        return check_session_key(value)
+    except InvalidSessionKey as exc:
+        raise PydanticCustomError("session_key", exc.message) from None
+
+
+SessionKey = Annotated[str, AfterValidator(_session_key)]
 
 
 class ChatSend(Params):
-    session: str = Field("main", min_length=1, max_length=200)
+    session: SessionKey = "main"
     text: str = Field(min_length=1, max_length=MAX_TEXT)
     idempotencyKey: str | None = Field(None, min_length=1, max_length=200)
 
 
 class SessionParam(Params):
-    session: str = SESSION
+    session: SessionKey
+
+
+def idempotent_id(session: str, key: str) -> str:
+    """The inbound id of a retried send: the same for the same (session, key), and different for
+    any other pair — the session's length is written first, so `x:y` + `z` is not `x` + `y:z`."""
+    return f"gw:{len(session)}:{session}:{key}"
 
 
 class HistoryParams(SessionParam):
@@ -38,7 +56,7 @@ async def chat_send(services: Services, conn: Connection, p: ChatSend) -> dict[s
     msg = InboundMessage(channel=GATEWAY_CHANNEL, chat_id=p.session, sender_id=str(conn.client.get("id") or "gateway"),
                          session_key=p.session, text=p.text, metadata={"owner": True})
     if p.idempotencyKey:
-        msg.id = f"gw:{p.session}:{p.idempotencyKey}"
+        msg.id = idempotent_id(p.session, p.idempotencyKey)
     accepted = services.intake.publish_inbound(msg)
     return {"runId": msg.id, "status": "accepted" if accepted else "duplicate"}
 

@@ -36,6 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)  # usage errors: argparse prints them and exits 2
+    # Everything clawgate creates (state, logs, SQLite's -wal/-shm, the workspace templates, files
+    # the agent's commands write) holds conversations or secrets: user-only whatever umask the
+    # shell or service manager passed down. Files with explicit modes keep them as well.
+    os.umask(0o077)
     try:
         try:
             code = args.fn(args)

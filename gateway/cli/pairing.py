@@ -29,7 +29,8 @@ def _with_pairing(fn: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
         telegram = t.settings.channels.telegram
         try:
             return fn(PairingStore(db, ttl_seconds=telegram.pairing_ttl_seconds,
-                                   max_pending=telegram.pairing_max_pending))
+                                   max_pending=telegram.pairing_max_pending,
+                                   interval_seconds=telegram.pairing_request_interval_seconds))
         except PairingError as exc:
             raise CliError(str(exc), EXIT_FAILED) from None
         finally:

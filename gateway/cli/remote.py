@@ -162,7 +162,7 @@ def _talk(t: Target, work: Callable[[GatewayClient], Awaitable[T]], subscribe: l
 
 def _translate(t: Target, exc: Exception) -> Exception | None:
     """Every way talking to the gateway fails, as one line; None for our own bugs (a traceback)."""
-    from websockets.exceptions import ConnectionClosed, InvalidHandshake, WebSocketException
+    from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, WebSocketException
 
     if _refused(exc):
         return _NothingListening()
@@ -179,6 +179,11 @@ def _translate(t: Target, exc: Exception) -> Exception | None:
                             f"(or CLAWGATE_GATEWAY__TOKEN), the one the daemon runs with", EXIT_UNREACHABLE)
         return CliError(f"the gateway at {t.url} closed the connection ({reason or 'no reason given'}); try again, "
                         "and see the gateway's log if it keeps happening", EXIT_UNREACHABLE)
+    if isinstance(exc, InvalidStatus) and exc.response.status_code == 503:
+        # our own gateway at its cap of connections that have not authenticated yet
+        reason = exc.response.body.decode("utf-8", "replace") if exc.response.body else "busy"
+        return CliError(f"the gateway at {t.url} refused the connection: {' '.join(reason.split())[:200]}",
+                        EXIT_UNREACHABLE)
     if isinstance(exc, InvalidHandshake):
         return CliError(_foreign(t, _first_line(exc)), EXIT_UNREACHABLE)
     if isinstance(exc, WebSocketException):
