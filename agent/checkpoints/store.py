@@ -8,6 +8,7 @@ age per session, but never a checkpoint some live branch needs (see `prune`).
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Iterator
@@ -36,18 +37,25 @@ class CheckpointStore:
         if head:
             self.set_head(cp.session, cp.id)
 
-    def set_head(self, session: str, cp_id: str | None) -> None:
+    def set_head(self, session: str, cp_id: str) -> None:
+        """One appended line (cheaper than a rewrite at every step); the last line wins."""
         path = self._dir(session) / "HEAD"
-        if cp_id is None:
-            path.unlink(missing_ok=True)
-        else:
-            atomic_write_bytes(path, cp_id.encode(), fsync=False)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, (cp_id + "\n").encode())
+            size = os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+        if size > 64 * 1024:  # keep it small: only the last line matters
+            atomic_write_bytes(path, (cp_id + "\n").encode(), fsync=False)
 
     def head(self, session: str) -> str | None:
         try:
-            return (self._dir(session) / "HEAD").read_text().strip() or None
+            lines = (self._dir(session) / "HEAD").read_text().split()
         except FileNotFoundError:
             return None
+        return lines[-1] if lines else None
 
     def sessions(self) -> list[str]:
         return sorted(unquote(p.name) for p in self.folder.iterdir() if p.is_dir())

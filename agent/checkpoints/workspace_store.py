@@ -1,7 +1,9 @@
 """The workspace's files at each checkpoint: a content-addressed store outside the workspace.
 
 Blobs are stored once by SHA-256 (`objects/ab/cdef…`), a tree maps every relative path to
-its blob and mode (`trees/<sha>.json.z`, zlib-compressed JSON). The store lives under
+its blob and mode (`trees/<sha>.json.z`, zlib-compressed JSON). A tree is stored as the
+changes against the previous one (a few hundred bytes per step), with a full tree every
+`FULL_EVERY` snapshots so reading one back follows a short chain. The store lives under
 `state/checkpoints/`, which no agent tool can reach (tools are confined to the workspace).
 
 A snapshot must cost little per step on a large workspace, so files whose size, mtime and
@@ -19,11 +21,12 @@ import stat
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 from ..fsio import atomic_write_bytes
 
 MAX_FILE_BYTES = 64 * 1024 * 1024  # larger files are left out of snapshots (and left alone on restore)
+FULL_EVERY = 50  # a delta chain is at most this long
 Tree = dict[str, list[object]]  # relpath -> [blob sha, mode] or ["link", target]
 
 
@@ -44,6 +47,8 @@ class WorkspaceStore:
         self.trees = folder / "trees"
         self.fsync = fsync
         self._cache: dict[str, tuple[int, int, int, str]] = {}  # relpath -> (size, mtime_ns, ino, sha)
+        self._last: tuple[str, Tree, int] | None = None  # the previous snapshot: id, tree, chain length
+        self._resolved: dict[str, Tree] = {}  # a few trees read back recently
 
     # snapshot ------------------------------------------------------------------------------
     def snapshot(self) -> str:
@@ -60,10 +65,22 @@ class WorkspaceStore:
             tree[rel] = [self._blob_for(rel, st, full), stat.S_IMODE(st.st_mode)]
         for gone in set(self._cache) - seen:
             del self._cache[gone]
-        return self._put_tree(tree)
+        last = self._last
+        if last is not None and last[1] == tree:
+            return last[0]
+        if last is not None and last[2] < FULL_EVERY:
+            changes: dict[str, list[object] | None] = {p: e for p, e in tree.items() if last[1].get(p) != e}
+            changes.update({p: None for p in last[1] if p not in tree})
+            sha = self._put_object({"base": last[0], "changes": changes})
+            self._last = (sha, tree, last[2] + 1)
+        else:
+            sha = self._put_object({"full": tree})
+            self._last = (sha, tree, 0)
+        return sha
 
     def _walk(self) -> Iterable[tuple[str, os.stat_result, str]]:
         root = str(self.root)
+        cut = len(root) + 1
         stack = [root]
         while stack:
             folder = stack.pop()
@@ -76,7 +93,7 @@ class WorkspaceStore:
                 if stat.S_ISDIR(st.st_mode):
                     stack.append(entry.path)
                 elif stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
-                    yield os.path.relpath(entry.path, root), st, entry.path
+                    yield entry.path[cut:], st, entry.path
 
     def _blob_for(self, rel: str, st: os.stat_result, full: str) -> str:
         cached = self._cache.get(rel)
@@ -98,7 +115,7 @@ class WorkspaceStore:
     def _blob_path(self, sha: str) -> Path:
         return self.objects / sha[:2] / sha[2:]
 
-    def _put_tree(self, tree: Tree) -> str:
+    def _put_object(self, tree: dict[str, object]) -> str:
         raw = json.dumps(tree, sort_keys=True, separators=(",", ":")).encode()
         sha = hashlib.sha256(raw).hexdigest()
         path = self.trees / f"{sha}.json.z"
@@ -108,6 +125,27 @@ class WorkspaceStore:
         return sha
 
     def tree(self, sha: str) -> Tree:
+        """The full tree `sha` (following its chain of changes)."""
+        if self._last is not None and self._last[0] == sha:
+            return self._last[1]
+        if sha in self._resolved:
+            return self._resolved[sha]
+        data = self._object(sha)
+        if "full" in data:
+            tree: Tree = dict(data["full"])
+        else:
+            tree = dict(self.tree(str(data.get("base"))))
+            for path, entry in (data.get("changes") or {}).items():
+                if entry is None:
+                    tree.pop(path, None)
+                else:
+                    tree[path] = entry
+        if len(self._resolved) >= 8:
+            self._resolved.pop(next(iter(self._resolved)))
+        self._resolved[sha] = tree
+        return tree
+
+    def _object(self, sha: str) -> dict[str, Any]:
         path = self.trees / f"{sha}.json.z"
         try:
             raw = zlib.decompress(path.read_bytes())
@@ -118,7 +156,9 @@ class WorkspaceStore:
         if hashlib.sha256(raw).hexdigest() != sha:
             raise StoreError(f"workspace snapshot {sha[:12]} does not match its checksum")
         data = json.loads(raw)
-        return data if isinstance(data, dict) else {}
+        if not isinstance(data, dict) or not ("full" in data or "base" in data):
+            raise StoreError(f"workspace snapshot {sha[:12]} is corrupt")
+        return data
 
     def blob(self, sha: str) -> bytes:
         try:
@@ -140,11 +180,15 @@ class WorkspaceStore:
 
     def _apply(self, sha: str, *, dry_run: bool) -> Changes:
         target = self.tree(sha)
-        for entry in target.values():  # verify every needed blob before touching anything
-            if entry[0] != "link" and not self._blob_path(str(entry[0])).exists():
-                raise StoreError(f"stored file {str(entry[0])[:12]} is missing; the workspace was not changed")
         changes = Changes()
         current = {rel: (st, full) for rel, st, full in self._walk()}
+        for rel, entry in target.items():  # every blob to write back must be there before anything changes
+            have = current.get(rel)
+            if entry[0] == "link" or (have and stat.S_ISREG(have[0].st_mode)
+                                      and self._blob_for(rel, have[0], have[1]) == entry[0]):
+                continue
+            if not self._blob_path(str(entry[0])).exists():
+                raise StoreError(f"stored file {str(entry[0])[:12]} is missing; the workspace was not changed")
         for rel, (st, full) in current.items():
             if rel in target or (st.st_size > MAX_FILE_BYTES and not stat.S_ISLNK(st.st_mode)):
                 continue
@@ -195,16 +239,21 @@ class WorkspaceStore:
         """Delete trees no checkpoint names and blobs no kept tree names; returns files removed."""
         removed = 0
         blobs: set[str] = set()
+        keep: set[str] = set()
+        for sha in live_trees | ({self._last[0]} if self._last else set()):  # a kept tree needs its whole chain of bases
+            while sha and sha not in keep:
+                keep.add(sha)
+                try:
+                    data = self._object(sha)
+                except StoreError:
+                    break
+                entries = data.get("full") or data.get("changes") or {}
+                blobs.update(str(e[0]) for e in entries.values() if e and e[0] != "link")
+                sha = str(data.get("base") or "")
         for path in list(self.trees.glob("*.json.z")) if self.trees.exists() else []:
-            sha = path.name[: -len(".json.z")]
-            if sha not in live_trees:
+            if path.name[: -len(".json.z")] not in keep:
                 path.unlink(missing_ok=True)
                 removed += 1
-                continue
-            try:
-                blobs.update(str(e[0]) for e in self.tree(sha).values() if e[0] != "link")
-            except StoreError:
-                continue
         for path in list(self.objects.glob("*/*")) if self.objects.exists() else []:
             if path.parent.name + path.name not in blobs and not path.name.startswith("."):
                 path.unlink(missing_ok=True)
