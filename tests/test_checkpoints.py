@@ -192,3 +192,13 @@ def test_restore_last_good_for_drift_control(tmp_path: Path) -> None:
     assert not (rig.workspace / "drift.txt").exists() and (rig.workspace / "f2.txt").exists()
     last = rig.sessions.get("s").records[-1]
     assert last["name"] == "branch" and last["checkpoint"] == rig.steps_of("s")[2].id
+
+
+def test_a_reset_session_starts_a_new_lineage(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    rig.user("s", "first conversation")
+    old = rig.service.store.head("s")
+    rig.sessions.reset("s")
+    rig.user("s", "second conversation")
+    newest = rig.service.store.lineage("s")
+    assert old and newest[0].id != old and newest[0].parent is None

@@ -163,9 +163,13 @@ async def test_resent_message_replays_without_model_or_side_effects(daemon, fake
         assert refused["restored"] is False
         assert [e["tool"] for e in refused["irreversible"]] == ["message"]
         assert "send the note" in _log(daemon.home, "rt").read_text()
-        done = await _idle_request(client, "checkpoints.restore", {"id": target["id"], "mode": "conversation",
-                                                             "confirm": True})
-        assert done["restored"] is True
+        # the CLI shows them and asks for --yes
+        asked = await asyncio.to_thread(daemon.cli, "checkpoints", "restore", target["id"], "--mode", "conversation")
+        assert asked.returncode == 1 and "message sent: text=a note sent on the side" in asked.stdout
+        assert asked.stderr.strip() == "clawgate: run again with --yes to restore anyway"
+        done = await asyncio.to_thread(daemon.cli, "checkpoints", "restore", target["id"], "--mode", "conversation",
+                                       "--yes", "--json")
+        assert done.returncode == 0 and json.loads(done.stdout)["restored"] is True
         report = (daemon.workspace / "report.txt").stat()
         audit_before = len(_audit(daemon.home))
         calls = len(fake_model.requests)

@@ -74,6 +74,8 @@ class CheckpointService:
     def on_append(self, session: Session, record: Record) -> None:
         if not self.settings.enabled:
             return
+        if record.get("seq") == 1:  # a fresh log (a new session, or after a reset): a new lineage
+            self._tracks[session.key] = _Track(head=None, turns=0)
         track = self._track(session, record)
         kind = record.get("kind")
         track.since += 1
