@@ -4,20 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 from gateway.client import GatewayError
 from tests.fakes.anthropic_api import text, tool_use, tool_uses
+from tests.telegram_support import CHAT, replies, telegram, tg_daemon  # noqa: F401
 
 STEPS = 5
 
 
-def _task_script(fake_model: Any) -> None:
+def _task_script(fake_model: Any, steps: int = STEPS) -> None:
     """A five-step task: plan, then per step write a file and complete the step (verified), then finish."""
     fake_model.enqueue(tool_use("task", {"action": "plan", "goal": "write five files",
-                                         "steps": [f"write out/step{i}.txt" for i in range(1, STEPS + 1)]}))
-    for i in range(1, STEPS + 1):
+                                         "steps": [f"write out/step{i}.txt" for i in range(1, steps + 1)]}))
+    for i in range(1, steps + 1):
         fake_model.enqueue(tool_uses(("write_file", {"path": f"out/step{i}.txt", "content": f"step {i}"}),
                                      ("task", {"action": "complete", "step": i,
                                                "verification": f"read back out/step{i}.txt"})))
@@ -214,3 +216,25 @@ async def test_corrupt_and_newer_checkpoints_are_refused(daemon_factory, fake_mo
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "corrupt" in lines[0] and "not loaded" in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_undo_on_telegram_goes_back_steps(tg_daemon, telegram, fake_model) -> None:
+    daemon = tg_daemon()
+    _task_script(fake_model, steps=3)
+    telegram.inject_message(CHAT, "write the files")
+    telegram.wait_for(lambda: "All five files are written." in replies(telegram, CHAT), timeout=60)
+    deadline = time.monotonic() + 30
+    while True:  # right after an answer the chat may still be busy with its bookkeeping for a moment
+        count = len(replies(telegram, CHAT))
+        telegram.inject_message(CHAT, "/undo 2")
+        telegram.wait_for(lambda: len(replies(telegram, CHAT)) > count)
+        reply = replies(telegram, CHAT)[-1]
+        if not reply.startswith("Cannot undo: I'm still working") or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert reply.startswith("Went back 2 step(s): step 1/3 done"), reply
+    ws = daemon.workspace
+    assert (ws / "out/step1.txt").exists() and not (ws / "out/step2.txt").exists()
+    assert not (ws / "out/step3.txt").exists()
+    task = json.loads(next((daemon.home / "state/tasks").glob("t_*.json")).read_text())
+    assert [s["status"] for s in task["steps"]] == ["done", "pending", "pending"] and task["status"] == "in_progress"

@@ -125,6 +125,8 @@ class Tapes:
 
     def on_append(self, session: Session, record: Record) -> None:
         """Session observer: move the session's tape along what the branch actually does."""
+        if record.get("seq") == 1:  # a fresh log (after a reset): no tape from before applies
+            self._tapes[session.key] = None
         if record.get("kind") not in FOLLOWED:
             return
         tape = self.get(session, before_last=True)
