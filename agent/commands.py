@@ -1,4 +1,4 @@
-"""Chat commands (/start /new /status /stop /tasks): control of a session, answered at once.
+"""Chat commands (/start /new /status /stop /tasks /undo): control of a session, answered at once.
 
 Any channel hands a command here with the session it came from; the answer is plain text for
 that channel to show. Commands never reach the model and never wait in the session's queue
@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .errors import Conflict
+from .errors import Conflict, DomainError
 
 if TYPE_CHECKING:
+    from .checkpoints import CheckpointService
     from .control import SessionControl, TaskControl
     from .status import Status
 
@@ -21,22 +22,27 @@ COMMANDS: list[tuple[str, str]] = [
     ("status", "Is the agent working, what is queued, which model"),
     ("stop", "Cancel what the agent is doing right now"),
     ("tasks", "List the long tasks of this chat"),
+    ("undo", "Go back N steps in the current task (/undo 2); files too"),
 ]
 NAMES = frozenset(name for name, _ in COMMANDS)
 
 
 class CommandRouter:
-    def __init__(self, *, agent_name: str, sessions: "SessionControl", tasks: "TaskControl", status: "Status") -> None:
+    def __init__(self, *, agent_name: str, sessions: "SessionControl", tasks: "TaskControl", status: "Status",
+                 checkpoints: "CheckpointService | None" = None) -> None:
         self.agent_name = agent_name
         self.sessions = sessions
         self.tasks = tasks
         self.status = status
+        self.checkpoints = checkpoints
 
-    def handle(self, name: str, session_key: str) -> str | None:
-        """The reply to `/name` in `session_key`; None when the loop itself answers (a stop does, in
-        order, through the bus). Unknown names get the list of commands."""
+    def handle(self, name: str, session_key: str, args: str = "") -> str | None:
+        """The reply to `/name args` in `session_key`; None when the loop itself answers (a stop does,
+        in order, through the bus). Unknown names get the list of commands."""
         if name not in NAMES:
             return f"Unknown command /{name}. " + self._list()
+        if name == "undo":
+            return self._undo(session_key, args)
         return getattr(self, f"_{name}")(session_key)
 
     def _list(self) -> str:
@@ -75,6 +81,35 @@ class CommandRouter:
         if not tasks:
             return "No active tasks in this chat."
         return "\n".join(["Active tasks:"] + [f"• {task.status_line()}" for task in tasks])
+
+
+    def _undo(self, key: str, args: str) -> str:
+        """/undo [N] [confirm]: back N step boundaries of the current task, conversation and files.
+        Effects that cannot be undone are listed first and need `confirm`."""
+        if self.checkpoints is None:
+            return "Checkpoints are not available here."
+        words = args.lower().split()
+        confirm = "confirm" in words
+        numbers = [w for w in words if w != "confirm"]
+        if len(numbers) > 1 or (numbers and not numbers[0].isdigit()):
+            return "Usage: /undo [N] [confirm] — e.g. /undo 2 goes back two steps."
+        steps = int(numbers[0]) if numbers else 1
+        try:
+            result = self.checkpoints.undo(key, steps, confirm=confirm)
+        except DomainError as exc:
+            return f"Cannot undo: {exc.message}."
+        effects = result["irreversible"]
+        if not result["restored"]:
+            lines = [f"Going back {steps} step(s) cannot undo these:"]
+            lines += [f"• {e['what']}: {e['summary']}" for e in effects[:10]]
+            lines.append(f"Send /undo {steps} confirm to go back anyway.")
+            return "\n".join(lines)
+        cp = result["checkpoint"]
+        files = result.get("files") or {}
+        changed = len(files.get("written", [])) + len(files.get("removed", []))
+        where = cp["description"] if cp["kind"] == "step" else "before the task's first step"
+        return (f"Went back {steps} step(s): {where}. {changed} file(s) restored. "
+                "Send a message (e.g. 'continue') to go on from there.")
 
 
 def _duration(seconds: float) -> str:

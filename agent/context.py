@@ -223,6 +223,7 @@ class ContextBuilder:
             tools=self.tool_definitions(),
             max_tokens=self.max_tokens,
             cache_control=CACHE,
+            session_key=session.key,
         )
 
 

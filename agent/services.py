@@ -18,6 +18,7 @@ from .events import EventHub
 from .status import Status
 
 if TYPE_CHECKING:
+    from .checkpoints import CheckpointService
     from .triggers.cron import CronService
 
 
@@ -37,3 +38,4 @@ class Services:
     events: EventHub
     status: Status
     commands: CommandRouter
+    checkpoints: "CheckpointService"

@@ -251,6 +251,8 @@ class Session:
 
     # Called before every append (SessionManager caps how many sessions keep their file open).
     on_write: Callable[["Session"], None] | None = None
+    # Called after every append with the new record (observers that project the log: checkpoints).
+    on_append: Callable[["Session", Record], None] | None = None
 
     def _open(self) -> int:
         if self.on_write is not None:
@@ -275,6 +277,8 @@ class Session:
         if durable and self.fsync:
             os.fsync(fd)
         self._absorb(record)
+        if self.on_append is not None:
+            self.on_append(self, record)
         return record
 
     # projection --------------------------------------------------------------
@@ -461,6 +465,8 @@ class SessionManager:
         self.max_open = max(1, max_open)
         self._sessions: dict[str, Session] = {}
         self._writers: OrderedDict[Session, None] = OrderedDict()  # may hold a file open; least recent first
+        # Told of every record appended to any session; a failing observer never breaks a run.
+        self.observers: list[Callable[[Session, Record], None]] = []
         folder.mkdir(parents=True, exist_ok=True)
 
     def get(self, key: str) -> Session:
@@ -470,8 +476,28 @@ class SessionManager:
             check_session_key(key)
             session = Session(key, self.folder / _file_name(key), fsync=self.fsync)
             session.on_write = self._writing
+            session.on_append = self._appended
             self._sessions[key] = session
         return session
+
+    def _appended(self, session: Session, record: Record) -> None:
+        for observer in list(self.observers):
+            try:
+                observer(session, record)
+            except Exception:
+                log.exception("session observer %s failed on a %s record", getattr(observer, "__name__", observer),
+                              record.get("kind"))
+
+    def loaded(self, key: str) -> Session | None:
+        """The session if it is in memory (no file is read)."""
+        return self._sessions.get(key)
+
+    def forget(self, key: str) -> None:
+        """Drop the in-memory session so the next `get` reads its log again (after the log was replaced)."""
+        session = self._sessions.pop(key, None)
+        if session:
+            self._writers.pop(session, None)
+            session.close()
 
     def _writing(self, session: Session) -> None:
         self._writers[session] = None

@@ -43,6 +43,11 @@ class Paths:
         return self.state / "tasks"
 
     @property
+    def checkpoints(self) -> Path:
+        """Checkpoints, branch tapes and the workspace's content store (outside the workspace on purpose)."""
+        return self.state / "checkpoints"
+
+    @property
     def audit_log(self) -> Path:
         return self.state / "audit.jsonl"
 
@@ -66,6 +71,6 @@ class Paths:
 
     def ensure(self) -> None:
         """Create the state folders user-only (0700): they hold conversations and tokens."""
-        for folder in (self.home, self.state, self.sessions, self.traces, self.tasks):
+        for folder in (self.home, self.state, self.sessions, self.traces, self.tasks, self.checkpoints):
             folder.mkdir(parents=True, exist_ok=True)
             os.chmod(folder, 0o700)

@@ -145,6 +145,13 @@ class StateSettings(_Section):
     keep_days: float = Field(30.0, gt=0, description="how long answered/delivered queue rows are kept (duplicate detection)")
 
 
+class CheckpointSettings(_Section):
+    enabled: bool = True
+    every_events: int = Field(50, ge=1, description="also take a checkpoint after this many session records (at a clean point)")
+    keep_count: int = Field(500, ge=1, description="checkpoints kept per session (older ones pruned unless a live branch needs them)")
+    keep_days: float = Field(30.0, gt=0, description="checkpoints older than this are pruned unless a live branch needs them")
+
+
 class LogSettings(_Section):
     level: Literal["debug", "info", "warning", "error"] = "info"
 
@@ -193,6 +200,7 @@ class Settings(_Section):
     tools: ToolSettings = Field(default_factory=ToolSettings)
     channels: ChannelSettings = Field(default_factory=ChannelSettings)
     state: StateSettings = Field(default_factory=StateSettings)
+    checkpoints: CheckpointSettings = Field(default_factory=CheckpointSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     cron: CronSettings = Field(default_factory=CronSettings)
     heartbeat: HeartbeatSettings = Field(default_factory=HeartbeatSettings)

@@ -21,6 +21,7 @@ from typing import Any
 from agent.approvals import ApprovalBroker
 from agent.audit import AuditLog
 from agent.bus import SqliteBus
+from agent.checkpoints import CheckpointService, ReplayProvider, ToolReplay
 from agent.commands import CommandRouter
 from agent.compaction import Compactor
 from agent.consolidation import Consolidator
@@ -117,7 +118,16 @@ class App:
                                  compactor=Compactor(keep=agent.compact_keep_messages,
                                                      chunk_chars=int(agent.context_tokens * 4 * agent.compact_chunk_ratio)),
                                  active_tasks=lambda: [task.status_line() for task in self.tasks.active()])
-        self.loop = AgentLoop(bus=self.bus, sessions=self.sessions, provider=self.provider, tools=tools,
+        # checkpoints: a projection of the session log plus snapshots; restored/forked branches replay
+        # recorded answers and tool results (the loop sees a provider and a registry that may answer from the tape)
+        self.checkpoints = CheckpointService(
+            folder=paths.checkpoints, workspace=workspace.root, sessions=self.sessions, tasks=self.tasks,
+            events=self.events, settings=settings.checkpoints, version=__version__,
+            busy=lambda key: self.loop.busy(key), invalidate=context.invalidate, fsync=fsync)
+        self.sessions.observers += [self.checkpoints.tapes.on_append, self.checkpoints.on_append]
+        tools.interceptors.append(ToolReplay(self.checkpoints.tapes, self.sessions.loaded))
+        replaying = ReplayProvider(self.provider, self.checkpoints.tapes, self.sessions.loaded)
+        self.loop = AgentLoop(bus=self.bus, sessions=self.sessions, provider=replaying, tools=tools,
                               context=context, events=self.events, settings=agent, workspace=workspace)
         tracker = TaskTracker(self.tasks, remind_after=agent.task_reminder_turns, events=self.events)
         self.events.subscribe(tracker.on_event)
@@ -148,7 +158,8 @@ class App:
             intake=self.bus, sessions=session_control, tasks=task_control, approvals=approvals, cron=cron,
             events=self.events, status=self.status,
             commands=CommandRouter(agent_name=agent.name, sessions=session_control, tasks=task_control,
-                                   status=self.status),
+                                   status=self.status, checkpoints=self.checkpoints),
+            checkpoints=self.checkpoints,
         )
 
         # the gateway and the channels
@@ -219,6 +230,8 @@ class App:
         pruned = self.bus.prune(self.settings.state.keep_days)
         if pruned:
             log.info("forgot %d answered/delivered queue row(s) older than %g days", pruned, self.settings.state.keep_days)
+        if self.settings.checkpoints.enabled:
+            self.checkpoints.prune()
         inbound, outbound = self.bus.replay_pending()
         if inbound or outbound:
             log.info("recovered %d unanswered message(s) and %d undelivered repl(ies) from before the restart", inbound, outbound)

@@ -19,7 +19,7 @@ from .methods import MethodError, MethodTable
 
 log = logging.getLogger(__name__)
 EVENTS = ["chat", "agent", "approval", "task", "heartbeat", "cron", "tick"]
-AGENT_STREAMS = {"tool_start", "tool_end", "turn_end", "run_end"}
+AGENT_STREAMS = {"tool_start", "tool_end", "turn_end", "run_end", "replay"}  # replay: docs/checkpoints.md
 CONNECT_TIMEOUT = 10.0
 
 

@@ -17,6 +17,8 @@ class ModelRequest:
     max_tokens: int = 4096
     # Top-level automatic cache breakpoint (end of the messages); adapters without caching ignore it.
     cache_control: dict[str, Any] | None = None
+    # Whose conversation this is; adapters ignore it, wrappers (checkpoint replay) key on it.
+    session_key: str = ""
 
 
 def text_of(blocks: list[dict[str, Any]]) -> str:

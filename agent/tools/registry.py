@@ -43,6 +43,8 @@ class ToolRegistry:
         self.result_cap = result_cap
         # Hooks that may annotate an outcome after a call (e.g. a reminder to update the plan).
         self.result_hooks: list[Callable[[dict[str, Any], ToolOutcome, ToolContext], None]] = []
+        # Interceptors may answer a call without running it (a replayed branch reuses recorded results).
+        self.interceptors: list[Callable[[dict[str, Any], ToolContext], ToolOutcome | None]] = []
 
     def add(self, tool: Tool) -> None:
         self._tools[tool.name] = tool
@@ -70,7 +72,8 @@ class ToolRegistry:
         started = time.perf_counter()
         self.events.emit("tool_start", session=ctx.session_key, run_id=ctx.run_id, tool=name, id=call_id,
                          summary=_short(raw_args))
-        outcome = await self._execute(name, raw_args, ctx)
+        outcome = next((o for hook in self.interceptors if (o := hook(call, ctx)) is not None), None) \
+            or await self._execute(name, raw_args, ctx)
         duration = (time.perf_counter() - started) * 1000
         if len(outcome.content) > self.result_cap:
             cut = len(outcome.content) - self.result_cap

@@ -226,7 +226,7 @@ class TelegramChannel(Channel):
         key = session_key(chat.id, thread_id)
         if addressed.command is not None:
             if self.state.first_time(f"command:{chat.id}:{msg.message_id}"):
-                reply = self.services.commands.handle(addressed.command, key)
+                reply = self.services.commands.handle(addressed.command, key, addressed.args)
                 if reply:
                     self._say(chat.id, reply, thread_id)
             return

@@ -1,0 +1,378 @@
+"""Checkpoints: created from the session log as it grows; list, show, restore, fork, undo.
+
+Checkpoints are a projection of the session log (agent/session.py) plus a snapshot of what
+the log does not hold: a session observer sees every record and takes a checkpoint before
+each user turn, at each task step boundary (the tool results after a step was completed),
+and every `every_events` records at a clean point. Restoring = the log's prefix up to the
+checkpoint (projected again, no model call, no tool run) + the snapshot (task, workspace).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+from config.schema import CheckpointSettings
+
+from ..errors import Conflict, DomainError, NotFound
+from ..events import EventHub
+from ..fsio import atomic_write_bytes
+from ..session import Record, Session, SessionManager, session_file_name
+from ..tasks import Task, TaskStore
+from . import branches
+from .model import Checkpoint, CheckpointRefused
+from .replay import FILE_TOOLS, TASK_TOOLS, Tapes
+from .store import CheckpointStore
+from .workspace_store import StoreError, WorkspaceStore
+
+log = logging.getLogger(__name__)
+
+Mode = Literal["conversation", "files", "both"]
+MODES: tuple[str, ...] = ("conversation", "files", "both")
+# Effects a restore cannot take back: they left the daemon (or ran outside the workspace).
+IRREVERSIBLE = {"message": "message sent", "exec": "command run", "web_fetch": "web request", "cron": "cron change"}
+
+
+@dataclass
+class _Track:
+    """What the observer remembers per session between records."""
+
+    head: str | None
+    turns: int
+    since: int = 0
+    intents: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    step: tuple[str | None, int | None] | None = None  # a step was completed in the running tool batch
+
+
+class CheckpointService:
+    def __init__(self, *, folder: Path, workspace: Path, sessions: SessionManager, tasks: TaskStore, events: EventHub,
+                 settings: CheckpointSettings, version: str, busy: Callable[[str], bool],
+                 invalidate: Callable[[str], None], fsync: bool = True) -> None:
+        self.settings = settings
+        self.version = version
+        self.sessions = sessions
+        self.tasks = tasks
+        self.events = events
+        self.busy = busy
+        self.invalidate = invalidate
+        self.fsync = fsync
+        self.store = CheckpointStore(folder, fsync=fsync)
+        # Blobs and trees are not fsynced one by one (that would cost more than the 20 ms goal per step);
+        # after a power loss a checkpoint may name a lost blob, and is then refused in one line.
+        self.workspace = WorkspaceStore(workspace, folder, fsync=False)
+        self.tapes = Tapes(folder / "tapes", events.emit)
+        # Extra snapshot state by name (e.g. drift counters): each returns JSON-able data for a session.
+        self.snapshot_sources: dict[str, Callable[[str], Any]] = {}
+        self._tracks: dict[str, _Track] = {}
+        self._created = 0
+
+    # creation (a session observer) ---------------------------------------------------------
+    def on_append(self, session: Session, record: Record) -> None:
+        if not self.settings.enabled:
+            return
+        if record.get("seq") == 1:  # a fresh log (a new session, or after a reset): a new lineage
+            self._tracks[session.key] = _Track(head=None, turns=0)
+        track = self._track(session, record)
+        kind = record.get("kind")
+        track.since += 1
+        if kind == "user":
+            track.turns += 1
+            before = session.records[-2] if len(session.records) > 1 else None
+            self.create(session, "turn", seq=int(record["seq"]) - 1, anchor_ts=before["ts"] if before else None,
+                        description=f"before message: {_clip(record.get('text') or '', 60)}", turn=track.turns - 1)
+        elif kind == "tool_intent":
+            track.intents[str(record.get("id"))] = (str(record.get("name")), dict(record.get("input") or {}))
+        elif kind == "tool_done":
+            name, args = track.intents.pop(str(record.get("id")), ("", {}))
+            if name == "task" and args.get("action") == "complete" and not record.get("is_error"):
+                track.step = (args.get("task_id"), args.get("step"))
+        elif kind == "tool_results" and track.step is not None:
+            task_id, step = track.step
+            track.step = None
+            self.create(session, "step", seq=int(record["seq"]), anchor_ts=record["ts"], task_id=task_id, step=step)
+        elif track.since >= self.settings.every_events and (kind == "tool_results" or (
+                kind == "assistant" and not any(b.get("type") == "tool_use" for b in record.get("content") or []))):
+            self.create(session, "auto", seq=int(record["seq"]), anchor_ts=record["ts"],
+                        description=f"every {self.settings.every_events} events")
+
+    def _track(self, session: Session, record: Record) -> _Track:
+        track = self._tracks.get(session.key)
+        if track is None:
+            earlier = session.records[:-1] if session.records and session.records[-1] is record else session.records
+            track = _Track(head=self.store.head(session.key), turns=sum(1 for r in earlier if r.get("kind") == "user"))
+            self._tracks[session.key] = track
+        return track
+
+    def create(self, session: Session, kind: str, *, seq: int, anchor_ts: float | None, description: str = "",
+               turn: int | None = None, task_id: str | None = None, step: int | None = None) -> Checkpoint:
+        """Snapshot the session's state at `seq` (the caller guarantees nothing changed since)."""
+        track = self._tracks.get(session.key) or self._track(session, {})
+        task = (self.tasks.get(task_id) if task_id else None) or self._task_of(session.key)
+        verified = False
+        if kind == "step" and task is not None and step and 0 < step <= len(task.steps):
+            done = task.steps[step - 1]
+            verified = done.status == "done" and bool(done.verification.strip())
+            description = description or f"step {step}/{len(task.steps)} done: {_clip(done.text, 60)}"
+        snapshot: dict[str, Any] = {
+            "task": task.to_dict() if task else None,
+            "drift": {"task_turns": task.turns if task else 0, "task_resumes": task.resume_attempts if task else 0},
+            "seeds": {},  # nothing random decides a run; ids are fresh per branch on purpose
+            "workspace": self.workspace.snapshot(),
+            "messages": session.message_count,
+        }
+        for name, source in self.snapshot_sources.items():
+            try:
+                snapshot[name] = source(session.key)
+            except Exception:
+                log.exception("checkpoint snapshot source %s failed", name)
+        cp = Checkpoint(session=session.key, seq=seq, anchor_ts=anchor_ts, kind=kind, description=description or kind,
+                        time=time.time(), turn=track.turns if turn is None else turn, version=self.version,
+                        parent=track.head, task=task.id if task else None, step=step if kind == "step" else None,
+                        verified=verified, snapshot=snapshot)
+        self.store.save(cp)
+        track.head, track.since = cp.id, 0
+        self.events.emit("checkpoint", session=session.key, id=cp.id, kind=kind, seq=seq, step=cp.step)
+        self._created += 1
+        if self._created % 50 == 0:
+            self.prune()
+        return cp
+
+    def _task_of(self, key: str) -> Task | None:
+        current = self.tasks.current(key)
+        if current is not None:
+            return current
+        mine = [t for t in self.tasks.all() if t.session_key == key]
+        return max(mine, key=lambda t: t.updated_at) if mine else None
+
+    # reading -------------------------------------------------------------------------------
+    def get(self, cp_id: str) -> Checkpoint:
+        cp = self.store.get(cp_id)  # CheckpointRefused (a Conflict) when corrupt or newer
+        if cp is None:
+            raise NotFound(f"no checkpoint {cp_id!r}; `clawgate checkpoints list` shows the ids")
+        return cp
+
+    def list(self, *, session: str | None = None, task: str | None = None, limit: int = 200) -> dict[str, Any]:
+        found, problems = [], []
+        for item in self.store.scan(session):
+            if isinstance(item, CheckpointRefused):
+                problems.append(item.message)
+            elif task is None or item.task == task:
+                found.append(item)
+        found.sort(key=lambda c: (c.time, c.seq), reverse=True)
+        return {"checkpoints": [c.summary() for c in found[:limit]], "problems": problems}
+
+    def show(self, cp_id: str) -> dict[str, Any]:
+        """What the agent knew and did at that point, and what a restore would change."""
+        cp = self.get(cp_id)
+        located = branches.locate(self.sessions.folder, cp.session, cp.seq, cp.anchor_ts)
+        history: list[dict[str, Any]] = []
+        if located is not None:
+            _, raw, length = located
+            session = Session(cp.session, Path("/nonexistent"), fsync=False)
+            for record in branches.records(raw[:length]):
+                session.records.append(record)
+            history = session.history(limit=20)
+        try:
+            files = self.workspace.diff(str(cp.snapshot.get("workspace"))).to_dict()
+            file_count = len(self.workspace.tree(str(cp.snapshot.get("workspace"))))
+        except StoreError as exc:
+            files, file_count = {"error": str(exc)}, 0  # type: ignore[dict-item]
+        return {"checkpoint": cp.summary(), "task": cp.snapshot.get("task"), "drift": cp.snapshot.get("drift"),
+                "history": history, "logFound": located is not None, "workspaceFiles": file_count,
+                "restoreWouldChange": files, "irreversible": self.irreversible_after(cp)}
+
+    def irreversible_after(self, cp: Checkpoint) -> list[dict[str, Any]]:
+        """Effects on the session's live branch after the point that a restore cannot take back."""
+        if not self.sessions.exists(cp.session):
+            return []
+        session = self.sessions.get(cp.session)
+        intents: dict[str, Record] = {}
+        out: list[dict[str, Any]] = []
+        for record in session.records:
+            if int(record.get("seq", 0)) <= cp.seq:
+                continue
+            if record["kind"] == "tool_intent":
+                intents[str(record.get("id"))] = record
+            elif record["kind"] == "tool_done" and not record.get("is_error"):
+                intent = intents.get(str(record.get("id")))
+                if intent and intent.get("name") in IRREVERSIBLE:
+                    args = intent.get("input") or {}
+                    out.append({"tool": intent["name"], "what": IRREVERSIBLE[str(intent["name"])],
+                                "summary": _clip(", ".join(f"{k}={v}" for k, v in args.items()), 120),
+                                "time": record.get("ts")})
+        return out
+
+    # restore and fork ----------------------------------------------------------------------
+    def restore(self, cp_id: str, mode: str = "both", *, confirm: bool = False) -> dict[str, Any]:
+        """Go back to a checkpoint. With irreversible effects after it and no `confirm`, nothing
+        changes and they are returned for the user to see first."""
+        if mode not in MODES:
+            raise DomainError(f"unknown restore mode {mode!r}; use conversation, files or both")
+        cp = self.get(cp_id)
+        if self.busy(cp.session):
+            raise Conflict(f"session {cp.session!r} is busy; wait for the answer or stop it first")
+        return self._restore(cp, mode, confirm=confirm)
+
+    def _restore(self, cp: Checkpoint, mode: str, *, confirm: bool) -> dict[str, Any]:
+        effects = self.irreversible_after(cp)
+        result: dict[str, Any] = {"checkpoint": cp.summary(), "mode": mode, "irreversible": effects}
+        if effects and not confirm:
+            return {**result, "restored": False}
+        tree = str(cp.snapshot.get("workspace") or "")
+        if mode in ("files", "both"):
+            try:
+                self.workspace.tree(tree)  # the snapshot is readable before anything changes
+            except StoreError as exc:
+                raise Conflict(f"{exc}; restore with mode=conversation instead") from None
+        if mode in ("conversation", "both"):
+            result["abandoned"] = self._rewind_log(cp, rerun=TASK_TOOLS | (FILE_TOOLS if mode == "both" else set()),
+                                                   effects=len(effects))
+            self._rewind_tasks(cp)
+            self.store.set_head(cp.session, cp.id)
+            self._tracks.pop(cp.session, None)
+        if mode in ("files", "both"):
+            try:
+                result["files"] = self.workspace.restore(tree).to_dict()
+            except StoreError as exc:
+                raise Conflict(f"{exc}; restore with mode=conversation instead") from None
+        self.events.emit("checkpoint_restored", session=cp.session, id=cp.id, mode=mode, irreversible=len(effects))
+        log.info("session %s restored to checkpoint %s (%s)", cp.session, cp.id, mode)
+        return {**result, "restored": True}
+
+    def _prefix(self, cp: Checkpoint) -> tuple[bytes, list[Record]]:
+        located = branches.locate(self.sessions.folder, cp.session, cp.seq, cp.anchor_ts)
+        if located is None:
+            raise Conflict(f"the session log of checkpoint {cp.id} is gone (reset and pruned?); it cannot be restored")
+        _, raw, length = located
+        return raw[:length], branches.records(raw[length:])
+
+    def _rewind_log(self, cp: Checkpoint, *, rerun: set[str] | frozenset[str], effects: int) -> str | None:
+        """The live log becomes the prefix; the later history is kept beside it as an abandoned branch."""
+        prefix, future = self._prefix(cp)
+        tape = "tp_" + uuid.uuid4().hex[:12]
+        self.tapes.write(tape, future)
+        live = self.sessions.folder / session_file_name(cp.session)
+        self.sessions.forget(cp.session)
+        self.tapes.forget(cp.session)
+        aside = None
+        if live.exists():
+            aside = branches.aside_name(live)
+            live.rename(aside)
+        event = branches.record_line(cp.seq + 1, "event", name="branch", how="restore", checkpoint=cp.id, tape=tape,
+                                     rerun=sorted(rerun), abandoned=aside.name if aside else None, irreversible=effects)
+        atomic_write_bytes(live, prefix + event, fsync=self.fsync)
+        self.invalidate(cp.session)
+        return aside.name if aside else None
+
+    def _rewind_tasks(self, cp: Checkpoint) -> None:
+        """The task's plan goes back with the conversation; tasks begun after the point are abandoned."""
+        saved = cp.snapshot.get("task")
+        if saved:
+            self.tasks.save(Task.from_dict(saved))
+        for task in self.tasks.active(cp.session):
+            if (not saved or task.id != saved["id"]) and task.created_at > cp.time:
+                task.status, task.result = "cancelled", f"abandoned: the conversation went back to checkpoint {cp.id}"
+                self.tasks.save(task)
+
+    def fork(self, cp_id: str, session: str | None = None) -> dict[str, Any]:
+        """A new session branched from the checkpoint; the original is not touched."""
+        cp = self.get(cp_id)
+        key = session or f"{cp.session}~{uuid.uuid4().hex[:6]}"
+        if self.sessions.exists(key):
+            raise Conflict(f"session {key!r} already exists; choose another name for the fork")
+        prefix, future = self._prefix(cp)
+        tape = "tp_" + uuid.uuid4().hex[:12]
+        self.tapes.write(tape, future)
+        event = branches.record_line(cp.seq + 1, "event", name="branch", how="fork", checkpoint=cp.id, tape=tape,
+                                     rerun=sorted(TASK_TOOLS), parent_session=cp.session)
+        atomic_write_bytes(self.sessions.folder / session_file_name(key), prefix + event, fsync=self.fsync)
+        saved = cp.snapshot.get("task")
+        task_id = None
+        if saved and saved.get("status") in ("pending", "in_progress"):
+            task = Task.from_dict({**saved, "id": "t_" + uuid.uuid4().hex[:10], "session_key": key,
+                                   "created_at": time.time()})
+            self.tasks.save(task)
+            task_id = task.id
+        self.store.set_head(key, cp.id)
+        self.events.emit("checkpoint_forked", session=key, id=cp.id, parent_session=cp.session)
+        return {"session": key, "parent": cp.id, "parentSession": cp.session, "task": task_id,
+                "checkpoint": cp.summary()}
+
+    # going back by steps -------------------------------------------------------------------
+    def step_targets(self, key: str) -> list[Checkpoint]:
+        """Where "back N steps" lands, N = 1, 2, …: the live branch's step boundaries of the current
+        task, newest first, then the last checkpoint before its first step."""
+        lineage = self.store.lineage(key)
+        task = self._task_of(key)
+        if task is None:
+            return []
+        steps = [c for c in lineage if c.kind == "step" and c.task == task.id]
+        if not steps:
+            return []
+        before = next((c for c in lineage if c.seq < steps[-1].seq and c.kind != "step"), None)
+        return steps[1:] + ([before] if before else [])
+
+    def undo(self, key: str, steps: int = 1, *, confirm: bool = False) -> dict[str, Any]:
+        if steps < 1:
+            raise DomainError("give a number of steps of 1 or more, e.g. /undo 2")
+        targets = self.step_targets(key)
+        if not targets:
+            raise NotFound("there is no completed task step to go back from in this chat")
+        if steps > len(targets):
+            raise DomainError(f"only {len(targets)} step(s) can be undone in the current task")
+        if self.busy(key):
+            raise Conflict("I'm still working; send /stop first (or wait), then /undo")
+        return self._restore(targets[steps - 1], "both", confirm=confirm)
+
+    def restore_last_good(self, session_key: str) -> bool:
+        """For drift control: restore (conversation and files) the newest checkpoint of the live
+        branch taken at a task step boundary whose step was verified. Irreversible effects are
+        not asked about (they are recorded in the branch event). Call it from the session's own
+        lane (e.g. an after-run hook) or while the session is idle. False: no such checkpoint."""
+        good = next((c for c in self.store.lineage(session_key) if c.kind == "step" and c.verified), None)
+        if good is None:
+            return False
+        try:
+            self._restore(good, "both", confirm=True)
+        except (DomainError, OSError) as exc:
+            log.error("restore to last good checkpoint of %s failed: %s", session_key, exc)
+            return False
+        return True
+
+    # retention -----------------------------------------------------------------------------
+    def needed(self) -> set[str]:
+        """What live branches stand on: each live session's HEAD and the checkpoint it branched from."""
+        keep: set[str] = set()
+        for key in self.sessions.keys():
+            head = self.store.head(key)
+            if head:
+                keep.add(head)
+            path = self.sessions.folder / session_file_name(key)
+            try:
+                with open(path, "rb") as fh:
+                    for line in fh:
+                        if b'"name":"branch"' in line:
+                            event = branches.records(line)
+                            if event and event[0].get("checkpoint"):
+                                keep.add(str(event[0]["checkpoint"]))
+            except FileNotFoundError:
+                continue
+        return keep
+
+    def prune(self) -> list[str]:
+        removed = self.store.prune(keep_count=self.settings.keep_count, keep_days=self.settings.keep_days,
+                                   needed=self.needed())
+        if removed:
+            trees = {str(c.snapshot.get("workspace")) for c in self.store.all()}
+            self.workspace.collect(trees)
+            log.info("pruned %d old checkpoint(s)", len(removed))
+        return removed
+
+
+def _clip(text: str, n: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"

@@ -1,0 +1,133 @@
+"""Checkpoint files on disk: `state/checkpoints/sessions/<key>/<id>.json`, plus `HEAD`.
+
+HEAD names the newest checkpoint of the session's live branch: the parent of the next one,
+and where the branch's lineage (the chain of parents) starts. Retention prunes by count and
+age per session, but never a checkpoint some live branch needs (see `prune`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Iterator
+from urllib.parse import quote, unquote
+
+from ..fsio import atomic_write_bytes
+from .model import Checkpoint, CheckpointRefused, decode, encode
+
+log = logging.getLogger(__name__)
+
+
+class CheckpointStore:
+    def __init__(self, folder: Path, *, fsync: bool = True) -> None:
+        self.folder = folder / "sessions"
+        self.fsync = fsync
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._index: dict[str, str] = {}  # checkpoint id -> session key (filled as files are seen)
+
+    def _dir(self, session: str) -> Path:
+        return self.folder / quote(session, safe="")
+
+    def save(self, cp: Checkpoint, *, head: bool = True) -> None:
+        folder = self._dir(cp.session)
+        atomic_write_bytes(folder / f"{cp.id}.json", encode(cp), fsync=self.fsync)
+        self._index[cp.id] = cp.session
+        if head:
+            self.set_head(cp.session, cp.id)
+
+    def set_head(self, session: str, cp_id: str) -> None:
+        """One appended line (cheaper than a rewrite at every step); the last line wins."""
+        path = self._dir(session) / "HEAD"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, (cp_id + "\n").encode())
+            size = os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+        if size > 64 * 1024:  # keep it small: only the last line matters
+            atomic_write_bytes(path, (cp_id + "\n").encode(), fsync=False)
+
+    def head(self, session: str) -> str | None:
+        try:
+            lines = (self._dir(session) / "HEAD").read_text().split()
+        except FileNotFoundError:
+            return None
+        return lines[-1] if lines else None
+
+    def sessions(self) -> list[str]:
+        return sorted(unquote(p.name) for p in self.folder.iterdir() if p.is_dir())
+
+    def get(self, cp_id: str) -> Checkpoint | None:
+        """Load and verify one checkpoint; None when there is none; CheckpointRefused when bad."""
+        if not cp_id.startswith("cp_") or "/" in cp_id or len(cp_id) > 40:
+            return None
+        session = self._index.get(cp_id)
+        candidates = [self._dir(session) / f"{cp_id}.json"] if session else []
+        candidates += list(self.folder.glob(f"*/{cp_id}.json"))
+        for path in candidates:
+            try:
+                raw = path.read_bytes()
+            except FileNotFoundError:
+                continue
+            cp = decode(raw, name=cp_id)
+            self._index[cp.id] = cp.session
+            return cp
+        return None
+
+    def scan(self, session: str | None = None) -> Iterator[Checkpoint | CheckpointRefused]:
+        """Every checkpoint (of one session), each verified; refused ones are yielded as errors."""
+        folders = [self._dir(session)] if session is not None else [p for p in self.folder.iterdir() if p.is_dir()]
+        for folder in folders:
+            for path in sorted(folder.glob("cp_*.json")) if folder.exists() else []:
+                try:
+                    cp = decode(path.read_bytes(), name=path.stem)
+                except CheckpointRefused as exc:
+                    yield exc
+                    continue
+                except FileNotFoundError:
+                    continue
+                self._index[cp.id] = cp.session
+                yield cp
+
+    def all(self, session: str | None = None) -> list[Checkpoint]:
+        return sorted((c for c in self.scan(session) if isinstance(c, Checkpoint)), key=lambda c: (c.time, c.seq))
+
+    def lineage(self, session: str) -> list[Checkpoint]:
+        """The live branch's checkpoints, newest first: HEAD and its parents (possibly across sessions)."""
+        out: list[Checkpoint] = []
+        cp_id = self.head(session)
+        seen: set[str] = set()
+        while cp_id and cp_id not in seen:
+            seen.add(cp_id)
+            try:
+                cp = self.get(cp_id)
+            except CheckpointRefused as exc:
+                log.warning("%s", exc)
+                break
+            if cp is None:
+                break
+            out.append(cp)
+            cp_id = cp.parent
+        return out
+
+    def delete(self, cp: Checkpoint) -> None:
+        (self._dir(cp.session) / f"{cp.id}.json").unlink(missing_ok=True)
+        self._index.pop(cp.id, None)
+
+    def prune(self, *, keep_count: int, keep_days: float, needed: set[str], now: float | None = None) -> list[str]:
+        """Per session: drop checkpoints beyond the newest `keep_count` or older than `keep_days`,
+        except those in `needed` (what live branches stand on). Returns the ids removed."""
+        now = time.time() if now is None else now
+        removed: list[str] = []
+        for session in self.sessions():
+            items = sorted(self.all(session), key=lambda c: (c.time, c.seq), reverse=True)
+            for index, cp in enumerate(items):
+                too_many = index >= keep_count
+                too_old = now - cp.time > keep_days * 86400
+                if (too_many or too_old) and cp.id not in needed:
+                    self.delete(cp)
+                    removed.append(cp.id)
+        return removed

@@ -1,0 +1,265 @@
+"""The workspace's files at each checkpoint: a content-addressed store outside the workspace.
+
+Blobs are stored once by SHA-256 (`objects/ab/cdef…`), a tree maps every relative path to
+its blob and mode (`trees/<sha>.json.z`, zlib-compressed JSON). A tree is stored as the
+changes against the previous one (a few hundred bytes per step), with a full tree every
+`FULL_EVERY` snapshots so reading one back follows a short chain. The store lives under
+`state/checkpoints/`, which no agent tool can reach (tools are confined to the workspace).
+
+A snapshot must cost little per step on a large workspace, so files whose size, mtime and
+inode have not changed since the last walk are not read again (a stat cache); only changed
+files are hashed and stored. Restoring writes back only what differs, removes files created
+after the point, and brings deleted ones back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..fsio import atomic_write_bytes
+
+MAX_FILE_BYTES = 64 * 1024 * 1024  # larger files are left out of snapshots (and left alone on restore)
+FULL_EVERY = 50  # a delta chain is at most this long
+Tree = dict[str, list[object]]  # relpath -> [blob sha, mode] or ["link", target]
+
+
+@dataclass
+class Changes:
+    written: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, list[str]]:
+        return {"written": sorted(self.written), "removed": sorted(self.removed)}
+
+
+class WorkspaceStore:
+    def __init__(self, root: Path, folder: Path, *, fsync: bool = True) -> None:
+        self.root = root
+        self.folder = folder
+        self.objects = folder / "objects"
+        self.trees = folder / "trees"
+        self.fsync = fsync
+        self._cache: dict[str, tuple[int, int, int, str]] = {}  # relpath -> (size, mtime_ns, ino, sha)
+        self._last: tuple[str, Tree, int] | None = None  # the previous snapshot: id, tree, chain length
+        self._resolved: dict[str, Tree] = {}  # a few trees read back recently
+
+    # snapshot ------------------------------------------------------------------------------
+    def snapshot(self) -> str:
+        """Store the workspace's current files; returns the tree id (same files, same id)."""
+        tree: Tree = {}
+        seen: set[str] = set()
+        for rel, st, full in self._walk():
+            seen.add(rel)
+            if stat.S_ISLNK(st.st_mode):
+                tree[rel] = ["link", os.readlink(full)]
+                continue
+            if st.st_size > MAX_FILE_BYTES:
+                continue
+            tree[rel] = [self._blob_for(rel, st, full), stat.S_IMODE(st.st_mode)]
+        for gone in set(self._cache) - seen:
+            del self._cache[gone]
+        last = self._last
+        if last is not None and last[1] == tree:
+            return last[0]
+        if last is not None and last[2] < FULL_EVERY:
+            changes: dict[str, list[object] | None] = {p: e for p, e in tree.items() if last[1].get(p) != e}
+            changes.update({p: None for p in last[1] if p not in tree})
+            sha = self._put_object({"base": last[0], "changes": changes})
+            self._last = (sha, tree, last[2] + 1)
+        else:
+            sha = self._put_object({"full": tree})
+            self._last = (sha, tree, 0)
+        return sha
+
+    def _walk(self) -> Iterable[tuple[str, os.stat_result, str]]:
+        root = str(self.root)
+        cut = len(root) + 1
+        stack = [root]
+        while stack:
+            folder = stack.pop()
+            try:
+                entries = list(os.scandir(folder))
+            except FileNotFoundError:
+                continue
+            for entry in entries:
+                st = entry.stat(follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode):
+                    stack.append(entry.path)
+                elif stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
+                    yield entry.path[cut:], st, entry.path
+
+    def _blob_for(self, rel: str, st: os.stat_result, full: str) -> str:
+        cached = self._cache.get(rel)
+        if cached and cached[:3] == (st.st_size, st.st_mtime_ns, st.st_ino):
+            return cached[3]
+        data = Path(full).read_bytes()
+        sha = self.put_blob(data)
+        self._cache[rel] = (st.st_size, st.st_mtime_ns, st.st_ino, sha)
+        return sha
+
+    def put_blob(self, data: bytes) -> str:
+        sha = hashlib.sha256(data).hexdigest()
+        path = self._blob_path(sha)
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(path, zlib.compress(data, 1), fsync=self.fsync)
+        return sha
+
+    def _blob_path(self, sha: str) -> Path:
+        return self.objects / sha[:2] / sha[2:]
+
+    def _put_object(self, tree: dict[str, object]) -> str:
+        raw = json.dumps(tree, sort_keys=True, separators=(",", ":")).encode()
+        sha = hashlib.sha256(raw).hexdigest()
+        path = self.trees / f"{sha}.json.z"
+        if not path.exists():
+            self.trees.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(path, zlib.compress(raw, 1), fsync=self.fsync)
+        return sha
+
+    def tree(self, sha: str) -> Tree:
+        """The full tree `sha` (following its chain of changes)."""
+        if self._last is not None and self._last[0] == sha:
+            return self._last[1]
+        if sha in self._resolved:
+            return self._resolved[sha]
+        data = self._object(sha)
+        if "full" in data:
+            tree: Tree = dict(data["full"])
+        else:
+            tree = dict(self.tree(str(data.get("base"))))
+            for path, entry in (data.get("changes") or {}).items():
+                if entry is None:
+                    tree.pop(path, None)
+                else:
+                    tree[path] = entry
+        if len(self._resolved) >= 8:
+            self._resolved.pop(next(iter(self._resolved)))
+        self._resolved[sha] = tree
+        return tree
+
+    def _object(self, sha: str) -> dict[str, Any]:
+        path = self.trees / f"{sha}.json.z"
+        try:
+            raw = zlib.decompress(path.read_bytes())
+        except FileNotFoundError:
+            raise StoreError(f"workspace snapshot {sha[:12]} is missing from {self.trees}") from None
+        except zlib.error:
+            raise StoreError(f"workspace snapshot {sha[:12]} is corrupt") from None
+        if hashlib.sha256(raw).hexdigest() != sha:
+            raise StoreError(f"workspace snapshot {sha[:12]} does not match its checksum")
+        data = json.loads(raw)
+        if not isinstance(data, dict) or not ("full" in data or "base" in data):
+            raise StoreError(f"workspace snapshot {sha[:12]} is corrupt")
+        return data
+
+    def blob(self, sha: str) -> bytes:
+        try:
+            data = zlib.decompress(self._blob_path(sha).read_bytes())
+        except (FileNotFoundError, zlib.error):
+            raise StoreError(f"stored file {sha[:12]} is missing or corrupt in {self.objects}") from None
+        if hashlib.sha256(data).hexdigest() != sha:
+            raise StoreError(f"stored file {sha[:12]} does not match its checksum")
+        return data
+
+    # restore -------------------------------------------------------------------------------
+    def diff(self, sha: str) -> Changes:
+        """What a restore to tree `sha` would change, without changing anything."""
+        return self._apply(sha, dry_run=True)
+
+    def restore(self, sha: str) -> Changes:
+        """Make the workspace equal to tree `sha` (large skipped files are left alone)."""
+        return self._apply(sha, dry_run=False)
+
+    def _apply(self, sha: str, *, dry_run: bool) -> Changes:
+        target = self.tree(sha)
+        changes = Changes()
+        current = {rel: (st, full) for rel, st, full in self._walk()}
+        for rel, entry in target.items():  # every blob to write back must be there before anything changes
+            have = current.get(rel)
+            if entry[0] == "link" or (have and stat.S_ISREG(have[0].st_mode)
+                                      and self._blob_for(rel, have[0], have[1]) == entry[0]):
+                continue
+            if not self._blob_path(str(entry[0])).exists():
+                raise StoreError(f"stored file {str(entry[0])[:12]} is missing; the workspace was not changed")
+        for rel, (st, full) in current.items():
+            if rel in target or (st.st_size > MAX_FILE_BYTES and not stat.S_ISLNK(st.st_mode)):
+                continue
+            changes.removed.append(rel)
+            if not dry_run:
+                os.unlink(full)
+                self._cache.pop(rel, None)
+        for rel, entry in target.items():
+            full = os.path.join(self.root, rel)
+            have = current.get(rel)
+            if entry[0] == "link":
+                if have and stat.S_ISLNK(have[0].st_mode) and os.readlink(full) == entry[1]:
+                    continue
+                changes.written.append(rel)
+                if not dry_run:
+                    if have:
+                        os.unlink(full)
+                    os.makedirs(os.path.dirname(full) or ".", exist_ok=True)
+                    os.symlink(str(entry[1]), full)
+                continue
+            if have and stat.S_ISREG(have[0].st_mode) and self._blob_for(rel, have[0], full) == entry[0]:
+                if stat.S_IMODE(have[0].st_mode) != entry[1] and not dry_run:
+                    os.chmod(full, int(entry[1]))  # type: ignore[call-overload]
+                continue
+            changes.written.append(rel)
+            if not dry_run:
+                if have and stat.S_ISLNK(have[0].st_mode):
+                    os.unlink(full)
+                os.makedirs(os.path.dirname(full) or ".", exist_ok=True)
+                atomic_write_bytes(Path(full), self.blob(str(entry[0])), fsync=False, mode=int(entry[1]))  # type: ignore[call-overload]
+        if not dry_run:
+            self._prune_empty_dirs(changes.removed, target)
+        return changes
+
+    def _prune_empty_dirs(self, removed: list[str], target: Tree) -> None:
+        keep = {os.path.dirname(rel) for rel in target}
+        for rel in sorted(removed, key=lambda r: -r.count(os.sep)):
+            folder = os.path.dirname(rel)
+            while folder and not any(k == folder or k.startswith(folder + os.sep) for k in keep):
+                try:
+                    os.rmdir(os.path.join(self.root, folder))
+                except OSError:
+                    break
+                folder = os.path.dirname(folder)
+
+    # garbage collection --------------------------------------------------------------------
+    def collect(self, live_trees: set[str]) -> int:
+        """Delete trees no checkpoint names and blobs no kept tree names; returns files removed."""
+        removed = 0
+        blobs: set[str] = set()
+        keep: set[str] = set()
+        for sha in live_trees | ({self._last[0]} if self._last else set()):  # a kept tree needs its whole chain of bases
+            while sha and sha not in keep:
+                keep.add(sha)
+                try:
+                    data = self._object(sha)
+                except StoreError:
+                    break
+                entries = data.get("full") or data.get("changes") or {}
+                blobs.update(str(e[0]) for e in entries.values() if e and e[0] != "link")
+                sha = str(data.get("base") or "")
+        for path in list(self.trees.glob("*.json.z")) if self.trees.exists() else []:
+            if path.name[: -len(".json.z")] not in keep:
+                path.unlink(missing_ok=True)
+                removed += 1
+        for path in list(self.objects.glob("*/*")) if self.objects.exists() else []:
+            if path.parent.name + path.name not in blobs and not path.name.startswith("."):
+                path.unlink(missing_ok=True)
+                removed += 1
+        return removed
+
+
+class StoreError(Exception):
+    """A snapshot cannot be read back; `str()` is one line fit to show."""

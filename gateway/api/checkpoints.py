@@ -1,0 +1,55 @@
+"""checkpoints.list, checkpoints.show, checkpoints.restore, checkpoints.fork: time travel."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from agent.services import Services
+
+from ..connection import Connection
+from ..methods import Params, method
+
+
+class CheckpointList(Params):
+    session: str | None = Field(None, max_length=200)
+    task: str | None = Field(None, max_length=64)
+    limit: int = Field(200, ge=1, le=10_000)
+
+
+class CheckpointId(Params):
+    id: str = Field(min_length=1, max_length=64)
+
+
+class CheckpointRestore(Params):
+    id: str = Field(min_length=1, max_length=64)
+    mode: Literal["conversation", "files", "both"] = "both"
+    confirm: bool = Field(False, description="go ahead although effects after the point cannot be undone")
+
+
+class CheckpointFork(Params):
+    id: str = Field(min_length=1, max_length=64)
+    session: str | None = Field(None, min_length=1, max_length=200, description="the new session's key")
+
+
+@method("checkpoints.list", CheckpointList, "checkpoints, newest first, optionally of one session or task")
+async def checkpoints_list(services: Services, conn: Connection, p: CheckpointList) -> dict[str, Any]:
+    return services.checkpoints.list(session=p.session, task=p.task, limit=p.limit)
+
+
+@method("checkpoints.show", CheckpointId, "one checkpoint: what the agent knew and did, what a restore changes")
+async def checkpoints_show(services: Services, conn: Connection, p: CheckpointId) -> dict[str, Any]:
+    return services.checkpoints.show(p.id)
+
+
+@method("checkpoints.restore", CheckpointRestore,
+        "go back to a checkpoint (conversation, files or both); without confirm, irreversible effects after it "
+        "are returned and nothing changes")
+async def checkpoints_restore(services: Services, conn: Connection, p: CheckpointRestore) -> dict[str, Any]:
+    return services.checkpoints.restore(p.id, p.mode, confirm=p.confirm)
+
+
+@method("checkpoints.fork", CheckpointFork, "a new session branched from a checkpoint; the original is untouched")
+async def checkpoints_fork(services: Services, conn: Connection, p: CheckpointFork) -> dict[str, Any]:
+    return services.checkpoints.fork(p.id, p.session)

@@ -1,0 +1,149 @@
+"""`clawgate checkpoints list|show|restore|fork`: through the running daemon, or the files when it is down."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+from .errors import EXIT_FAILED, CliError
+from .output import print_json
+from .remote import Target, gateway_or_offline
+
+
+def _service(t: Target) -> Any:
+    """The same service the daemon uses, on the files (the caller holds the instance lock)."""
+    from agent.checkpoints import CheckpointService
+    from agent.events import EventHub
+    from agent.session import SessionManager
+    from agent.tasks import TaskStore
+
+    from .. import __version__
+
+    agent = t.settings.agent
+    fsync = t.settings.state.fsync
+    workspace = Path(agent.workspace).expanduser() if agent.workspace else t.paths.default_workspace
+    return CheckpointService(folder=t.paths.checkpoints, workspace=workspace,
+                             sessions=SessionManager(t.paths.sessions, fsync=fsync),
+                             tasks=TaskStore(t.paths.tasks, fsync=fsync), events=EventHub(),
+                             settings=t.settings.checkpoints, version=__version__, busy=lambda key: False,
+                             invalidate=lambda key: None, fsync=fsync)
+
+
+def _offline(call: str, *args: Any, **kwargs: Any) -> Any:
+    from agent.errors import DomainError
+
+    def run(t: Target) -> dict[str, Any]:
+        try:
+            return getattr(_service(t), call)(*args, **kwargs)
+        except DomainError as exc:
+            raise CliError(exc.message, EXIT_FAILED) from None
+    return run
+
+
+def _when(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    params = {"session": args.session, "task": args.task, "limit": args.limit}
+    payload = gateway_or_offline("checkpoints.list", params,
+                                 _offline("list", session=args.session, task=args.task, limit=args.limit)).payload
+    if args.json:
+        print_json(payload)
+        return 0
+    for problem in payload.get("problems", []):
+        print(f"refused: {problem}")
+    if not payload["checkpoints"]:
+        print("no checkpoints")
+    for cp in payload["checkpoints"]:
+        mark = " ✓" if cp.get("verified") else ""
+        print(f"{cp['id']}  {_when(cp['time'])}  {cp['session']:16}  turn {cp['turn']:<3} {cp['kind']:5} "
+              f"{cp['description']}{mark}")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    payload = gateway_or_offline("checkpoints.show", {"id": args.id}, _offline("show", args.id)).payload
+    if args.json:
+        print_json(payload)
+        return 0
+    cp = payload["checkpoint"]
+    print(f"{cp['id']} · session {cp['session']} · turn {cp['turn']} · {cp['kind']} · {_when(cp['time'])}")
+    print(f"  {cp['description']}" + (f" (parent {cp['parent']})" if cp.get("parent") else ""))
+    task = payload.get("task")
+    if task:
+        done = sum(1 for s in task["steps"] if s["status"] in ("done", "skipped"))
+        print(f"  task {task['id']} [{task['status']}] {task['goal']} — {done}/{len(task['steps'])} steps done")
+    for entry in payload["history"][-8:]:
+        text = " ".join(str(entry.get("text") or "").split())[:100]
+        tools = f" [{', '.join(entry['tools'])}]" if entry.get("tools") else ""
+        print(f"  {entry['role']:9} {text}{tools}")
+    change = payload["restoreWouldChange"]
+    print(f"  workspace: {payload['workspaceFiles']} file(s); a restore would write {len(change.get('written', []))} "
+          f"and remove {len(change.get('removed', []))}")
+    _print_effects(payload["irreversible"])
+    return 0
+
+
+def _print_effects(effects: list[dict[str, Any]]) -> None:
+    if effects:
+        print(f"  cannot be undone ({len(effects)}):")
+        for effect in effects:
+            print(f"    {effect['what']}: {effect['summary']}")
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    params = {"id": args.id, "mode": args.mode, "confirm": args.yes}
+    payload = gateway_or_offline("checkpoints.restore", params,
+                                 _offline("restore", args.id, args.mode, confirm=args.yes)).payload
+    if args.json:
+        print_json(payload)
+        return 0 if payload["restored"] else EXIT_FAILED
+    if not payload["restored"]:
+        print(f"not restored: these effects after {args.id} cannot be undone:")
+        _print_effects(payload["irreversible"])
+        raise CliError("run again with --yes to restore anyway", EXIT_FAILED)
+    files = payload.get("files")
+    print(f"restored {payload['checkpoint']['session']} to {args.id} ({args.mode})"
+          + (f"; files: {len(files['written'])} written, {len(files['removed'])} removed" if files else ""))
+    if payload.get("abandoned"):
+        print(f"the later history is kept as {payload['abandoned']}")
+    return 0
+
+
+def cmd_fork(args: argparse.Namespace) -> int:
+    params: dict[str, Any] = {"id": args.id, **({"session": args.session} if args.session else {})}
+    payload = gateway_or_offline("checkpoints.fork", params, _offline("fork", args.id, args.session)).payload
+    if args.json:
+        print_json(payload)
+    else:
+        print(f"forked {payload['parentSession']} at {args.id} into session {payload['session']}")
+    return 0
+
+
+def add_commands(sub: Any) -> None:
+    group = sub.add_parser("checkpoints", help="checkpoints: list, show, restore, fork (time travel)")
+    csub = group.add_subparsers(dest="checkpoints_command", required=True)
+    p = csub.add_parser("list", help="checkpoints, newest first")
+    p.add_argument("--session")
+    p.add_argument("--task")
+    p.add_argument("--limit", type=int, default=200)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_list)
+    p = csub.add_parser("show", help="what the agent knew and did at a checkpoint")
+    p.add_argument("id")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_show)
+    p = csub.add_parser("restore", help="go back to a checkpoint (the later history is kept as a branch)")
+    p.add_argument("id")
+    p.add_argument("--mode", choices=["conversation", "files", "both"], default="both")
+    p.add_argument("--yes", action="store_true", help="restore although some effects after it cannot be undone")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_restore)
+    p = csub.add_parser("fork", help="a new session branched from a checkpoint")
+    p.add_argument("id")
+    p.add_argument("--session", help="the new session's key (default: <session>~<random>)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_fork)

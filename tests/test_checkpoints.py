@@ -1,0 +1,204 @@
+"""Checkpoints in-process on real files: creation, the workspace store, retention, undo, last good."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.checkpoints import CheckpointRefused, CheckpointService
+from agent.commands import COMMANDS, CommandRouter
+from agent.events import EventHub
+from agent.session import Session, SessionManager
+from agent.tasks import Step, Task, TaskStore
+from channels.telegram.access import read_message
+from config.schema import CheckpointSettings
+
+
+class Rig:
+    """A service on a temp home, and a way to play the records a run appends."""
+
+    def __init__(self, home: Path, **settings: Any) -> None:
+        self.home = home
+        self.workspace = home / "workspace"
+        self.workspace.mkdir(parents=True)
+        self.sessions = SessionManager(home / "state/sessions", fsync=False)
+        self.tasks = TaskStore(home / "state/tasks", fsync=False)
+        self.events = EventHub()
+        self.seen: list[dict[str, Any]] = []
+        self.events.subscribe(self.seen.append)
+        self.service = CheckpointService(
+            folder=home / "state/checkpoints", workspace=self.workspace, sessions=self.sessions, tasks=self.tasks,
+            events=self.events, settings=CheckpointSettings(**settings), version="test", busy=lambda key: False,
+            invalidate=lambda key: None, fsync=False)
+        self.sessions.observers += [self.service.tapes.on_append, self.service.on_append]
+        self._ids = 0
+
+    def session(self, key: str) -> Session:
+        return self.sessions.get(key)
+
+    def user(self, key: str, text: str) -> None:
+        self.session(key).append("user", text=text, inbound_id=f"in{time.time_ns()}", channel="test", chat_id="1")
+
+    def call(self, key: str, name: str, args: dict[str, Any], result: str, *, effect: Any = None) -> None:
+        """One model turn with one tool call, run: assistant, intent, (the effect), done, results."""
+        self._ids += 1
+        call_id = f"toolu_{self._ids}"
+        session = self.session(key)
+        session.append("assistant", content=[{"type": "tool_use", "id": call_id, "name": name, "input": args}])
+        session.append("tool_intent", id=call_id, name=name, input=args)
+        if effect is not None:
+            effect()
+        session.append("tool_done", id=call_id, content=result, is_error=False, status="ok")
+        session.append("tool_results", results=[{"tool_use_id": call_id, "content": result}])
+
+    def plan(self, key: str, steps: int) -> Task:
+        task = Task(goal="write files", session_key=key, status="in_progress",
+                    steps=[Step(text=f"write f{i}.txt") for i in range(1, steps + 1)])
+        self.call(key, "task", {"action": "plan", "goal": task.goal}, "created", effect=lambda: self.tasks.save(task))
+        return task
+
+    def step(self, key: str, task: Task, i: int) -> None:
+        self.call(key, "write_file", {"path": f"f{i}.txt", "content": str(i)}, "created",
+                  effect=lambda: (self.workspace / f"f{i}.txt").write_text(str(i)))
+
+        def complete() -> None:
+            task.steps[i - 1].status, task.steps[i - 1].verification = "done", f"read f{i}.txt back"
+            self.tasks.save(task)
+        self.call(key, "task", {"action": "complete", "step": i, "verification": "read back"}, "done", effect=complete)
+
+    def steps_of(self, key: str) -> dict[int, Any]:
+        return {c.step: c for c in self.service.store.all(key) if c.kind == "step"}
+
+
+def test_step_boundaries_turns_and_intervals_make_checkpoints(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, every_events=6)
+    rig.user("s", "do it")
+    task = rig.plan("s", 3)
+    for i in (1, 2, 3):
+        rig.step("s", task, i)
+    kinds = [c.kind for c in rig.service.store.all("s")]
+    assert kinds.count("turn") == 1 and kinds.count("step") == 3 and kinds.count("auto") >= 1
+    steps = rig.steps_of("s")
+    assert all(steps[i].verified and steps[i].task == task.id for i in (1, 2, 3))
+    assert steps[2].snapshot["task"]["steps"][1]["status"] == "done"
+    assert steps[2].snapshot["task"]["steps"][2]["status"] == "pending"
+    lineage = rig.service.store.lineage("s")
+    assert [c.id for c in lineage][0] == steps[3].id and lineage[-1].kind == "turn" and lineage[-1].parent is None
+    raw = json.loads((tmp_path / f"state/checkpoints/sessions/s/{steps[1].id}.json").read_text())
+    assert raw["checksum"].startswith("sha256:") and raw["schema"] == 1 and raw["version"] == "test"
+
+
+def test_workspace_comes_back_created_removed_deleted_restored(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    (rig.workspace / "keep.txt").write_text("keep")
+    (rig.workspace / "docs").mkdir()
+    (rig.workspace / "docs/old.md").write_text("old")
+    tree = rig.service.workspace.snapshot()
+    (rig.workspace / "docs/old.md").unlink()
+    (rig.workspace / "keep.txt").write_text("changed")
+    (rig.workspace / "new/deep").mkdir(parents=True)
+    (rig.workspace / "new/deep/x.txt").write_text("x")
+    changes = rig.service.workspace.restore(tree)
+    assert sorted(changes.removed) == ["new/deep/x.txt"]
+    assert sorted(changes.written) == ["docs/old.md", "keep.txt"]
+    assert (rig.workspace / "keep.txt").read_text() == "keep" and (rig.workspace / "docs/old.md").read_text() == "old"
+    assert not (rig.workspace / "new").exists()  # folders created after the point go too
+    # the store lives outside the workspace, where the agent's file tools cannot reach it
+    assert not str(rig.service.workspace.objects).startswith(str(rig.workspace))
+
+
+def test_corrupt_and_newer_schema_refused_with_one_line(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    rig.user("s", "hi")
+    cp = rig.service.store.all("s")[0]
+    path = tmp_path / f"state/checkpoints/sessions/s/{cp.id}.json"
+    body = json.loads(path.read_text())
+    body["description"] = "tampered"
+    path.write_text(json.dumps(body))
+    with pytest.raises(CheckpointRefused) as corrupt:
+        rig.service.restore(cp.id, confirm=True)
+    assert "corrupt (checksum mismatch)" in corrupt.value.message and "\n" not in corrupt.value.message
+    body["schema"] = 7
+    path.write_text(json.dumps(body))
+    with pytest.raises(CheckpointRefused) as newer:
+        rig.service.show(cp.id)
+    assert "schema version 7" in newer.value.message and "upgrade clawgate" in newer.value.message
+    assert rig.service.list(session="s")["problems"] == [newer.value.message]
+
+
+def test_retention_prunes_old_ones_but_keeps_what_a_branch_needs(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, keep_count=5)
+    for i in range(20):
+        (rig.workspace / f"n{i}.txt").write_text(f"only in snapshot {i}")
+        rig.user("a", f"message {i}")
+        rig.session("a").append("assistant", content=[{"type": "text", "text": f"answer {i}"}])
+    ordered = rig.service.store.all("a")
+    base = ordered[2]  # an old checkpoint a fork stands on
+    fork = rig.service.fork(base.id, "a-fork")
+    removed = rig.service.prune()
+    left = {c.id for c in rig.service.store.all("a")}
+    assert len(removed) == 20 - 5 - 1
+    assert base.id in left and ordered[-1].id in left and ordered[0].id not in left
+    assert rig.service.store.head("a-fork") == base.id
+    # the kept snapshot's files are still in the store (garbage collection spared them)
+    tree = rig.service.workspace.tree(base.snapshot["workspace"])
+    assert "n2.txt" in tree and "n3.txt" not in tree
+    rig.service.workspace.restore(base.snapshot["workspace"])
+    assert (rig.workspace / "n2.txt").read_text() == "only in snapshot 2" and not (rig.workspace / "n10.txt").exists()
+    # age: everything old goes, except what a live branch stands on
+    gone = rig.service.store.prune(keep_count=1000, keep_days=1, needed=rig.service.needed(), now=time.time() + 3 * 86400)
+    assert base.id not in gone and ordered[-1].id not in gone and set(gone) == left - {base.id, ordered[-1].id}
+    assert fork["session"] == "a-fork"
+
+
+def test_undo_goes_back_n_steps_and_asks_before_irreversible_effects(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    router = CommandRouter(agent_name="t", sessions=None, tasks=None, status=None,  # type: ignore[arg-type]
+                           checkpoints=rig.service)
+    assert "undo" in dict(COMMANDS)  # Telegram's command list is this table
+    assert read_message("/undo 2", private=True, bot_username="b", mentioned=False, reply_to_bot=False).args == "2"
+    assert "no completed task step" in (router.handle("undo", "s") or "")
+    rig.user("s", "do it")
+    task = rig.plan("s", 3)
+    for i in (1, 2, 3):
+        rig.step("s", task, i)
+    rig.call("s", "message", {"text": "done!"}, "sent")
+    reply = router.handle("undo", "s", "2") or ""
+    assert "cannot undo" in reply and "message sent: text=done!" in reply and "/undo 2 confirm" in reply
+    assert (rig.workspace / "f3.txt").exists()
+    reply = router.handle("undo", "s", "2 confirm") or ""
+    assert reply.startswith("Went back 2 step(s): step 1/3 done") and "2 file(s) restored" in reply
+    assert (rig.workspace / "f1.txt").exists() and not (rig.workspace / "f2.txt").exists()
+    saved = rig.tasks.get(task.id)
+    assert saved is not None and [s.status for s in saved.steps] == ["done", "pending", "pending"]
+    assert "only 1 step(s)" in (router.handle("undo", "s", "5") or "")
+    assert "Usage" in (router.handle("undo", "s", "two") or "")
+
+
+def test_restore_last_good_for_drift_control(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    rig.user("s", "do it")
+    assert rig.service.restore_last_good("s") is False  # no verified step yet
+    task = rig.plan("s", 3)
+    rig.step("s", task, 1)
+    rig.step("s", task, 2)
+    rig.call("s", "write_file", {"path": "drift.txt", "content": "off track"}, "created",
+             effect=lambda: (rig.workspace / "drift.txt").write_text("off track"))
+    assert rig.service.restore_last_good("s") is True
+    assert not (rig.workspace / "drift.txt").exists() and (rig.workspace / "f2.txt").exists()
+    last = rig.sessions.get("s").records[-1]
+    assert last["name"] == "branch" and last["checkpoint"] == rig.steps_of("s")[2].id
+
+
+def test_a_reset_session_starts_a_new_lineage(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    rig.user("s", "first conversation")
+    old = rig.service.store.head("s")
+    rig.sessions.reset("s")
+    rig.user("s", "second conversation")
+    newest = rig.service.store.lineage("s")
+    assert old and newest[0].id != old and newest[0].parent is None
