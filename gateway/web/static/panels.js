@@ -12,6 +12,19 @@ function debounce(fn, ms = 150) {
   };
 }
 
+function fromNow(seconds) {
+  const left = Math.round(seconds - Date.now() / 1000);
+  if (left <= 0) return "due now";
+  const d = Math.floor(left / 86400), h = Math.floor((left % 86400) / 3600), m = Math.floor((left % 3600) / 60);
+  return "in " + (d ? `${d}d ${h}h` : h ? `${h}h ${m}m` : m ? `${m}m` : `${left}s`);
+}
+
+// A run's end or answer changes sessions and usage.
+function onRunChange(gateway, refresh) {
+  gateway.on("agent", (p) => { if (p.stream === "run_end" || p.stream === "turn_end") refresh(); });
+  gateway.on("chat", (p) => { if (p.state !== "delta") refresh(); });
+}
+
 export class ApprovalsPanel {
   constructor(gateway, root, { onError }) {
     this.gateway = gateway;
@@ -59,6 +72,7 @@ export class TasksPanel {
     this.gateway = gateway;
     this.list = root.querySelector("#tasks");
     this.onError = onError;
+    this.opened = new Map(); // task id -> open, as the user left it
     gateway.on("task", debounce(() => this.refresh()));
   }
 
@@ -67,17 +81,21 @@ export class TasksPanel {
       const { tasks } = await this.gateway.request("tasks.list", { all: true });
       const newest = tasks.sort((a, b) => (b.updatedAt || 0) - (a.updatedAt || 0)).slice(0, 10);
       const full = await Promise.all(newest.map((t) => this.gateway.request("tasks.get", { id: t.id })));
-      clear(this.list, full.length ? full.map(({ task }) => this.card(task))
+      clear(this.list, full.length ? full.map(({ task }, i) => this.card(task, i === 0))
         : el("p", { class: "empty", text: "No tasks yet." }));
     } catch (error) {
       this.onError(error);
     }
   }
 
-  card(task) {
+  card(task, newest) {
     const done = task.steps.filter((s) => s.status === "done" || s.status === "skipped").length;
     const active = task.status === "pending" || task.status === "in_progress";
-    return el("details", { class: `task ${task.status}`, open: active, dataset: { id: task.id, status: task.status } },
+    const open = this.opened.get(task.id) ?? (active || newest);
+    return el("details", {
+      class: `task ${task.status}`, open, dataset: { id: task.id, status: task.status },
+      ontoggle: (event) => this.opened.set(task.id, event.target.open),
+    },
       el("summary", {},
         el("span", { class: `badge ${task.status}`, text: task.status.replace("_", " ") }), " ",
         el("span", { class: "goal", text: task.goal }), " ",
@@ -130,7 +148,8 @@ export class CronPanel {
       el("div", { class: "head" }, el("span", { class: "name", text: job.name || job.id }),
         el("span", { class: "describe", text: ` ${job.describe}` })),
       el("div", { class: "next" }, "next run: ",
-        el("span", { class: "next-run", text: job.enabled ? (job.nextRun || "—") : "disabled" })),
+        el("span", { class: "next-run", text: job.enabled ? (job.nextRun || "—") : "disabled" }),
+        job.enabled && job.nextRunAt ? el("span", { class: "in", text: ` (${fromNow(job.nextRunAt)})` }) : null),
       el("div", { class: "last" }, `last: ${job.lastStatus || "never ran"}`,
         job.failures ? ` (${job.failures} failures)` : ""),
       el("details", { class: "history", ontoggle: toggle }, el("summary", { text: "History" }), history));
@@ -143,8 +162,7 @@ export class SessionsPanel {
     this.list = root.querySelector("#sessions");
     this.onError = onError;
     this.onOpen = onOpen;
-    const refresh = debounce(() => this.refresh(), 300);
-    gateway.on("agent", (p) => { if (p.stream === "run_end") refresh(); });
+    onRunChange(gateway, debounce(() => this.refresh(), 300));
   }
 
   async refresh() {
@@ -166,9 +184,9 @@ export class StatusPanel {
     this.gateway = gateway;
     this.box = root.querySelector("#status");
     this.onError = onError;
-    const refresh = debounce(() => this.refresh(), 500);
+    const refresh = debounce(() => this.refresh(), 300);
     gateway.on("tick", refresh);
-    gateway.on("agent", (p) => { if (p.stream === "run_end") refresh(); });
+    onRunChange(gateway, refresh);
   }
 
   async refresh() {
