@@ -248,3 +248,16 @@ def test_cron_jobs_show_their_next_run_and_history(browser, daemon, fake_model):
     expect(second_card.locator(".runs .run .status")).to_have_text("ok")
     screenshot(page, "cron")
     assert not page.errors, page.errors  # type: ignore[attr-defined]
+
+
+def test_the_page_reconnects_after_a_daemon_restart(browser, daemon, fake_model):
+    page = logged_in(browser, daemon)
+    daemon.kill()  # a crash: the page notices and keeps trying
+    expect(page.locator("#conn-state")).to_contain_text("reconnecting")
+    daemon.start()  # same port
+    expect(page.locator("#conn-state")).to_contain_text("connected ·")
+    fake_model.enqueue(text("Back again."))
+    page.fill("#chat-input", "are you there?")
+    page.click("#chat-send")
+    expect(page.locator("#messages .msg.assistant[data-state=final]")).to_have_text("Back again.")
+    # (failed reconnection attempts log console errors; those are expected here)

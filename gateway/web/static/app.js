@@ -45,11 +45,29 @@ async function start(token) {
     new SessionsPanel(gateway, main, { ...options, onOpen: (key) => chat.open(key) }),
     new StatusPanel(gateway, main, options),
   ];
+  const refreshAll = () => Promise.all([chat.open(chat.session), ...panels.map((panel) => panel.refresh())]);
+  // A restarted daemon comes back on the same port: reconnect with the same token and reload
+  // what is shown (events missed meanwhile are covered by reading everything again).
   gateway.onclose = (event) => {
-    setState(`disconnected${event.reason ? `: ${event.reason}` : ""} — reload to reconnect`, false);
+    const why = event.reason ? `: ${event.reason}` : "";
+    if (event.code === 1008) {
+      setState(`disconnected${why} — log in again`, false);
+      return;
+    }
+    setState(`disconnected${why} — reconnecting…`, false);
+    setTimeout(async function retry() {
+      try {
+        const again = await gateway.connect();
+        setState(`connected · ${again.server.name} ${again.server.version}`, true);
+        await refreshAll();
+      } catch {
+        setTimeout(retry, 2000);
+      }
+    }, 1000);
   };
   $("#logout").onclick = () => {
     sessionStorage.removeItem(TOKEN_KEY);
+    gateway.onclose = () => {};
     gateway.close();
     location.reload();
   };
