@@ -261,3 +261,13 @@ def test_the_page_reconnects_after_a_daemon_restart(browser, daemon, fake_model)
     page.click("#chat-send")
     expect(page.locator("#messages .msg.assistant[data-state=final]")).to_have_text("Back again.")
     # (failed reconnection attempts log console errors; those are expected here)
+
+    # The token changed while the daemon was down: the page forgets it and asks again.
+    daemon.kill()
+    daemon.env["CLAWGATE_GATEWAY__TOKEN"] = "a-new-token-0123456789"
+    daemon.start()
+    expect(page.locator("#login")).to_be_visible()
+    expect(page.locator("#login-error")).to_contain_text("wrong gateway token")
+    assert page.evaluate("sessionStorage.getItem('clawgate.token')") is None
+    log_in(page, "a-new-token-0123456789")
+    expect(page.locator("body")).to_have_attribute("data-ready", "true")

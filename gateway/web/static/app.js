@@ -6,6 +6,7 @@ import { ChatView } from "./chat.js";
 import { ApprovalsPanel, CronPanel, SessionsPanel, StatusPanel, TasksPanel } from "./panels.js";
 
 const TOKEN_KEY = "clawgate.token";
+const NOTICE_KEY = "clawgate.notice"; // why the last session ended, shown at the login
 const $ = (selector) => document.querySelector(selector);
 
 function gatewayUrl() {
@@ -50,18 +51,15 @@ async function start(token) {
   // what is shown (events missed meanwhile are covered by reading everything again).
   gateway.onclose = (event) => {
     const why = event.reason ? `: ${event.reason}` : "";
-    if (event.code === 1008) {
-      setState(`disconnected${why} — log in again`, false);
-      return;
-    }
     setState(`disconnected${why} — reconnecting…`, false);
     setTimeout(async function retry() {
       try {
         const again = await gateway.connect();
         setState(`connected · ${again.server.name} ${again.server.version}`, true);
         await refreshAll();
-      } catch {
-        setTimeout(retry, 2000);
+      } catch (error) {
+        if (String(error.message).startsWith("unauthorized")) backToLogin(error);
+        else setTimeout(retry, 2000);
       }
     }, 1000);
   };
@@ -79,6 +77,13 @@ async function start(token) {
   await chat.open("main");
   await Promise.all(panels.map((panel) => panel.refresh()));
   document.body.dataset.ready = "true";
+}
+
+// The token stopped working (changed in config.toml): forget it and ask again.
+function backToLogin(error) {
+  sessionStorage.removeItem(TOKEN_KEY);
+  sessionStorage.setItem(NOTICE_KEY, error.message);
+  location.reload();
 }
 
 async function login(token) {
@@ -101,5 +106,10 @@ $("#login-form").addEventListener("submit", (event) => {
   if (token) login(token);
 });
 
+const notice = sessionStorage.getItem(NOTICE_KEY);
+if (notice) {
+  sessionStorage.removeItem(NOTICE_KEY);
+  $("#login-error").textContent = notice;
+}
 const saved = sessionStorage.getItem(TOKEN_KEY);
 if (saved) login(saved);
