@@ -18,7 +18,7 @@ from config.schema import GatewaySettings
 from . import __version__, protocol
 from .connection import Connection
 from .methods import MethodError, MethodTable
-from .web import StaticSite, page_origins
+from .web import StaticSite, page_origins, page_url
 
 log = logging.getLogger(__name__)
 EVENTS = ["chat", "agent", "approval", "task", "heartbeat", "cron", "tick"]
@@ -52,7 +52,7 @@ class GatewayServer:
         )
         # The control page served here may connect back (its origin is known once the port is).
         self._origins = set(self.settings.allowed_origins) | page_origins(self.settings.host, self.port)
-        log.info("control page on http://%s:%d/", _url_host(self.settings.host), self.port)
+        log.info("control page on %s", page_url(self.settings.host, self.port))
         self._tick = asyncio.create_task(self._ticker())
 
     async def stop(self) -> None:
@@ -184,9 +184,3 @@ class GatewayServer:
             "events": EVENTS,
         }))
         return conn
-
-
-def _url_host(host: str) -> str:
-    if host in ("", "0.0.0.0", "::"):
-        return "127.0.0.1"
-    return f"[{host}]" if ":" in host else host

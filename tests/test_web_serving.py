@@ -13,6 +13,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
+from gateway.web import page_origins, page_url
 from tests.fakes.anthropic_api import text
 from tests.harness import TOKEN, DaemonProcess
 
@@ -97,3 +98,11 @@ async def test_status_counts_token_usage_since_start(daemon, fake_model):
         usage = (await client.request("status"))["usage"]
     assert usage["turns"] == 2
     assert (usage["input_tokens"], usage["output_tokens"]) == (200, 12)
+
+
+def test_page_origins_are_loopback_plus_a_specific_bind_address():
+    loopback = {"http://127.0.0.1:8", "http://localhost:8", "http://[::1]:8"}
+    assert page_origins("127.0.0.1", 8) == loopback
+    assert page_origins("0.0.0.0", 8) == page_origins("::", 8) == loopback  # wildcard: list others in config
+    assert page_origins("192.168.1.5", 8) == loopback | {"http://192.168.1.5:8"}
+    assert page_url("0.0.0.0", 8) == "http://127.0.0.1:8/" and page_url("fd00::2", 8) == "http://[fd00::2]:8/"

@@ -25,12 +25,21 @@ _TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=ut
           ".html": "text/html; charset=utf-8", ".svg": "image/svg+xml"}
 
 
+def _url_name(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def page_url(host: str, port: int) -> str:
+    """Where to open the page (a wildcard bind is reachable on loopback too)."""
+    return f"http://{'127.0.0.1' if host in WILDCARD_HOSTS else _url_name(host)}:{port}/"
+
+
 def page_origins(host: str, port: int) -> set[str]:
     """The origins the page has when served by this gateway: loopback names, and the bound host
     when it is a specific address. A wildcard bind leaves other names to gateway.allowed_origins."""
     names = set(LOOPBACK_NAMES)
     if host not in WILDCARD_HOSTS:
-        names.add(f"[{host}]" if ":" in host and not host.startswith("[") else host)
+        names.add(_url_name(host))
     return {f"http://{name}:{port}" for name in names}
 
 
