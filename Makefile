@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test setup bench clean
+.PHONY: run test setup browser bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,7 +20,17 @@ run: $(STAMP)
 	if [ ! -f "$$home/config.toml" ]; then $(BIN)/clawgate init --yes; fi
 	$(BIN)/clawgate gateway
 
-test: $(STAMP)
+# The browser tests (tests/test_web_e2e.py) use the system Chromium. Install it when it is missing
+# and we may (root, apt-get); otherwise those tests skip themselves with one line.
+browser:
+	@if ! command -v chromium >/dev/null 2>&1 && [ -z "$$CLAWGATE_TEST_CHROMIUM" ] \
+	    && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing chromium for the browser tests (apt-get, once)"; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; } \
+	    >/dev/null 2>&1 || echo "chromium could not be installed; the browser tests will be skipped"; \
+	fi
+
+test: $(STAMP) browser
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)

@@ -46,6 +46,7 @@ from agent.toolset import default_tools
 from agent.trace import TraceWriter
 from agent.triggers import CronService, CronStore, Triggers
 from agent.triggers.heartbeat import Heartbeat
+from agent.usage import UsageMeter
 from channels.base import Channel
 from channels.gateway_chat import GatewayChatChannel
 from channels.telegram import build as build_telegram
@@ -102,6 +103,8 @@ class App:
         self.events = EventHub()
         self.trace = TraceWriter(paths.traces)
         self.events.subscribe(self.trace)
+        self.usage = UsageMeter()
+        self.events.subscribe(self.usage)
         self.audit = AuditLog(paths.audit_log)
         self.sessions = SessionManager(paths.sessions, fsync=fsync)
         self.tasks = TaskStore(paths.tasks, fsync=fsync)
@@ -188,6 +191,7 @@ class App:
         add("queues", self.bus.counts)
         add("clients", lambda: sum(1 for c in self.server.connections if not c.closed))
         add("sandbox", lambda: sandbox_status().line())
+        add("usage", self.usage.snapshot)
 
     def _task_status_line(self, session: Any) -> str | None:
         task = self.tasks.current(session.key)

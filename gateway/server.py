@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+from http import HTTPStatus
 from typing import Any
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
 
 from agent.events import Event
 from config.schema import GatewaySettings
@@ -16,6 +18,7 @@ from config.schema import GatewaySettings
 from . import __version__, protocol
 from .connection import Connection
 from .methods import MethodError, MethodTable
+from .web import StaticSite, page_origins, page_url
 
 log = logging.getLogger(__name__)
 EVENTS = ["chat", "agent", "approval", "task", "heartbeat", "cron", "tick"]
@@ -86,6 +89,8 @@ class GatewayServer:
         self._server: Server | None = None
         self._tick: asyncio.Task[None] | None = None
         self.admission = Admission(settings.max_unauthenticated)
+        self._site = StaticSite()
+        self._origins: set[str] = set(settings.allowed_origins)
 
     @property
     def port(self) -> int:
@@ -96,11 +101,12 @@ class GatewayServer:
         self._server = await serve(
             self._serve, self.settings.host, self.settings.port,
             max_size=self.settings.max_frame_bytes, ping_interval=20, ping_timeout=20,
-            max_queue=64, write_limit=256 * 1024,
-            # Browsers always send Origin and any page may try ws://127.0.0.1; other clients send none.
-            origins=[None, *self.settings.allowed_origins],
+            max_queue=64, write_limit=256 * 1024, process_request=self._process_request,
             create_connection=_admitted_connections(self.admission),
         )
+        # The control page served here may connect back (its origin is known once the port is).
+        self._origins = set(self.settings.allowed_origins) | page_origins(self.settings.host, self.port)
+        log.info("control page on %s", page_url(self.settings.host, self.port))
         self._tick = asyncio.create_task(self._ticker())
 
     async def stop(self) -> None:
@@ -109,6 +115,19 @@ class GatewayServer:
         if self._server:
             self._server.close(close_connections=True)
             await self._server.wait_closed()
+
+    def _process_request(self, ws: ServerConnection, request: Request) -> Response | None:
+        """Plain GETs get the control page; upgrades go on to the handshake if their origin may.
+
+        Browsers always send Origin and any page may try ws://127.0.0.1; other clients send none.
+        So a handshake with an Origin is refused unless it is the page's own or listed in
+        gateway.allowed_origins."""
+        if request.headers.get("Upgrade", "").lower() != "websocket":
+            return self._site.answer(request)
+        origin = request.headers.get("Origin")
+        if origin is not None and origin not in self._origins:
+            return self._site.error(HTTPStatus.FORBIDDEN, "origin not allowed: add it to gateway.allowed_origins\n")
+        return None
 
     # events ------------------------------------------------------------------
     def broadcast(self, name: str, payload: dict[str, Any], session: str | None = None) -> int:

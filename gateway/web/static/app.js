@@ -1,0 +1,115 @@
+// The control page's entry: ask for the token (kept in sessionStorage, never in the URL), connect
+// to the gateway this page came from, and start the chat and the panels.
+
+import { Gateway } from "./gateway.js";
+import { ChatView } from "./chat.js";
+import { ApprovalsPanel, CronPanel, SessionsPanel, StatusPanel, TasksPanel } from "./panels.js";
+
+const TOKEN_KEY = "clawgate.token";
+const NOTICE_KEY = "clawgate.notice"; // why the last session ended, shown at the login
+const $ = (selector) => document.querySelector(selector);
+
+function gatewayUrl() {
+  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+  return `${scheme}//${location.host}/`;
+}
+
+function showError(error) {
+  const bar = $("#error");
+  bar.textContent = error?.message || String(error);
+  bar.hidden = false;
+  clearTimeout(showError.timer);
+  showError.timer = setTimeout(() => { bar.hidden = true; }, 8000);
+}
+
+function setState(text, ok) {
+  const state = $("#conn-state");
+  state.textContent = text;
+  state.className = ok ? "ok" : "bad";
+}
+
+async function start(token) {
+  const gateway = new Gateway(gatewayUrl(), token);
+  const hello = await gateway.connect();
+  sessionStorage.setItem(TOKEN_KEY, token);
+  $("#login").hidden = true;
+  $("#app").hidden = false;
+  setState(`connected · ${hello.server.name} ${hello.server.version}`, true);
+
+  const main = $("#app");
+  const options = { onError: showError };
+  const chat = new ChatView(gateway, main, options);
+  const panels = [
+    new ApprovalsPanel(gateway, main, options),
+    new TasksPanel(gateway, main, options),
+    new CronPanel(gateway, main, options),
+    new SessionsPanel(gateway, main, { ...options, onOpen: (key) => chat.open(key) }),
+    new StatusPanel(gateway, main, options),
+  ];
+  const refreshAll = () => Promise.all([chat.open(chat.session), ...panels.map((panel) => panel.refresh())]);
+  // A restarted daemon comes back on the same port: reconnect with the same token and reload
+  // what is shown (events missed meanwhile are covered by reading everything again).
+  gateway.onclose = (event) => {
+    const why = event.reason ? `: ${event.reason}` : "";
+    setState(`disconnected${why} — reconnecting…`, false);
+    setTimeout(async function retry() {
+      try {
+        const again = await gateway.connect();
+        setState(`connected · ${again.server.name} ${again.server.version}`, true);
+        await refreshAll();
+      } catch (error) {
+        if (String(error.message).startsWith("unauthorized")) backToLogin(error);
+        else setTimeout(retry, 2000);
+      }
+    }, 1000);
+  };
+  $("#logout").onclick = () => {
+    sessionStorage.removeItem(TOKEN_KEY);
+    gateway.onclose = () => {};
+    gateway.close();
+    location.reload();
+  };
+  $("#open-session").onsubmit = (event) => {
+    event.preventDefault();
+    const key = $("#session-key").value.trim();
+    if (key) chat.open(key);
+  };
+  await chat.open("main");
+  await Promise.all(panels.map((panel) => panel.refresh()));
+  document.body.dataset.ready = "true";
+}
+
+// The token stopped working (changed in config.toml): forget it and ask again.
+function backToLogin(error) {
+  sessionStorage.removeItem(TOKEN_KEY);
+  sessionStorage.setItem(NOTICE_KEY, error.message);
+  location.reload();
+}
+
+async function login(token) {
+  const message = $("#login-error");
+  message.textContent = "";
+  try {
+    await start(token);
+  } catch (error) {
+    sessionStorage.removeItem(TOKEN_KEY);
+    $("#login").hidden = false;
+    $("#app").hidden = true;
+    message.textContent = error.message || "could not connect";
+  }
+}
+
+$("#login-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const token = $("#token").value.trim();
+  $("#token").value = "";
+  if (token) login(token);
+});
+
+const notice = sessionStorage.getItem(NOTICE_KEY);
+if (notice) {
+  sessionStorage.removeItem(NOTICE_KEY);
+  $("#login-error").textContent = notice;
+}
+const saved = sessionStorage.getItem(TOKEN_KEY);
+if (saved) login(saved);

@@ -1,0 +1,36 @@
+// Building DOM nodes from data. Text always goes in as text (never as HTML), so nothing a model,
+// a tool or a chat user wrote can run as script in the page.
+
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key === "text") node.textContent = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (key === "dataset") Object.assign(node.dataset, value);
+    else node.setAttribute(key, value === true ? "" : String(value));
+  }
+  for (const child of children.flat(Infinity)) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+export function clear(node, ...children) {
+  node.replaceChildren(...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
+  return node;
+}
+
+export function when(seconds) {
+  if (!seconds) return "—";
+  const date = new Date(seconds * 1000);
+  const age = (Date.now() - date.getTime()) / 1000;
+  if (Math.abs(age) < 86400) return date.toLocaleTimeString();
+  return date.toLocaleString();
+}
+
+export function count(n) {
+  return Number(n || 0).toLocaleString();
+}

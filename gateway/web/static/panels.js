@@ -1,0 +1,210 @@
+// The side panels: each reads its list with one method and refreshes when its event arrives, so
+// what the page shows is what the daemon holds, not a copy the page keeps in step by itself.
+
+import { el, clear, when, count } from "./dom.js";
+
+// Coalesce bursts of events into one refresh per panel.
+function debounce(fn, ms = 150) {
+  let timer = null;
+  return () => {
+    clearTimeout(timer);
+    timer = setTimeout(fn, ms);
+  };
+}
+
+function fromNow(seconds) {
+  const left = Math.round(seconds - Date.now() / 1000);
+  if (left <= 0) return "due now";
+  const d = Math.floor(left / 86400), h = Math.floor((left % 86400) / 3600), m = Math.floor((left % 3600) / 60);
+  return "in " + (d ? `${d}d ${h}h` : h ? `${h}h ${m}m` : m ? `${m}m` : `${left}s`);
+}
+
+// A run's end or answer changes sessions and usage.
+function onRunChange(gateway, refresh) {
+  gateway.on("agent", (p) => { if (p.stream === "run_end" || p.stream === "turn_end") refresh(); });
+  gateway.on("chat", (p) => { if (p.state !== "delta") refresh(); });
+}
+
+export class ApprovalsPanel {
+  constructor(gateway, root, { onError }) {
+    this.gateway = gateway;
+    this.list = root.querySelector("#approvals");
+    this.badge = document.querySelector("#approvals-count");
+    this.onError = onError;
+    const refresh = debounce(() => this.refresh(), 50);
+    gateway.on("approval", refresh);
+  }
+
+  async refresh() {
+    try {
+      const { pending } = await this.gateway.request("approvals.list");
+      this.badge.textContent = pending.length ? String(pending.length) : "";
+      clear(this.list, pending.length ? pending.map((a) => this.card(a))
+        : el("p", { class: "empty", text: "Nothing waits for your approval." }));
+    } catch (error) {
+      this.onError(error);
+    }
+  }
+
+  card(a) {
+    const decide = (approve) => async (event) => {
+      event.target.closest(".approval").classList.add("deciding");
+      try {
+        await this.gateway.request("approvals.resolve", { id: a.id, approve });
+      } catch (error) {
+        this.onError(error);
+      }
+      this.refresh();
+    };
+    return el("div", { class: "approval", dataset: { id: a.id } },
+      el("div", { class: "head" }, el("span", { class: "tool", text: a.tool }),
+        el("span", { class: "where", text: ` in ${a.session_key}` })),
+      el("pre", { class: "summary", text: a.summary }),
+      el("p", { class: "reason", text: a.reason }),
+      el("div", { class: "actions" },
+        el("button", { class: "approve", type: "button", onclick: decide(true), text: "Approve" }),
+        el("button", { class: "deny", type: "button", onclick: decide(false), text: "Deny" })));
+  }
+}
+
+export class TasksPanel {
+  constructor(gateway, root, { onError }) {
+    this.gateway = gateway;
+    this.list = root.querySelector("#tasks");
+    this.onError = onError;
+    this.opened = new Map(); // task id -> open, as the user left it
+    gateway.on("task", debounce(() => this.refresh()));
+  }
+
+  async refresh() {
+    try {
+      const { tasks } = await this.gateway.request("tasks.list", { all: true });
+      const newest = tasks.sort((a, b) => (b.updatedAt || 0) - (a.updatedAt || 0)).slice(0, 10);
+      const full = await Promise.all(newest.map((t) => this.gateway.request("tasks.get", { id: t.id })));
+      clear(this.list, full.length ? full.map(({ task }, i) => this.card(task, i === 0))
+        : el("p", { class: "empty", text: "No tasks yet." }));
+    } catch (error) {
+      this.onError(error);
+    }
+  }
+
+  card(task, newest) {
+    const done = task.steps.filter((s) => s.status === "done" || s.status === "skipped").length;
+    const active = task.status === "pending" || task.status === "in_progress";
+    const open = this.opened.get(task.id) ?? (active || newest);
+    return el("details", {
+      class: `task ${task.status}`, open, dataset: { id: task.id, status: task.status },
+      ontoggle: (event) => this.opened.set(task.id, event.target.open),
+    },
+      el("summary", {},
+        el("span", { class: `badge ${task.status}`, text: task.status.replace("_", " ") }), " ",
+        el("span", { class: "goal", text: task.goal }), " ",
+        el("span", { class: "progress", text: `${done}/${task.steps.length}` })),
+      el("ol", { class: "task-steps" }, task.steps.map((s) =>
+        el("li", { class: `task-step ${s.status}`, dataset: { status: s.status }, title: s.verification || "" },
+          el("span", { class: "mark", text: { done: "✓", skipped: "–", failed: "✗", in_progress: "▸" }[s.status] || "○" }),
+          " ", s.text))),
+      task.result ? el("p", { class: "result", text: task.result }) : null,
+      active ? el("button", {
+        type: "button", class: "cancel", text: "Cancel task",
+        onclick: () => this.gateway.request("tasks.cancel", { id: task.id }).catch(this.onError),
+      }) : null);
+  }
+}
+
+export class CronPanel {
+  constructor(gateway, root, { onError }) {
+    this.gateway = gateway;
+    this.list = root.querySelector("#cron");
+    this.onError = onError;
+    gateway.on("cron", debounce(() => this.refresh()));
+  }
+
+  async refresh() {
+    try {
+      const { jobs } = await this.gateway.request("cron.list");
+      clear(this.list, jobs.length ? jobs.map((j) => this.card(j))
+        : el("p", { class: "empty", text: "No cron jobs. Add one with `clawgate cron add` or ask the agent." }));
+    } catch (error) {
+      this.onError(error);
+    }
+  }
+
+  card(job) {
+    const history = el("ol", { class: "runs" });
+    const toggle = async (event) => {
+      if (!event.target.open) return;
+      try {
+        const { runs } = await this.gateway.request("cron.runs", { id: job.id, limit: 10 });
+        clear(history, runs.length ? runs.map((r) => el("li", { class: `run ${r.status}` },
+          el("span", { class: "when", text: when(r.startedAt || r.scheduledAt) }), " ",
+          el("span", { class: "status", text: r.status }), r.result ? ` — ${r.result}` : ""))
+          : el("li", { class: "empty", text: "no runs yet" }));
+      } catch (error) {
+        this.onError(error);
+      }
+    };
+    return el("div", { class: `job ${job.enabled ? "on" : "off"}`, dataset: { id: job.id } },
+      el("div", { class: "head" }, el("span", { class: "name", text: job.name || job.id }),
+        el("span", { class: "describe", text: ` ${job.describe}` })),
+      el("div", { class: "next" }, "next run: ",
+        el("span", { class: "next-run", text: job.enabled ? (job.nextRun || "—") : "disabled" }),
+        job.enabled && job.nextRunAt ? el("span", { class: "in", text: ` (${fromNow(job.nextRunAt)})` }) : null),
+      el("div", { class: "last" }, `last: ${job.lastStatus || "never ran"}`,
+        job.failures ? ` (${job.failures} failures)` : ""),
+      el("details", { class: "history", ontoggle: toggle }, el("summary", { text: "History" }), history));
+  }
+}
+
+export class SessionsPanel {
+  constructor(gateway, root, { onError, onOpen }) {
+    this.gateway = gateway;
+    this.list = root.querySelector("#sessions");
+    this.onError = onError;
+    this.onOpen = onOpen;
+    onRunChange(gateway, debounce(() => this.refresh(), 300));
+  }
+
+  async refresh() {
+    try {
+      const { sessions } = await this.gateway.request("sessions.list");
+      sessions.sort((a, b) => (b.updatedAt || 0) - (a.updatedAt || 0));
+      clear(this.list, sessions.length ? sessions.map((s) => el("li", {},
+        el("button", { type: "button", class: "link", onclick: () => this.onOpen(s.key), text: s.key }),
+        el("span", { class: "meta", text: ` ${s.messages} message${s.messages === 1 ? "" : "s"} · ${when(s.updatedAt)}${s.busy ? " · busy" : ""}` })))
+        : el("li", { class: "empty", text: "No sessions yet." }));
+    } catch (error) {
+      this.onError(error);
+    }
+  }
+}
+
+export class StatusPanel {
+  constructor(gateway, root, { onError }) {
+    this.gateway = gateway;
+    this.box = root.querySelector("#status");
+    this.onError = onError;
+    const refresh = debounce(() => this.refresh(), 300);
+    gateway.on("tick", refresh);
+    onRunChange(gateway, refresh);
+  }
+
+  async refresh() {
+    try {
+      const s = await this.gateway.request("status");
+      const usage = s.usage || {};
+      const rows = [
+        ["version", s.version], ["provider", s.provider], ["model", s.model],
+        ["uptime", `${Math.round(s.uptime)} s`], ["channels", (s.channels || []).join(", ")],
+        ["active sessions", Array.isArray(s.activeSessions) ? s.activeSessions.length : s.activeSessions],
+        ["clients", s.clients],
+        ["model turns", count(usage.turns)],
+        ["input tokens", count(usage.input_tokens)], ["output tokens", count(usage.output_tokens)],
+        ["cache read", count(usage.cache_read_input_tokens)],
+      ];
+      clear(this.box, rows.map(([k, v]) => [el("dt", { text: k }), el("dd", { text: v ?? "—" })]));
+    } catch (error) {
+      this.onError(error);
+    }
+  }
+}

@@ -1,0 +1,273 @@
+"""The control page in headless Chromium against the real daemon and the fake Messages API.
+
+Debian's `chromium` driven by Playwright for Python (`make test` installs both where it can).
+Without them this module is skipped with one line; it never fails for lack of a browser.
+Screenshots land in build/web-screenshots/ (ignored by git) so a person can look at the page.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from tests.fakes.anthropic_api import text, tool_use
+from tests.harness import ALLOW_PYTHON, ROOT, TOKEN, DaemonProcess
+from tests.scripted_job import ScriptedJob
+
+
+def _chromium() -> str | None:
+    configured = os.environ.get("CLAWGATE_TEST_CHROMIUM")
+    if configured:
+        return configured if os.access(configured, os.X_OK) else None
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+try:
+    from playwright.sync_api import BrowserContext, Page, sync_playwright
+    from playwright.sync_api import Error as PlaywrightError
+    from playwright.sync_api import expect as _expect
+except ImportError:
+    pytest.skip("browser tests skipped: Playwright is not installed (pip install -e '.[test]')", allow_module_level=True)
+CHROMIUM = _chromium()
+if CHROMIUM is None:
+    pytest.skip("browser tests skipped: no Chromium found (apt-get install chromium, or set CLAWGATE_TEST_CHROMIUM)",
+                allow_module_level=True)
+
+WAIT_MS = 60_000  # generous: a loaded 2-core machine runs a browser, the daemon and the fake at once
+SHOTS = ROOT / "build" / "web-screenshots"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def expect(target: Any) -> Any:
+    return _expect(target)
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[BrowserContext]:
+    """A fresh profile per test: nothing (a token in storage, a cache) leaks between tests."""
+    with sync_playwright() as playwright:
+        try:
+            context = playwright.chromium.launch_persistent_context(
+                str(tmp_path / "chromium-profile"), executable_path=CHROMIUM, headless=True, args=ARGS,
+                viewport={"width": 1280, "height": 800})
+        except PlaywrightError as exc:  # a browser that cannot start here is no browser (same reason each time)
+            pytest.skip(f"browser tests skipped: {CHROMIUM} does not start: {str(exc).splitlines()[0][:160]}")
+        context.set_default_timeout(WAIT_MS)
+        _expect.set_options(timeout=WAIT_MS)
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+def screenshot(page: Page, name: str) -> Path:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    path = SHOTS / f"{name}.png"
+    page.screenshot(path=str(path))
+    return path
+
+
+def open_page(browser: BrowserContext, daemon: DaemonProcess) -> Page:
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    page.errors = errors  # type: ignore[attr-defined]
+    page.goto(f"http://127.0.0.1:{daemon.port}/")
+    return page
+
+
+def log_in(page: Page, token: str = TOKEN) -> None:
+    page.fill("#token", token)
+    page.click("#login-form button[type=submit]")
+
+
+def logged_in(browser: BrowserContext, daemon: DaemonProcess) -> Page:
+    page = open_page(browser, daemon)
+    log_in(page)
+    expect(page.locator("body")).to_have_attribute("data-ready", "true")
+    return page
+
+
+def wait_for(predicate: Callable[[], bool], what: str, timeout: float = WAIT_MS / 1000) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+# Records every text the streaming answer bubble shows, as the page changes it.
+RECORD_ANSWER = """() => {
+  window.__answers = [];
+  new MutationObserver(() => {
+    for (const node of document.querySelectorAll('#messages .msg.assistant[data-run] .text')) {
+      const seen = window.__answers;
+      if (node.textContent && seen[seen.length - 1] !== node.textContent) seen.push(node.textContent);
+    }
+  }).observe(document.querySelector('#messages'), {childList: true, subtree: true, characterData: true});
+}"""
+
+
+def test_login_and_an_answer_that_streams(browser, daemon, fake_model):
+    page = open_page(browser, daemon)
+    log_in(page, "not-the-token")
+    expect(page.locator("#login-error")).to_contain_text("wrong gateway token")
+    expect(page.locator("#app")).to_be_hidden()
+    log_in(page)
+    expect(page.locator("body")).to_have_attribute("data-ready", "true")
+    expect(page.locator("#conn-state")).to_contain_text("connected")
+    assert TOKEN not in page.url
+    assert page.evaluate("sessionStorage.getItem('clawgate.token')") == TOKEN
+
+    answer = "Streaming works: " + " ".join(f"word{i}" for i in range(60)) + "."
+    fake_model.enqueue(text(answer))
+    page.evaluate(RECORD_ANSWER)
+    page.fill("#chat-input", "tell me something long")
+    page.keyboard.press("Enter")
+    expect(page.locator("#messages .msg.user").last).to_have_text("tell me something long")
+    final = page.locator("#messages .msg.assistant[data-state=final]")
+    expect(final).to_have_text(answer)
+    seen: list[str] = page.evaluate("window.__answers")
+    partial = [s for s in seen if s != answer]
+    assert partial, f"the answer never showed partly streamed: {seen[:3]}"
+    assert all(answer.startswith(s) for s in partial)  # deltas in order, nothing lost or doubled
+    # The reload keeps the session (token in sessionStorage) and shows the history.
+    page.reload()
+    expect(page.locator("body")).to_have_attribute("data-ready", "true")
+    expect(page.locator("#messages .msg.assistant").last).to_have_text(answer)
+    expect(page.locator("#status")).to_contain_text("output tokens")
+    assert int(page.locator("#status dt:text-is('model turns') + dd").inner_text()) >= 1
+    expect(page.locator("#sessions")).to_contain_text("main")
+    screenshot(page, "chat")
+    assert not page.errors, page.errors  # type: ignore[attr-defined]
+
+
+def test_a_five_step_task_turns_done_step_by_step(browser, daemon_factory, fake_model):
+    job = ScriptedJob(steps=5, delay=0.25)
+    fake_model.responder = job
+    daemon = daemon_factory(ALLOW_PYTHON)
+    page = logged_in(browser, daemon)
+    page.fill("#chat-input", "run the job")
+    page.click("#chat-send")
+
+    task = page.locator("#tasks .task").first
+    expect(task.locator(".task-step")).to_have_count(5)
+    done_counts: list[int] = []
+
+    def finished() -> bool:
+        done = task.locator(".task-step[data-status=done]").count()
+        if not done_counts or done_counts[-1] != done:
+            done_counts.append(done)
+        return task.get_attribute("data-status") == "completed"
+
+    wait_for(finished, "the task to complete on the page")
+    expect(task.locator(".task-step[data-status=done]")).to_have_count(5)
+    assert done_counts == sorted(done_counts), done_counts  # steps only ever turn done
+    assert any(0 < n < 5 for n in done_counts), f"never saw the steps turn done one by one: {done_counts}"
+    expect(task.locator(".progress")).to_have_text("5/5")
+    # The live tool steps of the run: five exec calls, each marked ok.
+    expect(page.locator("#messages .step[data-tool=exec][data-status=ok]")).to_have_count(5)
+    expect(page.locator("#messages .msg.assistant[data-state=final]")).to_contain_text("All 5 steps are done")
+    assert (daemon.workspace / "log.txt").read_text().splitlines() == [f"step {k}" for k in range(1, 6)]
+    screenshot(page, "task")
+    assert not page.errors, page.errors  # type: ignore[attr-defined]
+
+
+def _tool_results(fake_model) -> list[str]:
+    out = []
+    for body in fake_model.requests:
+        for message in body["messages"]:
+            for block in message["content"] if isinstance(message["content"], list) else []:
+                if block.get("type") == "tool_result":
+                    content = block["content"]
+                    out.append(content if isinstance(content, str) else "".join(b.get("text", "") for b in content))
+    return out
+
+
+def test_approve_and_deny_an_exec_from_the_page(browser, daemon, fake_model):
+    # python3 is not on the default allowlist: running it needs the owner's yes.
+    fake_model.enqueue(tool_use("exec", {"argv": ["python3", "-c", "print(6 * 7)"]}), text("It printed 42."))
+    page = logged_in(browser, daemon)
+    page.fill("#chat-input", "compute it")
+    page.click("#chat-send")
+    card = page.locator("#approvals .approval")
+    expect(card).to_have_count(1)
+    expect(card.locator(".tool")).to_have_text("exec")
+    expect(card.locator(".summary")).to_contain_text("python3")
+    expect(page.locator("#approvals-count")).to_have_text("1")
+    expect(page.locator("#messages .step[data-tool=exec]")).to_have_attribute("data-status", "running")
+    screenshot(page, "approval")
+    card.locator("button.approve").click()
+    expect(page.locator("#messages .msg.assistant[data-state=final]")).to_have_text("It printed 42.")
+    expect(page.locator("#messages .step[data-tool=exec]")).to_have_attribute("data-status", "ok")
+    expect(card).to_have_count(0)
+    expect(page.locator("#approvals")).to_contain_text("Nothing waits")
+    assert any(r.startswith("exit code 0") and "42" in r for r in _tool_results(fake_model))
+
+    # Deny: the tool does not run and the model is told so.
+    marker = daemon.workspace / "denied.txt"
+    fake_model.enqueue(tool_use("exec", {"argv": ["python3", "-c", f"open({str(marker)!r}, 'w')"]}), text("Not run."))
+    page.fill("#chat-input", "write the file")
+    page.click("#chat-send")
+    expect(card).to_have_count(1)
+    card.locator("button.deny").click()
+    expect(page.locator("#messages .msg.assistant[data-state=final]").last).to_have_text("Not run.")
+    expect(page.locator("#messages .step[data-tool=exec]").last).not_to_have_attribute("data-status", "ok")
+    assert not marker.exists()
+    assert not page.errors, page.errors  # type: ignore[attr-defined]
+
+
+def test_cron_jobs_show_their_next_run_and_history(browser, daemon, fake_model):
+    added = daemon.cli("cron", "add", "--name", "standup", "--cron", "30 9 * * *", "--tz", "UTC",
+                       "-m", "say good morning", "--json")
+    assert added.returncode == 0, added.stderr
+    job = json.loads(added.stdout)
+    assert job["nextRun"]
+    page = logged_in(browser, daemon)
+    card = page.locator(f"#cron .job[data-id='{job['id']}']")
+    expect(card.locator(".name")).to_have_text("standup")
+    expect(card.locator(".next-run")).to_have_text(job["nextRun"])
+
+    # A job added while the page is open appears by itself (cron event), and a run shows in its history.
+    second = json.loads(daemon.cli("cron", "add", "--name", "hourly", "--every", "1h", "-m", "check in", "--json").stdout)
+    second_card = page.locator(f"#cron .job[data-id='{second['id']}']")
+    expect(second_card.locator(".next-run")).to_have_text(second["nextRun"])
+    ran = daemon.cli("cron", "run", second["id"])
+    assert ran.returncode == 0, ran.stderr
+    expect(second_card.locator(".last")).to_contain_text("ok")
+    second_card.locator(".history summary").click()
+    expect(second_card.locator(".runs .run")).to_have_count(1)
+    expect(second_card.locator(".runs .run .status")).to_have_text("ok")
+    screenshot(page, "cron")
+    assert not page.errors, page.errors  # type: ignore[attr-defined]
+
+
+def test_the_page_reconnects_after_a_daemon_restart(browser, daemon, fake_model):
+    page = logged_in(browser, daemon)
+    daemon.kill()  # a crash: the page notices and keeps trying
+    expect(page.locator("#conn-state")).to_contain_text("reconnecting")
+    daemon.start()  # same port
+    expect(page.locator("#conn-state")).to_contain_text("connected ·")
+    fake_model.enqueue(text("Back again."))
+    page.fill("#chat-input", "are you there?")
+    page.click("#chat-send")
+    expect(page.locator("#messages .msg.assistant[data-state=final]")).to_have_text("Back again.")
+    # (failed reconnection attempts log console errors; those are expected here)
+
+    # The token changed while the daemon was down: the page forgets it and asks again.
+    daemon.kill()
+    daemon.env["CLAWGATE_GATEWAY__TOKEN"] = "a-new-token-0123456789"
+    daemon.start()
+    expect(page.locator("#login")).to_be_visible()
+    expect(page.locator("#login-error")).to_contain_text("wrong gateway token")
+    assert page.evaluate("sessionStorage.getItem('clawgate.token')") is None
+    log_in(page, "a-new-token-0123456789")
+    expect(page.locator("body")).to_have_attribute("data-ready", "true")
