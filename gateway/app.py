@@ -23,9 +23,11 @@ from agent.audit import AuditLog
 from agent.bus import SqliteBus
 from agent.commands import CommandRouter
 from agent.compaction import Compactor
+from agent.completeness import CompletenessCheck
 from agent.consolidation import Consolidator
 from agent.context import ContextBuilder
 from agent.control import SessionControl, TaskControl
+from agent.drift_control import CheckpointRestorer, DriftControl
 from agent.events import EventHub
 from agent.loop import AgentLoop
 from agent.memory import Memory
@@ -84,7 +86,8 @@ def make_provider(settings: Settings) -> Provider:
 class App:
     """Builds every part in __init__ (no I/O beyond opening state), runs them in `run`."""
 
-    def __init__(self, paths: Paths, settings: Settings, *, provider: Provider | None = None) -> None:
+    def __init__(self, paths: Paths, settings: Settings, *, provider: Provider | None = None,
+                 restorer: CheckpointRestorer | None = None) -> None:
         self.paths, self.settings = paths, settings
         agent = settings.agent
         paths.ensure()
@@ -124,6 +127,12 @@ class App:
         restate = Restatement(agent.name, self.tasks.current, after_turns=agent.restate_after_turns)
         context.contributors.append(restate)
         context.followups.append(restate)
+        # drift control after each turn; the completeness check before a multi-step answer goes out
+        self.loop.after_turn.append(DriftControl(settings.drift, provider=self.provider, model=agent.model,
+                                                 tasks=self.tasks, context=context, events=self.events,
+                                                 restorer=restorer))
+        self.loop.before_final.append(CompletenessCheck(settings.reflection, provider=self.provider, model=agent.model,
+                                                        tasks=self.tasks, tools=tools.definitions, events=self.events))
         self.loop.after_run.append(Consolidator(provider=self.provider, context=context, memory=Memory(workspace.root),
                                                 settings=agent, events=self.events))
 

@@ -18,7 +18,8 @@ from .connection import Connection
 from .methods import MethodError, MethodTable
 
 log = logging.getLogger(__name__)
-EVENTS = ["chat", "agent", "approval", "task", "heartbeat", "cron", "tick"]
+EVENTS = ["chat", "agent", "approval", "task", "heartbeat", "cron", "drift", "reflection", "reflection_plan",
+          "reflection_exec", "tick"]
 AGENT_STREAMS = {"tool_start", "tool_end", "turn_end", "run_end"}
 CONNECT_TIMEOUT = 10.0
 
@@ -80,7 +81,7 @@ class GatewayServer:
         elif kind == "approval_result":
             self.broadcast("approval", {"state": "resolved", "session": session, "id": event["id"],
                                         "approved": event["approved"], "how": event["how"]}, session)
-        elif kind in ("task", "heartbeat", "cron"):
+        elif kind in ("task", "heartbeat", "cron", "drift", "reflection", "reflection_plan", "reflection_exec"):
             self.broadcast(kind, {k: v for k, v in event.items() if k != "type"}, session)
 
     async def _ticker(self) -> None:
