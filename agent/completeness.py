@@ -4,6 +4,7 @@ When the model answers without tools at the end of a run that either finished a 
 completed or made at least `reflection.min_tool_calls` tool calls (a plain multi-step request),
 a separate structured model call reviews the goal, the plan, the calls made with their outcomes
 and the tools available, and answers {is_complete, analysis, verification, missing, supplements}.
+A heartbeat turn is checked only when it finishes a task (its routine answers are not claims).
 - complete: the answer goes out with a short report (done / verified how / remains);
 - incomplete: up to `reflection.max_supplements` supplementary steps are planned (added to the
   task's plan when there is one, the task reopened), the model is told to run them, and the
@@ -80,8 +81,10 @@ class CompletenessCheck:
                   and str(r.get("name", "")).startswith("reflection")]
         rounds = sum(1 for r in events if r.get("name") == "reflection")
         if finished is None and not rounds and (len(run.actions) < self.settings.min_tool_calls
-                                                or self._active_task_touched(session.key, run_ts)):
-            return None  # a short answer, or a task still in progress: nothing is declared done
+                                                or self._active_task_touched(session.key, run_ts)
+                                                or msg.metadata.get("mode") == "heartbeat"):
+            # a short answer, a task still in progress, or a heartbeat's routine: nothing is declared done
+            return None
         if events and events[-1].get("name") == "reflection_plan":
             self._exec_report(session, msg, events[-1], run)
         goal = finished.goal if finished else run_user_text(session, msg.id)
