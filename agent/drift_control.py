@@ -29,7 +29,7 @@ from config.schema import DriftSettings
 from . import structured
 from .bus import InboundMessage
 from .context import ContextBuilder
-from .drift import Relevance, RunView, Signal, hard_limit, lexical_relevance, reflection_due, signals, summarise_failures
+from .drift import BOOKKEEPING, Relevance, RunView, Signal, hard_limit, lexical_relevance, reflection_due, signals, summarise_failures
 from .events import EventHub
 from .loop import acts_for_owner
 from .providers.base import ModelResponse, Provider
@@ -55,6 +55,12 @@ class CheckpointRestorer(Protocol):
     def restore_last_good(self, session_key: str) -> bool: ...
 
 
+class AsyncRelevance(Protocol):
+    """A relevance score that needs I/O (agent/embeddings.py); None: unavailable this turn."""
+
+    async def scores(self, goal: str, texts: list[str]) -> list[float] | None: ...
+
+
 class Reflection(BaseModel):
     on_track: bool
     assessment: str = Field(min_length=1)
@@ -64,7 +70,8 @@ class Reflection(BaseModel):
 class DriftControl:
     def __init__(self, settings: DriftSettings, *, provider: Provider, model: str, tasks: TaskStore,
                  context: ContextBuilder, events: EventHub, restorer: CheckpointRestorer | None = None,
-                 relevance: Relevance = lexical_relevance, clock: Callable[[], float] = time.time) -> None:
+                 relevance: Relevance = lexical_relevance, embedder: AsyncRelevance | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
         self.settings = settings
         self.provider = provider
         self.model = settings.model or model
@@ -73,6 +80,7 @@ class DriftControl:
         self.events = events
         self.restorer = restorer
         self.relevance = relevance
+        self.embedder = embedder
         self.clock = clock
 
     @property
@@ -103,7 +111,7 @@ class DriftControl:
             return self._stop(session, msg, task, whole, goal, f"it reached a hard limit: {limit.detail} "
                               f"(drift.max_{limit.name.removeprefix('limit_')})", limit)
         seen = {r.get("signal") for r in session.records[begin:] if r.get("name") == "drift_signal"}
-        found = [s for s in signals(view, self.settings, self.relevance)
+        found = [s for s in signals(view, self.settings, await self._relevance(goal, recent))
                  if not (s.name.startswith("scope_") and s.name in seen)]  # scope creep is told once
         for sig in found:
             self._record(session, msg, turn, "signal", **sig.to_dict())
@@ -112,6 +120,17 @@ class DriftControl:
         if reflection_due(view, self.settings):
             await self._reflect(session, msg, task, recent, goal, None, turn)
         return None
+
+    async def _relevance(self, goal: str, recent: Span) -> Relevance:
+        """The embedding score when one is configured and answers, else the lexical one."""
+        texts = [a.text for a in recent.actions if a.name not in BOOKKEEPING][-self.settings.window:]
+        if self.embedder is None or self.settings.relevance_threshold <= 0 or len(texts) < self.settings.window:
+            return self.relevance
+        scores = await self.embedder.scores(goal, texts)
+        if scores is None:
+            return self.relevance
+        table = dict(zip(texts, scores))
+        return lambda _goal, asked: [table.get(t, 0.0) for t in asked]
 
     # the ladder ------------------------------------------------------------------------------
     async def _climb(self, session: Session, msg: InboundMessage, task: Task | None, whole: Span, recent: Span,

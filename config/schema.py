@@ -189,6 +189,10 @@ class DriftSettings(_Section):
     max_history_tokens: int = Field(150_000, ge=1000, description="hard limit: estimated tokens in the model's view")
     max_resets: int = Field(1, ge=0, description="context resets before a persisting signal stops the run")
     model: str | None = Field(None, description="model for reflection turns; default: agent.model")
+    # Relevance by embeddings instead of shared words: an OpenAI-compatible endpoint (Ollama, vLLM, …).
+    embedding_url: str | None = Field(None, description="base URL up to and including /v1 of an /embeddings endpoint; empty: the lexical score")
+    embedding_model: str = Field("nomic-embed-text", min_length=1)
+    embedding_min_similarity: float = Field(0.5, ge=-1, le=1, description="cosine similarity from which a call counts as about the goal")
 
 
 class ReflectionSettings(_Section):

@@ -28,6 +28,7 @@ from agent.consolidation import Consolidator
 from agent.context import ContextBuilder
 from agent.control import SessionControl, TaskControl
 from agent.drift_control import CheckpointRestorer, DriftControl
+from agent.embeddings import EmbeddingRelevance
 from agent.events import EventHub
 from agent.loop import AgentLoop
 from agent.memory import Memory
@@ -128,9 +129,12 @@ class App:
         context.contributors.append(restate)
         context.followups.append(restate)
         # drift control after each turn; the completeness check before a multi-step answer goes out
-        self.loop.after_turn.append(DriftControl(settings.drift, provider=self.provider, model=agent.model,
-                                                 tasks=self.tasks, context=context, events=self.events,
-                                                 restorer=restorer))
+        drift = settings.drift
+        self.embedder = EmbeddingRelevance(drift.embedding_url, drift.embedding_model,
+                                           min_similarity=drift.embedding_min_similarity) if drift.embedding_url else None
+        self.loop.after_turn.append(DriftControl(drift, provider=self.provider, model=agent.model, tasks=self.tasks,
+                                                 context=context, events=self.events, restorer=restorer,
+                                                 embedder=self.embedder))
         self.loop.before_final.append(CompletenessCheck(settings.reflection, provider=self.provider, model=agent.model,
                                                         tasks=self.tasks, tools=tools.definitions, events=self.events))
         self.loop.after_run.append(Consolidator(provider=self.provider, context=context, memory=Memory(workspace.root),
@@ -216,6 +220,8 @@ class App:
         for close in (self.db.close, self.audit.close, self.trace.close, self.sessions.close):
             stack.callback(close)
         stack.push_async_callback(self.provider.close)
+        if self.embedder is not None:
+            stack.push_async_callback(self.embedder.close)
         await self.server.start()
         stack.push_async_callback(self.server.stop)
         for channel in self.channels.values():  # released last, after the final replies went out
