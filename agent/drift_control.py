@@ -12,8 +12,9 @@ agent/drift.py. Then, in this order:
        saved into the task and the model's view restarts from them (the old turns stay on disk);
    and a signal that persists past the last rung stops the run with the report;
 3. without a signal, a periodic reflection every `drift.reflect_every` turns.
-Soft signals count from the last correction, so each rung gets a fair chance; the hard limits
-and the ladder's position count from the start of the task (or of the run, without a task).
+Soft signals count from the last correction, so each rung gets a fair chance; the tool-call
+limit and the ladder's position count from the start of the task (or of the run, without a
+task); wall time counts per run.
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ class DriftControl:
         recent = span(session, since)  # soft signals: since the last correction
         goal = task.goal if task else run_user_text(session, msg.id)
         view = RunView(goal=goal, actions=recent.actions, turns=recent.turns, total_tool_calls=len(whole.actions),
-                       total_turns=whole.turns, elapsed_seconds=max(0.0, self.clock() - whole.first_ts),
+                       total_turns=whole.turns, elapsed_seconds=self._run_seconds(session, msg),
                        history_tokens=self.context.compactor.estimate_tokens(session, session.window_start),
                        has_task=task is not None)
         turn = whole.turns
@@ -207,7 +208,7 @@ class DriftControl:
 
     def _stop(self, session: Session, msg: InboundMessage, task: Task | None, whole: Span, goal: str,
               reason: str, sig: Signal) -> str:
-        report = stop_report(reason, goal, task, whole, max(0.0, self.clock() - whole.first_ts))
+        report = stop_report(reason, goal, task, whole, self._run_seconds(session, msg))
         if task is not None and task.status in ("pending", "in_progress"):
             task.status, task.result = "failed", f"stopped by drift control: {reason}"
             self.tasks.save(task)
@@ -220,6 +221,12 @@ class DriftControl:
         if task is None:
             return run_start
         return min(run_start, start_index(session, ts=task.created_at))
+
+    def _run_seconds(self, session: Session, msg: InboundMessage) -> float:
+        """Wall time of this run: a task resumed tomorrow by the heartbeat starts a fresh clock."""
+        index = start_index(session, seq=session.inbound_seqs.get(msg.id, 0))
+        started = float(session.records[index]["ts"]) if index < len(session.records) else self.clock()
+        return max(0.0, self.clock() - started)
 
     def _correction(self, session: Session, msg: InboundMessage, turn: int, rung: Rung, sig: Signal, **more: Any) -> None:
         session.append("event", name="drift_correction", run_id=msg.id, turn=turn, step=rung, signal=sig.name, **more)

@@ -185,7 +185,7 @@ class DriftSettings(_Section):
     reflect_every: int = Field(10, ge=0, description="forced reflection every N turns of a task or run (0: only on signals)")
     scope_ratio: float = Field(0.75, gt=0, le=1, description="share of a hard limit at which scope creep is signalled")
     max_tool_calls: int = Field(60, ge=1, description="hard limit: tool calls per task (or per run without a task)")
-    max_wall_seconds: float = Field(3600.0, gt=0, description="hard limit: wall time per task (or run)")
+    max_wall_seconds: float = Field(3600.0, gt=0, description="hard limit: wall time of one run (a task resumed later starts afresh)")
     max_history_tokens: int = Field(150_000, ge=1000, description="hard limit: estimated tokens in the model's view")
     max_resets: int = Field(1, ge=0, description="context resets before a persisting signal stops the run")
     model: str | None = Field(None, description="model for reflection turns; default: agent.model")

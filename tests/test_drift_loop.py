@@ -215,3 +215,35 @@ async def test_a_short_request_is_not_checked(tmp_path: Path, fake_model):
     fake_model.enqueue(tool_use("list_dir", {"path": "."}), text("Nothing here."))
     [reply] = await rig.send("what is there?")
     assert reply.text == "Nothing here." and rig.side_calls(CHECK) == []
+
+
+async def test_a_complete_task_passes_the_check_in_one_call(tmp_path: Path, fake_model):
+    rig = build(tmp_path, fake_model, settings())
+    fake_model.enqueue(
+        plan("Write notes.txt and check it", "write notes.txt"),
+        tool_use("write_file", {"path": "notes.txt", "content": "n"}),
+        tool_use("read_file", {"path": "notes.txt"}),
+        tool_use("task", {"action": "complete", "step": 1, "verification": "read back: n"}),
+        tool_use("task", {"action": "finish", "status": "completed", "result": "written and read back"}),
+        text("Done: notes.txt written and read back."),
+    )
+    fake_model.enqueue_for(CHECK, check(True, verification="read_file returned n"))
+    [reply] = await rig.send("write notes.txt")
+    assert len(rig.side_calls(CHECK)) == 1
+    body = rig.side_calls(CHECK)[0]["messages"][0]["content"][0]["text"]
+    assert "Goal: Write notes.txt and check it" in body and "[done] write notes.txt (verified: read back: n)" in body
+    task = rig.tasks.all()[0]
+    assert task.status == "completed" and len(task.steps) == 1
+    assert "Completeness check: complete." in reply.text and "Verified: read back: n" in reply.text
+    assert [e["type"] for e in rig.events if e["type"].startswith("reflection")] == ["reflection"]
+
+
+async def test_a_run_past_its_wall_time_stops_with_a_report(tmp_path: Path, fake_model):
+    import time
+
+    rig = build(tmp_path, fake_model, settings(max_wall_seconds=600))
+    rig.loop.after_turn[0].clock = lambda: time.time() + 601  # the run began 10 minutes ago
+    fake_model.enqueue(tool_use("list_dir", {"path": "."}), text("never reached"))
+    [reply] = await rig.send("look around")
+    assert len(fake_model.requests) == 1
+    assert "hard limit: wall_seconds reached" in reply.text and "drift.max_wall_seconds" in reply.text
