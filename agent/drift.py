@@ -20,7 +20,7 @@ import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from config.schema import DriftSettings
 
@@ -197,5 +197,3 @@ def summarise_failures(actions: list[Action], errors: dict[str, str] | None = No
     errors = errors or {}
     return [f"{key} failed {n}x" + (f": {errors[key]}" if errors.get(key) else "") for key, n in counts.most_common(limit)]
 
-
-Scorer = Callable[[str, list[str]], list[float]]

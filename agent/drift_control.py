@@ -212,6 +212,8 @@ class DriftControl:
         if task is not None and task.status in ("pending", "in_progress"):
             task.status, task.result = "failed", f"stopped by drift control: {reason}"
             self.tasks.save(task)
+            self.events.emit("task", session=task.session_key, id=task.id, status=task.status,
+                             line=task.status_line(), action="drift_stop")
         self._record(session, msg, whole.turns, "stop", reason=reason, signal=sig.name)
         return report
 

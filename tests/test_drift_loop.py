@@ -63,6 +63,7 @@ async def test_a_repeated_call_gets_a_reflection_then_a_reset_then_a_stop_with_a
     assert "I stopped working on this because drift persisted" in reply.text
     assert "Remaining: 1. read missing.txt; 2. write summary.txt" in reply.text
     assert task.status == "failed" and "drift" in task.result
+    assert [e["status"] for e in rig.events if e["type"] == "task" and e.get("action") == "drift_stop"] == ["failed"]
     drift_events = [e for e in rig.events if e["type"] == "drift"]
     assert [e["action"] for e in drift_events if e["action"] != "signal"] == \
         ["correction", "reflection", "correction", "reset", "stop"]
