@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from config.schema import AgentSettings
@@ -25,7 +26,7 @@ from .bus import InboundMessage, MessageBus, OutboundMessage
 from .context import ContextBuilder, Mode
 from .events import EventHub
 from .lanes import Lanes
-from .providers.base import Provider, ProviderError
+from .providers.base import ModelResponse, Provider, ProviderError
 from .session import Session, SessionManager
 from .tools import ToolContext, ToolOutcome, ToolRegistry
 
@@ -40,6 +41,15 @@ UNKNOWN_OUTCOME = (
     "re-run because it has side effects. Check its effect (e.g. read the file, list the folder) "
     "before deciding whether to run it again."
 )
+
+
+@dataclass
+class Verdict:
+    """What a before_final hook decides about an answer: keep the run going (it appended a turn
+    for the model), or replace the answer's text (e.g. with a report); None from a hook: accept."""
+
+    resume: bool = False
+    text: str | None = None
 
 
 class AgentLoop:
@@ -61,6 +71,11 @@ class AgentLoop:
         # after_run hooks run in the session's lane once a reply is queued (consolidation).
         self.reply_filters: list[Callable[[InboundMessage, str, str], bool]] = []
         self.after_run: list[Callable[[Session, InboundMessage], Awaitable[None]]] = []
+        # after_turn hooks run once a turn's tool calls ran; one may end the run with a final text
+        # (drift control's hard limits). before_final hooks see the answer given without tools
+        # (the completeness check).
+        self.after_turn: list[Callable[[Session, InboundMessage, ModelResponse], Awaitable[str | None]]] = []
+        self.before_final: list[Callable[[Session, InboundMessage, str], Awaitable[Verdict | None]]] = []
 
     # intake ------------------------------------------------------------------
     async def run(self) -> None:
@@ -186,16 +201,32 @@ class AgentLoop:
                              latency_ms=round(response.latency_ms, 1), tool_calls=len(response.tool_calls))
             calls = response.tool_calls
             if not calls:
-                return response.text.strip() or "(The model returned an empty answer.)", "reply"
+                final = await self._final(session, msg, response.text.strip() or "(The model returned an empty answer.)")
+                if final is None:
+                    continue
+                return final, "reply"
             if response.stop_reason == "max_tokens":
                 # The output limit cut the call off mid-arguments: never run half a call.
                 session.append("tool_results", run_id=msg.id, results=[
                     {"tool_use_id": c["id"], "content": TRUNCATED_CALL, "is_error": True} for c in calls])
                 continue
             await self._run_tools(session, calls, ctx, recovering=recovering)
+            for hook in self.after_turn:
+                if (stop := await hook(session, msg, response)) is not None:
+                    return stop, "reply"
         session.append("event", name="iteration_limit", run_id=msg.id, limit=self.settings.max_iterations)
         return (f"I stopped after {self.settings.max_iterations} model calls without finishing this request, "
                 "so the work is incomplete. Reply 'continue' to let me keep going, or narrow the request."), "reply"
+
+    async def _final(self, session: Session, msg: InboundMessage, answer: str) -> str | None:
+        """The answer after the before_final hooks; None when one gave the model more to do."""
+        for hook in self.before_final:
+            verdict = await hook(session, msg, answer)
+            if verdict is not None and verdict.resume:
+                return None
+            if verdict is not None and verdict.text is not None:
+                answer = verdict.text
+        return answer
 
     async def _run_tools(self, session: Session, calls: list[dict[str, Any]], ctx: ToolContext, *, recovering: bool) -> None:
         results = []

@@ -193,6 +193,39 @@ class HeartbeatSettings(_Section):
     _zone = field_validator("timezone")(_check_zone)
 
 
+class DriftSettings(_Section):
+    """Drift signals and the correction ladder (docs/drift.md). Counts run from the start of the
+    session's current task (else of the run) and, for the soft signals, from the last correction."""
+
+    enabled: bool = True
+    window: int = Field(6, ge=2, description="recent tool calls the loop and relevance signals look at")
+    repeat_threshold: int = Field(3, ge=2, description="the same call (name + key arguments) this often in the window is a loop")
+    failing_retry_threshold: int = Field(2, ge=1, description="retries of a call that keeps failing before it is a signal")
+    no_progress_turns: int = Field(8, ge=1, description="turns without a task-plan update (start/complete/note) before it is a signal")
+    relevance_threshold: float = Field(0.2, ge=0, le=1, description="share of recent actions that touch the goal's words below which the run looks off-goal (0: off)")
+    reflect_every: int = Field(10, ge=0, description="forced reflection every N turns of a task or run (0: only on signals)")
+    scope_ratio: float = Field(0.75, gt=0, le=1, description="share of a hard limit at which scope creep is signalled")
+    max_tool_calls: int = Field(60, ge=1, description="hard limit: tool calls per task (or per run without a task)")
+    max_wall_seconds: float = Field(3600.0, gt=0, description="hard limit: wall time of one run (a task resumed later starts afresh)")
+    max_history_tokens: int = Field(150_000, ge=1000, description="hard limit: estimated tokens in the model's view")
+    max_resets: int = Field(1, ge=0, description="context resets before a persisting signal stops the run")
+    model: str | None = Field(None, description="model for reflection turns; default: agent.model")
+    # Relevance by embeddings instead of shared words: an OpenAI-compatible endpoint (Ollama, vLLM, …).
+    embedding_url: str | None = Field(None, description="base URL up to and including /v1 of an /embeddings endpoint; empty: the lexical score")
+    embedding_model: str = Field("nomic-embed-text", min_length=1)
+    embedding_min_similarity: float = Field(0.5, ge=-1, le=1, description="cosine similarity from which a call counts as about the goal")
+
+
+class ReflectionSettings(_Section):
+    """The completeness check before a task or multi-step request is reported done."""
+
+    enabled: bool = True
+    max_supplements: int = Field(3, ge=0, le=10, description="supplementary steps planned per check")
+    max_rounds: int = Field(2, ge=1, le=5, description="check -> supplements -> check again, at most this often")
+    min_tool_calls: int = Field(3, ge=1, description="a run without a task is checked when it made at least this many tool calls")
+    model: str | None = Field(None, description="model for the check; default: agent.model")
+
+
 class Settings(_Section):
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)
@@ -204,3 +237,5 @@ class Settings(_Section):
     log: LogSettings = Field(default_factory=LogSettings)
     cron: CronSettings = Field(default_factory=CronSettings)
     heartbeat: HeartbeatSettings = Field(default_factory=HeartbeatSettings)
+    drift: DriftSettings = Field(default_factory=DriftSettings)
+    reflection: ReflectionSettings = Field(default_factory=ReflectionSettings)

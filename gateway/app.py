@@ -24,9 +24,12 @@ from agent.bus import SqliteBus
 from agent.checkpoints import CheckpointService, ReplayProvider, ToolReplay
 from agent.commands import CommandRouter
 from agent.compaction import Compactor
+from agent.completeness import CompletenessCheck
 from agent.consolidation import Consolidator
 from agent.context import ContextBuilder
 from agent.control import SessionControl, TaskControl
+from agent.drift_control import CheckpointRestorer, DriftControl
+from agent.embeddings import EmbeddingRelevance
 from agent.events import EventHub
 from agent.loop import AgentLoop
 from agent.memory import Memory
@@ -87,7 +90,8 @@ def make_provider(settings: Settings) -> Provider:
 class App:
     """Builds every part in __init__ (no I/O beyond opening state), runs them in `run`."""
 
-    def __init__(self, paths: Paths, settings: Settings, *, provider: Provider | None = None) -> None:
+    def __init__(self, paths: Paths, settings: Settings, *, provider: Provider | None = None,
+                 restorer: CheckpointRestorer | None = None) -> None:
         self.paths, self.settings = paths, settings
         agent = settings.agent
         paths.ensure()
@@ -139,6 +143,15 @@ class App:
         restate = Restatement(agent.name, self.tasks.current, after_turns=agent.restate_after_turns)
         context.contributors.append(restate)
         context.followups.append(restate)
+        # drift control after each turn; the completeness check before a multi-step answer goes out
+        drift = settings.drift
+        self.embedder = EmbeddingRelevance(drift.embedding_url, drift.embedding_model,
+                                           min_similarity=drift.embedding_min_similarity) if drift.embedding_url else None
+        self.loop.after_turn.append(DriftControl(drift, provider=self.provider, model=agent.model, tasks=self.tasks,
+                                                 context=context, events=self.events, restorer=restorer,
+                                                 embedder=self.embedder))
+        self.loop.before_final.append(CompletenessCheck(settings.reflection, provider=self.provider, model=agent.model,
+                                                        tasks=self.tasks, tools=tools.definitions, events=self.events))
         self.loop.after_run.append(Consolidator(provider=self.provider, context=context, memory=Memory(workspace.root),
                                                 settings=agent, events=self.events))
 
@@ -227,6 +240,8 @@ class App:
         for close in (self.db.close, self.audit.close, self.trace.close, self.sessions.close):
             stack.callback(close)
         stack.push_async_callback(self.provider.close)
+        if self.embedder is not None:
+            stack.push_async_callback(self.embedder.close)
         await self.server.start()
         stack.push_async_callback(self.server.stop)
         for channel in self.channels.values():  # released last, after the final replies went out

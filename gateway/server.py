@@ -21,7 +21,8 @@ from .methods import MethodError, MethodTable
 from .web import StaticSite, page_origins, page_url
 
 log = logging.getLogger(__name__)
-EVENTS = ["chat", "agent", "approval", "task", "heartbeat", "cron", "tick"]
+EVENTS = ["chat", "agent", "approval", "task", "heartbeat", "cron", "drift", "reflection", "reflection_plan",
+          "reflection_exec", "tick"]
 AGENT_STREAMS = {"tool_start", "tool_end", "turn_end", "run_end", "replay"}  # replay: docs/checkpoints.md
 CONNECT_TIMEOUT = 10.0
 
@@ -153,7 +154,7 @@ class GatewayServer:
         elif kind == "approval_result":
             self.broadcast("approval", {"state": "resolved", "session": session, "id": event["id"],
                                         "approved": event["approved"], "how": event["how"]}, session)
-        elif kind in ("task", "heartbeat", "cron"):
+        elif kind in ("task", "heartbeat", "cron", "drift", "reflection", "reflection_plan", "reflection_exec"):
             self.broadcast(kind, {k: v for k, v in event.items() if k != "type"}, session)
 
     async def _ticker(self) -> None:

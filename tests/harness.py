@@ -47,6 +47,10 @@ class DaemonProcess:
             **({"CLAWGATE_GATEWAY__TOKEN": token} if token is not None else {}),
             "CLAWGATE_PROVIDERS__ANTHROPIC__RETRY_BASE_SECONDS": "0.01",
             "CLAWGATE_LOG__LEVEL": "info",
+            # Tests script every model call in order; drift control and the completeness check add
+            # calls of their own, so they are off unless a test turns them on (tests/test_drift_e2e.py).
+            "CLAWGATE_DRIFT__ENABLED": "false",
+            "CLAWGATE_REFLECTION__ENABLED": "false",
             "PYTHONUNBUFFERED": "1",
             "PATH": REAL_PYTHON_PATH,
         }

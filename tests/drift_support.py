@@ -1,0 +1,109 @@
+"""An in-process agent loop with drift control and the completeness check wired as in gateway/app.py,
+talking to the fake Messages API through the real Anthropic provider (no daemon, no gateway).
+
+Used by tests/test_drift_loop.py and bench/drift_eval.py. Side calls are recognisable by their
+prompts: "Reflection point" (drift reflection) and "Completeness check" (the check)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent.approvals import ApprovalBroker
+from agent.bus import InboundMessage, OutboundMessage, SqliteBus
+from agent.completeness import CompletenessCheck
+from agent.context import ContextBuilder
+from agent.drift_control import CheckpointRestorer, DriftControl
+from agent.events import Event, EventHub
+from agent.loop import AgentLoop
+from agent.providers.anthropic import AnthropicProvider
+from agent.session import Session, SessionManager
+from agent.tasks import TaskStore
+from agent.tools import ToolRegistry
+from agent.toolset import default_tools
+from config.schema import AnthropicSettings, Settings
+from tests.fakes.anthropic_api import FakeAnthropic, Reply, text
+from workspace.guard import WorkspaceGuard
+
+REFLECT = "Reflection point"
+CHECK = "Completeness check"
+
+
+def reflection(on_track: bool, assessment: str = "repeating a failing call", next_action: str = "try another way") -> Reply:
+    return text(json.dumps({"on_track": on_track, "assessment": assessment, "next_action": next_action}))
+
+
+def check(complete: bool, *, missing: list[str] | None = None, supplements: list[dict[str, str]] | None = None,
+          analysis: str = "reviewed", verification: str = "read back") -> Reply:
+    return text(json.dumps({"is_complete": complete, "analysis": analysis, "verification": verification,
+                            "missing": missing or [], "supplements": supplements or []}))
+
+
+def is_side(body: dict[str, Any], marker: str) -> bool:
+    first = body["messages"][0]["content"]
+    return isinstance(first, list) and first[0].get("text", "").startswith(marker)
+
+
+@dataclass
+class Rig:
+    loop: AgentLoop
+    bus: SqliteBus
+    tasks: TaskStore
+    workspace: WorkspaceGuard
+    fake: FakeAnthropic
+    events: list[Event] = field(default_factory=list)
+
+    async def send(self, text_: str, session: str = "s", timeout: float = 60.0) -> list[OutboundMessage]:
+        msg = InboundMessage(channel="gateway", chat_id=session, sender_id="u", session_key=session, text=text_,
+                             metadata={"owner": True})
+        self.bus.publish_inbound(msg)
+        self.loop.lanes.submit(msg.session_key, await self.bus.next_inbound())
+        await asyncio.wait_for(self.loop.lanes.join(), timeout)
+        return [o for o in self.bus.undelivered() if o.in_reply_to == msg.id]
+
+    def session(self, key: str = "s") -> Session:
+        return self.loop.sessions.get(key)
+
+    def log_events(self, name: str, key: str = "s") -> list[dict[str, Any]]:
+        return [r for r in self.session(key).records if r.get("kind") == "event" and r.get("name") == name]
+
+    def side_calls(self, marker: str) -> list[dict[str, Any]]:
+        return [b for b in self.fake.requests if is_side(b, marker)]
+
+    def main_calls(self) -> list[dict[str, Any]]:
+        return [b for b in self.fake.requests if not is_side(b, REFLECT) and not is_side(b, CHECK)]
+
+    def tokens(self) -> int:
+        """Tokens spent (input + output) as the fake reports them, over every call."""
+        total = 0
+        for r in self.session().records:
+            if r.get("kind") == "assistant" and r.get("usage"):
+                total += int(r["usage"].get("input_tokens", 0)) + int(r["usage"].get("output_tokens", 0))
+            if r.get("kind") == "event" and r.get("tokens"):
+                total += int(r["tokens"])
+        return total
+
+
+def build(tmp_path: Path, fake: FakeAnthropic, settings: Settings | None = None,
+          restorer: CheckpointRestorer | None = None) -> Rig:
+    settings = settings or Settings()
+    settings.tools.approval_mode = "allow"
+    ws = WorkspaceGuard(tmp_path / "ws")
+    hub = EventHub()
+    bus = SqliteBus.open(tmp_path / "db.sqlite", fsync=False)
+    tasks = TaskStore(tmp_path / "tasks", fsync=False)
+    tools = ToolRegistry(default_tools(settings, tasks=tasks), events=hub, approvals=ApprovalBroker(hub, mode="allow"))
+    provider = AnthropicProvider(AnthropicSettings(api_key="k", base_url=fake.base_url, max_retries=0), stream=False)
+    context = ContextBuilder(ws.root, tools=tools.definitions, model="claude-test", max_tokens=1024)
+    loop = AgentLoop(bus=bus, sessions=SessionManager(tmp_path / "sessions", fsync=False), provider=provider,
+                     tools=tools, context=context, events=hub, settings=settings.agent, workspace=ws)
+    loop.after_turn.append(DriftControl(settings.drift, provider=provider, model="claude-test", tasks=tasks,
+                                        context=context, events=hub, restorer=restorer))
+    loop.before_final.append(CompletenessCheck(settings.reflection, provider=provider, model="claude-test",
+                                               tasks=tasks, tools=tools.definitions, events=hub))
+    rig = Rig(loop=loop, bus=bus, tasks=tasks, workspace=ws, fake=fake)
+    hub.subscribe(rig.events.append)
+    return rig
