@@ -1,0 +1,234 @@
+"""`clawgate doctor`: the checks, each one line with its fix, and none needs a running daemon.
+
+Why a separate module from the command: the checks take their probes (the sandbox status,
+disk usage) as arguments, so each failing check can be produced in a test without breaking
+the machine the test runs on.
+"""
+
+from __future__ import annotations
+
+import errno
+import shutil
+import socket
+import stat
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+from config.loader import ConfigError, load
+from config.paths import Paths
+from config.schema import Settings
+from config.token import gateway_token
+
+Status = Literal["ok", "warn", "fail", "skip"]
+ANTHROPIC_URL = "https://api.anthropic.com"
+TELEGRAM_URL = "https://api.telegram.org/bot"
+HTTP_SECONDS = 10.0
+DISK_FAIL_BYTES = 100 * 1024 * 1024
+DISK_WARN_BYTES = 1024 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: Status
+    detail: str
+    fix: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def default_sandbox_status() -> Any:
+    """The exec sandbox's own report, or None when this build has no sandbox module."""
+    try:
+        from agent.tools.sandbox import sandbox_status  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        return None
+    return sandbox_status()
+
+
+def run_checks(paths: Paths, *, offline: bool = False,
+               sandbox_status: Callable[[], Any] = default_sandbox_status,
+               disk_usage: Callable[[Path], Any] = shutil.disk_usage,
+               environ: dict[str, str] | None = None) -> list[Check]:
+    """Every check in order; a broken config skips those that need it."""
+    try:
+        _, settings = load(paths.home, environ)
+    except ConfigError as exc:
+        needs = [Check(name, "skip", "needs a valid config") for name in
+                 ("model", "token", "port", "telegram", "workspace", "sandbox")]
+        return [Check("config", "fail", str(exc), f"edit {paths.config_file} (or the CLAWGATE_* variable) as it says"),
+                *needs, check_database(paths), check_disk(paths, disk_usage)]
+    config_detail = f"{paths.config_file} is valid" if paths.config_file.exists() else \
+        f"no {paths.config_file}: defaults and environment"
+    return [Check("config", "ok", config_detail, "" if paths.config_file.exists() else "`clawgate init` writes one"),
+            check_model(settings, offline), check_token(paths, settings), check_port(paths, settings),
+            check_telegram(settings, offline), check_workspace(paths, settings), check_sandbox(sandbox_status),
+            check_database(paths), check_disk(paths, disk_usage)]
+
+
+def check_model(settings: Settings, offline: bool) -> Check:
+    anthropic, compat = settings.providers.anthropic, settings.providers.openai_compat
+    if not anthropic.api_key:
+        if compat is not None:
+            return Check("model", "ok", f"OpenAI-compatible endpoint {compat.base_url} (not called)")
+        return Check("model", "fail", "no model key", "export ANTHROPIC_API_KEY=… (or set providers.anthropic.api_key)")
+    if offline:
+        return Check("model", "skip", "key present; not checked (--offline)")
+    import httpx
+
+    base = (anthropic.base_url or ANTHROPIC_URL).rstrip("/")
+    try:  # count_tokens: accepted or rejected like a message, and costs nothing
+        reply = httpx.post(f"{base}/v1/messages/count_tokens", timeout=HTTP_SECONDS,
+                           headers={"x-api-key": anthropic.api_key, "anthropic-version": "2023-06-01"},
+                           json={"model": settings.agent.model, "messages": [{"role": "user", "content": "ping"}]})
+    except httpx.HTTPError as exc:
+        return Check("model", "fail", f"cannot reach {base}: {_short(exc)}",
+                     "check the network (or ANTHROPIC_BASE_URL), or run with --offline")
+    if reply.status_code == 200:
+        return Check("model", "ok", f"key accepted by {base}")
+    if reply.status_code in (401, 403):
+        return Check("model", "fail", f"the key was rejected by {base} (HTTP {reply.status_code})",
+                     "set a valid ANTHROPIC_API_KEY (console.anthropic.com, API keys)")
+    return Check("model", "warn", f"{base} answered HTTP {reply.status_code}; the key was not confirmed",
+                 "try again later; see status.anthropic.com")
+
+
+def check_token(paths: Paths, settings: Settings) -> Check:
+    if settings.gateway.token:
+        return Check("token", "ok", "gateway.token is set in the config")
+    token_file = paths.gateway_token_file
+    if gateway_token(paths, settings) is None:
+        return Check("token", "warn", "no gateway token yet", "none needed now: the gateway writes "
+                     f"{token_file} at its first start (or set gateway.token)")
+    mode = stat.S_IMODE(token_file.stat().st_mode)
+    if mode & 0o077:
+        return Check("token", "fail", f"{token_file} is readable by others (mode {mode:o})", f"chmod 600 {token_file}")
+    return Check("token", "ok", f"{token_file} (mode 600)")
+
+
+def check_port(paths: Paths, settings: Settings) -> Check:
+    from .instance import InstanceLock
+
+    host, port = settings.gateway.host, settings.gateway.port
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server does: TIME_WAIT is free
+        try:
+            probe.bind((host, port))
+            return Check("port", "ok", f"{host}:{port} is free")
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                return Check("port", "fail", f"cannot bind {host}:{port}: {exc.strerror}",
+                             "set gateway.host to an address of this machine (127.0.0.1)")
+    holder = InstanceLock(paths).holder()
+    if holder is not None and holder.is_gateway:
+        return Check("port", "ok", f"{host}:{port} is served by this home's gateway (pid {holder.pid})")
+    return Check("port", "fail", f"{host}:{port} is in use by another program",
+                 "stop it, or set gateway.port (CLAWGATE_GATEWAY__PORT) to a free port")
+
+
+def check_telegram(settings: Settings, offline: bool) -> Check:
+    telegram = settings.channels.telegram
+    if not telegram.token or telegram.enabled is False:
+        return Check("telegram", "skip", "not configured (TELEGRAM_BOT_TOKEN)")
+    if offline:
+        return Check("telegram", "skip", "token present; not checked (--offline)")
+    import httpx
+
+    base = telegram.base_url or TELEGRAM_URL
+    try:
+        reply = httpx.get(f"{base}{telegram.token}/getMe", timeout=HTTP_SECONDS)
+        body = reply.json()
+    except (httpx.HTTPError, ValueError) as exc:
+        return Check("telegram", "fail", f"cannot reach the Bot API: {_short(exc, telegram.token)}",
+                     "check the network (or channels.telegram.base_url), or run with --offline")
+    if reply.status_code == 200 and body.get("ok"):
+        return Check("telegram", "ok", f"bot @{body['result'].get('username')}")
+    if reply.status_code in (401, 404):
+        return Check("telegram", "fail", f"the bot token was rejected (HTTP {reply.status_code})",
+                     "copy the token from @BotFather into TELEGRAM_BOT_TOKEN")
+    return Check("telegram", "warn", f"getMe answered HTTP {reply.status_code}: {body.get('description', '')}",
+                 "try again later")
+
+
+def check_workspace(paths: Paths, settings: Settings) -> Check:
+    root = Path(settings.agent.workspace).expanduser() if settings.agent.workspace else paths.default_workspace
+    if not root.is_dir():
+        return Check("workspace", "fail", f"{root} is not a folder" if root.exists() else f"{root} does not exist",
+                     "run `clawgate init` (or point agent.workspace at a folder)")
+    try:
+        with tempfile.NamedTemporaryFile(dir=root, prefix=".doctor-"):
+            pass
+    except OSError as exc:
+        return Check("workspace", "fail", f"cannot write in {root}: {exc.strerror}",
+                     f"make it writable by this user (chown/chmod {root})")
+    return Check("workspace", "ok", f"{root} is writable")
+
+
+def check_sandbox(sandbox_status: Callable[[], Any]) -> Check:
+    try:
+        report = sandbox_status()
+    except Exception as exc:
+        return Check("sandbox", "fail", f"the sandbox check failed: {_short(exc)}", "see docs/security.md")
+    if report is None:
+        return Check("sandbox", "skip", "this build has no exec sandbox; exec confines by argument checks only")
+    available, detail, fix = _sandbox_fields(report)
+    if available:
+        return Check("sandbox", "ok", detail or "available")
+    return Check("sandbox", "fail", detail or "not available", fix or "install bubblewrap (apt install bubblewrap)")
+
+
+def _sandbox_fields(report: Any) -> tuple[bool, str, str]:
+    """The sandbox module's report as (available, detail, fix), whatever simple shape it takes."""
+    if isinstance(report, bool):
+        return report, "", ""
+    if isinstance(report, tuple):
+        return bool(report[0]), str(report[1]) if len(report) > 1 else "", ""
+    get = report.get if isinstance(report, dict) else lambda key, default=None: getattr(report, key, default)
+    available = get("available", get("ok", False))
+    detail = get("detail", None) or get("reason", None) or get("backend", None) or ""
+    return bool(available), str(detail), str(get("fix", "") or "")
+
+
+def check_database(paths: Paths) -> Check:
+    from agent.statedb import StateUnavailable, open_state_db
+
+    database = paths.database
+    if not database.exists():
+        return Check("database", "ok", f"{database} not created yet (the gateway makes it at first start)")
+    try:
+        open_state_db(database, repair=False).close()
+    except StateUnavailable as exc:
+        return Check("database", "fail", str(exc).split(";")[0], str(exc).split(";", 1)[-1].strip())
+    return Check("database", "ok", f"{database} passed its integrity check")
+
+
+def check_disk(paths: Paths, disk_usage: Callable[[Path], Any]) -> Check:
+    where = paths.home
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    free = disk_usage(where).free
+    text = f"{free / 1024 ** 3:.1f} GB free at {where}"
+    if free < DISK_FAIL_BYTES:
+        return Check("disk", "fail", text, "free disk space: the state database and session logs need room")
+    if free < DISK_WARN_BYTES:
+        return Check("disk", "warn", text, "free some disk space soon")
+    return Check("disk", "ok", text)
+
+
+def _short(exc: BaseException, secret: str | None = None) -> str:
+    text = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+    return text.replace(secret, "***") if secret else text
+
+
+def exit_code(checks: list[Check]) -> int:
+    """0: nothing failed (warnings and skips allowed); 1: at least one check failed."""
+    return 1 if any(c.status == "fail" for c in checks) else 0
+
+
+def line(check: Check) -> str:
+    mark = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "skip": "skip"}[check.status]
+    text = f"{mark} {check.name:10} {check.detail}"
+    return text + (f" — fix: {check.fix}" if check.fix and check.status != "ok" else "")
