@@ -133,6 +133,10 @@ class StateSettings(_Section):
 
 class LogSettings(_Section):
     level: Literal["debug", "info", "warning", "error"] = "info"
+    # Also write the log to $CLAWGATE_HOME/logs/clawgate.log (rotated), for `clawgate logs`.
+    file: bool = Field(False, description="write a rotating log file under $CLAWGATE_HOME/logs")
+    file_max_bytes: int = Field(5 * 1024 * 1024, ge=10_000, description="size at which the log file is rotated")
+    file_backups: int = Field(3, ge=0, le=100, description="rotated log files kept (clawgate.log.1 …)")
 
 
 def _check_zone(value: str | None) -> str | None:

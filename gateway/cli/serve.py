@@ -45,7 +45,9 @@ def _serve(paths: Any, settings: Any) -> int:
     from ..app import App
     from ..logs import setup_logging
 
-    setup_logging(settings.log.level)
+    log = settings.log
+    setup_logging(log.level, file=paths.log_file if log.file else None, max_bytes=log.file_max_bytes,
+                  backups=log.file_backups)
     register_secrets([settings.gateway.token, settings.providers.anthropic.api_key, settings.channels.telegram.token])
 
     async def run() -> bool:
