@@ -120,6 +120,17 @@ class TelegramSettings(_Section):
     pairing_ttl_seconds: float = Field(3600.0, gt=0)
     pairing_max_pending: int = Field(3, ge=1, le=100)
     pairing_check_seconds: float = Field(2.0, gt=0, description="how often approvals made by the CLI are noticed")
+    ack_reaction: str = Field("👀", max_length=8, description="reaction put on a message once it is accepted; empty: none")
+    files_dir: str = Field("inbox", min_length=1, description="workspace folder for documents users send")
+    max_file_bytes: int = Field(20 * 1024 * 1024, ge=1, le=20 * 1024 * 1024,
+                                description="largest document accepted (the Bot API serves at most 20 MB)")
+    # Webhook mode (instead of long polling): Telegram POSTs updates to webhook_url, which a reverse
+    # proxy forwards to webhook_listen:webhook_port. Empty: long polling.
+    webhook_url: str | None = Field(None, pattern=r"^https?://", description="public URL Telegram posts updates to")
+    webhook_listen: str = "127.0.0.1"
+    webhook_port: int = Field(8443, ge=0, le=65535)
+    webhook_secret: str | None = Field(None, min_length=1, max_length=256, pattern=r"^[A-Za-z0-9_-]+$",
+                                       description="checked on every webhook request; default: derived from the token")
 
 
 class ChannelSettings(_Section):
