@@ -97,6 +97,15 @@ class ToolSettings(_Section):
     approval_mode: Literal["ask", "deny", "allow"] = "ask"
 
 
+class TranscriptionSettings(_Section):
+    """An OpenAI-compatible speech-to-text endpoint (POST {base_url}/audio/transcriptions) for voice notes."""
+
+    base_url: str = Field(..., pattern=r"^https?://", description="up to and including /v1, e.g. https://api.openai.com/v1")
+    model: str = Field("whisper-1", min_length=1)
+    api_key: str | None = None
+    timeout_seconds: float = Field(60.0, gt=0)
+
+
 class TelegramSettings(_Section):
     enabled: bool | None = None  # None: on when a token is present
     token: str | None = None  # normally from TELEGRAM_BOT_TOKEN
@@ -131,6 +140,8 @@ class TelegramSettings(_Section):
     webhook_port: int = Field(8443, ge=0, le=65535)
     webhook_secret: str | None = Field(None, min_length=1, max_length=256, pattern=r"^[A-Za-z0-9_-]+$",
                                        description="checked on every webhook request; default: derived from the token")
+    # Voice notes are refused unless this is set; then they are transcribed and read as text.
+    transcription: TranscriptionSettings | None = None
 
 
 class ChannelSettings(_Section):

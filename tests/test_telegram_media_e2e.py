@@ -5,6 +5,7 @@ line, accepted messages get a reaction, and webhook mode keeps the accept-then-c
 from __future__ import annotations
 
 import base64
+import json
 import socket
 import sqlite3
 import urllib.error
@@ -125,3 +126,61 @@ async def test_the_webhook_answers_503_until_the_update_is_stored() -> None:
     assert attempts == [7, 7]
     with socket.socket() as probe:  # stopped: the port is released
         probe.bind(("127.0.0.1", 0))
+
+
+class _SpeechToText:
+    """A local stand-in for an OpenAI-compatible /audio/transcriptions endpoint: records what it got."""
+
+    def __init__(self, status: int = 200, said: str = "buy milk tomorrow") -> None:
+        import http.server
+        import threading
+
+        self.bodies: list[bytes] = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - stdlib name
+                outer.bodies.append(self.rfile.read(int(self.headers["Content-Length"])))
+                body = json.dumps({"text": said} if status == 200 else {"error": "boom"}).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_voice_notes_are_transcribed_when_a_provider_is_configured(tg_daemon, telegram: FakeTelegram,
+                                                                   fake_model: FakeAnthropic) -> None:
+    stt = _SpeechToText()
+    try:
+        tg_daemon(transcription={"base_url": stt.base_url, "model": "whisper-1", "api_key": "stt-key"})
+        fake_model.enqueue(text("Added milk to the list."))
+        telegram.inject_voice(CHAT, b"OggS-voice-bytes")
+        telegram.wait_for(lambda: "Added milk to the list." in replies(telegram, CHAT), timeout=20)
+    finally:
+        stt.close()
+    assert user_texts(fake_model.requests[0])[-1] == "[voice note, transcribed] buy milk tomorrow"
+    [body] = stt.bodies
+    assert b"OggS-voice-bytes" in body and b"whisper-1" in body
+
+
+def test_a_failing_transcription_is_one_line(tg_daemon, telegram: FakeTelegram, fake_model: FakeAnthropic) -> None:
+    stt = _SpeechToText(status=500)
+    try:
+        tg_daemon(transcription={"base_url": stt.base_url})
+        telegram.inject_voice(CHAT)
+        telegram.wait_for(lambda: any("couldn't transcribe" in r for r in replies(telegram, CHAT)), timeout=20)
+    finally:
+        stt.close()
+    assert fake_model.requests == []

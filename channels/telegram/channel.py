@@ -279,7 +279,7 @@ class TelegramChannel(Channel):
         s = self.settings
         try:
             return await receive(self.bot, msg, caption=caption or None, workspace=self.workspace,
-                                 files_dir=s.files_dir, max_file_bytes=s.max_file_bytes)
+                                 files_dir=s.files_dir, max_file_bytes=s.max_file_bytes, transcription=s.transcription)
         except (TelegramError, OSError, ValueError) as exc:
             log.warning("could not fetch the file of message %s in chat %s: %s", msg.message_id, msg.chat.id, exc)
             return Received(refusal=FETCH_FAILED)

@@ -11,6 +11,7 @@ message id, so a repeat overwrites rather than duplicates).
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import re
 import tempfile
@@ -18,11 +19,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 from telegram import Bot, Message
+
+from config.schema import TranscriptionSettings
+
+log = logging.getLogger("clawgate.telegram")
 
 IMAGE_MAX_BYTES = 5 * 1024 * 1024  # the Messages API's limit per image
 VOICE_REFUSAL = ("I can't listen to voice notes: no transcription is set up for this assistant. "
                  "Please type your message instead.")
+TRANSCRIPTION_FAILED = "I couldn't transcribe that voice note; please type it instead."
 
 
 @dataclass
@@ -55,11 +62,21 @@ async def _download(bot: Bot, file_id: str) -> bytes:
 
 
 async def receive(bot: Bot, msg: Message, *, caption: str | None, workspace: Path | None, files_dir: str,
-                  max_file_bytes: int) -> Received:
+                  max_file_bytes: int, transcription: TranscriptionSettings | None = None) -> Received:
     """The content of a message that is not plain text; an empty Received when it carries nothing we read.
 
     `caption`: the message's caption as addressed to us (a group's @mention removed)."""
-    if msg.voice is not None or msg.audio is not None or msg.video_note is not None:
+    sound = msg.voice or msg.audio
+    if sound is not None and transcription is not None:
+        data = await _download(bot, sound.file_id)
+        try:
+            said = await transcribe(transcription, data, getattr(sound, "mime_type", None) or "audio/ogg")
+        except (httpx.HTTPError, ValueError, KeyError) as exc:
+            log.warning("transcribing a voice note failed: %s", exc)
+            return Received(refusal=TRANSCRIPTION_FAILED)
+        heard = f"[voice note, transcribed] {said}"
+        return Received(text=f"{caption}\n{heard}" if caption else heard)
+    if sound is not None or msg.video_note is not None:
         return Received(refusal=VOICE_REFUSAL)
     if msg.photo:
         fitting = [p for p in msg.photo if (p.file_size or 0) <= IMAGE_MAX_BYTES]
@@ -88,6 +105,19 @@ async def receive(bot: Bot, msg: Message, *, caption: str | None, workspace: Pat
                 f"{document.mime_type or 'unknown type'}), original name {document.file_name!r}.]")
         return Received(text=f"{caption}\n{line}" if caption else line)
     return Received()
+
+
+async def transcribe(settings: TranscriptionSettings, audio: bytes, mime_type: str) -> str:
+    """Speech to text through an OpenAI-compatible `/audio/transcriptions` endpoint."""
+    headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
+    async with httpx.AsyncClient(timeout=settings.timeout_seconds) as client:
+        reply = await client.post(f"{settings.base_url.rstrip('/')}/audio/transcriptions", headers=headers,
+                                  data={"model": settings.model}, files={"file": ("voice.ogg", audio, mime_type)})
+        reply.raise_for_status()
+        text = str(reply.json()["text"]).strip()
+    if not text:
+        raise ValueError("the transcription is empty")
+    return text
 
 
 def _write(workspace: Path, relative: Path, data: bytes) -> None:

@@ -53,7 +53,9 @@ def _serve(paths: Any, settings: Any) -> int:
     log = settings.log
     setup_logging(log.level, file=paths.log_file if log.file else None, max_bytes=log.file_max_bytes,
                   backups=log.file_backups)
-    register_secrets([settings.gateway.token, settings.providers.anthropic.api_key, settings.channels.telegram.token])
+    transcription = settings.channels.telegram.transcription
+    register_secrets([settings.gateway.token, settings.providers.anthropic.api_key, settings.channels.telegram.token,
+                      transcription.api_key if transcription else None])
 
     async def run() -> bool:
         return await App(paths, settings).run()
