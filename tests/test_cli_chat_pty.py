@@ -160,3 +160,13 @@ def test_approvals_commands_answer_a_chat_without_a_terminal(daemon, fake_model:
     again = daemon.cli("approvals", "deny", pending[0])
     assert again.returncode == 1 and again.stderr.count("\n") == 1 and "no pending approval" in again.stderr
     assert daemon.cli("approvals", "list").stdout.strip() == "no approvals waiting"
+
+
+def test_the_interactive_chat_reads_a_file_on_stdin(daemon, fake_model: FakeAnthropic, tmp_path: Path) -> None:
+    script = tmp_path / "lines.txt"
+    script.write_text("hello\n/quit\n")
+    fake_model.enqueue(text("Hi there."))
+    with open(script) as stdin:
+        out = subprocess.run([sys.executable, "-m", "gateway.cli", "chat"], env=daemon.env, cwd=ROOT, stdin=stdin,
+                             capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "agent> Hi there." in out.stdout, (out.stdout, out.stderr)

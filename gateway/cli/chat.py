@@ -35,12 +35,16 @@ class StdinLines:
         loop = asyncio.get_running_loop()
         while b"\n" not in self._buffer and not self._eof:
             ready: asyncio.Future[None] = loop.create_future()
-            loop.add_reader(self._fd, lambda: ready.done() or ready.set_result(None))
             try:
-                await ready
-            finally:
-                loop.remove_reader(self._fd)
-            chunk = os.read(self._fd, 4096)
+                loop.add_reader(self._fd, lambda: ready.done() or ready.set_result(None))
+            except (PermissionError, OSError):  # a regular file (`chat < notes.txt`): always readable
+                chunk = await loop.run_in_executor(None, os.read, self._fd, 4096)
+            else:
+                try:
+                    await ready
+                finally:
+                    loop.remove_reader(self._fd)
+                chunk = os.read(self._fd, 4096)
             if chunk:
                 self._buffer += chunk
             else:
