@@ -154,9 +154,19 @@ class TelegramChannel(Channel):
         secret = s.webhook_secret or default_secret(s.token or "")
         self.webhook = WebhookServer(self.bot, self._on_update, host=s.webhook_listen, port=s.webhook_port,
                                      path=urlsplit(s.webhook_url).path or "/", secret=secret)
-        await self.webhook.start()
         try:
-            await self.bot.set_webhook(s.webhook_url, secret_token=secret, allowed_updates=list(ALLOWED_UPDATES))
+            await self.webhook.start()
+        except OSError as exc:
+            log.error("the Telegram webhook cannot listen on %s:%d (%s); set channels.telegram.webhook_port to a "
+                      "free port, then restart", s.webhook_listen, s.webhook_port, exc.strerror or exc)
+            return
+        try:
+            try:
+                await self.bot.set_webhook(s.webhook_url, secret_token=secret, allowed_updates=list(ALLOWED_UPDATES))
+            except TelegramError as exc:
+                log.error("Telegram refused the webhook %s (%s); fix channels.telegram.webhook_url (a public https "
+                          "URL) or remove it to use long polling, then restart", s.webhook_url, exc.message)
+                return
             log.info("webhook set: Telegram posts updates to %s", s.webhook_url)
             await asyncio.Event().wait()
         finally:
