@@ -8,11 +8,14 @@ learns which channel answered.
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .bus import new_id
 from .events import EventHub
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -47,6 +50,10 @@ class ApprovalBroker:
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._pending[request.id] = (request, future)
         self.events.emit("approval_request", session=request.session_key, request=request.to_dict())
+        # The operator watching the daemon's log learns something waits, and how to answer it.
+        log.warning("approval %s waiting (up to %g s) for %s in session %s: %s; answer with `clawgate approvals "
+                    "approve %s` or `clawgate approvals deny %s`", request.id, self.timeout, request.tool,
+                    request.session_key, request.summary, request.id, request.id)
         try:
             approved = await asyncio.wait_for(future, self.timeout)
             how = "approved" if approved else "denied"
@@ -54,6 +61,7 @@ class ApprovalBroker:
             approved, how = False, "timeout"
         finally:
             self._pending.pop(request.id, None)
+        log.info("approval %s: %s", request.id, how)
         self.events.emit("approval_result", session=request.session_key, id=request.id, approved=approved, how=how)
         return approved, how
 

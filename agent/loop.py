@@ -173,6 +173,8 @@ class AgentLoop:
                 return finished, "reply"
         else:
             origin = {"deliver": msg.metadata["deliver"]} if msg.metadata.get("deliver") else {}
+            if msg.attachments:  # a photo the model sees (session.user_blocks)
+                origin["attachments"] = msg.attachments
             session.append("user", text=msg.text, inbound_id=msg.id, channel=msg.channel, chat_id=msg.chat_id,
                            sender_id=msg.sender_id, owner=acts_for_owner(msg), **origin,
                            context=self.context.runtime_block(session, channel=msg.channel, chat_id=msg.chat_id,

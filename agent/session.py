@@ -447,6 +447,10 @@ def user_blocks(record: Record) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     if record.get("context"):
         blocks.append({"type": "text", "text": record["context"]})
+    for item in record.get("attachments") or ():  # a photo from a channel, in front of the words about it
+        if item.get("type") == "image" and item.get("data"):
+            blocks.append({"type": "image", "source": {"type": "base64", "media_type": item.get("media_type", "image/jpeg"),
+                                                       "data": item["data"]}})
     blocks.append({"type": "text", "text": neutralise_markers(record.get("text") or "(empty message)")})
     return blocks
 

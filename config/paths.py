@@ -61,6 +61,15 @@ class Paths:
         return self.state / "written.json"
 
     @property
+    def logs(self) -> Path:
+        return self.home / "logs"
+
+    @property
+    def log_file(self) -> Path:
+        """The daemon's log when `log.file` is on; rotated copies sit beside it as clawgate.log.1 …"""
+        return self.logs / "clawgate.log"
+
+    @property
     def pid_file(self) -> Path:
         return self.state / "gateway.pid"
 

@@ -108,6 +108,15 @@ class ToolSettings(_Section):
     approval_mode: Literal["ask", "deny", "allow"] = "ask"
 
 
+class TranscriptionSettings(_Section):
+    """An OpenAI-compatible speech-to-text endpoint (POST {base_url}/audio/transcriptions) for voice notes."""
+
+    base_url: str = Field(..., pattern=r"^https?://", description="up to and including /v1, e.g. https://api.openai.com/v1")
+    model: str = Field("whisper-1", min_length=1)
+    api_key: str | None = None
+    timeout_seconds: float = Field(60.0, gt=0)
+
+
 class TelegramSettings(_Section):
     enabled: bool | None = None  # None: on when a token is present
     token: str | None = None  # normally from TELEGRAM_BOT_TOKEN
@@ -134,6 +143,19 @@ class TelegramSettings(_Section):
     pairing_request_interval_seconds: float = Field(600.0, ge=0, description=(
         "a user whose pending code was replaced by newer requests gets a new one only this long after the first"))
     pairing_check_seconds: float = Field(2.0, gt=0, description="how often approvals made by the CLI are noticed")
+    ack_reaction: str = Field("👀", max_length=8, description="reaction put on a message once it is accepted; empty: none")
+    files_dir: str = Field("inbox", min_length=1, description="workspace folder for documents users send")
+    max_file_bytes: int = Field(20 * 1024 * 1024, ge=1, le=20 * 1024 * 1024,
+                                description="largest document accepted (the Bot API serves at most 20 MB)")
+    # Webhook mode (instead of long polling): Telegram POSTs updates to webhook_url, which a reverse
+    # proxy forwards to webhook_listen:webhook_port. Empty: long polling.
+    webhook_url: str | None = Field(None, pattern=r"^https?://", description="public URL Telegram posts updates to")
+    webhook_listen: str = "127.0.0.1"
+    webhook_port: int = Field(8443, ge=0, le=65535)
+    webhook_secret: str | None = Field(None, min_length=1, max_length=256, pattern=r"^[A-Za-z0-9_-]+$",
+                                       description="checked on every webhook request; default: derived from the token")
+    # Voice notes are refused unless this is set; then they are transcribed and read as text.
+    transcription: TranscriptionSettings | None = None
 
 
 class ChannelSettings(_Section):
@@ -154,6 +176,10 @@ class CheckpointSettings(_Section):
 
 class LogSettings(_Section):
     level: Literal["debug", "info", "warning", "error"] = "info"
+    # Also write the log to $CLAWGATE_HOME/logs/clawgate.log (rotated), for `clawgate logs`.
+    file: bool = Field(False, description="write a rotating log file under $CLAWGATE_HOME/logs")
+    file_max_bytes: int = Field(5 * 1024 * 1024, ge=10_000, description="size at which the log file is rotated")
+    file_backups: int = Field(3, ge=0, le=100, description="rotated log files kept (clawgate.log.1 …)")
 
 
 def _check_zone(value: str | None) -> str | None:

@@ -182,7 +182,8 @@ class App:
         self.server = GatewayServer(settings.gateway, build_methods(self.services))
         self.events.subscribe(self.server.on_event)
         self.channels: dict[str, Channel] = {"gateway": GatewayChatChannel(self.server)}
-        if (telegram := build_telegram(settings.channels.telegram, self.services, self.db)) is not None:
+        if (telegram := build_telegram(settings.channels.telegram, self.services, self.db,
+                                       workspace=workspace.root)) is not None:
             self.channels["telegram"] = telegram
         self.dispatcher = Dispatcher(self.bus, self.channels)
         self._describe_status(workspace)

@@ -1,12 +1,24 @@
-"""Structured one-line logs with secrets masked, including third-party loggers (httpx URLs carry tokens)."""
+"""Structured one-line logs with secrets masked, including third-party loggers (httpx URLs carry tokens).
+
+The same masked lines go to stderr and, with `log.file`, to a rotating file under
+$CLAWGATE_HOME/logs that `clawgate logs` reads (a service's stderr is otherwise only in the journal).
+"""
 
 from __future__ import annotations
 
 import logging
+import logging.handlers
+import os
+import re
 import sys
 import time
+from pathlib import Path
+from typing import Any
 
 from agent.redact import RedactingFilter, redact
+
+# `2026-11-23T18:12:26Z info    agent.approvals: message`, as LineFormatter writes it.
+LINE = re.compile(r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) (?P<level>[a-z]+) +(?P<logger>[^:\s]+): (?P<message>.*)$")
 
 
 class LineFormatter(logging.Formatter):
@@ -22,13 +34,39 @@ class LineFormatter(logging.Formatter):
         return redact(line)
 
 
-def setup_logging(level: str = "info") -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(LineFormatter())
-    handler.addFilter(RedactingFilter())
+class PrivateRotatingFile(logging.handlers.RotatingFileHandler):
+    """A rotating log file created user-only (0600): log lines name chats and sessions."""
+
+    def _open(self) -> Any:
+        stream = super()._open()
+        os.chmod(self.baseFilename, 0o600)
+        return stream
+
+
+def setup_logging(level: str = "info", *, file: Path | None = None, max_bytes: int = 5 * 1024 * 1024,
+                  backups: int = 3) -> None:
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if file is not None:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(file.parent, 0o700)
+        handlers.append(PrivateRotatingFile(file, maxBytes=max_bytes, backupCount=backups, encoding="utf-8"))
+    for handler in handlers:
+        handler.setFormatter(LineFormatter())
+        handler.addFilter(RedactingFilter())
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    for old in root.handlers:
+        if old not in handlers:
+            old.close()
+    root.handlers[:] = handlers
     root.setLevel(level.upper())
     # httpx logs every request URL at INFO, and Telegram URLs contain the bot token.
     for noisy in ("httpx", "httpcore", "httpx2", "websockets", "apscheduler", "telegram.ext"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def parse_line(line: str) -> dict[str, str]:
+    """One log line as {ts, level, logger, message}; a line in another shape is all message."""
+    match = LINE.match(line)
+    if match is None:
+        return {"ts": "", "level": "", "logger": "", "message": line}
+    return match.groupdict()

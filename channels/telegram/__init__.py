@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from pathlib import Path
 
 from agent.services import Services
 from config.schema import TelegramSettings
@@ -17,7 +18,8 @@ from .channel import NAME, ChannelError, TelegramChannel
 log = logging.getLogger("clawgate.telegram")
 
 
-def build(settings: TelegramSettings, services: Services, db: sqlite3.Connection) -> TelegramChannel | None:
+def build(settings: TelegramSettings, services: Services, db: sqlite3.Connection, *,
+          workspace: Path | None = None) -> TelegramChannel | None:
     """The Telegram channel, or None when it is off (no token, or enabled = false)."""
     if settings.enabled is False:
         return None
@@ -26,7 +28,7 @@ def build(settings: TelegramSettings, services: Services, db: sqlite3.Connection
             log.error("channels.telegram.enabled is true but no bot token is set; set TELEGRAM_BOT_TOKEN "
                       "(from @BotFather) or channels.telegram.token")
         return None
-    return TelegramChannel(settings, services, db)
+    return TelegramChannel(settings, services, db, workspace=workspace)
 
 
 __all__ = ["NAME", "ChannelError", "TelegramChannel", "build"]

@@ -13,11 +13,13 @@ import asyncio
 import logging
 import math
 import sqlite3
+from pathlib import Path
 from typing import Any, Awaitable
+from urllib.parse import urlsplit
 
 from telegram import Bot, BotCommand, CallbackQuery, Message, Update
 from telegram.constants import ChatAction, ParseMode
-from telegram.error import InvalidToken, NetworkError
+from telegram.error import InvalidToken, NetworkError, TelegramError
 from telegram.request import HTTPXRequest
 
 from agent.bus import InboundMessage, OutboundMessage
@@ -29,17 +31,20 @@ from config.schema import TelegramSettings
 from .access import AccessPolicy, Sender as Who, Verdict, decide, may_approve, parse_session_key, read_message, session_key
 from .approvals import ApprovalPrompts
 from .delivery import Sender, Unconfirmed
+from .media import Received, receive
 from .pairing import PairingStore
-from .polling import Poller
+from .polling import ALLOWED_UPDATES, Poller
 from .progress import Progress
 from .render import render
 from .state import ChannelState
+from .webhook import WebhookServer, default_secret
 
 log = logging.getLogger("clawgate.telegram")
 NAME = "telegram"
 DEFAULT_BASE_URL = "https://api.telegram.org/bot"
 REFUSAL = "Sorry, this is a private assistant and you are not on its list."
-NOT_TEXT = "I can only read text messages for now."
+NOT_TEXT = "I can read text, photos and documents; I can't read this kind of message."
+FETCH_FAILED = "I couldn't fetch that file from Telegram; please send it again."
 
 
 class ChannelError(Exception):
@@ -48,9 +53,12 @@ class ChannelError(Exception):
 
 def make_bot(settings: TelegramSettings) -> Bot:
     timeout = settings.request_timeout_seconds
+    base_url = settings.base_url or DEFAULT_BASE_URL
     return Bot(
         settings.token or "",
-        base_url=settings.base_url or DEFAULT_BASE_URL,
+        base_url=base_url,
+        # files are served beside the API: https://api.telegram.org/file/bot<token>/<path>
+        base_file_url=base_url[: -len("bot")] + "file/bot" if base_url.endswith("/bot") else None,
         # 16 connections is plenty (Telegram allows ~30 messages/s) and measurably faster than a
         # big pool under load; a send waits for a free connection rather than failing.
         request=HTTPXRequest(connection_pool_size=16, read_timeout=timeout, write_timeout=timeout,
@@ -65,9 +73,11 @@ class TelegramChannel(Channel):
     name = NAME
 
     def __init__(self, settings: TelegramSettings, services: Services, db: sqlite3.Connection, *,
-                 bot: Bot | None = None) -> None:
-        """`db`: the state database (agent/statedb.py) for the channel's own tables and pairing."""
+                 bot: Bot | None = None, workspace: Path | None = None) -> None:
+        """`db`: the state database (agent/statedb.py) for the channel's own tables and pairing;
+        `workspace`: where documents users send are saved (settings.files_dir inside it)."""
         self.settings = settings
+        self.workspace = workspace
         self.services = services
         self.policy = AccessPolicy.build(settings.dm_policy, settings.group_policy, settings.allow_from,
                                          settings.owner)
@@ -83,6 +93,7 @@ class TelegramChannel(Channel):
         self.prompts = ApprovalPrompts(self.ops, resolve=services.approvals.resolve, may_approve=self._may_approve,
                                        answer=self._answer, owner_chats=self.policy.owner_chats())
         self.poller: Poller | None = None
+        self.webhook: WebhookServer | None = None
         self._connected = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._background: set[asyncio.Task[Any]] = set()
@@ -107,7 +118,8 @@ class TelegramChannel(Channel):
         except InvalidToken as exc:
             raise ChannelError(f"Telegram rejected the bot token ({exc.message}); set a valid TELEGRAM_BOT_TOKEN "
                                "from @BotFather (or channels.telegram.token)") from None
-        await self.bot.delete_webhook(drop_pending_updates=False)
+        if not self.settings.webhook_url:  # polling; in webhook mode setWebhook (in _run) replaces it
+            await self.bot.delete_webhook(drop_pending_updates=False)
         await self.sender.best_effort("setMyCommands", lambda: self.bot.set_my_commands(
             [BotCommand(name, text) for name, text in COMMANDS]))
         self._connected.set()
@@ -130,9 +142,37 @@ class TelegramChannel(Channel):
                 log.error("%s", exc)
                 return
         s = self.settings
+        if s.webhook_url:
+            await self._serve_webhook()
+            return
         self.poller = Poller(self.bot, self._on_update, self.state, timeout=s.poll_timeout_seconds,
                              stall_after=max(s.stall_seconds, s.poll_timeout_seconds + 5.0))
         await self.poller.run()
+
+    async def _serve_webhook(self) -> None:
+        """Listen first, then tell Telegram where to post; serve until stopped."""
+        s = self.settings
+        assert s.webhook_url is not None
+        secret = s.webhook_secret or default_secret(s.token or "")
+        self.webhook = WebhookServer(self.bot, self._on_update, host=s.webhook_listen, port=s.webhook_port,
+                                     path=urlsplit(s.webhook_url).path or "/", secret=secret)
+        try:
+            await self.webhook.start()
+        except OSError as exc:
+            log.error("the Telegram webhook cannot listen on %s:%d (%s); set channels.telegram.webhook_port to a "
+                      "free port, then restart", s.webhook_listen, s.webhook_port, exc.strerror or exc)
+            return
+        try:
+            try:
+                await self.bot.set_webhook(s.webhook_url, secret_token=secret, allowed_updates=list(ALLOWED_UPDATES))
+            except TelegramError as exc:
+                log.error("Telegram refused the webhook %s (%s); fix channels.telegram.webhook_url (a public https "
+                          "URL) or remove it to use long polling, then restart", s.webhook_url, exc.message)
+                return
+            log.info("webhook set: Telegram posts updates to %s", s.webhook_url)
+            await asyncio.Event().wait()
+        finally:
+            await self.webhook.stop()
 
     @property
     def connected(self) -> bool:
@@ -230,17 +270,31 @@ class TelegramChannel(Channel):
                 if reply:
                     self._say(chat.id, reply, thread_id)
             return
-        if not text:
-            self._say(chat.id, NOT_TEXT, thread_id)
+        received = Received(text=addressed.text) if msg.text is not None else await self._media(msg, addressed.text)
+        if received.refusal or not received.text:
+            self._say(chat.id, received.refusal or NOT_TEXT, thread_id)
             return
         inbound = InboundMessage(
             id=f"telegram:{chat.id}:{msg.message_id}", channel=NAME, chat_id=str(chat.id), sender_id=who.user_id,
-            session_key=key, text=addressed.text,
+            session_key=key, text=received.text, attachments=received.attachments,
             metadata={"message_id": msg.message_id, "thread_id": thread_id, "username": user.username,
                       "chat_type": chat.type, "owner": self.policy.is_owner(who)},
         )
         if self.services.intake.publish_inbound(inbound):
             self.progress.started(key, str(chat.id), thread_id, inbound.id)
+            if self.settings.ack_reaction:  # accepted (committed): tell the sender it arrived
+                self._spawn(self.sender.best_effort("setMessageReaction", lambda: self.bot.set_message_reaction(
+                    chat.id, msg.message_id, reaction=self.settings.ack_reaction)))
+
+    async def _media(self, msg: Message, caption: str) -> Received:
+        """A photo, document or voice note as content for the agent (or a refusal line)."""
+        s = self.settings
+        try:
+            return await receive(self.bot, msg, caption=caption or None, workspace=self.workspace,
+                                 files_dir=s.files_dir, max_file_bytes=s.max_file_bytes, transcription=s.transcription)
+        except (TelegramError, OSError, ValueError) as exc:
+            log.warning("could not fetch the file of message %s in chat %s: %s", msg.message_id, msg.chat.id, exc)
+            return Received(refusal=FETCH_FAILED)
 
     def _addressing(self, msg: Message) -> tuple[bool, bool]:
         """(the bot is @mentioned, the message replies to the bot)."""

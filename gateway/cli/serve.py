@@ -18,6 +18,11 @@ from .errors import EXIT_ALREADY_RUNNING, EXIT_FAILED, EXIT_USAGE, CliError
 def cmd_gateway(args: argparse.Namespace) -> int:
     from config.loader import load
 
+    if args.action is not None:  # the service commands (service.py)
+        from .service import cmd_service
+
+        return cmd_service(args)
+
     paths, settings = load()  # ConfigError: one line from main, exit 2
     if args.port is not None:
         settings.gateway.port = args.port
@@ -45,8 +50,12 @@ def _serve(paths: Any, settings: Any) -> int:
     from ..app import App
     from ..logs import setup_logging
 
-    setup_logging(settings.log.level)
-    register_secrets([settings.gateway.token, settings.providers.anthropic.api_key, settings.channels.telegram.token])
+    log = settings.log
+    setup_logging(log.level, file=paths.log_file if log.file else None, max_bytes=log.file_max_bytes,
+                  backups=log.file_backups)
+    transcription = settings.channels.telegram.transcription
+    register_secrets([settings.gateway.token, settings.providers.anthropic.api_key, settings.channels.telegram.token,
+                      transcription.api_key if transcription else None])
 
     async def run() -> bool:
         return await App(paths, settings).run()
@@ -66,6 +75,10 @@ def _serve(paths: Any, settings: Any) -> int:
 
 
 def add_commands(sub: Any) -> None:
-    p = sub.add_parser("gateway", help="run the daemon in the foreground (one per CLAWGATE_HOME)")
+    p = sub.add_parser("gateway", help="run the daemon in the foreground (one per CLAWGATE_HOME), or manage it as a "
+                                       "systemd user service", epilog="status exits 0 when a gateway runs, 3 when none")
+    p.add_argument("action", nargs="?", choices=["install", "uninstall", "start", "stop", "status"],
+                   help="manage the systemd user service instead of running in the foreground")
+    p.add_argument("--print", action="store_true", help="with install: print the unit instead of writing it")
     p.add_argument("--port", type=int, help="override gateway.port")
     p.set_defaults(fn=cmd_gateway)

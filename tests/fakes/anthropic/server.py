@@ -180,7 +180,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(404, f"Not found: {self.path}")
 
     def _auth_ok(self) -> bool:
-        return bool(self.headers.get("x-api-key") or self.headers.get("authorization"))
+        key = self.headers.get("x-api-key") or self.headers.get("authorization")
+        return bool(key) and key not in self.server.fake.rejected_keys
 
     def _parse(self, raw: bytes) -> Any:
         try:
@@ -281,6 +282,8 @@ class FakeAnthropic:
         self.requests: list[dict] = []
         self.headers: list[dict] = []
         self.responder_errors: list[BaseException] = []
+        # API keys answered with 401, like a revoked or mistyped key.
+        self.rejected_keys: set[str] = set()
         self._want_port = port
         self._port: int | None = None
         self._cond = threading.Condition()

@@ -48,6 +48,7 @@ class _BotMethods:
             self._webhook_url = str(params.get("url") or "")
             if params.get("drop_pending_updates") in (True, "true", "True", 1):
                 self._queue.clear()
+        self._webhook_set(self._webhook_url, str(params.get("secret_token") or ""))  # starts pushing updates
         return True
 
     def _m_get_webhook_info(self, params: JSONDict) -> JSONDict:

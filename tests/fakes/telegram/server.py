@@ -18,9 +18,10 @@ import socket
 import threading
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from tests.fakes.telegram.failures import _ApiError, _Failure, _FailureInjection
+from tests.fakes.telegram.media import _Media
 from tests.fakes.telegram.methods import _BotMethods
 from tests.fakes.telegram.observation import _Observation
 from tests.fakes.telegram.params import _ParamChecks
@@ -53,7 +54,7 @@ _STRING_FIELDS = frozenset(
 )
 
 
-class FakeTelegram(_UpdateInjection, _Observation, _FailureInjection, _ParamChecks, _BotMethods):
+class FakeTelegram(_UpdateInjection, _Observation, _FailureInjection, _ParamChecks, _BotMethods, _Media):
     """In-process fake of the Telegram Bot API, reachable over HTTP at ``base_url``."""
 
     def __init__(
@@ -96,6 +97,7 @@ class FakeTelegram(_UpdateInjection, _Observation, _FailureInjection, _ParamChec
         self._failures: dict[str, list[_Failure]] = {}
         self._my_commands: dict[str, list[JSONDict]] = {}
         self._closing = False
+        self._media_init()
 
         self._server: http.server.ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -130,6 +132,8 @@ class FakeTelegram(_UpdateInjection, _Observation, _FailureInjection, _ParamChec
                 "getMyCommands": self._m_get_my_commands,
                 "deleteMyCommands": self._m_delete_my_commands,
                 "answerCallbackQuery": self._m_answer_callback_query,
+                "getFile": self._m_get_file,
+                "setMessageReaction": self._m_set_message_reaction,
             }.items()
         }
 
@@ -288,6 +292,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
+        prefix = f"/file/bot{self.owner.token}/"
+        path = unquote(url.path)  # clients percent-encode the token's ":" in file URLs
+        if path.startswith("/file/bot"):  # a file download (after getFile)
+            content = self.owner.file_download(path[len(prefix):]) if path.startswith(prefix) else None
+            self.send_response(200 if content is not None else 404)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(len(content or b"")))
+            self.end_headers()
+            self.wfile.write(content or b"")
+            return
         try:
             params = {k: _decode_value(k, v) for k, v in parse_qsl(url.query, keep_blank_values=True)}
             params.update(_parse_body(self.headers.get("Content-Type", ""), body))

@@ -1,0 +1,32 @@
+"""`clawgate doctor [--json] [--offline]`: what is wrong with this setup, one line per check with its fix.
+
+Works without a running daemon. Exit 0 when nothing failed (warnings allowed), 1 when a check
+failed, so scripts and service managers can gate on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from config.paths import Paths
+
+    from ..doctor import exit_code, line, run_checks
+
+    checks = run_checks(Paths.from_env(), offline=args.offline)
+    if args.json:
+        print(json.dumps({"ok": exit_code(checks) == 0, "checks": [c.to_dict() for c in checks]}, indent=2))
+    else:
+        for check in checks:
+            print(line(check))
+    return exit_code(checks)
+
+
+def add_commands(sub: Any) -> None:
+    p = sub.add_parser("doctor", help="check the setup (config, keys, port, Telegram, workspace, state, disk)")
+    p.add_argument("--json", action="store_true", help="the checks as JSON")
+    p.add_argument("--offline", action="store_true", help="skip the checks that call the model and Telegram APIs")
+    p.set_defaults(fn=cmd_doctor)
