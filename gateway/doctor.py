@@ -41,10 +41,131 @@ class Check:
 
 
 def default_sandbox_status() -> Any:
-    """The exec sandbox's own report (agent/tools/sandbox.py: Landlock, probed with a real child)."""
-    from agent.tools.sandbox import sandbox_status
-
+    """The exec sandbox's own report (agent/tools/sandbox.py: Landlock, probed with a real child);
+    None when a build has no sandbox module."""
+    try:
+        from agent.tools.sandbox import sandbox_status
+    except ImportError:
+        return None
     return sandbox_status()
+
+
+def run_checks(paths: Paths, *, offline: bool = False,
+               sandbox_status: Callable[[], Any] = default_sandbox_status,
+               disk_usage: Callable[[Path], Any] = shutil.disk_usage,
+               environ: dict[str, str] | None = None) -> list[Check]:
+    """Every check in order; a broken config skips those that need it."""
+    try:
+        _, settings = load(paths.home, environ)
+    except ConfigError as exc:
+        needs = [Check(name, "skip", "needs a valid config") for name in
+                 ("model", "token", "port", "telegram", "workspace", "sandbox")]
+        return [Check("config", "fail", str(exc), f"edit {paths.config_file} (or the CLAWGATE_* variable) as it says"),
+                *needs, check_database(paths), check_disk(paths, disk_usage)]
+    config_detail = f"{paths.config_file} is valid" if paths.config_file.exists() else \
+        f"no {paths.config_file}: defaults and environment"
+    return [Check("config", "ok", config_detail, "" if paths.config_file.exists() else "`clawgate init` writes one"),
+            check_model(settings, offline), check_token(paths, settings), check_port(paths, settings),
+            check_telegram(settings, offline), check_workspace(paths, settings), check_sandbox(sandbox_status),
+            check_database(paths), check_disk(paths, disk_usage)]
+
+
+def check_model(settings: Settings, offline: bool) -> Check:
+    anthropic, compat = settings.providers.anthropic, settings.providers.openai_compat
+    if not anthropic.api_key:
+        if compat is not None:
+            return Check("model", "ok", f"OpenAI-compatible endpoint {compat.base_url} (not called)")
+        return Check("model", "fail", "no model key", "export ANTHROPIC_API_KEY=… (or set providers.anthropic.api_key)")
+    if offline:
+        return Check("model", "skip", "key present; not checked (--offline)")
+    import httpx
+
+    base = (anthropic.base_url or ANTHROPIC_URL).rstrip("/")
+    try:  # count_tokens: accepted or rejected like a message, and costs nothing
+        reply = httpx.post(f"{base}/v1/messages/count_tokens", timeout=HTTP_SECONDS,
+                           headers={"x-api-key": anthropic.api_key, "anthropic-version": "2023-06-01"},
+                           json={"model": settings.agent.model, "messages": [{"role": "user", "content": "ping"}]})
+    except httpx.HTTPError as exc:
+        return Check("model", "fail", f"cannot reach {base}: {_short(exc)}",
+                     "check the network (or ANTHROPIC_BASE_URL), or run with --offline")
+    if reply.status_code == 200:
+        return Check("model", "ok", f"key accepted by {base}")
+    if reply.status_code in (401, 403):
+        return Check("model", "fail", f"the key was rejected by {base} (HTTP {reply.status_code})",
+                     "set a valid ANTHROPIC_API_KEY (console.anthropic.com, API keys)")
+    return Check("model", "warn", f"{base} answered HTTP {reply.status_code}; the key was not confirmed",
+                 "try again later; see status.anthropic.com")
+
+
+def check_token(paths: Paths, settings: Settings) -> Check:
+    if settings.gateway.token:
+        return Check("token", "ok", "gateway.token is set in the config")
+    token_file = paths.gateway_token_file
+    if gateway_token(paths, settings) is None:
+        return Check("token", "warn", "no gateway token yet", "none needed now: the gateway writes "
+                     f"{token_file} at its first start (or set gateway.token)")
+    mode = stat.S_IMODE(token_file.stat().st_mode)
+    if mode & 0o077:
+        return Check("token", "fail", f"{token_file} is readable by others (mode {mode:o})", f"chmod 600 {token_file}")
+    return Check("token", "ok", f"{token_file} (mode 600)")
+
+
+def check_port(paths: Paths, settings: Settings) -> Check:
+    from .instance import InstanceLock
+
+    host, port = settings.gateway.host, settings.gateway.port
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server does: TIME_WAIT is free
+        try:
+            probe.bind((host, port))
+            return Check("port", "ok", f"{host}:{port} is free")
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                return Check("port", "fail", f"cannot bind {host}:{port}: {exc.strerror}",
+                             "set gateway.host to an address of this machine (127.0.0.1)")
+    holder = InstanceLock(paths).holder()
+    if holder is not None and holder.is_gateway:
+        return Check("port", "ok", f"{host}:{port} is served by this home's gateway (pid {holder.pid})")
+    return Check("port", "fail", f"{host}:{port} is in use by another program",
+                 "stop it, or set gateway.port (CLAWGATE_GATEWAY__PORT) to a free port")
+
+
+def check_telegram(settings: Settings, offline: bool) -> Check:
+    telegram = settings.channels.telegram
+    if not telegram.token or telegram.enabled is False:
+        return Check("telegram", "skip", "not configured (TELEGRAM_BOT_TOKEN)")
+    if offline:
+        return Check("telegram", "skip", "token present; not checked (--offline)")
+    import httpx
+
+    base = telegram.base_url or TELEGRAM_URL
+    try:
+        reply = httpx.get(f"{base}{telegram.token}/getMe", timeout=HTTP_SECONDS)
+        body = reply.json()
+    except (httpx.HTTPError, ValueError) as exc:
+        return Check("telegram", "fail", f"cannot reach the Bot API: {_short(exc, telegram.token)}",
+                     "check the network (or channels.telegram.base_url), or run with --offline")
+    if reply.status_code == 200 and body.get("ok"):
+        return Check("telegram", "ok", f"bot @{body['result'].get('username')}")
+    if reply.status_code in (401, 404):
+        return Check("telegram", "fail", f"the bot token was rejected (HTTP {reply.status_code})",
+                     "copy the token from @BotFather into TELEGRAM_BOT_TOKEN")
+    return Check("telegram", "warn", f"getMe answered HTTP {reply.status_code}: {body.get('description', '')}",
+                 "try again later")
+
+
+def check_workspace(paths: Paths, settings: Settings) -> Check:
+    root = Path(settings.agent.workspace).expanduser() if settings.agent.workspace else paths.default_workspace
+    if not root.is_dir():
+        return Check("workspace", "fail", f"{root} is not a folder" if root.exists() else f"{root} does not exist",
+                     "run `clawgate init` (or point agent.workspace at a folder)")
+    try:
+        with tempfile.NamedTemporaryFile(dir=root, prefix=".doctor-"):
+            pass
+    except OSError as exc:
+        return Check("workspace", "fail", f"cannot write in {root}: {exc.strerror}",
+                     f"make it writable by this user (chown/chmod {root})")
+    return Check("workspace", "ok", f"{root} is writable")
 
 
 def check_sandbox(sandbox_status: Callable[[], Any]) -> Check:

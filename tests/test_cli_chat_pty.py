@@ -91,7 +91,7 @@ def test_chat_asks_yes_no_for_an_approval_and_runs_the_call(daemon, fake_model: 
     term = Terminal(daemon, "chat", "-m", "run python for me")
     try:
         screen = term.read_until(r"\[y/N\]")
-        assert "python3 -c print(42)" in screen.split("[y/N]")[-2], screen
+        assert "python3 -c 'print(42)'" in screen.split("[y/N]")[-2], screen
         term.type("y")
         term.read_until("It printed 42.")
         assert term.wait() == 0
@@ -148,7 +148,7 @@ def test_approvals_commands_answer_a_chat_without_a_terminal(daemon, fake_model:
             pending = re.findall(r"^(ap_\w+)\s", listed.stdout, re.M)
             if not pending:
                 time.sleep(0.2)
-        assert "python3 -c print(42)" in listed.stdout
+        assert "python3 -c 'print(42)'" in listed.stdout
         approved = daemon.cli("approvals", "approve", pending[0])
         assert approved.returncode == 0 and f"approved {pending[0]}" in approved.stdout
         out, err = chat.communicate(timeout=30)
