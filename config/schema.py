@@ -27,7 +27,7 @@ class GatewaySettings(_Section):
     allowed_origins: list[str] = Field(default_factory=list)
     max_frame_bytes: int = Field(1_048_576, ge=1024)
     send_queue: int = Field(1024, ge=8, description="frames buffered per client before it is dropped as too slow")
-    max_unauthenticated: int = Field(64, ge=1, le=10_000, description=(
+    max_unauthenticated: int = Field(256, ge=1, le=10_000, description=(
         "connections open at once that have not completed `connect`; more are closed at once, so a flood of "
         "idle sockets cannot exhaust the daemon's file descriptors"))
 
