@@ -12,7 +12,7 @@ from .chat import SessionParam
 
 
 class NoParams(Params):
-    pass
+    """A method that takes nothing (anything given is an invalid_params error)."""
 
 
 @method("sessions.list", NoParams, "all sessions with their last activity")
