@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+from tests.fakes.anthropic.request_text import tool_results
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
 from tests.fakes.telegram_api import FakeTelegram
 from tests.telegram_support import replies, telegram, tg_daemon  # noqa: F401
@@ -22,12 +23,7 @@ def _guest_daemon(tg_daemon, **extra):
 
 
 def _tool_results(fake_model: FakeAnthropic) -> list[str]:
-    out = []
-    for body in fake_model.requests:
-        for message in body["messages"]:
-            if message["role"] == "user" and isinstance(message["content"], list):
-                out += [str(b.get("content")) for b in message["content"] if b.get("type") == "tool_result"]
-    return out
+    return tool_results(fake_model.requests)
 
 
 def _buttons(fake: FakeTelegram) -> list[dict]:

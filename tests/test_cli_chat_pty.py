@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from tests.fakes.anthropic.request_text import tool_results
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
 from tests.harness import ROOT, DaemonProcess
 
@@ -78,12 +79,7 @@ class Terminal:
 
 
 def _tool_results(fake_model: FakeAnthropic) -> list[str]:
-    out = []
-    for body in fake_model.requests:
-        for message in body["messages"]:
-            if message["role"] == "user" and isinstance(message["content"], list):
-                out += [str(b.get("content")) for b in message["content"] if b.get("type") == "tool_result"]
-    return out
+    return tool_results(fake_model.requests)
 
 
 def test_chat_asks_yes_no_for_an_approval_and_runs_the_call(daemon, fake_model: FakeAnthropic) -> None:

@@ -63,3 +63,13 @@ def last_user_block(body: dict) -> str:
             texts = [b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text"]
             return texts[-1] if texts else ""
     return ""
+
+
+def tool_results(bodies: list[dict]) -> list[str]:
+    """Every tool_result content the model was sent, across these request bodies, in order."""
+    out: list[str] = []
+    for body in bodies:
+        for message in body["messages"]:
+            if message["role"] == "user" and isinstance(message["content"], list):
+                out += [str(b.get("content")) for b in message["content"] if b.get("type") == "tool_result"]
+    return out
