@@ -79,3 +79,28 @@ async def test_everything_failing_ends_in_a_clear_message():
     with pytest.raises(ProviderError) as info:
         await p.complete(REQUEST)
     assert len(seen) == 3 and "unavailable" in str(info.value)
+
+
+def test_body_encoder_reuses_unchanged_messages_and_sees_replaced_ones() -> None:
+    import json as _json
+
+    from agent.providers.base import ModelRequest
+    from agent.providers.body import BodyEncoder
+
+    history = [{"role": "user", "content": [{"type": "text", "text": "héllo"}]},
+               {"role": "assistant", "content": [{"type": "text", "text": "hi"}]}]
+    request = ModelRequest(model="m", system=[{"type": "text", "text": "sys"}], messages=history,
+                           tools=[{"name": "t", "input_schema": {"type": "object"}}], session_key="s",
+                           cache_control={"type": "ephemeral"})
+    encoder = BodyEncoder(max_sessions=2)
+    first = _json.loads(encoder.encode(request, "claude-x", stream=True))
+    assert first == {"model": "claude-x", "max_tokens": 4096, "system": request.system, "tools": request.tools,
+                     "cache_control": {"type": "ephemeral"}, "stream": True, "messages": history}
+    # The projection replaces (never edits) a message it extends: the new object is encoded afresh.
+    history[1] = {"role": "assistant", "content": [{"type": "text", "text": "hi there"}]}
+    history.append({"role": "user", "content": [{"type": "text", "text": "next"}]})
+    second = _json.loads(encoder.encode(request, "claude-x", stream=False))
+    assert second["messages"] == history and "stream" not in second
+    for other in ("a", "b", "c"):  # the per-session cache keeps only the most recent sessions
+        encoder.encode(ModelRequest(model="m", system=[], messages=[], session_key=other), "m", stream=False)
+    assert list(encoder._sessions) == ["b", "c"]

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from config.schema import AnthropicSettings
 
 from .base import ModelRequest, ModelResponse, ProviderError, TextCallback
+from .body import BodyEncoder
 from .stream import StreamAccumulator
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ class AnthropicProvider:
         self._http_client = http_client  # an httpx2.AsyncClient, e.g. with a mock transport in tests
         self._client: "anthropic.AsyncAnthropic | None" = None
         self._warming = threading.Lock()
+        self._body = BodyEncoder()
 
     def warm(self) -> None:
         """Import the SDK and build the client. The SDK takes about a second to import (several on a
@@ -121,25 +123,20 @@ class AnthropicProvider:
         raise AssertionError("unreachable")
 
     async def _once(self, request: ModelRequest, model: str, on_text: TextCallback | None) -> ModelResponse:
-        kwargs: dict[str, Any] = {
-            "model": model,
-            "max_tokens": request.max_tokens,
-            "system": request.system,
-            "messages": request.messages,
-        }
-        if request.tools:
-            kwargs["tools"] = request.tools
-        if request.cache_control:
-            kwargs["cache_control"] = request.cache_control
+        from anthropic import AsyncStream
+        from anthropic.types import Message, RawMessageStreamEvent
+
+        body = self._body.encode(request, model, stream=self.stream)
         started = time.perf_counter()
         if self.stream:
             folded = StreamAccumulator(on_text)
-            stream = await self.client.messages.create(**kwargs, stream=True)
+            stream = await self.client.post("/v1/messages", content=body, cast_to=Message, stream=True,
+                                            stream_cls=AsyncStream[RawMessageStreamEvent], options=_json_body())
             async with stream:
                 async for event in stream:
                     folded.feed(event)
             return folded.response((time.perf_counter() - started) * 1000)
-        message = await self.client.messages.create(**kwargs)
+        message = await self.client.post("/v1/messages", content=body, cast_to=Message, options=_json_body())
         if on_text is not None:
             for block in message.content:
                 if block.type == "text":
@@ -157,6 +154,11 @@ class AnthropicProvider:
             model=message.model,
             latency_ms=(time.perf_counter() - started) * 1000,
         )
+
+
+def _json_body() -> Any:
+    """Request options for a body sent as ready bytes (BodyEncoder): the SDK is told what they are."""
+    return {"headers": {"Content-Type": "application/json"}}
 
 
 def _error_type(exc: Any) -> str:

@@ -211,6 +211,9 @@ class _Handler(BaseHTTPRequestHandler):
         if body is None:
             self._send_error(400, "There was an error parsing the body of your request as JSON")
             return
+        if not (self.headers.get("content-type") or "").lower().startswith("application/json"):
+            self._send_error(400, "content-type: the request body must be sent as application/json")
+            return
         problem = _validate(body)
         if problem is not None:
             self._send_error(400, problem)

@@ -1,0 +1,61 @@
+"""The Messages API request body, serialised once per message instead of once per request.
+
+A session's history only grows: the messages the model saw last turn are the same objects
+this turn (the session log projects them append-only and replaces, never edits, a message it
+extends). So each message's JSON is kept and the body is the join of what is already encoded
+plus the new messages, and a 1,000-turn conversation costs about what a 10-turn one does,
+apart from the bytes themselves. Handing the SDK ready bytes also skips its per-request walk
+over the whole body (a deep copy that grew with the history), while its transport, streaming
+types and errors stay in use.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from typing import Any
+
+from .base import ModelRequest
+
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+
+class BodyEncoder:
+    """Encodes request bodies, reusing each message's JSON while the message object is unchanged.
+
+    Keyed by object identity (with the object kept alive, so an id is never reused meanwhile):
+    a message is never edited in place once projected, so identity means equal content. The
+    cache holds only the messages of a session's latest request, for the `max_sessions` most
+    recently used sessions, so its memory is bounded by what those requests hold anyway.
+    """
+
+    def __init__(self, max_sessions: int = 64) -> None:
+        self.max_sessions = max_sessions
+        self._sessions: OrderedDict[str, dict[int, tuple[dict[str, Any], bytes]]] = OrderedDict()
+
+    def encode(self, request: ModelRequest, model: str, *, stream: bool) -> bytes:
+        head: dict[str, Any] = {"model": model, "max_tokens": request.max_tokens, "system": request.system}
+        if request.tools:
+            head["tools"] = request.tools
+        if request.cache_control:
+            head["cache_control"] = request.cache_control
+        if stream:
+            head["stream"] = True
+        return b"".join((_encode(head)[:-1].encode(), b',"messages":[',
+                         b",".join(self._messages(request.session_key, request.messages)), b"]}"))
+
+    def _messages(self, key: str, messages: list[dict[str, Any]]) -> list[bytes]:
+        old = self._sessions.pop(key, None) or {}
+        new: dict[int, tuple[dict[str, Any], bytes]] = {}
+        parts = []
+        for message in messages:
+            hit = old.get(id(message))
+            if hit is None or hit[0] is not message:
+                hit = (message, _encode(message).encode())
+            new[id(message)] = hit
+            parts.append(hit[1])
+        if key:
+            self._sessions[key] = new
+            while len(self._sessions) > self.max_sessions:
+                self._sessions.popitem(last=False)
+        return parts
