@@ -244,6 +244,8 @@ class AgentLoop:
             if outcome is None:
                 side_effects = self.tools.has_side_effects(call["name"])
                 session.append("tool_intent", durable=side_effects, id=call["id"], name=call["name"], input=call.get("input"))
+                if side_effects:  # the intent survives a power cut before the effect can happen
+                    await session.flush()
                 outcome = await self.tools.execute(call, ctx)
                 session.append("tool_done", durable=side_effects, id=call["id"], content=outcome.content,
                                is_error=outcome.is_error, status=outcome.status)

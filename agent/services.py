@@ -23,9 +23,12 @@ if TYPE_CHECKING:
 
 
 class Intake(Protocol):
-    """Where channels put what people say: durably accepted, or False for a duplicate id."""
+    """Where channels put what people say: accepted, or False for a duplicate id. Await
+    `durable()` before telling the platform or client it arrived (a power cut loses nothing then)."""
 
     def publish_inbound(self, msg: InboundMessage) -> bool: ...
+
+    async def durable(self) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import quote, unquote
 
+from .durability import Durability
 from .errors import DomainError
 from .providers.base import text_of
 from .redact import redact
@@ -177,10 +178,12 @@ def _key_of(path: Path) -> str:
 
 
 class Session:
-    def __init__(self, key: str, path: Path, *, fsync: bool = True) -> None:
+    def __init__(self, key: str, path: Path, *, fsync: bool = True, durability: Durability | None = None) -> None:
         self.key = key
         self.path = path
         self.fsync = fsync
+        # With a barrier, a durable record is marked and flushed in a batch (`flush()`), not fsynced inline.
+        self.durability = durability
         self.records: list[Record] = []
         self.seq = 0
         self.updated_at = 0.0
@@ -269,17 +272,26 @@ class Session:
             self._fd = None
 
     def append(self, kind: str, *, durable: bool = False, **fields: Any) -> Record:
-        """Append one record. `durable` fsyncs it (tool intents: the crash window is one write)."""
+        """Append one record. `durable`: it must survive a power cut (tool intents: the crash window
+        is one write) — fsynced now, or, with a Durability barrier, at the next `flush()`."""
         self.seq += 1
         record: Record = _redacted({"seq": self.seq, "ts": round(time.time(), 3), "kind": kind, **fields})
         fd = self._open()
         os.write(fd, (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode())
         if durable and self.fsync:
-            os.fsync(fd)
+            if self.durability is not None:
+                self.durability.mark(self.path)
+            else:
+                os.fsync(fd)
         self._absorb(record)
         if self.on_append is not None:
             self.on_append(self, record)
         return record
+
+    async def flush(self) -> None:
+        """Return once the durable records appended so far are on stable storage."""
+        if self.durability is not None:
+            await self.durability.sync()
 
     # projection --------------------------------------------------------------
     def _absorb(self, record: Record) -> None:
@@ -463,9 +475,11 @@ class SessionManager:
     appended least recently closes its file, and reopens it on its own next append.
     """
 
-    def __init__(self, folder: Path, *, fsync: bool = True, max_open: int = 64) -> None:
+    def __init__(self, folder: Path, *, fsync: bool = True, max_open: int = 64,
+                 durability: Durability | None = None) -> None:
         self.folder = folder
         self.fsync = fsync
+        self.durability = durability
         self.max_open = max(1, max_open)
         self._sessions: dict[str, Session] = {}
         self._writers: OrderedDict[Session, None] = OrderedDict()  # may hold a file open; least recent first
@@ -478,7 +492,7 @@ class SessionManager:
         session = self._sessions.get(key)
         if session is None:
             check_session_key(key)
-            session = Session(key, self.folder / _file_name(key), fsync=self.fsync)
+            session = Session(key, self.folder / _file_name(key), fsync=self.fsync, durability=self.durability)
             session.on_write = self._writing
             session.on_append = self._appended
             self._sessions[key] = session

@@ -21,6 +21,7 @@ from typing import Any
 from agent.approvals import ApprovalBroker
 from agent.audit import AuditLog
 from agent.bus import SqliteBus
+from agent.durability import Durability
 from agent.checkpoints import CheckpointService, ReplayProvider, ToolReplay
 from agent.commands import CommandRouter
 from agent.compaction import Compactor
@@ -101,16 +102,18 @@ class App:
         workspace = WorkspaceGuard(Path(agent.workspace).expanduser() if agent.workspace else paths.default_workspace)
         fsync = settings.state.fsync
 
-        # state and the bus
-        self.db = open_state_db(paths.database, fsync=fsync)
-        self.bus = SqliteBus(self.db)
+        # state and the bus. Durable writes are flushed in batches off the event loop (group commit,
+        # agent/durability.py): the database commits without its own fsync, the barrier fsyncs the WAL.
+        self.durability = Durability(enabled=fsync)
+        self.db = open_state_db(paths.database, fsync=False)
+        self.bus = SqliteBus(self.db, self.durability)
         self.events = EventHub()
         self.trace = TraceWriter(paths.traces)
         self.events.subscribe(self.trace)
         self.usage = UsageMeter()
         self.events.subscribe(self.usage)
         self.audit = AuditLog(paths.audit_log)
-        self.sessions = SessionManager(paths.sessions, fsync=fsync)
+        self.sessions = SessionManager(paths.sessions, fsync=fsync, durability=self.durability)
         self.tasks = TaskStore(paths.tasks, fsync=fsync)
         self.provider = provider or make_provider(settings)
 
@@ -130,7 +133,8 @@ class App:
         self.checkpoints = CheckpointService(
             folder=paths.checkpoints, workspace=workspace.root, sessions=self.sessions, tasks=self.tasks,
             events=self.events, settings=settings.checkpoints, version=__version__,
-            busy=lambda key: self.loop.busy(key), invalidate=context.invalidate, fsync=fsync)
+            busy=lambda key: self.loop.busy(key), invalidate=context.invalidate, fsync=fsync,
+            durability=self.durability)
         self.sessions.observers += [self.checkpoints.tapes.on_append, self.checkpoints.on_append]
         tools.interceptors.append(ToolReplay(self.checkpoints.tapes, self.sessions.loaded))
         replaying = ReplayProvider(self.provider, self.checkpoints.tapes, self.sessions.loaded)
@@ -240,6 +244,7 @@ class App:
         """Start in dependency order, registering each part's undo; the stack unwinds in reverse."""
         for close in (self.db.close, self.audit.close, self.trace.close, self.sessions.close):
             stack.callback(close)
+        stack.callback(_quietly_sync, self.durability)  # runs before the files close
         stack.push_async_callback(self.provider.close)
         if self.embedder is not None:
             stack.push_async_callback(self.embedder.close)
@@ -312,3 +317,11 @@ async def _quietly(what: str, step: Any) -> None:
         await step()
     except Exception:
         log.exception("%s failed", what)
+
+
+def _quietly_sync(durability: Durability) -> None:
+    """The last batch of durable writes, flushed before the files close; a failure is logged, not raised."""
+    try:
+        durability.sync_now()
+    except OSError as exc:
+        log.error("could not flush state files at shutdown: %s", exc)

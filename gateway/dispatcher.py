@@ -48,6 +48,7 @@ class Dispatcher:
         while True:
             attempt += 1
             try:
+                await bus.durable()  # the reply (and the answered mark) survive a power cut before it leaves
                 await channel.send(msg)
             except DeliveryError as exc:
                 if exc.permanent:

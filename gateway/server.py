@@ -104,6 +104,9 @@ class GatewayServer:
             max_size=self.settings.max_frame_bytes, ping_interval=20, ping_timeout=20,
             max_queue=64, write_limit=256 * 1024, process_request=self._process_request,
             create_connection=_admitted_connections(self.admission),
+            # Frames are small JSON (a text delta, a tool step): deflating each cost more CPU than the
+            # bytes it saved, and kept a compression context (~100 KB) per client.
+            compression=None,
         )
         # The control page served here may connect back (its origin is known once the port is).
         self._origins = set(self.settings.allowed_origins) | page_origins(self.settings.host, self.port)

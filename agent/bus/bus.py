@@ -1,8 +1,8 @@
 """The MessageBus interface: the only path between channels, triggers and the agent.
 
-Publishing inbound commits the message to the inbox first, so a channel may acknowledge its
-platform as soon as `publish_inbound` returns. Publishing outbound commits the reply to the
-outbox (and marks the inbound answered) in one step before anything is sent.
+Publishing inbound commits the message to the inbox first; once `durable()` returned, a channel
+may acknowledge its platform. Publishing outbound commits the reply to the outbox (and marks
+the inbound answered) in one step; the dispatcher awaits `durable()` before anything is sent.
 
 Callers see only this interface; the embedded implementation is SQLite (agent/bus/sqlite.py).
 A Redis Streams implementation (consumer groups for the queues, a hash per message for its
@@ -22,6 +22,12 @@ class MessageBus(ABC):
     @abstractmethod
     def publish_inbound(self, msg: InboundMessage) -> bool:
         """Durably accept `msg`; False (and nothing queued) if this id was already accepted."""
+
+    async def durable(self) -> None:
+        """Return once everything published so far survives a power cut. Call it before telling
+        anyone outside (a platform, a client) that a message was accepted, and before sending a
+        reply. Concurrent callers share one flush (group commit). Raises OSError."""
+        return None
 
     @abstractmethod
     async def next_inbound(self) -> InboundMessage:

@@ -4,6 +4,10 @@ The inbox row is committed before a channel acknowledges a message to its platfo
 the outbox row before a channel sends, so after a crash the daemon knows what was accepted
 but not answered and what was answered but not delivered. The connection comes from
 agent/statedb.py (shared settings); the tables are this module's alone.
+
+With a Durability barrier (the daemon), commits do not fsync one by one (synchronous=NORMAL:
+a process crash loses nothing, the database is never corrupted); `durable()` fsyncs the WAL
+for every commit so far in one batch shared by all callers (agent/durability.py).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Iterator
 
+from agent.durability import Durability
 from agent.statedb import open_state_db
 
 from .bus import MessageBus
@@ -49,9 +54,11 @@ CREATE INDEX IF NOT EXISTS outbox_open ON outbox(status) WHERE status = 'pending
 class SqliteBus(MessageBus):
     """One writer: the daemon's event loop thread. The queues in memory mirror the open rows."""
 
-    def __init__(self, db: sqlite3.Connection) -> None:
+    def __init__(self, db: sqlite3.Connection, durability: Durability | None = None) -> None:
         self._db = db
+        self._durability = durability
         db.executescript(SCHEMA)
+        self._wal = db.execute("PRAGMA database_list").fetchone()[2] + "-wal"
         self._inbound: asyncio.Queue[InboundMessage] = asyncio.Queue()
         self._outbound: asyncio.Queue[OutboundMessage] = asyncio.Queue()
 
@@ -71,8 +78,17 @@ class SqliteBus(MessageBus):
         )
         if cur.rowcount != 1:
             return False
+        self._written()
         self._inbound.put_nowait(msg)
         return True
+
+    async def durable(self) -> None:
+        if self._durability is not None:
+            await self._durability.sync()
+
+    def _written(self) -> None:
+        if self._durability is not None:
+            self._durability.mark(self._wal)
 
     async def next_inbound(self) -> InboundMessage:
         return await self._inbound.get()
@@ -106,6 +122,7 @@ class SqliteBus(MessageBus):
             if answers:
                 self._db.execute("UPDATE inbox SET status='answered', answered_at=? WHERE id=?", (time.time(), answers))
         if inserted:
+            self._written()
             self._outbound.put_nowait(msg)
         return inserted
 

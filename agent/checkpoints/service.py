@@ -18,6 +18,7 @@ from typing import Any, Callable, Literal
 
 from config.schema import CheckpointSettings
 
+from ..durability import Durability
 from ..errors import Conflict, DomainError, NotFound
 from ..events import EventHub
 from ..fsio import atomic_write_bytes
@@ -30,6 +31,7 @@ from .store import CheckpointStore
 from .workspace_store import StoreError, WorkspaceStore
 
 log = logging.getLogger(__name__)
+PRUNE_EVERY = 50  # checkpoints of a session between two prunes of it
 
 Mode = Literal["conversation", "files", "both"]
 MODES: tuple[str, ...] = ("conversation", "files", "both")
@@ -44,6 +46,7 @@ class _Track:
     head: str | None
     turns: int
     since: int = 0
+    created: int = 0  # checkpoints taken since this session was last pruned
     intents: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
     step: tuple[str | None, int | None] | None = None  # a step was completed in the running tool batch
 
@@ -51,7 +54,7 @@ class _Track:
 class CheckpointService:
     def __init__(self, *, folder: Path, workspace: Path, sessions: SessionManager, tasks: TaskStore, events: EventHub,
                  settings: CheckpointSettings, version: str, busy: Callable[[str], bool],
-                 invalidate: Callable[[str], None], fsync: bool = True) -> None:
+                 invalidate: Callable[[str], None], fsync: bool = True, durability: Durability | None = None) -> None:
         self.settings = settings
         self.version = version
         self.sessions = sessions
@@ -60,7 +63,7 @@ class CheckpointService:
         self.busy = busy
         self.invalidate = invalidate
         self.fsync = fsync
-        self.store = CheckpointStore(folder, fsync=fsync)
+        self.store = CheckpointStore(folder, fsync=fsync, durability=durability)
         # Blobs and trees are not fsynced one by one (that would cost more than the 20 ms goal per step);
         # after a power loss a checkpoint may name a lost blob, and is then refused in one line.
         self.workspace = WorkspaceStore(workspace, folder, fsync=False)
@@ -68,7 +71,6 @@ class CheckpointService:
         # Extra snapshot state by name (e.g. drift counters): each returns JSON-able data for a session.
         self.snapshot_sources: dict[str, Callable[[str], Any]] = {}
         self._tracks: dict[str, _Track] = {}
-        self._created = 0
 
     # creation (a session observer) ---------------------------------------------------------
     def on_append(self, session: Session, record: Record) -> None:
@@ -136,9 +138,10 @@ class CheckpointService:
         self.store.save(cp)
         track.head, track.since = cp.id, 0
         self.events.emit("checkpoint", session=session.key, id=cp.id, kind=kind, seq=seq, step=cp.step)
-        self._created += 1
-        if self._created % 50 == 0:
-            self.prune()
+        track.created += 1
+        if track.created >= PRUNE_EVERY:  # only this session grew: prune it alone (the full prune runs at start)
+            track.created = 0
+            self.prune(session.key)
         return cp
 
     def _task_of(self, key: str) -> Task | None:
@@ -363,10 +366,12 @@ class CheckpointService:
                 continue
         return keep
 
-    def prune(self) -> list[str]:
+    def prune(self, session: str | None = None) -> list[str]:
+        """Retention for one session, or for all of them plus unreferenced workspace blobs (which
+        needs every checkpoint read, so it is left to the prune at start)."""
         removed = self.store.prune(keep_count=self.settings.keep_count, keep_days=self.settings.keep_days,
-                                   needed=self.needed())
-        if removed:
+                                   needed=self.needed(), session=session)
+        if removed and session is None:
             trees = {str(c.snapshot.get("workspace")) for c in self.store.all()}
             self.workspace.collect(trees)
             log.info("pruned %d old checkpoint(s)", len(removed))

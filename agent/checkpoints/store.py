@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Iterator
 from urllib.parse import quote, unquote
 
+from ..durability import Durability
 from ..fsio import atomic_write_bytes
 from .model import Checkpoint, CheckpointRefused, decode, encode
 
@@ -21,9 +22,12 @@ log = logging.getLogger(__name__)
 
 
 class CheckpointStore:
-    def __init__(self, folder: Path, *, fsync: bool = True) -> None:
+    def __init__(self, folder: Path, *, fsync: bool = True, durability: Durability | None = None) -> None:
         self.folder = folder / "sessions"
         self.fsync = fsync
+        # With a barrier the file is flushed with the next batch (before the reply goes out) rather
+        # than inline; until then a power cut may leave it torn, and a torn checkpoint is refused.
+        self.durability = durability
         self.folder.mkdir(parents=True, exist_ok=True)
         self._index: dict[str, str] = {}  # checkpoint id -> session key (filled as files are seen)
 
@@ -32,7 +36,13 @@ class CheckpointStore:
 
     def save(self, cp: Checkpoint, *, head: bool = True) -> None:
         folder = self._dir(cp.session)
-        atomic_write_bytes(folder / f"{cp.id}.json", encode(cp), fsync=self.fsync)
+        path = folder / f"{cp.id}.json"
+        if self.durability is not None and self.fsync:
+            atomic_write_bytes(path, encode(cp), fsync=False)
+            self.durability.mark(path)
+            self.durability.mark(folder)
+        else:
+            atomic_write_bytes(path, encode(cp), fsync=self.fsync)
         self._index[cp.id] = cp.session
         if head:
             self.set_head(cp.session, cp.id)
@@ -117,12 +127,14 @@ class CheckpointStore:
         (self._dir(cp.session) / f"{cp.id}.json").unlink(missing_ok=True)
         self._index.pop(cp.id, None)
 
-    def prune(self, *, keep_count: int, keep_days: float, needed: set[str], now: float | None = None) -> list[str]:
-        """Per session: drop checkpoints beyond the newest `keep_count` or older than `keep_days`,
-        except those in `needed` (what live branches stand on). Returns the ids removed."""
+    def prune(self, *, keep_count: int, keep_days: float, needed: set[str], now: float | None = None,
+              session: str | None = None) -> list[str]:
+        """Per session (every one, or just `session`): drop checkpoints beyond the newest `keep_count`
+        or older than `keep_days`, except those in `needed` (what live branches stand on). Returns
+        the ids removed."""
         now = time.time() if now is None else now
         removed: list[str] = []
-        for session in self.sessions():
+        for session in self.sessions() if session is None else [session]:
             items = sorted(self.all(session), key=lambda c: (c.time, c.seq), reverse=True)
             for index, cp in enumerate(items):
                 too_many = index >= keep_count

@@ -280,7 +280,9 @@ class TelegramChannel(Channel):
             metadata={"message_id": msg.message_id, "thread_id": thread_id, "username": user.username,
                       "chat_type": chat.type, "owner": self.policy.is_owner(who)},
         )
-        if self.services.intake.publish_inbound(inbound):
+        accepted = self.services.intake.publish_inbound(inbound)
+        await self.services.intake.durable()  # before the offset (or the webhook's 200) confirms it
+        if accepted:
             self.progress.started(key, str(chat.id), thread_id, inbound.id)
             if self.settings.ack_reaction:  # accepted (committed): tell the sender it arrived
                 self._spawn(self.sender.best_effort("setMessageReaction", lambda: self.bot.set_message_reaction(

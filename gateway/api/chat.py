@@ -58,6 +58,7 @@ async def chat_send(services: Services, conn: Connection, p: ChatSend) -> dict[s
     if p.idempotencyKey:
         msg.id = idempotent_id(p.session, p.idempotencyKey)
     accepted = services.intake.publish_inbound(msg)
+    await services.intake.durable()
     return {"runId": msg.id, "status": "accepted" if accepted else "duplicate"}
 
 
