@@ -178,7 +178,9 @@ def _key_of(path: Path) -> str:
 
 
 class Session:
-    def __init__(self, key: str, path: Path, *, fsync: bool = True, durability: Durability | None = None) -> None:
+    def __init__(self, key: str, path: Path, *, fsync: bool = True, durability: Durability | None = None,
+                 load: bool = True) -> None:
+        """`load` False: a view filled by the caller (a checkpoint's past), never read from `path`."""
         self.key = key
         self.path = path
         self.fsync = fsync
@@ -196,7 +198,8 @@ class Session:
         # in memory and left out of the model's view (they stay in this file).
         self.consolidation: Record | None = None
         self._fd: int | None = None
-        self._load()
+        if load:
+            self._load()
 
     # persistence -------------------------------------------------------------
     def _load(self) -> None:

@@ -175,7 +175,7 @@ class CheckpointService:
         history: list[dict[str, Any]] = []
         if located is not None:
             _, raw, length = located
-            session = Session(cp.session, Path("/nonexistent"), fsync=False)
+            session = Session(cp.session, self.sessions.folder / ".past", fsync=False, load=False)
             for record in branches.records(raw[:length]):
                 session.records.append(record)
             history = session.history(limit=20)

@@ -30,6 +30,8 @@ class CheckpointStore:
         self.durability = durability
         self.folder.mkdir(parents=True, exist_ok=True)
         self._index: dict[str, str] = {}  # checkpoint id -> session key (filled as files are seen)
+        # Per session, once read: checkpoint id -> (time, seq), so retention does not decode every file again.
+        self._ages: dict[str, dict[str, tuple[float, int]]] = {}
 
     def _dir(self, session: str) -> Path:
         return self.folder / quote(session, safe="")
@@ -44,6 +46,8 @@ class CheckpointStore:
         else:
             atomic_write_bytes(path, encode(cp), fsync=self.fsync)
         self._index[cp.id] = cp.session
+        if cp.session in self._ages:
+            self._ages[cp.session][cp.id] = (cp.time, cp.seq)
         if head:
             self.set_head(cp.session, cp.id)
 
@@ -126,6 +130,13 @@ class CheckpointStore:
     def delete(self, cp: Checkpoint) -> None:
         (self._dir(cp.session) / f"{cp.id}.json").unlink(missing_ok=True)
         self._index.pop(cp.id, None)
+        self._ages.get(cp.session, {}).pop(cp.id, None)
+
+    def _ages_of(self, session: str) -> dict[str, tuple[float, int]]:
+        ages = self._ages.get(session)
+        if ages is None:
+            ages = self._ages[session] = {c.id: (c.time, c.seq) for c in self.scan(session) if isinstance(c, Checkpoint)}
+        return ages
 
     def prune(self, *, keep_count: int, keep_days: float, needed: set[str], now: float | None = None,
               session: str | None = None) -> list[str]:
@@ -135,11 +146,13 @@ class CheckpointStore:
         now = time.time() if now is None else now
         removed: list[str] = []
         for session in self.sessions() if session is None else [session]:
-            items = sorted(self.all(session), key=lambda c: (c.time, c.seq), reverse=True)
-            for index, cp in enumerate(items):
+            ages = self._ages_of(session)
+            for index, (cp_id, (created, _seq)) in enumerate(sorted(ages.items(), key=lambda i: i[1], reverse=True)):
                 too_many = index >= keep_count
-                too_old = now - cp.time > keep_days * 86400
-                if (too_many or too_old) and cp.id not in needed:
-                    self.delete(cp)
-                    removed.append(cp.id)
+                too_old = now - created > keep_days * 86400
+                if (too_many or too_old) and cp_id not in needed:
+                    (self._dir(session) / f"{cp_id}.json").unlink(missing_ok=True)
+                    self._index.pop(cp_id, None)
+                    del ages[cp_id]
+                    removed.append(cp_id)
         return removed
