@@ -1,7 +1,11 @@
-"""Daemon overhead with a zero-latency fake model: latency, throughput, memory, start-up.
+"""Daemon overhead with a zero-latency fake model: latency by history length, throughput,
+memory, start-up.
 
 Runs the real `clawgate gateway` process and the fake Messages API as separate processes,
-drives the gateway over WebSocket, and prints a table. Usage: python bench/core_bench.py
+drives the gateway over WebSocket, and prints a table. The round trip is measured in one
+session of 1,010 messages (at history 10, 100 and 1,000: the p50 of the 20 messages around
+each point); it includes the fake server's own work, which grows with the request body.
+Usage: python bench/core_bench.py [--fsync false] [--messages N]
 """
 
 from __future__ import annotations
@@ -39,16 +43,25 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def latency(url: str, n: int, per_session: int = 10, prefix: str = "bench-latency") -> list[float]:
-    """Sequential round trips; a fresh session every `per_session` messages, since real
-    sessions are kept short by consolidation and the SDK's cost grows with history."""
-    out = []
+async def latency(url: str, n: int, pid: int, session: str = "bench-latency") -> tuple[list[float], list[float]]:
+    """Sequential round trips in ONE session, so the history grows with every message: the round
+    trip (ms) and the daemon's CPU time (ms, all threads) of each message."""
+    proc = psutil.Process(pid)
+    walls, cpus = [], []
     async with GatewayClient(url, TOKEN) as client:
         for i in range(n):
+            cpu = sum(proc.cpu_times()[:2])
             started = time.perf_counter()
-            await client.chat(f"ping {i}", session=f"{prefix}-{i // per_session}")
-            out.append((time.perf_counter() - started) * 1000)
-    return out
+            await client.chat(f"ping {i}", session=session)
+            walls.append((time.perf_counter() - started) * 1000)
+            cpus.append((sum(proc.cpu_times()[:2]) - cpu) * 1000)
+    return walls, cpus
+
+
+def at_history(values: list[float], turns: int, width: int = 20) -> list[float]:
+    """The measurements of the messages sent when the session held about `turns` earlier turns."""
+    start = max(0, turns - width // 2)
+    return values[start:start + width]
 
 
 async def throughput(url: str, sessions: int, per_session: int) -> float:
@@ -81,8 +94,10 @@ def main() -> None:
     rows: list[tuple[str, str, str]] = []
     try:
         with tempfile.TemporaryDirectory() as home:
+            # A context window large enough that 1,000 turns are sent whole (no consolidation), so the
+            # figures show what history length itself costs.
             env = {"CLAWGATE_STATE__FSYNC": args.fsync, "CLAWGATE_AGENT__MAX_CONCURRENT": "16",
-                   "CLAWGATE_LOG__LEVEL": "warning"}
+                   "CLAWGATE_LOG__LEVEL": "warning", "CLAWGATE_AGENT__CONTEXT_TOKENS": "5000000"}
             daemon = DaemonProcess(Path(home), anthropic_url=fake_url, env=env)
             daemon.init()
             starts = []
@@ -96,13 +111,13 @@ def main() -> None:
             pid = daemon.proc.pid
             time.sleep(0.5)
             idle = rss_mb(pid)
-            lat = asyncio.run(latency(daemon.url, 300))
+            walls, cpus = asyncio.run(latency(daemon.url, 1010, pid))
             proc = psutil.Process(pid)
             cpu_before, wall_before = sum(proc.cpu_times()[:2]), time.perf_counter()
             tput = asyncio.run(throughput(daemon.url, 100, 10))
             cpu_per_msg = (sum(proc.cpu_times()[:2]) - cpu_before) / 1000 * 1000
             cpu_share = (sum(proc.cpu_times()[:2]) - cpu_before) / (time.perf_counter() - wall_before)
-            sent = 300 + 1000
+            sent = 1010 + 1000
             while sent < args.messages:
                 batch = min(2000, args.messages - sent)
                 asyncio.run(throughput(daemon.url, 100, batch // 100))
@@ -111,10 +126,15 @@ def main() -> None:
             daemon.terminate()
     finally:
         fake.terminate()
+    p50 = {turns: pct(at_history(walls, turns), 0.5) for turns in (10, 100, 1000)}
+    rows += [("start-up to ready (median of 3)", f"{statistics.median(starts):.0f} ms", "< 1500 ms")]
+    for turns in (10, 100, 1000):
+        rows.append((f"round trip p50, one session at history {turns:,}", f"{p50[turns]:.1f} ms",
+                     "< 5 ms" if turns == 10 else f"< {1.5 * p50[10]:.1f} ms (1.5x)"))
     rows += [
-        ("start-up to ready (median of 3)", f"{statistics.median(starts):.0f} ms", "< 1500 ms"),
-        ("overhead per message p50", f"{pct(lat, 0.5):.1f} ms", "< 5 ms"),
-        ("overhead per message p99", f"{pct(lat, 0.99):.1f} ms", ""),
+        ("round trip p99, history 0-1,000", f"{pct(walls, 0.99):.1f} ms", ""),
+        *[(f"daemon CPU per message at history {turns:,}", f"{statistics.mean(at_history(cpus, turns)):.1f} ms", "")
+          for turns in (10, 1000)],
         ("throughput, 100 concurrent sessions", f"{tput:.0f} msg/s", "> 300 msg/s"),
         ("daemon CPU per message (throughput run)", f"{cpu_per_msg:.1f} ms", ""),
         ("daemon CPU use during throughput run", f"{cpu_share * 100:.0f} %", ""),

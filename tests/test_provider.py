@@ -99,8 +99,10 @@ def test_body_encoder_reuses_unchanged_messages_and_sees_replaced_ones() -> None
     # The projection replaces (never edits) a message it extends: the new object is encoded afresh.
     history[1] = {"role": "assistant", "content": [{"type": "text", "text": "hi there"}]}
     history.append({"role": "user", "content": [{"type": "text", "text": "next"}]})
+    request.system = [{"type": "text", "text": "another system prompt"}]
     second = _json.loads(encoder.encode(request, "claude-x", stream=False))
     assert second["messages"] == history and "stream" not in second
+    assert second["system"] == request.system and second["tools"] == request.tools
     for other in ("a", "b", "c"):  # the per-session cache keeps only the most recent sessions
         encoder.encode(ModelRequest(model="m", system=[], messages=[], session_key=other), "m", stream=False)
     assert list(encoder._sessions) == ["b", "c"]

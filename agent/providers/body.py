@@ -32,17 +32,28 @@ class BodyEncoder:
     def __init__(self, max_sessions: int = 64) -> None:
         self.max_sessions = max_sessions
         self._sessions: OrderedDict[str, dict[int, tuple[dict[str, Any], bytes]]] = OrderedDict()
+        # The system prompt and tool list are the same (or equal) from one request to the next.
+        self._stable: dict[str, tuple[Any, bytes]] = {}
 
     def encode(self, request: ModelRequest, model: str, *, stream: bool) -> bytes:
-        head: dict[str, Any] = {"model": model, "max_tokens": request.max_tokens, "system": request.system}
+        parts = [b'{"model":', _encode(model).encode(), b',"max_tokens":', str(int(request.max_tokens)).encode(),
+                 b',"system":', self._stable_part("system", request.system)]
         if request.tools:
-            head["tools"] = request.tools
+            parts += [b',"tools":', self._stable_part("tools", request.tools)]
         if request.cache_control:
-            head["cache_control"] = request.cache_control
+            parts += [b',"cache_control":', _encode(request.cache_control).encode()]
         if stream:
-            head["stream"] = True
-        return b"".join((_encode(head)[:-1].encode(), b',"messages":[',
-                         b",".join(self._messages(request.session_key, request.messages)), b"]}"))
+            parts.append(b',"stream":true')
+        parts += [b',"messages":[', b",".join(self._messages(request.session_key, request.messages)), b"]}"]
+        return b"".join(parts)
+
+    def _stable_part(self, name: str, value: Any) -> bytes:
+        cached = self._stable.get(name)
+        if cached is not None and (cached[0] is value or cached[0] == value):
+            return cached[1]
+        encoded = _encode(value).encode()
+        self._stable[name] = (value, encoded)
+        return encoded
 
     def _messages(self, key: str, messages: list[dict[str, Any]]) -> list[bytes]:
         old = self._sessions.pop(key, None) or {}

@@ -283,6 +283,8 @@ class FakeAnthropic:
         self.responder: Callable[[dict], Reply] = responder or _echo
         self.latency: float = latency
         self.requests: list[dict] = []
+        # Off in the long-running process mode (benchmarks): thousands of whole histories would pile up.
+        self.record_requests = True
         self.headers: list[dict] = []
         self.responder_errors: list[BaseException] = []
         # API keys answered with 401, like a revoked or mistyped key.
@@ -392,6 +394,8 @@ class FakeAnthropic:
     # -- used by the handler
 
     def _record(self, body: dict, headers: dict) -> None:
+        if not self.record_requests:
+            return
         with self._cond:
             self.requests.append(body)
             self.headers.append(headers)
@@ -432,7 +436,9 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    fake = FakeAnthropic(latency=args.latency, port=args.port).start()
+    fake = FakeAnthropic(latency=args.latency, port=args.port)
+    fake.record_requests = False
+    fake.start()
     print(f"READY {fake.base_url}", flush=True)
     try:
         while not stop.wait(1.0):
