@@ -1,7 +1,8 @@
 """Telegram channel (python-telegram-bot): long polling, access control, replies, approvals.
 
 See docs/telegram.md. `build(settings, services, db)` returns the channel when it is enabled
-(by default: whenever a bot token is configured), else None.
+(by default: whenever a bot token is configured), else None. The channel (and
+python-telegram-bot, a few hundred milliseconds to import) is only imported when it is on.
 """
 
 from __future__ import annotations
@@ -9,11 +10,13 @@ from __future__ import annotations
 import logging
 import sqlite3
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agent.services import Services
 from config.schema import TelegramSettings
 
-from .channel import NAME, ChannelError, TelegramChannel
+if TYPE_CHECKING:
+    from .channel import TelegramChannel
 
 log = logging.getLogger("clawgate.telegram")
 
@@ -28,7 +31,9 @@ def build(settings: TelegramSettings, services: Services, db: sqlite3.Connection
             log.error("channels.telegram.enabled is true but no bot token is set; set TELEGRAM_BOT_TOKEN "
                       "(from @BotFather) or channels.telegram.token")
         return None
+    from .channel import TelegramChannel
+
     return TelegramChannel(settings, services, db, workspace=workspace)
 
 
-__all__ = ["NAME", "ChannelError", "TelegramChannel", "build"]
+__all__ = ["build"]
