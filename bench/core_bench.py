@@ -30,7 +30,7 @@ from tests.harness import TOKEN, DaemonProcess  # noqa: E402
 
 
 def start_fake_model() -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([sys.executable, "-m", "tests.fakes.anthropic_api", "--port", "0"], cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "tests.fakes.anthropic_api", "--port", "0", "--fast"], cwd=ROOT,
                             stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline().strip()

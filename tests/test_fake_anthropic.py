@@ -6,6 +6,8 @@ SDK (parsing, streaming, retries, error classes), so that contract is checked he
 
 from __future__ import annotations
 
+import json
+
 import asyncio
 import subprocess
 import sys
@@ -289,3 +291,16 @@ def test_cli_process_serves_echo() -> None:
         proc.terminate()
         proc.wait(timeout=5)
     assert proc.returncode == 0
+
+
+def test_fast_mode_reads_the_head_and_the_last_message_only() -> None:
+    from tests.fakes.anthropic.server import _head_and_last_message
+
+    body = {"model": "m", "max_tokens": 5, "system": [{"type": "text", "text": 'say "hi"'}],
+            "messages": [{"role": "user", "content": [{"type": "text", "text": 'x {"role": y'}]},
+                         {"role": "assistant", "content": [{"type": "text", "text": "ok"}]},
+                         {"role": "user", "content": [{"type": "text", "text": "last one"}]}]}
+    raw = json.dumps(body, separators=(",", ":")).encode()
+    partial = _head_and_last_message(raw)
+    assert partial == {**body, "messages": [body["messages"][-1]]}
+    assert _head_and_last_message(json.dumps(body).encode()) is None  # not compact: parsed whole instead

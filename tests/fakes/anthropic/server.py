@@ -201,7 +201,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _messages(self, raw: bytes) -> None:
         fake = self.server.fake
-        body = self._parse(raw)
+        partial = _head_and_last_message(raw) if fake.fast else None
+        body = partial or self._parse(raw)
         if body is not None:
             # Recorded before any check, so tests can inspect even rejected requests.
             fake._record(body, {k.lower(): v for k, v in self.headers.items()})
@@ -214,7 +215,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not (self.headers.get("content-type") or "").lower().startswith("application/json"):
             self._send_error(400, "content-type: the request body must be sent as application/json")
             return
-        problem = _validate(body)
+        problem = None if partial else _validate(body)  # pairing rules need the whole history
         if problem is not None:
             self._send_error(400, problem)
             return
@@ -262,6 +263,21 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(encode_stream(events, self.close_connection))
 
 
+def _head_and_last_message(raw: bytes) -> dict | None:
+    """The body with only its last message, when it is laid out as compact JSON ending in the
+    messages array (what clawgate sends); None otherwise, and the caller parses it whole."""
+    cut = raw.find(b',"messages":[')
+    last = raw.rfind(b'{"role":')
+    if cut < 0 or last < cut or not raw.endswith(b"]}"):
+        return None
+    try:
+        head = json.loads(raw[:cut] + b"}")
+        head["messages"] = [json.loads(raw[last:-2])]
+    except ValueError:
+        return None
+    return head if isinstance(head, dict) else None
+
+
 def _echo(body: dict) -> Reply:
     """Default responder: echo the text the user typed last."""
     return text("echo: " + last_user_block(body))
@@ -285,6 +301,9 @@ class FakeAnthropic:
         self.requests: list[dict] = []
         # Off in the long-running process mode (benchmarks): thousands of whole histories would pile up.
         self.record_requests = True
+        # Benchmarks (--fast): read only the request's head and last message, so the fake's cost does not
+        # grow with the history and the figures show the daemon's. Tests keep whole-body validation.
+        self.fast = False
         self.headers: list[dict] = []
         self.responder_errors: list[BaseException] = []
         # API keys answered with 401, like a revoked or mistyped key.
@@ -432,12 +451,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Fake Anthropic Messages API (echo responder)")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--fast", action="store_true", help="read only the head and last message of a request")
     args = parser.parse_args(argv)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     fake = FakeAnthropic(latency=args.latency, port=args.port)
     fake.record_requests = False
+    fake.fast = args.fast
     fake.start()
     print(f"READY {fake.base_url}", flush=True)
     try:
