@@ -34,6 +34,7 @@ from agent.events import EventHub
 from agent.loop import AgentLoop
 from agent.memory import Memory
 from agent.providers import Provider, UnconfiguredProvider
+from agent.providers.breaker import OnChange
 from agent.recovery import TaskTracker, resume_tasks
 from agent.redact import register_secrets
 from agent.restatement import Restatement
@@ -69,8 +70,9 @@ TURN_GRACE_SECONDS = 5.0
 DELIVERY_GRACE_SECONDS = 3.0
 
 
-def make_provider(settings: Settings) -> Provider:
-    """Anthropic (when a key is set), then an OpenAI-compatible endpoint (when configured), in order."""
+def make_provider(settings: Settings, *, on_breaker: OnChange | None = None) -> Provider:
+    """Anthropic (when a key is set), then an OpenAI-compatible endpoint (when configured), in order,
+    each behind its circuit breaker (`on_breaker` hears it open and close)."""
     from agent.providers.anthropic import AnthropicProvider
     from agent.providers.chain import ProviderChain
     from agent.providers.openai_compat import OpenAICompatProvider
@@ -81,10 +83,12 @@ def make_provider(settings: Settings) -> Provider:
         providers.append(AnthropicProvider(anthropic, stream=settings.agent.stream))
     if compat is not None:
         register_secrets([compat.api_key])
-        providers.append(OpenAICompatProvider(compat))
+        providers.append(OpenAICompatProvider(compat, stream=settings.agent.stream))
     if not providers:
         return UnconfiguredProvider()
-    return providers[0] if len(providers) == 1 else ProviderChain(providers)
+    breaker = settings.providers.breaker
+    return ProviderChain(providers, threshold=breaker.failure_threshold if breaker.enabled else None,
+                         cooldown=breaker.cooldown_seconds, on_breaker=on_breaker)
 
 
 class App:
@@ -112,7 +116,7 @@ class App:
         self.audit = AuditLog(paths.audit_log)
         self.sessions = SessionManager(paths.sessions, fsync=fsync)
         self.tasks = TaskStore(paths.tasks, fsync=fsync)
-        self.provider = provider or make_provider(settings)
+        self.provider = provider or make_provider(settings, on_breaker=lambda kind, fields: self.events.emit(kind, **fields))
 
         # the agent: tools, context, loop
         approvals = ApprovalBroker(self.events, mode=settings.tools.approval_mode,
@@ -206,6 +210,7 @@ class App:
         add("clients", lambda: sum(1 for c in self.server.connections if not c.closed))
         add("sandbox", lambda: sandbox_status().line())
         add("usage", self.usage.snapshot)
+        add("providers", lambda: getattr(self.provider, "breaker_states", list)())
 
     def _task_status_line(self, session: Any) -> str | None:
         task = self.tasks.current(session.key)
