@@ -174,6 +174,7 @@ class ChannelSettings(_Section):
 class StateSettings(_Section):
     fsync: bool = Field(True, description="fsync durable writes; off trades power-loss safety for speed")
     keep_days: float = Field(30.0, gt=0, description="how long answered/delivered queue rows are kept (duplicate detection)")
+    usage_flush_seconds: float = Field(5.0, gt=0, le=3600, description="token usage is saved this long after a model call, in batches (a crash loses at most this window)")
 
 
 class CheckpointSettings(_Section):

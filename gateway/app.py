@@ -50,7 +50,8 @@ from agent.toolset import default_tools
 from agent.trace import TraceWriter
 from agent.triggers import CronService, CronStore, Triggers
 from agent.triggers.heartbeat import Heartbeat
-from agent.usage import UsageMeter
+from agent.usage import MeteredProvider, UsageLedger
+from agent.usage_store import UsageStore
 from channels.base import Channel
 from channels.gateway_chat import GatewayChatChannel
 from channels.telegram import build as build_telegram
@@ -111,12 +112,14 @@ class App:
         self.events = EventHub()
         self.trace = TraceWriter(paths.traces)
         self.events.subscribe(self.trace)
-        self.usage = UsageMeter()
-        self.events.subscribe(self.usage)
         self.audit = AuditLog(paths.audit_log)
         self.sessions = SessionManager(paths.sessions, fsync=fsync)
         self.tasks = TaskStore(paths.tasks, fsync=fsync)
-        self.provider = provider or make_provider(settings, on_breaker=lambda kind, fields: self.events.emit(kind, **fields))
+        # every real model call is counted per day and session (agent/usage.py), saved in batches
+        self.usage = UsageLedger(UsageStore(self.db), flush_seconds=settings.state.usage_flush_seconds)
+        model = provider or make_provider(settings, on_breaker=lambda kind, fields: self.events.emit(kind, **fields))
+        self.unconfigured = isinstance(model, UnconfiguredProvider)
+        self.provider: Provider = MeteredProvider(model, self.usage)
 
         # the agent: tools, context, loop
         approvals = ApprovalBroker(self.events, mode=settings.tools.approval_mode,
@@ -179,7 +182,7 @@ class App:
             events=self.events, status=self.status,
             commands=CommandRouter(agent_name=agent.name, sessions=session_control, tasks=task_control,
                                    status=self.status, checkpoints=self.checkpoints),
-            checkpoints=self.checkpoints,
+            checkpoints=self.checkpoints, usage=self.usage,
         )
 
         # the gateway and the channels
@@ -235,7 +238,7 @@ class App:
                 loop.run_in_executor(None, warm)
             sandbox = sandbox_status()
             (log.info if sandbox.available else log.warning)("%s", sandbox.line())
-            if isinstance(self.provider, UnconfiguredProvider):
+            if self.unconfigured:
                 log.warning("no model provider configured: set ANTHROPIC_API_KEY and restart; chats will be told how")
             await self._stopped.wait()
             log.info("shutting down")
@@ -245,6 +248,7 @@ class App:
         """Start in dependency order, registering each part's undo; the stack unwinds in reverse."""
         for close in (self.db.close, self.audit.close, self.trace.close, self.sessions.close):
             stack.callback(close)
+        stack.callback(self.usage.close)  # after the last turn ran, before the database closes
         stack.push_async_callback(self.provider.close)
         if self.embedder is not None:
             stack.push_async_callback(self.embedder.close)
