@@ -76,13 +76,14 @@ class UsageLedger:
             _add(counts, delta)
         self._schedule()
 
-    def _schedule(self) -> None:
+    def _schedule(self, *, retry: bool = False) -> None:
         if self.store is None or self._timer is not None:
             return
         try:
             self._timer = asyncio.get_running_loop().call_later(self.flush_seconds, self.flush)
-        except RuntimeError:  # no event loop (a script, a unit test): write now
-            self.flush()
+        except RuntimeError:  # no event loop (a script, a unit test): write now; a retry waits for the next call
+            if not retry:
+                self.flush()
 
     def flush(self) -> None:
         """Write the accumulated deltas; on a database error keep them for the next try."""
@@ -96,7 +97,7 @@ class UsageLedger:
             log.error("could not save token usage (%s); will retry", exc)
             for key, counts in batch.items():
                 _add(self._pending.setdefault(key, zero()), counts)
-            self._schedule()
+            self._schedule(retry=True)
 
     def close(self) -> None:
         if self._timer is not None:
