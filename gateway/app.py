@@ -181,7 +181,7 @@ class App:
             intake=self.bus, sessions=session_control, tasks=task_control, approvals=approvals, cron=cron,
             events=self.events, status=self.status,
             commands=CommandRouter(agent_name=agent.name, sessions=session_control, tasks=task_control,
-                                   status=self.status, checkpoints=self.checkpoints),
+                                   status=self.status, checkpoints=self.checkpoints, usage=self.usage),
             checkpoints=self.checkpoints, usage=self.usage,
         )
 

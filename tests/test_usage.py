@@ -141,3 +141,38 @@ async def test_session_less_calls_count_for_the_runs_session_in_the_same_task_on
     assert ledger.by_session["a"]["calls"] == 2 and ledger.by_session["b"]["calls"] == 2
     assert ledger.by_session[""]["calls"] == 1
     assert ledger.since_start["calls"] == 5
+
+
+def test_chat_status_shows_only_this_chats_tokens_and_paused_providers(tmp_path: Path):
+    from agent.commands import CommandRouter
+    from agent.status import Status
+
+    class Sessions:
+        def busy(self, key: str) -> bool:
+            return False
+
+        def queued(self, key: str) -> int:
+            return 0
+
+        def message_count(self, key: str) -> int:
+            return 2
+
+    class Tasks:
+        def list(self, session: str) -> list:
+            return []
+
+    ledger = UsageLedger(None)
+    ledger.record("telegram:1", {"input_tokens": 1500, "output_tokens": 20})
+    ledger.record("telegram:2", {"input_tokens": 999_999, "output_tokens": 7})
+    status = Status()
+    status.add("model", lambda: "claude-x")
+    status.add("provider", lambda: "anthropic->openai")
+    status.add("providers", lambda: [{"name": "anthropic", "state": "open", "retryAt": 1_800_000_000.0, "failures": 3},
+                                     {"name": "openai", "state": "closed", "retryAt": None, "failures": 0}])
+    router = CommandRouter(agent_name="Claw", sessions=Sessions(), tasks=Tasks(), status=status,  # type: ignore[arg-type]
+                           usage=ledger)
+    reply = router.handle("status", "telegram:1") or ""
+    assert "Tokens in this chat: today 1,500 in / 20 out; in all 1,500 in / 20 out" in reply
+    assert "999,999" not in reply and "telegram:2" not in reply  # another chat's figures stay private
+    assert "Provider anthropic is paused after repeated failures; it is tried again at " in reply
+    assert "openai" not in reply.split("\n", 1)[1]
