@@ -55,6 +55,9 @@ class UsageLedger:
         self.day = totals.day
         self.by_day, self.by_session, self.day_sessions = totals.by_day, totals.by_session, totals.day_sessions
         self.since_start = zero()
+        self._total = zero()
+        for counts in self.by_day.values():
+            _add(self._total, counts)
         self._pending: dict[tuple[str, str], Counts] = {}
         self._timer: asyncio.TimerHandle | None = None
 
@@ -70,7 +73,7 @@ class UsageLedger:
         day = self._today()
         if day != self.day:
             self.day, self.day_sessions = day, {}
-        for counts in (self.since_start, self.by_day.setdefault(day, zero()),
+        for counts in (self.since_start, self._total, self.by_day.setdefault(day, zero()),
                        self.by_session.setdefault(session, zero()), self.day_sessions.setdefault(session, zero()),
                        self._pending.setdefault((day, session), zero())):
             _add(counts, delta)
@@ -115,10 +118,7 @@ class UsageLedger:
         return dict(self.by_day.get(self.day) or zero()) if self.day == self._today() else zero()
 
     def total(self) -> Counts:
-        out = zero()
-        for counts in self.by_day.values():
-            _add(out, counts)
-        return out
+        return dict(self._total)
 
     def top_sessions(self, n: int) -> list[dict[str, Any]]:
         best = heapq.nlargest(n, self.by_session.items(), key=lambda item: _tokens(item[1]))
