@@ -99,6 +99,7 @@ async def test_every_provider_paused_answers_one_clear_line_at_once(daemon_facto
         line = second["text"]
         assert line.startswith("No model provider is available right now: anthropic is paused until ")
         assert "(in " in line and "Send your message again after that." in line and "\n" not in line
+        assert "after 1 failed call(s): overloaded_error from the model API." in line
         assert len(fake_model.requests) == 1  # the paused provider was not asked
         assert elapsed < 30  # answered, not hung (a turn takes well under a second here)
 

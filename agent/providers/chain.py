@@ -65,7 +65,7 @@ class ProviderChain:
                         breaker.release()
                     raise
                 if breaker is not None:
-                    breaker.failure(" ".join(str(exc).split())[:ERROR_CHARS])
+                    breaker.failure(" ".join((exc.cause or str(exc)).split())[:ERROR_CHARS])
                 failures.append(f"{provider.name}: {exc}")
                 if index + 1 < len(self.providers):
                     log.warning("provider %s unavailable (%s); falling back to %s", provider.name, exc,

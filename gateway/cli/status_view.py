@@ -32,7 +32,9 @@ def usage_lines(u: dict[str, Any]) -> list[str]:
         lines.append(f"session {one['session']} today: {counts_line(one.get('today') or {})}")
         lines.append(f"session {one['session']} total: {counts_line(one.get('total') or {})}")
     for s in u.get("topSessions") or []:
-        lines.append(f"top session {s['session'] or '(none)'}: {counts_line(s)}; today {counts_line(s.get('today') or {})}")
+        today = s.get("today") or {}
+        lines.append(f"top session {s['session'] or '(none)'}: {_n(s.get('input_tokens'))} in, {_n(s.get('output_tokens'))} out "
+                     f"({_n(s.get('calls'))} calls); today {_n(today.get('input_tokens'))} in, {_n(today.get('output_tokens'))} out")
     return lines
 
 
