@@ -7,7 +7,8 @@ that channel to show. Commands never reach the model and never wait in the sessi
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import time
+from typing import TYPE_CHECKING, Any
 
 from .errors import Conflict, DomainError
 
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
     from .checkpoints import CheckpointService
     from .control import SessionControl, TaskControl
     from .status import Status
+    from .usage import UsageLedger
 
 COMMANDS: list[tuple[str, str]] = [
     ("start", "What this bot is and how to use it"),
@@ -29,8 +31,9 @@ NAMES = frozenset(name for name, _ in COMMANDS)
 
 class CommandRouter:
     def __init__(self, *, agent_name: str, sessions: "SessionControl", tasks: "TaskControl", status: "Status",
-                 checkpoints: "CheckpointService | None" = None) -> None:
+                 checkpoints: "CheckpointService | None" = None, usage: "UsageLedger | None" = None) -> None:
         self.agent_name = agent_name
+        self.usage = usage
         self.sessions = sessions
         self.tasks = tasks
         self.status = status
@@ -74,6 +77,13 @@ class CommandRouter:
             f"Active tasks: {len(self.tasks.list(session=key))}",
             f"Up for {_duration(self.status.uptime())}",
         ]
+        if self.usage is not None:  # this chat's own figures only: a guest never sees other chats'
+            today, total = self.usage.session_today(key), self.usage.by_session.get(key)
+            lines.append(f"Tokens in this chat: today {_tokens(today)}; in all {_tokens(total)}")
+        paused = [p for p in self.status.get("providers", []) if p.get("state") != "closed"]
+        lines += [f"Provider {p['name']} is paused after repeated failures; it is tried again "
+                  + ("shortly" if p.get("state") == "half_open" else f"at {time.strftime('%H:%M', time.localtime(p['retryAt']))}")
+                  for p in paused]
         return "\n".join(lines)
 
     def _tasks(self, key: str) -> str:
@@ -121,3 +131,8 @@ def _duration(seconds: float) -> str:
     if hours:
         return f"{hours}h {minutes}m"
     return f"{minutes}m" if minutes else "less than a minute"
+
+
+def _tokens(counts: "dict[str, Any] | None") -> str:
+    counts = counts or {}
+    return f"{counts.get('input_tokens', 0):,} in / {counts.get('output_tokens', 0):,} out"

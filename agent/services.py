@@ -20,6 +20,7 @@ from .status import Status
 if TYPE_CHECKING:
     from .checkpoints import CheckpointService
     from .triggers.cron import CronService
+    from .usage import UsageLedger
 
 
 class Intake(Protocol):
@@ -42,3 +43,4 @@ class Services:
     status: Status
     commands: CommandRouter
     checkpoints: "CheckpointService"
+    usage: "UsageLedger | None" = None  # token usage per day and session (the `usage` method)

@@ -52,10 +52,19 @@ class OpenAICompatSettings(_Section):
     retry_base_seconds: float = Field(1.0, ge=0)
 
 
+class BreakerSettings(_Section):
+    """Per-provider circuit breaker (docs/providers.md): a provider failing again and again is skipped for a while."""
+
+    enabled: bool = True
+    failure_threshold: int = Field(3, ge=1, le=100, description="calls in a row that failed after all retries before a provider is paused")
+    cooldown_seconds: float = Field(60.0, gt=0, le=86_400, description="how long a paused provider is skipped before one trial call")
+
+
 class ProviderSettings(_Section):
     anthropic: AnthropicSettings = Field(default_factory=AnthropicSettings)
     # Set it to fall back to (or, without an Anthropic key, use only) an OpenAI-compatible endpoint.
     openai_compat: OpenAICompatSettings | None = None
+    breaker: BreakerSettings = Field(default_factory=BreakerSettings)
 
 
 class AgentSettings(_Section):
@@ -165,6 +174,7 @@ class ChannelSettings(_Section):
 class StateSettings(_Section):
     fsync: bool = Field(True, description="fsync durable writes; off trades power-loss safety for speed")
     keep_days: float = Field(30.0, gt=0, description="how long answered/delivered queue rows are kept (duplicate detection)")
+    usage_flush_seconds: float = Field(5.0, gt=0, le=3600, description="token usage is saved this long after a model call, in batches (a crash loses at most this window)")
 
 
 class CheckpointSettings(_Section):

@@ -35,6 +35,7 @@ from agent.events import EventHub
 from agent.loop import AgentLoop
 from agent.memory import Memory
 from agent.providers import Provider, UnconfiguredProvider
+from agent.providers.breaker import OnChange
 from agent.recovery import TaskTracker, resume_tasks
 from agent.redact import register_secrets
 from agent.restatement import Restatement
@@ -50,7 +51,8 @@ from agent.toolset import default_tools
 from agent.trace import TraceWriter
 from agent.triggers import CronService, CronStore, Triggers
 from agent.triggers.heartbeat import Heartbeat
-from agent.usage import UsageMeter
+from agent.usage import MeteredProvider, UsageLedger
+from agent.usage_store import UsageStore
 from channels.base import Channel
 from channels.gateway_chat import GatewayChatChannel
 from channels.telegram import build as build_telegram
@@ -70,8 +72,9 @@ TURN_GRACE_SECONDS = 5.0
 DELIVERY_GRACE_SECONDS = 3.0
 
 
-def make_provider(settings: Settings) -> Provider:
-    """Anthropic (when a key is set), then an OpenAI-compatible endpoint (when configured), in order."""
+def make_provider(settings: Settings, *, on_breaker: OnChange | None = None) -> Provider:
+    """Anthropic (when a key is set), then an OpenAI-compatible endpoint (when configured), in order,
+    each behind its circuit breaker (`on_breaker` hears it open and close)."""
     from agent.providers.anthropic import AnthropicProvider
     from agent.providers.chain import ProviderChain
     from agent.providers.openai_compat import OpenAICompatProvider
@@ -82,10 +85,12 @@ def make_provider(settings: Settings) -> Provider:
         providers.append(AnthropicProvider(anthropic, stream=settings.agent.stream))
     if compat is not None:
         register_secrets([compat.api_key])
-        providers.append(OpenAICompatProvider(compat))
+        providers.append(OpenAICompatProvider(compat, stream=settings.agent.stream))
     if not providers:
         return UnconfiguredProvider()
-    return providers[0] if len(providers) == 1 else ProviderChain(providers)
+    breaker = settings.providers.breaker
+    return ProviderChain(providers, threshold=breaker.failure_threshold if breaker.enabled else None,
+                         cooldown=breaker.cooldown_seconds, on_breaker=on_breaker)
 
 
 class App:
@@ -110,12 +115,14 @@ class App:
         self.events = EventHub()
         self.trace = TraceWriter(paths.traces)
         self.events.subscribe(self.trace)
-        self.usage = UsageMeter()
-        self.events.subscribe(self.usage)
         self.audit = AuditLog(paths.audit_log)
         self.sessions = SessionManager(paths.sessions, fsync=fsync, durability=self.durability)
         self.tasks = TaskStore(paths.tasks, fsync=fsync)
-        self.provider = provider or make_provider(settings)
+        # every real model call is counted per day and session (agent/usage.py), saved in batches
+        self.usage = UsageLedger(UsageStore(self.db), flush_seconds=settings.state.usage_flush_seconds)
+        model = provider or make_provider(settings, on_breaker=lambda kind, fields: self.events.emit(kind, **fields))
+        self.unconfigured = isinstance(model, UnconfiguredProvider)
+        self.provider: Provider = MeteredProvider(model, self.usage)
 
         # the agent: tools, context, loop
         approvals = ApprovalBroker(self.events, mode=settings.tools.approval_mode,
@@ -178,8 +185,8 @@ class App:
             intake=self.bus, sessions=session_control, tasks=task_control, approvals=approvals, cron=cron,
             events=self.events, status=self.status,
             commands=CommandRouter(agent_name=agent.name, sessions=session_control, tasks=task_control,
-                                   status=self.status, checkpoints=self.checkpoints),
-            checkpoints=self.checkpoints,
+                                   status=self.status, checkpoints=self.checkpoints, usage=self.usage),
+            checkpoints=self.checkpoints, usage=self.usage,
         )
 
         # the gateway and the channels
@@ -210,6 +217,7 @@ class App:
         add("clients", lambda: sum(1 for c in self.server.connections if not c.closed))
         add("sandbox", lambda: sandbox_status().line())
         add("usage", self.usage.snapshot)
+        add("providers", lambda: getattr(self.provider, "breaker_states", list)())
 
     def _task_status_line(self, session: Any) -> str | None:
         task = self.tasks.current(session.key)
@@ -234,7 +242,7 @@ class App:
                 loop.run_in_executor(None, warm)
             sandbox = sandbox_status()
             (log.info if sandbox.available else log.warning)("%s", sandbox.line())
-            if isinstance(self.provider, UnconfiguredProvider):
+            if self.unconfigured:
                 log.warning("no model provider configured: set ANTHROPIC_API_KEY and restart; chats will be told how")
             await self._stopped.wait()
             log.info("shutting down")
@@ -245,6 +253,7 @@ class App:
         for close in (self.db.close, self.audit.close, self.trace.close, self.sessions.close):
             stack.callback(close)
         stack.callback(_quietly_sync, self.durability)  # runs before the files close
+        stack.callback(self.usage.close)  # after the last turn ran, before the database closes
         stack.push_async_callback(self.provider.close)
         if self.embedder is not None:
             stack.push_async_callback(self.embedder.close)

@@ -39,6 +39,10 @@ max_iterations = 40       # model calls per message before the run stops and say
 max_retries = 4
 fallback_models = []      # tried in order when the main model is overloaded
 
+[providers.breaker]
+failure_threshold = 3     # calls in a row that failed after all retries before a provider is paused
+cooldown_seconds = 60     # a paused provider is skipped this long, then one trial call decides
+
 [tools]
 approval_mode = "ask"     # ask | deny | allow: risky tool calls
 approval_timeout_seconds = 300

@@ -157,7 +157,8 @@ class GatewayServer:
         elif kind == "approval_result":
             self.broadcast("approval", {"state": "resolved", "session": session, "id": event["id"],
                                         "approved": event["approved"], "how": event["how"]}, session)
-        elif kind in ("task", "heartbeat", "cron", "drift", "reflection", "reflection_plan", "reflection_exec"):
+        elif kind in ("task", "heartbeat", "cron", "drift", "reflection", "reflection_plan", "reflection_exec",
+                      "breaker_open", "breaker_close"):  # breaker_*: no session, so every client hears it
             self.broadcast(kind, {k: v for k, v in event.items() if k != "type"}, session)
 
     async def _ticker(self) -> None:

@@ -217,10 +217,19 @@ def test_make_provider_wiring():
     compat = {"base_url": "http://127.0.0.1:11434/v1", "model": "llama3.1"}
     both = Settings.model_validate({"providers": {"anthropic": {"api_key": "k"}, "openai_compat": compat}})
     assert make_provider(both).name == "anthropic->openai"
-    only_local = Settings.model_validate({"providers": {"openai_compat": compat}})
-    assert isinstance(make_provider(only_local), OpenAICompatProvider)
+    only_local = make_provider(Settings.model_validate({"providers": {"openai_compat": compat}}))
+    # a single provider still sits in a chain: its circuit breaker makes a dead endpoint fail fast
+    assert isinstance(only_local, ProviderChain) and only_local.name == "openai"
+    assert isinstance(only_local.providers[0], OpenAICompatProvider) and only_local.providers[0].stream
     assert make_provider(Settings()).name == "unconfigured"
     assert make_provider(Settings.model_validate({"providers": {"anthropic": {"api_key": "k"}}})).name == "anthropic"
+    off = make_provider(Settings.model_validate({"providers": {"anthropic": {"api_key": "k"}, "breaker": {"enabled": False}},
+                                                 "agent": {"stream": False}}))
+    assert isinstance(off, ProviderChain) and off.breakers == [None]
+    chain = make_provider(Settings.model_validate({"providers": {"openai_compat": compat, "breaker": {
+        "failure_threshold": 5, "cooldown_seconds": 7}}}))
+    assert isinstance(chain, ProviderChain) and chain.breakers[0] is not None
+    assert (chain.breakers[0].threshold, chain.breakers[0].cooldown) == (5, 7.0)
 
 
 async def test_daemon_falls_back_to_openai_compatible_endpoint(daemon_factory, fake_model):

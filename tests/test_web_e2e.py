@@ -143,8 +143,9 @@ def test_login_and_an_answer_that_streams(browser, daemon, fake_model):
     page.reload()
     expect(page.locator("body")).to_have_attribute("data-ready", "true")
     expect(page.locator("#messages .msg.assistant").last).to_have_text(answer)
-    expect(page.locator("#status")).to_contain_text("output tokens")
-    assert int(page.locator("#status dt:text-is('model turns') + dd").inner_text()) >= 1
+    expect(page.locator("#status dt:text-is('tokens today') + dd")).to_contain_text(" out")
+    assert int(page.locator("#status dt:text-is('model calls today') + dd").inner_text()) >= 1
+    expect(page.locator("#status dt:text-is('providers') + dd")).to_have_text("anthropic ok")
     expect(page.locator("#sessions")).to_contain_text("main")
     screenshot(page, "chat")
     assert not page.errors, page.errors  # type: ignore[attr-defined]

@@ -86,18 +86,21 @@ async def test_the_pages_own_origin_may_connect_and_no_other(daemon):
     assert await _connect_ok(daemon, None)  # a CLI or script sends no Origin
 
 
-async def test_status_counts_token_usage_since_start(daemon, fake_model):
-    """The page's usage panel reads `status.usage`: model turns and tokens summed from turn ends."""
+async def test_status_counts_token_usage(daemon, fake_model):
+    """The page's usage panel reads `status.usage`: model calls and tokens today, in total, since start."""
+    zero = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0,
+            "cache_creation_input_tokens": 0}
     async with daemon.client() as client:
         before = (await client.request("status"))["usage"]
-        assert before == {"turns": 0, "input_tokens": 0, "output_tokens": 0,
-                          "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
+        assert before["today"] == before["total"] == before["sinceStart"] == zero and before["topSessions"] == []
         fake_model.enqueue(text("one", input_tokens=120, output_tokens=7), text("two", input_tokens=80, output_tokens=5))
         for question in ("first", "second"):
             await asyncio.wait_for(client.chat(question, session="usage"), 60)
         usage = (await client.request("status"))["usage"]
-    assert usage["turns"] == 2
-    assert (usage["input_tokens"], usage["output_tokens"]) == (200, 12)
+    for scope in ("today", "total", "sinceStart"):
+        assert usage[scope]["calls"] == 2
+        assert (usage[scope]["input_tokens"], usage[scope]["output_tokens"]) == (200, 12)
+    assert [s["session"] for s in usage["topSessions"]] == ["usage"]
 
 
 def test_page_origins_are_loopback_plus_a_specific_bind_address():

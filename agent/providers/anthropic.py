@@ -93,7 +93,7 @@ class AnthropicProvider:
         assert last is not None
         # Retryable: a provider chain moves on to its next provider (a local model, say).
         raise ProviderError(f"The model is unavailable right now ({last}). Please try again in a few minutes.",
-                            retryable=True)
+                            retryable=True, cause=str(last))
 
     async def _with_retries(self, request: ModelRequest, model: str, on_text: TextCallback | None) -> ModelResponse:
         import anthropic

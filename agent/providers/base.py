@@ -46,9 +46,10 @@ class ModelResponse:
 class ProviderError(Exception):
     """The model could not be reached or refused; `str(error)` is fit to show the user."""
 
-    def __init__(self, message: str, *, retryable: bool = False) -> None:
+    def __init__(self, message: str, *, retryable: bool = False, cause: str = "") -> None:
         super().__init__(message)
         self.retryable = retryable
+        self.cause = cause  # the short technical reason (e.g. "overloaded_error from the model API"), if any
 
 
 class Provider(Protocol):

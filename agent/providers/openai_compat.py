@@ -3,8 +3,11 @@
 Used as a fallback after Anthropic (SPEC 4). The loop speaks Anthropic-shaped requests, so this
 module converts both ways: system blocks, text / tool_use / tool_result content blocks and tool
 definitions become Chat Completions messages and `tools`; the reply's message and `tool_calls`
-become our content blocks. Cache breakpoints are dropped (no such thing here). Non-streaming:
-`on_text` is called once with the whole text.
+become our content blocks. Cache breakpoints are dropped (no such thing here).
+
+Streaming (the default, `agent.stream`): `stream: true` with `stream_options.include_usage`, the
+SSE chunks folded by openai_stream.py, text deltas to `on_text` as they come. A server that
+ignores `stream` and answers with one JSON body is read as such (`on_text` gets the whole text).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import httpx
 from config.schema import OpenAICompatSettings
 
 from .base import ModelRequest, ModelResponse, ProviderError, TextCallback, text_of
+from .openai_stream import ChatStreamAccumulator, SseLines, StreamError
 
 log = logging.getLogger(__name__)
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
@@ -33,8 +37,9 @@ class OpenAICompatProvider:
     name = "openai"
 
     def __init__(self, settings: OpenAICompatSettings, *, transport: httpx.AsyncBaseTransport | None = None,
-                 sleep=asyncio.sleep) -> None:
+                 sleep=asyncio.sleep, stream: bool = True) -> None:
         self.settings = settings
+        self.stream = stream
         self._sleep = sleep
         headers = {"authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
         self._client = httpx.AsyncClient(base_url=settings.base_url.rstrip("/") + "/", headers=headers,
@@ -44,30 +49,59 @@ class OpenAICompatProvider:
         await self._client.aclose()
 
     async def complete(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelResponse:
-        body = to_chat_request(request, self.settings.model)
+        body = to_chat_request(request, self.settings.model, stream=self.stream)
         attempts = self.settings.max_retries + 1
         for attempt in range(attempts):
-            started = time.perf_counter()
             try:
-                reply = await self._client.post("chat/completions", json=body)
+                return await self._once(body, on_text)
             except httpx.TransportError as exc:  # timeouts, refused connections, broken streams
                 error = ProviderError(f"cannot reach the OpenAI-compatible API at {self.settings.base_url}: "
                                       f"{type(exc).__name__}", retryable=True)
-            else:
-                if reply.status_code == 200:
-                    response = from_chat_response(_json(reply), (time.perf_counter() - started) * 1000)
-                    if on_text is not None and response.text:
-                        on_text(response.text)
-                    return response
-                if reply.status_code not in RETRYABLE_STATUS:
-                    raise ProviderError(_explain(reply, self.settings.base_url))
-                error = ProviderError(f"HTTP {reply.status_code} from the OpenAI-compatible API", retryable=True)
+            except ProviderError as exc:
+                if not exc.retryable:
+                    raise
+                error = exc
             if attempt + 1 >= attempts:
                 raise error
             wait = min(10.0, self.settings.retry_base_seconds * (2 ** attempt) * (0.75 + random.random() / 2))
             log.info("openai-compatible call failed (%s); retry %d/%d in %.2fs", error, attempt + 1, attempts - 1, wait)
             await self._sleep(wait)
         raise AssertionError("unreachable")
+
+    async def _once(self, body: dict[str, Any], on_text: TextCallback | None) -> ModelResponse:
+        started = time.perf_counter()
+        async with self._client.stream("POST", "chat/completions", json=body) as reply:
+            if reply.status_code != 200:
+                await reply.aread()
+                if reply.status_code not in RETRYABLE_STATUS:
+                    raise ProviderError(_explain(reply, self.settings.base_url))
+                raise ProviderError(f"HTTP {reply.status_code} from the OpenAI-compatible API", retryable=True)
+            if body.get("stream") and "text/event-stream" in reply.headers.get("content-type", ""):
+                return await _read_stream(reply, on_text, started)
+            await reply.aread()
+            response = from_chat_response(_json(reply), (time.perf_counter() - started) * 1000)
+        if on_text is not None and response.text:
+            on_text(response.text)
+        return response
+
+
+async def _read_stream(reply: httpx.Response, on_text: TextCallback | None, started: float) -> ModelResponse:
+    folded, sse = ChatStreamAccumulator(on_text), SseLines()
+    try:
+        async for line in reply.aiter_lines():
+            data = sse.feed(line)
+            if data is not None:
+                folded.feed_data(data)
+                if folded.done:
+                    break
+        tail = sse.end()
+        if tail is not None and not folded.done:
+            folded.feed_data(tail)
+    except StreamError as exc:
+        raise ProviderError(f"The OpenAI-compatible API broke off its answer ({exc}).", retryable=True) from None
+    if not folded.complete:
+        raise ProviderError("The OpenAI-compatible API's stream ended before the answer was complete.", retryable=True)
+    return from_chat_response(folded.as_completion(), (time.perf_counter() - started) * 1000)
 
 
 def _json(reply: httpx.Response) -> dict[str, Any]:
@@ -153,9 +187,11 @@ def to_chat_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     }} for t in tools if t.get("name")]
 
 
-def to_chat_request(request: ModelRequest, model: str) -> dict[str, Any]:
+def to_chat_request(request: ModelRequest, model: str, *, stream: bool = False) -> dict[str, Any]:
     body: dict[str, Any] = {"model": model, "messages": to_chat_messages(request),
-                            "max_tokens": request.max_tokens, "stream": False}
+                            "max_tokens": request.max_tokens, "stream": stream}
+    if stream:  # the usage arrives in one last chunk with empty choices
+        body["stream_options"] = {"include_usage": True}
     if request.tools:
         body["tools"] = to_chat_tools(request.tools)
     return body
@@ -193,12 +229,27 @@ def from_chat_response(data: dict[str, Any], latency_ms: float = 0.0) -> ModelRe
     stop = STOP_REASONS.get(finish, finish)
     if any(b["type"] == "tool_use" for b in content) and stop in (None, "end_turn"):
         stop = "tool_use"  # some servers say "stop" even when they called tools
-    usage = data.get("usage") or {}
     return ModelResponse(
         content=content,
         stop_reason=stop,
-        usage={"input_tokens": int(usage.get("prompt_tokens") or 0),
-               "output_tokens": int(usage.get("completion_tokens") or 0)},
+        usage=_usage(data.get("usage")),
         model=str(data.get("model") or ""),
         latency_ms=latency_ms,
     )
+
+
+def _usage(usage: Any) -> dict[str, int]:
+    """Anthropic-shaped counts: prompt tokens served from the server's cache are cache reads,
+    not input (OpenAI counts them in prompt_tokens; Anthropic's input_tokens excludes them)."""
+    usage = usage if isinstance(usage, dict) else {}
+    prompt = _count(usage.get("prompt_tokens"))
+    out = {"input_tokens": prompt, "output_tokens": _count(usage.get("completion_tokens"))}
+    details = usage.get("prompt_tokens_details")
+    cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else 0
+    if cached:
+        out.update(input_tokens=max(0, prompt - cached), cache_read_input_tokens=cached)
+    return out
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and value > 0 else 0

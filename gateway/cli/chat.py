@@ -18,6 +18,7 @@ from ..client import GatewayClient
 from .errors import EXIT_FAILED, CliError
 from .output import print_json
 from .remote import with_gateway
+from .status_view import status_lines
 
 GATEWAY_CHANNEL = "gateway"
 
@@ -223,8 +224,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print_json(status)
     else:
-        for key, value in status.items():
-            print(f"{key:15} {value}")
+        print("\n".join(status_lines(status)))
     return 0
 
 

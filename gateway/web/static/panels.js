@@ -192,15 +192,25 @@ export class StatusPanel {
   async refresh() {
     try {
       const s = await this.gateway.request("status");
-      const usage = s.usage || {};
+      // usage: persisted per day and in total (kept across restarts), see docs/providers.md
+      const usage = s.usage || {}, today = usage.today || {}, total = usage.total || {};
+      const tokens = (c) => `${count(c.input_tokens)} in · ${count(c.output_tokens)} out`;
+      const cache = (c) => `${count(c.cache_read_input_tokens)} read · ${count(c.cache_creation_input_tokens)} write`;
+      const top = (usage.topSessions || []).map((t) => `${t.session || "(none)"} ${count(t.input_tokens + t.output_tokens)}`);
+      const breakers = (s.providers || []).map((p) => p.state === "closed" ? `${p.name} ok`
+        : p.state === "open" ? `${p.name} paused until ${new Date(p.retryAt * 1000).toLocaleTimeString()}`
+        : `${p.name} trying again`);
       const rows = [
         ["version", s.version], ["provider", s.provider], ["model", s.model],
+        ["providers", breakers.join(", ")],
         ["uptime", `${Math.round(s.uptime)} s`], ["channels", (s.channels || []).join(", ")],
         ["active sessions", Array.isArray(s.activeSessions) ? s.activeSessions.length : s.activeSessions],
         ["clients", s.clients],
-        ["model turns", count(usage.turns)],
-        ["input tokens", count(usage.input_tokens)], ["output tokens", count(usage.output_tokens)],
-        ["cache read", count(usage.cache_read_input_tokens)],
+        ["model calls today", count(today.calls)],
+        ["tokens today", tokens(today)], ["cache today", cache(today)],
+        ["tokens in total", tokens(total)], ["cache in total", cache(total)],
+        ["model calls in total", count(total.calls)],
+        ["top sessions", top.join(", ")],
       ];
       clear(this.box, rows.map(([k, v]) => [el("dt", { text: k }), el("dd", { text: v ?? "—" })]));
     } catch (error) {

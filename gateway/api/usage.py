@@ -1,0 +1,27 @@
+"""usage: token counts per day and per session, kept across restarts (agent/usage.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from agent.errors import Unavailable
+from agent.services import Services
+
+from ..connection import Connection
+from ..methods import Params, method
+from .chat import SessionKey
+
+
+class UsageParams(Params):
+    session: SessionKey | None = None
+    days: int = Field(7, ge=1, le=366)
+    top: int = Field(5, ge=1, le=100)
+
+
+@method("usage", UsageParams, "token usage: today, total, since start, the last days, top sessions, one session")
+async def usage(services: Services, conn: Connection, p: UsageParams) -> dict[str, Any]:
+    if services.usage is None:
+        raise Unavailable("token usage is not recorded by this daemon")
+    return services.usage.report(session=p.session, days=p.days, top=p.top)

@@ -1,0 +1,64 @@
+"""Plain-text rendering of `status` and `usage` for the terminal (`--json` prints them as they are)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+LABEL = 15
+
+
+def _n(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) else "0"
+
+
+def counts_line(c: dict[str, Any]) -> str:
+    return (f"{_n(c.get('input_tokens'))} in, {_n(c.get('output_tokens'))} out, "
+            f"{_n(c.get('cache_read_input_tokens'))} cache read, {_n(c.get('cache_creation_input_tokens'))} cache write "
+            f"({_n(c.get('calls'))} calls)")
+
+
+def _rows(label: str, lines: list[str]) -> list[str]:
+    return [f"{label if i == 0 else '':{LABEL}} {line}" for i, line in enumerate(lines or ["—"])]
+
+
+def usage_lines(u: dict[str, Any]) -> list[str]:
+    lines = [f"today ({u.get('day', '?')}): {counts_line(u.get('today') or {})}",
+             f"total: {counts_line(u.get('total') or {})}"]
+    if "sinceStart" in u:
+        lines.append(f"since start: {counts_line(u['sinceStart'])}")
+    one = u.get("session")
+    if one:
+        lines.append(f"session {one['session']} today: {counts_line(one.get('today') or {})}")
+        lines.append(f"session {one['session']} total: {counts_line(one.get('total') or {})}")
+    for s in u.get("topSessions") or []:
+        today = s.get("today") or {}
+        lines.append(f"top session {s['session'] or '(none)'}: {_n(s.get('input_tokens'))} in, {_n(s.get('output_tokens'))} out "
+                     f"({_n(s.get('calls'))} calls); today {_n(today.get('input_tokens'))} in, {_n(today.get('output_tokens'))} out")
+    return lines
+
+
+def provider_lines(providers: list[dict[str, Any]]) -> list[str]:
+    out = []
+    for p in providers:
+        line = f"{p['name']}: {p['state'].replace('_', '-')}"
+        if p.get("state") == "open" and p.get("retryAt"):
+            line += f", next try {time.strftime('%H:%M:%S', time.localtime(p['retryAt']))}"
+        if p.get("failures"):
+            line += f", {p['failures']} failed call(s) in a row"
+            if p.get("lastError"):
+                line += f" (last: {p['lastError']})"
+        out.append(line)
+    return out
+
+
+def status_lines(status: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    for key, value in status.items():
+        if key == "usage" and isinstance(value, dict):
+            out += _rows("usage", usage_lines(value))
+        elif key == "providers" and isinstance(value, list):
+            out += _rows("breakers", provider_lines(value))
+        else:
+            out.append(f"{key:{LABEL}} {value}")
+    return out

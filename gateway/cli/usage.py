@@ -1,0 +1,48 @@
+"""`clawgate usage`: token usage per day and session, through the gateway or, when none runs, the state file."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .output import print_json
+from .remote import Target, gateway_or_offline
+from .status_view import counts_line, usage_lines
+
+
+def cmd_usage(args: argparse.Namespace) -> int:
+    params: dict[str, Any] = {"days": args.days, "top": args.top}
+    if args.session is not None:
+        params["session"] = args.session
+
+    def offline(t: Target) -> dict[str, Any]:
+        from agent.usage import UsageLedger
+        from agent.usage_store import UsageStore
+
+        return UsageLedger(UsageStore.open(t.paths.database)).report(session=args.session, days=args.days, top=args.top)
+
+    report = gateway_or_offline("usage", params, offline).payload
+    if args.json:
+        print_json(report)
+        return 0
+    lines = [line for line in usage_lines(report) if not line.startswith("top session")]
+    for line in lines:
+        print(line)
+    if report.get("days"):
+        print("by day:")
+        for day in report["days"]:
+            print(f"  {day['day']}  {counts_line(day)}")
+    if report.get("topSessions"):
+        print("top sessions:")
+        for s in report["topSessions"]:
+            print(f"  {s['session'] or '(none)':24} {counts_line(s)}")
+    return 0
+
+
+def add_commands(sub: Any) -> None:
+    p = sub.add_parser("usage", help="token usage per day and per session (kept across restarts)")
+    p.add_argument("--session", help="also show this session's usage")
+    p.add_argument("--days", type=int, default=7, help="days listed (default 7)")
+    p.add_argument("--top", type=int, default=5, help="sessions listed (default 5)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_usage)
