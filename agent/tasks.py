@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Literal
 
+from .durability import Durability
 from .fsio import atomic_write_bytes
 
 log = logging.getLogger(__name__)
@@ -87,9 +88,10 @@ class CorruptTask(Exception):
 
 
 class TaskStore:
-    def __init__(self, folder: Path, *, fsync: bool = True) -> None:
+    def __init__(self, folder: Path, *, fsync: bool = True, durability: Durability | None = None) -> None:
         self.folder = folder
         self.fsync = fsync
+        self.durability = durability  # given: flushed with the next batch (before the reply), not inline
         folder.mkdir(parents=True, exist_ok=True)
         self._cache: dict[str, Task] = {}
         self._loaded = False
@@ -98,10 +100,17 @@ class TaskStore:
         return self.folder / f"{task_id}.json"
 
     def save(self, task: Task) -> None:
-        """Atomic: temp file, fsync, rename (then fsync the folder) — never half a file."""
+        """Atomic: temp file, rename — never half a file; fsynced (file, then folder) inline, or with
+        the next group flush when there is a Durability barrier."""
         task.updated_at = time.time()
         data = json.dumps(task.to_dict(), ensure_ascii=False, indent=2).encode()
-        atomic_write_bytes(self.path(task.id), data, fsync=self.fsync)
+        path = self.path(task.id)
+        if self.durability is not None and self.fsync:
+            atomic_write_bytes(path, data, fsync=False)
+            self.durability.mark(path)
+            self.durability.mark(self.folder)
+        else:
+            atomic_write_bytes(path, data, fsync=self.fsync)
         self._cache[task.id] = task
 
     def _load_all(self) -> None:

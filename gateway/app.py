@@ -117,7 +117,7 @@ class App:
         self.events.subscribe(self.trace)
         self.audit = AuditLog(paths.audit_log)
         self.sessions = SessionManager(paths.sessions, fsync=fsync, durability=self.durability)
-        self.tasks = TaskStore(paths.tasks, fsync=fsync)
+        self.tasks = TaskStore(paths.tasks, fsync=fsync, durability=self.durability)
         # every real model call is counted per day and session (agent/usage.py), saved in batches
         self.usage = UsageLedger(UsageStore(self.db), flush_seconds=settings.state.usage_flush_seconds)
         model = provider or make_provider(settings, on_breaker=lambda kind, fields: self.events.emit(kind, **fields))
