@@ -10,11 +10,12 @@ checkpoint (projected again, no model call, no tool run) + the snapshot (task, w
 from __future__ import annotations
 
 import logging
+import os
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, Sequence
 
 from config.schema import CheckpointSettings
 
@@ -250,21 +251,36 @@ class CheckpointService:
         _, raw, length = located
         return raw[:length], branches.records(raw[length:])
 
-    def _rewind_log(self, cp: Checkpoint, *, rerun: set[str] | frozenset[str], effects: int) -> str | None:
-        """The live log becomes the prefix; the later history is kept beside it as an abandoned branch."""
+    def _rewind_log(self, cp: Checkpoint, *, rerun: set[str] | frozenset[str], effects: int, tape: bool = True,
+                    how: str = "restore", fields: dict[str, Any] | None = None,
+                    after: Sequence[dict[str, Any]] = ()) -> str | None:
+        """The live log becomes the prefix; the later history is kept beside it as an abandoned branch.
+        `after` records follow the branch event in the same write. The live name never goes missing:
+        the old history gets its second name (a hard link) before the new log replaces the live one,
+        so a crash leaves the old log or the new one, and a repeated rewind reuses that second name."""
         prefix, future = self._prefix(cp)
-        tape = "tp_" + uuid.uuid4().hex[:12]
-        self.tapes.write(tape, future)
+        tape_id = None
+        if tape:
+            tape_id = "tp_" + uuid.uuid4().hex[:12]
+            self.tapes.write(tape_id, future)
         live = self.sessions.folder / session_file_name(cp.session)
         self.sessions.forget(cp.session)
         self.tapes.forget(cp.session)
         aside = None
         if live.exists():
-            aside = branches.aside_name(live)
-            live.rename(aside)
-        event = branches.record_line(cp.seq + 1, "event", name="branch", how="restore", checkpoint=cp.id, tape=tape,
-                                     rerun=sorted(rerun), abandoned=aside.name if aside else None, irreversible=effects)
-        atomic_write_bytes(live, prefix + event, fsync=self.fsync)
+            aside = next((p for p in branches.log_files(self.sessions.folder, cp.session)[1:] if p.samefile(live)), None)
+            if aside is None:
+                aside = branches.aside_name(live)
+                try:
+                    os.link(live, aside)
+                except OSError:  # a file system without hard links: a rename (a crash here loses the live name)
+                    live.rename(aside)
+        lines = [branches.record_line(cp.seq + 1, "event", name="branch", how=how, checkpoint=cp.id, tape=tape_id,
+                                      rerun=sorted(rerun), abandoned=aside.name if aside else None,
+                                      irreversible=effects, **(fields or {}))]
+        lines += [branches.record_line(cp.seq + 2 + i, str(r["kind"]), **{k: v for k, v in r.items() if k != "kind"})
+                  for i, r in enumerate(after)]
+        atomic_write_bytes(live, prefix + b"".join(lines), fsync=self.fsync)
         self.invalidate(cp.session)
         return aside.name if aside else None
 
@@ -328,20 +344,60 @@ class CheckpointService:
             raise Conflict("I'm still working; send /stop first (or wait), then /undo")
         return self._restore(targets[steps - 1], "both", confirm=confirm)
 
-    def restore_last_good(self, session_key: str) -> bool:
-        """For drift control: restore (conversation and files) the newest checkpoint of the live
-        branch taken at a task step boundary whose step was verified. Irreversible effects are
-        not asked about (they are recorded in the branch event). Call it from the session's own
-        lane (e.g. an after-run hook) or while the session is idle. False: no such checkpoint."""
-        good = next((c for c in self.store.lineage(session_key) if c.kind == "step" and c.verified), None)
-        if good is None:
-            return False
+    # for drift control (agent/drift_restore.py) ----------------------------------------------
+    def last_good(self, session_key: str, task_id: str) -> Checkpoint | None:
+        """The newest checkpoint of the session's live branch at a verified step boundary of the task,
+        whose log prefix and workspace tree can still be read; None: there is none."""
+        for cp in self.store.lineage(session_key):
+            if cp.session != session_key or cp.kind != "step" or not cp.verified or cp.task != task_id:
+                continue
+            try:
+                self.workspace.tree(str(cp.snapshot.get("workspace") or ""))
+                self._prefix(cp)
+            except (StoreError, DomainError):
+                continue
+            return cp
+        return None
+
+    def written_after(self, cp: Checkpoint) -> list[str]:
+        """Workspace paths the session's own file tools wrote after the point: what a drift restore puts
+        back. Other sessions share the workspace; their files are left alone."""
+        root = str(self.workspace.root)
+        paths: list[str] = []
+        for record in self.sessions.get(cp.session).records:
+            if int(record.get("seq", 0)) > cp.seq and record.get("kind") == "tool_intent" \
+                    and record.get("name") in ("write_file", "edit_file"):
+                path = str((record.get("input") or {}).get("path") or "")
+                real = os.path.realpath(os.path.join(root, path)) if path else ""
+                if real.startswith(root + os.sep) and (rel := real[len(root) + 1:]) not in paths:
+                    paths.append(rel)
+        return paths
+
+    def drift_changes(self, cp: Checkpoint, paths: list[str]) -> dict[str, list[str]]:
+        """What putting `paths` back to the point would write and remove (nothing changes)."""
+        return self.workspace.diff(str(cp.snapshot.get("workspace") or ""), only=set(paths)).to_dict()
+
+    def rewind_for_drift(self, cp_id: str, *, paths: list[str], fields: dict[str, Any],
+                         after: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """Go back to `cp_id` for drift control, from the session's own lane, in an order a crash can
+        repeat: the session's files (`paths`), the task, HEAD, then the log — the commit point. Each step
+        leaves the same state when run twice; once the log is replaced, the caller's decision (written
+        after the point) is no longer in the live log. No tape: the recorded future is the drift."""
+        cp = self.get(cp_id)
+        effects = len(self.irreversible_after(cp))
         try:
-            self._restore(good, "both", confirm=True)
-        except (DomainError, OSError) as exc:
-            log.error("restore to last good checkpoint of %s failed: %s", session_key, exc)
-            return False
-        return True
+            files = self.workspace.restore(str(cp.snapshot.get("workspace") or ""), only=set(paths)).to_dict()
+        except StoreError as exc:
+            raise Conflict(f"{exc}; the checkpoint's files cannot be put back") from None
+        self._rewind_tasks(cp)
+        self.store.set_head(cp.session, cp.id)
+        abandoned = self._rewind_log(cp, rerun=set(), effects=effects, tape=False, how="drift", fields=fields,
+                                     after=after)
+        self._tracks.pop(cp.session, None)
+        self.events.emit("checkpoint_restored", session=cp.session, id=cp.id, mode="both", irreversible=effects,
+                         by="drift")
+        log.info("session %s went back to checkpoint %s (drift control)", cp.session, cp.id)
+        return {"checkpoint": cp.summary(), "files": files, "abandoned": abandoned}
 
     # retention -----------------------------------------------------------------------------
     def needed(self) -> set[str]:
