@@ -85,10 +85,22 @@ class Rig:
     def main_calls(self) -> list[dict[str, Any]]:
         return [b for b in self.fake.requests if not is_side(b, REFLECT) and not is_side(b, CHECK)]
 
+    def all_records(self, key: str = "s") -> list[dict[str, Any]]:
+        """The live log and any branch a restore abandoned, each record once (copies a restore carried
+        over are left out), in time order."""
+        live = self.session(key).path
+        seen: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for path in [live, *live.parent.glob(live.name.removesuffix(".jsonl") + ".*.abandoned")]:
+            for line in path.read_text().splitlines():
+                r = json.loads(line)
+                if not r.get("carried"):
+                    seen.setdefault((r["seq"], r["ts"], r["kind"]), r)
+        return sorted(seen.values(), key=lambda r: (r["ts"], r["seq"]))
+
     def tokens(self) -> int:
         """Tokens spent (input + output) as the fake reports them, over every call."""
         total = 0
-        for r in self.session().records:
+        for r in self.all_records():
             if r.get("kind") == "assistant" and r.get("usage"):
                 total += int(r["usage"].get("input_tokens", 0)) + int(r["usage"].get("output_tokens", 0))
             if r.get("kind") == "event" and r.get("tokens"):
