@@ -205,6 +205,30 @@ def test_last_good_and_the_drift_rewind(tmp_path: Path) -> None:
     assert rig.service.store.head("s") == good.id
 
 
+def test_each_checkpoint_counts_the_files_changed_since_the_one_before(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    rig.user("s", "do it")
+    task = rig.plan("s", 2)
+    rig.step("s", task, 1)
+    rig.step("s", task, 2)
+    first = rig.service.store.all("s")
+    turn = [c for c in first if c.kind == "turn"][0]
+    assert turn.summary()["filesChanged"] is None  # the first of its lineage: nothing to compare with
+    steps = rig.steps_of("s")
+    assert steps[1].summary()["filesChanged"] == 1 and steps[1].snapshot["changed"] == ["f1.txt"]
+    assert steps[2].snapshot["changed"] == ["f2.txt"]
+    assert rig.service.show(steps[2].id)["changedFiles"] == ["f2.txt"]
+    # a restarted service reads the previous tree once from the head checkpoint
+    again = CheckpointService(folder=tmp_path / "state/checkpoints", workspace=rig.workspace, sessions=rig.sessions,
+                              tasks=rig.tasks, events=rig.events, settings=CheckpointSettings(), version="test",
+                              busy=lambda key: False, invalidate=lambda key: None, fsync=False)
+    rig.sessions.observers = [again.tapes.on_append, again.on_append]
+    (rig.workspace / "f1.txt").unlink()
+    rig.user("s", "next")
+    [newest] = [c for c in again.store.all("s") if c.description.endswith("next")]
+    assert newest.snapshot["changed"] == ["f1.txt"]
+
+
 def test_a_rewind_repeated_after_a_crash_reuses_the_abandoned_name(tmp_path: Path) -> None:
     """A crash after the old log got its second name and before the new log replaced it: doing it
     again keeps one abandoned branch, and the live log never went missing."""

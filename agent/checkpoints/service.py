@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 Mode = Literal["conversation", "files", "both"]
 MODES: tuple[str, ...] = ("conversation", "files", "both")
 # Effects a restore cannot take back: they left the daemon (or ran outside the workspace).
+MAX_CHANGED_LISTED = 100  # paths kept per checkpoint (the count is always exact)
 IRREVERSIBLE = {"message": "message sent", "exec": "command run", "web_fetch": "web request", "cron": "cron change"}
 
 
@@ -47,6 +48,7 @@ class _Track:
     since: int = 0
     intents: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
     step: tuple[str | None, int | None] | None = None  # a step was completed in the running tool batch
+    tree: tuple[str, dict[str, list[object]]] | None = None  # the previous checkpoint's workspace tree (id, files)
 
 
 class CheckpointService:
@@ -118,12 +120,16 @@ class CheckpointService:
             done = task.steps[step - 1]
             verified = done.status == "done" and bool(done.verification.strip())
             description = description or f"step {step}/{len(task.steps)} done: {_clip(done.text, 60)}"
+        tree = self.workspace.snapshot()
+        changed = self._changed_files(track, tree)
         snapshot: dict[str, Any] = {
             "task": task.to_dict() if task else None,
             "drift": {"task_turns": task.turns if task else 0, "task_resumes": task.resume_attempts if task else 0},
             "seeds": {},  # nothing random decides a run; ids are fresh per branch on purpose
-            "workspace": self.workspace.snapshot(),
+            "workspace": tree,
             "messages": session.message_count,
+            "changed": changed[:MAX_CHANGED_LISTED] if changed is not None else None,
+            "changedCount": len(changed) if changed is not None else None,
         }
         for name, source in self.snapshot_sources.items():
             try:
@@ -141,6 +147,25 @@ class CheckpointService:
         if self._created % 50 == 0:
             self.prune()
         return cp
+
+    def _changed_files(self, track: _Track, tree: str) -> list[str] | None:
+        """Workspace paths that differ from the branch's previous checkpoint (None: there is none, or
+        its tree cannot be read). The previous tree is kept per session, so this costs no I/O per step."""
+        now = self.workspace.tree(tree)  # the snapshot just taken: in memory
+        before = track.tree
+        if before is None and track.head:
+            try:
+                parent = self.store.get(track.head)
+                sha = str(parent.snapshot.get("workspace") or "") if parent else ""
+                before = (sha, self.workspace.tree(sha)) if sha else None
+            except (CheckpointRefused, StoreError):
+                before = None
+        track.tree = (tree, now)
+        if before is None:
+            return None
+        if before[0] == tree:
+            return []
+        return sorted(p for p in set(now) | set(before[1]) if now.get(p) != before[1].get(p))
 
     def _task_of(self, key: str) -> Task | None:
         current = self.tasks.current(key)
@@ -183,6 +208,7 @@ class CheckpointService:
         except StoreError as exc:
             files, file_count = {"error": str(exc)}, 0  # type: ignore[dict-item]
         return {"checkpoint": cp.summary(), "task": cp.snapshot.get("task"), "drift": cp.snapshot.get("drift"),
+                "changedFiles": cp.snapshot.get("changed"),
                 "history": history, "logFound": located is not None, "workspaceFiles": file_count,
                 "restoreWouldChange": files, "irreversible": self.irreversible_after(cp)}
 
