@@ -189,7 +189,9 @@ class CheckpointService:
             elif task is None or item.task == task:
                 found.append(item)
         found.sort(key=lambda c: (c.time, c.seq), reverse=True)
-        return {"checkpoints": [c.summary() for c in found[:limit]], "problems": problems}
+        # with a session: its HEAD, so a client can tell the live branch from abandoned ones (follow `parent`)
+        head = self.store.head(session) if session else None
+        return {"checkpoints": [c.summary() for c in found[:limit]], "problems": problems, "head": head}
 
     def show(self, cp_id: str) -> dict[str, Any]:
         """What the agent knew and did at that point, and what a restore would change."""
@@ -311,14 +313,21 @@ class CheckpointService:
         return aside.name if aside else None
 
     def _rewind_tasks(self, cp: Checkpoint) -> None:
-        """The task's plan goes back with the conversation; tasks begun after the point are abandoned."""
+        """The task's plan goes back with the conversation; tasks begun after the point are abandoned.
+        Each changed task is announced (`task` event), as any plan change is."""
+        changed: list[Task] = []
         saved = cp.snapshot.get("task")
         if saved:
-            self.tasks.save(Task.from_dict(saved))
+            changed.append(Task.from_dict(saved))
+            self.tasks.save(changed[-1])
         for task in self.tasks.active(cp.session):
             if (not saved or task.id != saved["id"]) and task.created_at > cp.time:
                 task.status, task.result = "cancelled", f"abandoned: the conversation went back to checkpoint {cp.id}"
                 self.tasks.save(task)
+                changed.append(task)
+        for task in changed:
+            self.events.emit("task", session=task.session_key, id=task.id, status=task.status,
+                             line=task.status_line(), action="restored")
 
     def fork(self, cp_id: str, session: str | None = None) -> dict[str, Any]:
         """A new session branched from the checkpoint; the original is not touched."""
