@@ -155,3 +155,23 @@ async def test_a_crash_between_the_decision_and_the_log_commit_restores_once(tmp
     assert continuation.id == decision["continuation"] and continuation.metadata["owner"] is True
     assert "files removed: scratch.txt" in continuation.text
     assert rig.bus.publish_inbound(continuation) is False  # its id is fixed: publishing again is a no-op
+
+
+async def test_a_restore_that_cannot_be_done_says_so_and_the_work_goes_on(tmp_path: Path, fake_model) -> None:
+    rig = build(tmp_path, fake_model, settings(), checkpoints=True)
+    assert rig.checkpoints is not None and rig.drift_restore is not None
+    hook = rig.loop.after_run.pop()
+    script_drift(fake_model)
+    await rig.send("write the three files")
+    decision = [r for r in rig.session().records if r.get("drift_restore")][-1]["drift_restore"]
+    next((tmp_path / "checkpoints/sessions/s").glob(f"{decision['checkpoint']}.json")).unlink()  # gone meanwhile
+    rig.loop.after_run.append(hook)
+    fake_model.enqueue(text("Trying another way."))
+    assert rig.drift_restore.recover() == ["s"]
+    [failed] = rig.log_events("drift_restore_failed")
+    assert "no checkpoint" in failed["error"] and branch_events(rig) == []
+    assert (rig.workspace.root / "scratch.txt").exists()  # nothing was undone
+    await rig.send("anything new?")  # runs the queued continuation first, then this message
+    told = [b for b in rig.main_calls() if "but the restore failed" in texts(b)]
+    assert told and "Nothing was undone" in texts(told[0])
+    assert [e["restored"] for e in rig.events if e["type"] == "drift" and e["action"] == "restore"] == [False]
