@@ -7,7 +7,8 @@ agent/drift.py. Then, in this order:
    (a) a reflection turn — a separate, structured model call that sees the goal, the plan, the
        recent calls and the signal, and answers {on_track, assessment, next_action}; its answer
        is put in front of the working model as a runtime note;
-   (b) restore to the last good checkpoint, when a `CheckpointRestorer` is wired in;
+   (b) go back to the last good checkpoint, when a `CheckpointRestorer` is wired in: the run ends with
+       a short report, and the restore and a continuation follow after it (agent/drift_restore.py);
    (c) a context reset: goal, verified progress, learned constraints and failure patterns are
        saved into the task and the model's view restarts from them (the old turns stay on disk);
    and a signal that persists past the last rung stops the run with the report;
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Literal, Protocol
 
 from pydantic import BaseModel, Field
@@ -49,11 +51,20 @@ REFLECT_SYSTEM = (
 )
 
 
-class CheckpointRestorer(Protocol):
-    """Restores a session (its log and task state) in place to its last good checkpoint.
-    Returns False when there is none; drift control then goes on to a context reset."""
+@dataclass
+class RestoreDecision:
+    checkpoint: str
+    report: str  # the run's final answer: what was wrong and where the work goes back to
 
-    def restore_last_good(self, session_key: str) -> bool: ...
+
+class CheckpointRestorer(Protocol):
+    """Rung (b). The log cannot be swapped under the running loop, so `decide` only chooses the last
+    good checkpoint of the task and records the decision in the session log; the run then ends with
+    the report, and the restore happens after it, in the session's lane. None: there is no good
+    checkpoint; drift control goes on to a context reset in the same turn."""
+
+    def decide(self, session: Session, msg: InboundMessage, task: Task | None, *, signal: Signal, turn: int,
+               avoid: list[str]) -> RestoreDecision | None: ...
 
 
 class AsyncRelevance(Protocol):
@@ -142,13 +153,13 @@ class DriftControl:
             level += 1
             if rung == "restore":
                 assert self.restorer is not None
-                ok = self.restorer.restore_last_good(session.key)
-                self._correction(session, msg, turn, rung, sig, restored=ok)
-                if ok:
-                    self.context.invalidate(session.key)
-                    self.context.compactor.forget(session)
-                    return None
-                continue  # nothing to restore: the next rung, now
+                decision = self.restorer.decide(session, msg, task, signal=sig, turn=turn,
+                                                avoid=summarise_failures(whole.actions, whole.errors, limit=3))
+                if decision is None:
+                    self._correction(session, msg, turn, rung, sig, restored=False)
+                    continue  # nothing to go back to: the next rung, now
+                self._correction(session, msg, turn, rung, sig, checkpoint=decision.checkpoint)
+                return decision.report  # the run ends here; the restore follows after it
             self._correction(session, msg, turn, rung, sig)
             if rung == "reflect":
                 await self._reflect(session, msg, task, recent, goal, sig, turn)

@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from config.schema import Settings  # noqa: E402
 from tests.drift_support import CHECK, REFLECT, Rig, build, check, reflection  # noqa: E402
-from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use  # noqa: E402
+from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use, tool_uses  # noqa: E402
 
 
 def plan(goal: str, *steps: str) -> Reply:
@@ -44,6 +44,12 @@ class Scenario:
     drift: dict[str, Any] = field(default_factory=dict)
     setup: Callable[[Path], None] | None = None
     expect: str = "drift"  # drift | check | none (a control run: nothing should be caught)
+    checkpoints: bool = False  # wire checkpoints, so the ladder's restore rung has a verified step to go back to
+
+
+def step(i: int, name: str) -> Reply:
+    return tool_uses(("write_file", {"path": name, "content": f"part {i}"}),
+                     ("task", {"action": "complete", "step": i, "verification": f"read back {name}"}))
 
 
 def big_files(root: Path) -> None:
@@ -81,6 +87,15 @@ SCENARIOS = [
              [tool_use("read_file", {"path": f"log{i}.txt"}) for i in range(40)],
              reflect=[reflection(True, "reading logs", "go on")] * 6, drift={"max_history_tokens": 20_000},
              setup=big_files),
+    Scenario("loop after a verified step", "loop: re-reads a missing file after step 1 (checkpoints on)",
+             "write a.txt, b.txt and c.txt",
+             [plan("Write a.txt, b.txt and c.txt", "write a.txt", "write b.txt", "write c.txt"), step(1, "a.txt"),
+              tool_use("write_file", {"path": "scratch.txt", "content": "off track"})]
+             + [tool_use("read_file", {"path": "missing.txt"})] * 6
+             + [step(2, "b.txt"), step(3, "c.txt"), task("finish", status="completed", result="three files"),
+                text("All three files are written.")],
+             reflect=[reflection(False, "missing.txt does not exist", "write b.txt")],
+             checks=[check(True, verification="steps verified")], checkpoints=True),
     Scenario("task 'done' early", "early done: result never read back", "write report.txt with the total",
              [plan("Write report.txt with the total", "write report.txt"), task("start", step=1),
               tool_use("write_file", {"path": "report.txt", "content": "total: 42"}),
@@ -136,7 +151,7 @@ def settings(on: bool, drift: dict[str, Any]) -> Settings:
 async def run(fake: FakeAnthropic, sc: Scenario, on: bool) -> Result:
     fake.reset()
     with tempfile.TemporaryDirectory() as tmp:
-        rig: Rig = build(Path(tmp), fake, settings(on, sc.drift))
+        rig: Rig = build(Path(tmp), fake, settings(on, sc.drift), checkpoints=sc.checkpoints)
         if sc.setup:
             sc.setup(rig.workspace.root)
         fake.enqueue(*sc.main)
@@ -145,12 +160,16 @@ async def run(fake: FakeAnthropic, sc: Scenario, on: bool) -> Result:
         if sc.checks:
             fake.enqueue_for(CHECK, *sc.checks)
         [reply] = await rig.send(sc.message, timeout=300)
-        return Result(*_caught(rig), calls=len(fake.requests), tokens=rig.tokens(), outcome=_outcome(reply.text, rig))
+        went_back = reply.text.startswith("I was going in circles")
+        if went_back:  # the restore rung: the continuation's answer is the outcome
+            reply = [o for o in rig.replies() if (o.in_reply_to or "").startswith("drift:")][-1]
+        outcome = ("went back to the last verified step, then " if went_back else "") + _outcome(reply.text, rig)
+        return Result(*_caught(rig), calls=len(fake.requests), tokens=rig.tokens(), outcome=outcome)
 
 
 def _caught(rig: Rig) -> tuple[str, str]:
     turns = 0
-    for r in rig.session().records:
+    for r in rig.all_records():
         if r.get("kind") == "assistant" and not r.get("drift_reset"):
             turns += 1
         if r.get("kind") != "event":

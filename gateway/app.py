@@ -30,6 +30,7 @@ from agent.consolidation import Consolidator
 from agent.context import ContextBuilder
 from agent.control import SessionControl, TaskControl
 from agent.drift_control import CheckpointRestorer, DriftControl
+from agent.drift_restore import DriftRestore
 from agent.embeddings import EmbeddingRelevance
 from agent.events import EventHub
 from agent.loop import AgentLoop
@@ -158,13 +159,18 @@ class App:
         drift = settings.drift
         self.embedder = EmbeddingRelevance(drift.embedding_url, drift.embedding_model,
                                            min_similarity=drift.embedding_min_similarity) if drift.embedding_url else None
+        # rung (b), back to the last good checkpoint: decided in the turn, carried out after the run (in its lane)
+        self.drift_restore = DriftRestore(self.checkpoints, self.sessions, self.bus, self.events,
+                                          paths.checkpoints / "drift", fsync=fsync) if settings.checkpoints.enabled else None
         self.loop.after_turn.append(DriftControl(drift, provider=self.provider, model=agent.model, tasks=self.tasks,
-                                                 context=context, events=self.events, restorer=restorer,
-                                                 embedder=self.embedder))
+                                                 context=context, events=self.events,
+                                                 restorer=restorer or self.drift_restore, embedder=self.embedder))
         self.loop.before_final.append(CompletenessCheck(settings.reflection, provider=self.provider, model=agent.model,
                                                         tasks=self.tasks, tools=tools.definitions, events=self.events))
         self.loop.after_run.append(Consolidator(provider=self.provider, context=context, memory=Memory(workspace.root),
                                                 settings=agent, events=self.events))
+        if self.drift_restore is not None:  # after consolidation, which still works on the run's session
+            self.loop.after_run.append(self.drift_restore.after_run)
 
         # triggers: producers on the bus
         session_control = SessionControl(self.loop, self.sessions, context)
@@ -269,6 +275,8 @@ class App:
         inbound, outbound = self.bus.replay_pending()
         if inbound or outbound:
             log.info("recovered %d unanswered message(s) and %d undelivered repl(ies) from before the restart", inbound, outbound)
+        if self.drift_restore is not None and (settled := self.drift_restore.recover()):  # before tasks resume
+            log.info("finished %d drift restore(s) interrupted by the restart: %s", len(settled), ", ".join(settled))
         resumed = resume_tasks(self.tasks, self.sessions, self.bus, max_resumes=self.settings.agent.max_task_resumes)
         if resumed:
             log.info("resuming %d interrupted task(s): %s", len(resumed), ", ".join(resumed))

@@ -22,7 +22,9 @@ from .web import StaticSite, page_origins, page_url
 
 log = logging.getLogger(__name__)
 EVENTS = ["chat", "agent", "approval", "task", "heartbeat", "cron", "drift", "reflection", "reflection_plan",
-          "reflection_exec", "tick"]
+          "reflection_exec", "checkpoint", "tick"]
+# checkpoint service events -> the `checkpoint` event's action (docs/checkpoints.md)
+CHECKPOINT_ACTIONS = {"checkpoint": "created", "checkpoint_restored": "restored", "checkpoint_forked": "forked"}
 AGENT_STREAMS = {"tool_start", "tool_end", "turn_end", "run_end", "replay"}  # replay: docs/checkpoints.md
 CONNECT_TIMEOUT = 10.0
 
@@ -160,6 +162,9 @@ class GatewayServer:
         elif kind in ("task", "heartbeat", "cron", "drift", "reflection", "reflection_plan", "reflection_exec",
                       "breaker_open", "breaker_close"):  # breaker_*: no session, so every client hears it
             self.broadcast(kind, {k: v for k, v in event.items() if k != "type"}, session)
+        elif kind in CHECKPOINT_ACTIONS:
+            payload = {k: v for k, v in event.items() if k != "type"}
+            self.broadcast("checkpoint", {**payload, "action": CHECKPOINT_ACTIONS[kind]}, session)
 
     async def _ticker(self) -> None:
         while True:

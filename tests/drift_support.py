@@ -16,7 +16,9 @@ from agent.approvals import ApprovalBroker
 from agent.bus import InboundMessage, OutboundMessage, SqliteBus
 from agent.completeness import CompletenessCheck
 from agent.context import ContextBuilder
+from agent.checkpoints import CheckpointService
 from agent.drift_control import CheckpointRestorer, DriftControl
+from agent.drift_restore import DriftRestore
 from agent.events import Event, EventHub
 from agent.loop import AgentLoop
 from agent.providers.anthropic import AnthropicProvider
@@ -55,14 +57,21 @@ class Rig:
     workspace: WorkspaceGuard
     fake: FakeAnthropic
     events: list[Event] = field(default_factory=list)
+    checkpoints: CheckpointService | None = None
+    drift_restore: DriftRestore | None = None
 
-    async def send(self, text_: str, session: str = "s", timeout: float = 60.0) -> list[OutboundMessage]:
+    async def send(self, text_: str, session: str = "s", timeout: float = 60.0, owner: bool = True) -> list[OutboundMessage]:
+        """Run one message (and any continuation it queued on the bus); its replies."""
         msg = InboundMessage(channel="gateway", chat_id=session, sender_id="u", session_key=session, text=text_,
-                             metadata={"owner": True})
+                             metadata={"owner": owner})
         self.bus.publish_inbound(msg)
-        self.loop.lanes.submit(msg.session_key, await self.bus.next_inbound())
-        await asyncio.wait_for(self.loop.lanes.join(), timeout)
+        while self.bus.inbound_depth:
+            self.loop.lanes.submit(session, await self.bus.next_inbound())
+            await asyncio.wait_for(self.loop.lanes.join(), timeout)
         return [o for o in self.bus.undelivered() if o.in_reply_to == msg.id]
+
+    def replies(self) -> list[OutboundMessage]:
+        return list(self.bus.undelivered())
 
     def session(self, key: str = "s") -> Session:
         return self.loop.sessions.get(key)
@@ -76,10 +85,22 @@ class Rig:
     def main_calls(self) -> list[dict[str, Any]]:
         return [b for b in self.fake.requests if not is_side(b, REFLECT) and not is_side(b, CHECK)]
 
+    def all_records(self, key: str = "s") -> list[dict[str, Any]]:
+        """The live log and any branch a restore abandoned, each record once (copies a restore carried
+        over are left out), in time order."""
+        live = self.session(key).path
+        seen: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for path in [live, *live.parent.glob(live.name.removesuffix(".jsonl") + ".*.abandoned")]:
+            for line in path.read_text().splitlines():
+                r = json.loads(line)
+                if not r.get("carried"):
+                    seen.setdefault((r["seq"], r["ts"], r["kind"]), r)
+        return sorted(seen.values(), key=lambda r: (r["ts"], r["seq"]))
+
     def tokens(self) -> int:
         """Tokens spent (input + output) as the fake reports them, over every call."""
         total = 0
-        for r in self.session().records:
+        for r in self.all_records():
             if r.get("kind") == "assistant" and r.get("usage"):
                 total += int(r["usage"].get("input_tokens", 0)) + int(r["usage"].get("output_tokens", 0))
             if r.get("kind") == "event" and r.get("tokens"):
@@ -88,7 +109,8 @@ class Rig:
 
 
 def build(tmp_path: Path, fake: FakeAnthropic, settings: Settings | None = None,
-          restorer: CheckpointRestorer | None = None) -> Rig:
+          restorer: CheckpointRestorer | None = None, checkpoints: bool = False) -> Rig:
+    """checkpoints=True: a real CheckpointService and drift control's restore rung, wired as in gateway/app.py."""
     settings = settings or Settings()
     settings.tools.approval_mode = "allow"
     ws = WorkspaceGuard(tmp_path / "ws")
@@ -98,12 +120,21 @@ def build(tmp_path: Path, fake: FakeAnthropic, settings: Settings | None = None,
     tools = ToolRegistry(default_tools(settings, tasks=tasks), events=hub, approvals=ApprovalBroker(hub, mode="allow"))
     provider = AnthropicProvider(AnthropicSettings(api_key="k", base_url=fake.base_url, max_retries=0), stream=False)
     context = ContextBuilder(ws.root, tools=tools.definitions, model="claude-test", max_tokens=1024)
-    loop = AgentLoop(bus=bus, sessions=SessionManager(tmp_path / "sessions", fsync=False), provider=provider,
+    sessions = SessionManager(tmp_path / "sessions", fsync=False)
+    loop = AgentLoop(bus=bus, sessions=sessions, provider=provider,
                      tools=tools, context=context, events=hub, settings=settings.agent, workspace=ws)
+    service = going_back = None
+    if checkpoints:
+        service = CheckpointService(folder=tmp_path / "checkpoints", workspace=ws.root, sessions=sessions, tasks=tasks,
+                                    events=hub, settings=settings.checkpoints, version="test", busy=loop.busy,
+                                    invalidate=context.invalidate, fsync=False)
+        sessions.observers += [service.tapes.on_append, service.on_append]
+        restorer = going_back = DriftRestore(service, sessions, bus, hub, tmp_path / "checkpoints/drift", fsync=False)
+        loop.after_run.append(going_back.after_run)
     loop.after_turn.append(DriftControl(settings.drift, provider=provider, model="claude-test", tasks=tasks,
                                         context=context, events=hub, restorer=restorer))
     loop.before_final.append(CompletenessCheck(settings.reflection, provider=provider, model="claude-test",
                                                tasks=tasks, tools=tools.definitions, events=hub))
-    rig = Rig(loop=loop, bus=bus, tasks=tasks, workspace=ws, fake=fake)
+    rig = Rig(loop=loop, bus=bus, tasks=tasks, workspace=ws, fake=fake, checkpoints=service, drift_restore=going_back)
     hub.subscribe(rig.events.append)
     return rig

@@ -179,19 +179,73 @@ def test_undo_goes_back_n_steps_and_asks_before_irreversible_effects(tmp_path: P
     assert "Usage" in (router.handle("undo", "s", "two") or "")
 
 
-def test_restore_last_good_for_drift_control(tmp_path: Path) -> None:
+def test_last_good_and_the_drift_rewind(tmp_path: Path) -> None:
     rig = Rig(tmp_path)
     rig.user("s", "do it")
-    assert rig.service.restore_last_good("s") is False  # no verified step yet
     task = rig.plan("s", 3)
+    assert rig.service.last_good("s", task.id) is None  # no verified step yet
     rig.step("s", task, 1)
     rig.step("s", task, 2)
     rig.call("s", "write_file", {"path": "drift.txt", "content": "off track"}, "created",
              effect=lambda: (rig.workspace / "drift.txt").write_text("off track"))
-    assert rig.service.restore_last_good("s") is True
-    assert not (rig.workspace / "drift.txt").exists() and (rig.workspace / "f2.txt").exists()
-    last = rig.sessions.get("s").records[-1]
-    assert last["name"] == "branch" and last["checkpoint"] == rig.steps_of("s")[2].id
+    (rig.workspace / "other.txt").write_text("another session's file")  # not this session's write
+    good = rig.service.last_good("s", task.id)
+    assert good is not None and good.id == rig.steps_of("s")[2].id
+    assert rig.service.last_good("s", "t_other") is None
+    paths = rig.service.written_after(good)
+    assert paths == ["drift.txt"] and rig.service.drift_changes(good, paths) == {"written": [], "removed": ["drift.txt"]}
+    carried = {"kind": "event", "name": "drift_correction", "step": "reflect", "carried": True}
+    result = rig.service.rewind_for_drift(good.id, paths=paths, fields={"drift": {"why": "loop"}}, after=[carried])
+    assert result["files"] == {"written": [], "removed": ["drift.txt"]}
+    assert not (rig.workspace / "drift.txt").exists() and (rig.workspace / "other.txt").exists()
+    records = rig.sessions.get("s").records
+    assert records[-2]["name"] == "branch" and records[-2]["how"] == "drift" and records[-2]["tape"] is None
+    assert records[-2]["drift"] == {"why": "loop"} and records[-1]["step"] == "reflect"
+    assert [r["seq"] for r in records[-2:]] == [good.seq + 1, good.seq + 2]
+    assert rig.service.store.head("s") == good.id
+
+
+def test_each_checkpoint_counts_the_files_changed_since_the_one_before(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    rig.user("s", "do it")
+    task = rig.plan("s", 2)
+    rig.step("s", task, 1)
+    rig.step("s", task, 2)
+    first = rig.service.store.all("s")
+    turn = [c for c in first if c.kind == "turn"][0]
+    assert turn.summary()["filesChanged"] is None  # the first of its lineage: nothing to compare with
+    steps = rig.steps_of("s")
+    assert steps[1].summary()["filesChanged"] == 1 and steps[1].snapshot["changed"] == ["f1.txt"]
+    assert steps[2].snapshot["changed"] == ["f2.txt"]
+    assert rig.service.show(steps[2].id)["changedFiles"] == ["f2.txt"]
+    # a restarted service reads the previous tree once from the head checkpoint
+    again = CheckpointService(folder=tmp_path / "state/checkpoints", workspace=rig.workspace, sessions=rig.sessions,
+                              tasks=rig.tasks, events=rig.events, settings=CheckpointSettings(), version="test",
+                              busy=lambda key: False, invalidate=lambda key: None, fsync=False)
+    rig.sessions.observers = [again.tapes.on_append, again.on_append]
+    (rig.workspace / "f1.txt").unlink()
+    rig.user("s", "next")
+    [newest] = [c for c in again.store.all("s") if c.description.endswith("next")]
+    assert newest.snapshot["changed"] == ["f1.txt"]
+
+
+def test_a_rewind_repeated_after_a_crash_reuses_the_abandoned_name(tmp_path: Path) -> None:
+    """A crash after the old log got its second name and before the new log replaced it: doing it
+    again keeps one abandoned branch, and the live log never went missing."""
+    rig = Rig(tmp_path)
+    rig.user("s", "do it")
+    task = rig.plan("s", 2)
+    rig.step("s", task, 1)
+    good = rig.steps_of("s")[1]
+    live = tmp_path / "state/sessions/s.jsonl"
+    before = live.read_bytes()
+    import os
+    from agent.checkpoints import branches
+    os.link(live, branches.aside_name(live))  # the first half of a rewind, then "the crash"
+    rig.sessions.forget("s")
+    rig.service.rewind_for_drift(good.id, paths=[], fields={}, after=[])
+    aside = list((tmp_path / "state/sessions").glob("s.*.abandoned"))
+    assert len(aside) == 1 and aside[0].read_bytes() == before and live.read_bytes() != before
 
 
 def test_a_reset_session_starts_a_new_lineage(tmp_path: Path) -> None:

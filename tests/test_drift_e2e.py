@@ -49,7 +49,10 @@ async def test_a_looping_run_is_stopped_and_the_client_sees_why(daemon_factory, 
     async with daemon.client(subscribe=["loop"]) as client:
         assert {"drift", "reflection", "reflection_plan", "reflection_exec"} <= set(client.hello["events"])
         final, frames = await _run(client, "read nope.txt", "loop")
-    actions = [f["payload"]["action"] for f in frames if f["event"] == "drift" and f["payload"]["action"] != "signal"]
-    assert actions == ["correction", "reflection", "correction", "reset", "stop"]
+    drift = [f["payload"] for f in frames if f["event"] == "drift" and f["payload"]["action"] != "signal"]
+    assert [d["action"] for d in drift] == ["correction", "reflection", "correction", "correction", "reset", "stop"]
+    # no task, so no verified step to go back to: the restore rung falls through to the reset in the same turn
+    assert [(d["step"], d.get("restored")) for d in drift if d["action"] == "correction"] == \
+        [("reflect", None), ("restore", False), ("reset", None)]
     assert final["text"].startswith("I stopped working on this because drift persisted")
     assert len(fake_model.requests) == 10  # 9 turns and one reflection, instead of 40 turns

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from config.schema import Settings
+from agent.drift_control import RestoreDecision
 from tests.drift_support import CHECK, REFLECT, build, check, reflection
 from tests.fakes.anthropic_api import text, tool_use
 
@@ -28,13 +29,15 @@ def last_user_text(body: dict) -> str:
 
 
 class FakeRestorer:
+    """Rung (b) as drift control sees it: a decision (or none); tests/test_drift_restore.py has the real one."""
+
     def __init__(self, result: bool) -> None:
         self.result = result
         self.calls: list[str] = []
 
-    def restore_last_good(self, session_key: str) -> bool:
-        self.calls.append(session_key)
-        return self.result
+    def decide(self, session, msg, task, *, signal, turn, avoid) -> RestoreDecision | None:
+        self.calls.append(session.key)
+        return RestoreDecision("cp_1", f"going back ({signal.name})") if self.result else None
 
 
 async def test_a_repeated_call_gets_a_reflection_then_a_reset_then_a_stop_with_a_report(tmp_path: Path, fake_model):
@@ -108,15 +111,15 @@ async def test_reflection_every_n_turns_comes_at_those_turns(tmp_path: Path, fak
     assert reply.text == "read them all"
 
 
-async def test_restore_is_tried_between_reflection_and_reset(tmp_path: Path, fake_model):
+async def test_restore_is_tried_between_reflection_and_reset_and_ends_the_run(tmp_path: Path, fake_model):
     restorer = FakeRestorer(True)
     rig = build(tmp_path, fake_model, settings(), restorer=restorer)
     fake_model.enqueue(*[MISSING] * 12)
     fake_model.enqueue_for(REFLECT, reflection(False))
-    await rig.send("read missing.txt", session="r")
-    steps = [(e["step"], e.get("restored")) for e in rig.log_events("drift_correction", "r")]
-    assert steps == [("reflect", None), ("restore", True), ("reset", None)]
-    assert restorer.calls == ["r"]
+    [reply] = await rig.send("read missing.txt", session="r")
+    steps = [(e["step"], e.get("checkpoint")) for e in rig.log_events("drift_correction", "r")]
+    assert steps == [("reflect", None), ("restore", "cp_1")]
+    assert restorer.calls == ["r"] and reply.text == "going back (loop)" and len(rig.main_calls()) == 6
 
 
 async def test_without_a_checkpoint_the_reset_follows_in_the_same_turn(tmp_path: Path, fake_model):

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from tests.fakes.anthropic_api import text, tool_use
+from tests.fakes.anthropic_api import text, tool_use, tool_uses
 from tests.harness import ALLOW_PYTHON, ROOT, TOKEN, DaemonProcess
 from tests.scripted_job import ScriptedJob
 
@@ -272,3 +272,116 @@ def test_the_page_reconnects_after_a_daemon_restart(browser, daemon, fake_model)
     assert page.evaluate("sessionStorage.getItem('clawgate.token')") is None
     log_in(page, "a-new-token-0123456789")
     expect(page.locator("body")).to_have_attribute("data-ready", "true")
+
+
+def _notes_task(fake_model) -> None:
+    """Three steps, each writing a new version of out/notes.txt (and its own file); a message is
+    sent during step 2, which a restore to step 1 cannot take back."""
+    fake_model.enqueue(tool_use("task", {"action": "plan", "goal": "write three versions of the notes",
+                                         "steps": [f"write version {i}" for i in (1, 2, 3)]}))
+    for i in (1, 2, 3):
+        calls = [("write_file", {"path": "out/notes.txt", "content": f"version {i}"}),
+                 ("write_file", {"path": f"out/step{i}.txt", "content": f"step {i}"}),
+                 ("task", {"action": "complete", "step": i, "verification": f"read back version {i}"})]
+        if i == 2:
+            calls.insert(0, ("message", {"text": "halfway there"}))
+        fake_model.enqueue(tool_uses(*calls))
+    fake_model.enqueue(tool_use("task", {"action": "finish", "status": "completed", "result": "three versions"}),
+                       text("Three versions written."))
+
+
+def _wait_idle(daemon: DaemonProcess, session: str) -> None:
+    """Right after an answer the session may still run its after-run bookkeeping (a restore is refused then)."""
+    def idle() -> bool:
+        out = daemon.cli("status", "--json")
+        return out.returncode == 0 and session not in json.loads(out.stdout).get("activeSessions", [])
+    wait_for(idle, f"session {session} to be idle")
+
+
+def test_checkpoint_timeline_restore_and_fork(browser, daemon, fake_model):
+    _notes_task(fake_model)
+    page = logged_in(browser, daemon)
+    page.fill("#session-key", "notes")
+    page.click("#open-session button")
+    expect(page.locator("#checkpoints-session")).to_have_text("notes")
+    expect(page.locator("#checkpoints")).to_contain_text("No checkpoints in this session yet.")
+    hostile = '<img src=x onerror="window.__pwned=1"> write the notes'
+    page.fill("#chat-input", hostile)
+    page.click("#chat-send")
+    expect(page.locator("#messages .msg.assistant[data-state=final]")).to_have_text("Three versions written.")
+
+    # the timeline, newest first: three verified steps, each with the files it changed
+    steps = page.locator("#checkpoints .checkpoint[data-kind=step]")
+    expect(steps).to_have_count(3)
+    assert [steps.nth(i).get_attribute("data-step") for i in range(3)] == ["3", "2", "1"]
+    assert [steps.nth(i).get_attribute("data-verified") for i in range(3)] == ["true"] * 3
+    expect(steps.nth(0).locator(".files")).to_have_text(" · 2 files")
+    expect(steps.nth(0).locator(".label")).to_contain_text("step 3/3 done")
+    turn = page.locator("#checkpoints .checkpoint[data-kind=turn]").first
+    expect(turn.locator(".label")).to_contain_text('<img src=x onerror="window.__pwned=1">')  # text, not markup
+    assert page.evaluate("window.__pwned") is None
+
+    # details of step 1, then Restore: the method reports the message sent since, the dialog lists it
+    step1 = page.locator("#checkpoints .checkpoint[data-kind=step][data-step='1']")
+    step1.locator(".cp-row").click()
+    details = step1.locator(".cp-details")
+    expect(details.locator(".would-change")).to_have_text("files: 1 written back, 2 removed")
+    expect(details.locator(".task-step[data-status=done]")).to_have_count(1)
+    expect(details.locator(".irreversible-note")).to_contain_text("1 effect(s)")
+    screenshot(page, "checkpoints-details")
+    _wait_idle(daemon, "notes")
+    details.locator("button.restore").click()
+    dialog = page.locator("#restore-dialog")
+    expect(dialog).to_be_visible()
+    expect(dialog.locator(".target")).to_contain_text("step 1/3 done")
+    expect(dialog.locator("input[value=both]")).to_be_checked()
+    expect(dialog.locator(".would-change")).to_have_text("files: 1 written back, 2 removed")
+    dialog.locator("input[value=conversation]").check()
+    expect(dialog.locator(".would-change")).to_have_text("files: left as they are")
+    dialog.locator("input[value=both]").check()
+    dialog.locator(".do-restore").click()
+    expect(dialog.locator(".irreversible li")).to_have_count(1)
+    expect(dialog.locator(".irreversible li")).to_contain_text("message sent: text=halfway there")
+    expect(dialog.locator(".do-restore")).to_have_text("Restore anyway")
+    ws = daemon.workspace
+    assert (ws / "out/notes.txt").read_text() == "version 3"  # nothing changed before the second yes
+    screenshot(page, "checkpoints-restore-dialog")
+    dialog.locator(".do-restore").click()
+    expect(dialog).to_be_hidden()
+    expect(page.locator("#checkpoints-status")).to_contain_text("Restored both to step 1/3 done")
+    expect(page.locator("#checkpoints-status")).to_contain_text("1 written back, 2 removed")
+    assert (ws / "out/notes.txt").read_text() == "version 1"
+    assert (ws / "out/step1.txt").exists() and not (ws / "out/step2.txt").exists()
+    # the timeline now shows steps 2 and 3 on the abandoned branch; the chat lost the later answer
+    expect(page.locator("#checkpoints .checkpoint[data-kind=step][data-branch=abandoned]")).to_have_count(2)
+    expect(step1).to_have_attribute("data-branch", "live")
+    expect(page.locator("#messages")).not_to_contain_text("Three versions written.")
+    task = page.locator("#tasks .task").first  # the plan went back too (a task event)
+    expect(task).to_have_attribute("data-status", "in_progress")
+    expect(task.locator(".progress")).to_have_text("1/3")
+    screenshot(page, "checkpoints-restored")
+
+    # Fork from step 1: a new session, and the page switches to it
+    step1.locator(".cp-row").click()
+    step1.locator("button.fork").click()
+    expect(page.locator("#chat-session")).to_contain_text("notes~")
+    forked = page.locator("#chat-session").inner_text()
+    expect(page.locator("#checkpoints-session")).to_have_text(forked)
+    expect(page.locator("#checkpoints-status")).to_contain_text(f"Forked {forked} from step 1/3 done")
+    expect(page.locator("#sessions").get_by_role("button", name=forked, exact=True)).to_be_visible()
+    expect(page.locator("#messages .msg.user").first).to_contain_text("write the notes")
+    assert (daemon.home / "state/sessions" / f"{forked}.jsonl").exists()
+    screenshot(page, "checkpoints-forked")
+
+    # an error from a method is one line in the page: a checkpoint removed while the page shows it
+    page.locator("#sessions").get_by_role("button", name="notes", exact=True).click()
+    expect(page.locator("#checkpoints-session")).to_have_text("notes")
+    step2 = page.locator("#checkpoints .checkpoint[data-kind=step][data-step='2']")
+    step2.locator(".cp-row").click()
+    expect(step2.locator("button.fork")).to_be_visible()
+    gone = step2.get_attribute("data-id")
+    (daemon.home / "state/checkpoints/sessions/notes" / f"{gone}.json").unlink()
+    step2.locator("button.fork").click()
+    expect(page.locator("#error")).to_have_text(f"no checkpoint {gone!r}; `clawgate checkpoints list` shows the ids")
+    assert "\n" not in page.locator("#error").inner_text()
+    assert not page.errors, page.errors  # type: ignore[attr-defined]

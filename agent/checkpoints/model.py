@@ -41,7 +41,8 @@ class Checkpoint:
         """As lists show it (camelCase like every gateway payload; the snapshot left out)."""
         return {"id": self.id, "parent": self.parent, "session": self.session, "task": self.task, "step": self.step,
                 "verified": self.verified, "turn": self.turn, "seq": self.seq, "time": self.time, "kind": self.kind,
-                "description": self.description, "version": self.version, "schema": self.schema}
+                "description": self.description, "version": self.version, "schema": self.schema,
+                "filesChanged": self.snapshot.get("changedCount")}
 
 
 class CheckpointRefused(Conflict):

@@ -10,11 +10,12 @@ checkpoint (projected again, no model call, no tool run) + the snapshot (task, w
 from __future__ import annotations
 
 import logging
+import os
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, Sequence
 
 from config.schema import CheckpointSettings
 
@@ -36,6 +37,7 @@ PRUNE_EVERY = 50  # checkpoints of a session between two prunes of it
 Mode = Literal["conversation", "files", "both"]
 MODES: tuple[str, ...] = ("conversation", "files", "both")
 # Effects a restore cannot take back: they left the daemon (or ran outside the workspace).
+MAX_CHANGED_LISTED = 100  # paths kept per checkpoint (the count is always exact)
 IRREVERSIBLE = {"message": "message sent", "exec": "command run", "web_fetch": "web request", "cron": "cron change"}
 
 
@@ -49,6 +51,7 @@ class _Track:
     created: int = 0  # checkpoints taken since this session was last pruned
     intents: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
     step: tuple[str | None, int | None] | None = None  # a step was completed in the running tool batch
+    tree: tuple[str, dict[str, list[object]]] | None = None  # the previous checkpoint's workspace tree (id, files)
 
 
 class CheckpointService:
@@ -119,12 +122,16 @@ class CheckpointService:
             done = task.steps[step - 1]
             verified = done.status == "done" and bool(done.verification.strip())
             description = description or f"step {step}/{len(task.steps)} done: {_clip(done.text, 60)}"
+        tree = self.workspace.snapshot()
+        changed = self._changed_files(track, tree)
         snapshot: dict[str, Any] = {
             "task": task.to_dict() if task else None,
             "drift": {"task_turns": task.turns if task else 0, "task_resumes": task.resume_attempts if task else 0},
             "seeds": {},  # nothing random decides a run; ids are fresh per branch on purpose
-            "workspace": self.workspace.snapshot(),
+            "workspace": tree,
             "messages": session.message_count,
+            "changed": changed[:MAX_CHANGED_LISTED] if changed is not None else None,
+            "changedCount": len(changed) if changed is not None else None,
         }
         for name, source in self.snapshot_sources.items():
             try:
@@ -143,6 +150,25 @@ class CheckpointService:
             track.created = 0
             self.prune(session.key)
         return cp
+
+    def _changed_files(self, track: _Track, tree: str) -> list[str] | None:
+        """Workspace paths that differ from the branch's previous checkpoint (None: there is none, or
+        its tree cannot be read). The previous tree is kept per session, so this costs no I/O per step."""
+        now = self.workspace.tree(tree)  # the snapshot just taken: in memory
+        before = track.tree
+        if before is None and track.head:
+            try:
+                parent = self.store.get(track.head)
+                sha = str(parent.snapshot.get("workspace") or "") if parent else ""
+                before = (sha, self.workspace.tree(sha)) if sha else None
+            except (CheckpointRefused, StoreError):
+                before = None
+        track.tree = (tree, now)
+        if before is None:
+            return None
+        if before[0] == tree:
+            return []
+        return sorted(p for p in set(now) | set(before[1]) if now.get(p) != before[1].get(p))
 
     def _task_of(self, key: str) -> Task | None:
         current = self.tasks.current(key)
@@ -166,7 +192,9 @@ class CheckpointService:
             elif task is None or item.task == task:
                 found.append(item)
         found.sort(key=lambda c: (c.time, c.seq), reverse=True)
-        return {"checkpoints": [c.summary() for c in found[:limit]], "problems": problems}
+        # with a session: its HEAD, so a client can tell the live branch from abandoned ones (follow `parent`)
+        head = self.store.head(session) if session else None
+        return {"checkpoints": [c.summary() for c in found[:limit]], "problems": problems, "head": head}
 
     def show(self, cp_id: str) -> dict[str, Any]:
         """What the agent knew and did at that point, and what a restore would change."""
@@ -185,6 +213,7 @@ class CheckpointService:
         except StoreError as exc:
             files, file_count = {"error": str(exc)}, 0  # type: ignore[dict-item]
         return {"checkpoint": cp.summary(), "task": cp.snapshot.get("task"), "drift": cp.snapshot.get("drift"),
+                "changedFiles": cp.snapshot.get("changed"),
                 "history": history, "logFound": located is not None, "workspaceFiles": file_count,
                 "restoreWouldChange": files, "irreversible": self.irreversible_after(cp)}
 
@@ -253,33 +282,55 @@ class CheckpointService:
         _, raw, length = located
         return raw[:length], branches.records(raw[length:])
 
-    def _rewind_log(self, cp: Checkpoint, *, rerun: set[str] | frozenset[str], effects: int) -> str | None:
-        """The live log becomes the prefix; the later history is kept beside it as an abandoned branch."""
+    def _rewind_log(self, cp: Checkpoint, *, rerun: set[str] | frozenset[str], effects: int, tape: bool = True,
+                    how: str = "restore", fields: dict[str, Any] | None = None,
+                    after: Sequence[dict[str, Any]] = ()) -> str | None:
+        """The live log becomes the prefix; the later history is kept beside it as an abandoned branch.
+        `after` records follow the branch event in the same write. The live name never goes missing:
+        the old history gets its second name (a hard link) before the new log replaces the live one,
+        so a crash leaves the old log or the new one, and a repeated rewind reuses that second name."""
         prefix, future = self._prefix(cp)
-        tape = "tp_" + uuid.uuid4().hex[:12]
-        self.tapes.write(tape, future)
+        tape_id = None
+        if tape:
+            tape_id = "tp_" + uuid.uuid4().hex[:12]
+            self.tapes.write(tape_id, future)
         live = self.sessions.folder / session_file_name(cp.session)
         self.sessions.forget(cp.session)
         self.tapes.forget(cp.session)
         aside = None
         if live.exists():
-            aside = branches.aside_name(live)
-            live.rename(aside)
-        event = branches.record_line(cp.seq + 1, "event", name="branch", how="restore", checkpoint=cp.id, tape=tape,
-                                     rerun=sorted(rerun), abandoned=aside.name if aside else None, irreversible=effects)
-        atomic_write_bytes(live, prefix + event, fsync=self.fsync)
+            aside = next((p for p in branches.log_files(self.sessions.folder, cp.session)[1:] if p.samefile(live)), None)
+            if aside is None:
+                aside = branches.aside_name(live)
+                try:
+                    os.link(live, aside)
+                except OSError:  # a file system without hard links: a rename (a crash here loses the live name)
+                    live.rename(aside)
+        lines = [branches.record_line(cp.seq + 1, "event", name="branch", how=how, checkpoint=cp.id, tape=tape_id,
+                                      rerun=sorted(rerun), abandoned=aside.name if aside else None,
+                                      irreversible=effects, **(fields or {}))]
+        lines += [branches.record_line(cp.seq + 2 + i, str(r["kind"]), **{k: v for k, v in r.items() if k != "kind"})
+                  for i, r in enumerate(after)]
+        atomic_write_bytes(live, prefix + b"".join(lines), fsync=self.fsync)
         self.invalidate(cp.session)
         return aside.name if aside else None
 
     def _rewind_tasks(self, cp: Checkpoint) -> None:
-        """The task's plan goes back with the conversation; tasks begun after the point are abandoned."""
+        """The task's plan goes back with the conversation; tasks begun after the point are abandoned.
+        Each changed task is announced (`task` event), as any plan change is."""
+        changed: list[Task] = []
         saved = cp.snapshot.get("task")
         if saved:
-            self.tasks.save(Task.from_dict(saved))
+            changed.append(Task.from_dict(saved))
+            self.tasks.save(changed[-1])
         for task in self.tasks.active(cp.session):
             if (not saved or task.id != saved["id"]) and task.created_at > cp.time:
                 task.status, task.result = "cancelled", f"abandoned: the conversation went back to checkpoint {cp.id}"
                 self.tasks.save(task)
+                changed.append(task)
+        for task in changed:
+            self.events.emit("task", session=task.session_key, id=task.id, status=task.status,
+                             line=task.status_line(), action="restored")
 
     def fork(self, cp_id: str, session: str | None = None) -> dict[str, Any]:
         """A new session branched from the checkpoint; the original is not touched."""
@@ -331,20 +382,60 @@ class CheckpointService:
             raise Conflict("I'm still working; send /stop first (or wait), then /undo")
         return self._restore(targets[steps - 1], "both", confirm=confirm)
 
-    def restore_last_good(self, session_key: str) -> bool:
-        """For drift control: restore (conversation and files) the newest checkpoint of the live
-        branch taken at a task step boundary whose step was verified. Irreversible effects are
-        not asked about (they are recorded in the branch event). Call it from the session's own
-        lane (e.g. an after-run hook) or while the session is idle. False: no such checkpoint."""
-        good = next((c for c in self.store.lineage(session_key) if c.kind == "step" and c.verified), None)
-        if good is None:
-            return False
+    # for drift control (agent/drift_restore.py) ----------------------------------------------
+    def last_good(self, session_key: str, task_id: str) -> Checkpoint | None:
+        """The newest checkpoint of the session's live branch at a verified step boundary of the task,
+        whose log prefix and workspace tree can still be read; None: there is none."""
+        for cp in self.store.lineage(session_key):
+            if cp.session != session_key or cp.kind != "step" or not cp.verified or cp.task != task_id:
+                continue
+            try:
+                self.workspace.tree(str(cp.snapshot.get("workspace") or ""))
+                self._prefix(cp)
+            except (StoreError, DomainError):
+                continue
+            return cp
+        return None
+
+    def written_after(self, cp: Checkpoint) -> list[str]:
+        """Workspace paths the session's own file tools wrote after the point: what a drift restore puts
+        back. Other sessions share the workspace; their files are left alone."""
+        root = str(self.workspace.root)
+        paths: list[str] = []
+        for record in self.sessions.get(cp.session).records:
+            if int(record.get("seq", 0)) > cp.seq and record.get("kind") == "tool_intent" \
+                    and record.get("name") in ("write_file", "edit_file"):
+                path = str((record.get("input") or {}).get("path") or "")
+                real = os.path.realpath(os.path.join(root, path)) if path else ""
+                if real.startswith(root + os.sep) and (rel := real[len(root) + 1:]) not in paths:
+                    paths.append(rel)
+        return paths
+
+    def drift_changes(self, cp: Checkpoint, paths: list[str]) -> dict[str, list[str]]:
+        """What putting `paths` back to the point would write and remove (nothing changes)."""
+        return self.workspace.diff(str(cp.snapshot.get("workspace") or ""), only=set(paths)).to_dict()
+
+    def rewind_for_drift(self, cp_id: str, *, paths: list[str], fields: dict[str, Any],
+                         after: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """Go back to `cp_id` for drift control, from the session's own lane, in an order a crash can
+        repeat: the session's files (`paths`), the task, HEAD, then the log — the commit point. Each step
+        leaves the same state when run twice; once the log is replaced, the caller's decision (written
+        after the point) is no longer in the live log. No tape: the recorded future is the drift."""
+        cp = self.get(cp_id)
+        effects = len(self.irreversible_after(cp))
         try:
-            self._restore(good, "both", confirm=True)
-        except (DomainError, OSError) as exc:
-            log.error("restore to last good checkpoint of %s failed: %s", session_key, exc)
-            return False
-        return True
+            files = self.workspace.restore(str(cp.snapshot.get("workspace") or ""), only=set(paths)).to_dict()
+        except StoreError as exc:
+            raise Conflict(f"{exc}; the checkpoint's files cannot be put back") from None
+        self._rewind_tasks(cp)
+        self.store.set_head(cp.session, cp.id)
+        abandoned = self._rewind_log(cp, rerun=set(), effects=effects, tape=False, how="drift", fields=fields,
+                                     after=after)
+        self._tracks.pop(cp.session, None)
+        self.events.emit("checkpoint_restored", session=cp.session, id=cp.id, mode="both", irreversible=effects,
+                         by="drift")
+        log.info("session %s went back to checkpoint %s (drift control)", cp.session, cp.id)
+        return {"checkpoint": cp.summary(), "files": files, "abandoned": abandoned}
 
     # retention -----------------------------------------------------------------------------
     def needed(self) -> set[str]:

@@ -170,18 +170,22 @@ class WorkspaceStore:
         return data
 
     # restore -------------------------------------------------------------------------------
-    def diff(self, sha: str) -> Changes:
+    def diff(self, sha: str, *, only: set[str] | None = None) -> Changes:
         """What a restore to tree `sha` would change, without changing anything."""
-        return self._apply(sha, dry_run=True)
+        return self._apply(sha, dry_run=True, only=only)
 
-    def restore(self, sha: str) -> Changes:
-        """Make the workspace equal to tree `sha` (large skipped files are left alone)."""
-        return self._apply(sha, dry_run=False)
+    def restore(self, sha: str, *, only: set[str] | None = None) -> Changes:
+        """Make the workspace equal to tree `sha` (large skipped files are left alone); with `only`,
+        just those relative paths (written back, or removed when the tree has none)."""
+        return self._apply(sha, dry_run=False, only=only)
 
-    def _apply(self, sha: str, *, dry_run: bool) -> Changes:
-        target = self.tree(sha)
+    def _apply(self, sha: str, *, dry_run: bool, only: set[str] | None = None) -> Changes:
+        whole = target = self.tree(sha)
         changes = Changes()
         current = {rel: (st, full) for rel, st, full in self._walk()}
+        if only is not None:
+            target = {rel: entry for rel, entry in target.items() if rel in only}
+            current = {rel: found for rel, found in current.items() if rel in only}
         for rel, entry in target.items():  # every blob to write back must be there before anything changes
             have = current.get(rel)
             if entry[0] == "link" or (have and stat.S_ISREG(have[0].st_mode)
@@ -220,7 +224,7 @@ class WorkspaceStore:
                 os.makedirs(os.path.dirname(full) or ".", exist_ok=True)
                 atomic_write_bytes(Path(full), self.blob(str(entry[0])), fsync=False, mode=int(entry[1]))  # type: ignore[call-overload]
         if not dry_run:
-            self._prune_empty_dirs(changes.removed, target)
+            self._prune_empty_dirs(changes.removed, whole)
         return changes
 
     def _prune_empty_dirs(self, removed: list[str], target: Tree) -> None:

@@ -4,6 +4,7 @@
 import { Gateway } from "./gateway.js";
 import { ChatView } from "./chat.js";
 import { ApprovalsPanel, CronPanel, SessionsPanel, StatusPanel, TasksPanel } from "./panels.js";
+import { CheckpointsPanel } from "./checkpoints.js";
 
 const TOKEN_KEY = "clawgate.token";
 const NOTICE_KEY = "clawgate.notice"; // why the last session ended, shown at the login
@@ -39,11 +40,16 @@ async function start(token) {
   const main = $("#app");
   const options = { onError: showError };
   const chat = new ChatView(gateway, main, options);
+  // Opening a session shows its chat and its checkpoint timeline; a fork or a restore opens one too.
+  const open = (key) => Promise.all([chat.open(key), checkpoints.select(key), sessions.refresh()]);
+  const sessions = new SessionsPanel(gateway, main, { ...options, onOpen: (key) => open(key) });
+  const checkpoints = new CheckpointsPanel(gateway, main, { ...options, onOpen: (key) => open(key) });
   const panels = [
     new ApprovalsPanel(gateway, main, options),
     new TasksPanel(gateway, main, options),
     new CronPanel(gateway, main, options),
-    new SessionsPanel(gateway, main, { ...options, onOpen: (key) => chat.open(key) }),
+    sessions,
+    checkpoints,
     new StatusPanel(gateway, main, options),
   ];
   const refreshAll = () => Promise.all([chat.open(chat.session), ...panels.map((panel) => panel.refresh())]);
@@ -72,7 +78,7 @@ async function start(token) {
   $("#open-session").onsubmit = (event) => {
     event.preventDefault();
     const key = $("#session-key").value.trim();
-    if (key) chat.open(key);
+    if (key) open(key);
   };
   await chat.open("main");
   await Promise.all(panels.map((panel) => panel.refresh()));

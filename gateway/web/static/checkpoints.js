@@ -1,0 +1,228 @@
+// The checkpoint timeline of the session open in the chat (docs/checkpoints.md): newest first,
+// a detail view per checkpoint (checkpoints.show), Restore with a confirmation dialog, and Fork.
+// Everything shown comes from the checkpoints.* methods; a restore that reports effects it cannot
+// undo changes nothing until the dialog is confirmed again ("Restore anyway").
+
+import { el, clear, when } from "./dom.js";
+
+const MODES = [
+  ["both", "Conversation and files", "the chat and the task go back, and the workspace's files become what they were"],
+  ["conversation", "Conversation only", "the chat and the task go back; the files stay as they are now"],
+  ["files", "Files only", "the workspace's files become what they were; the chat stays as it is"],
+];
+
+function label(cp) {
+  if (cp.kind === "step") return cp.description || `step ${cp.step}`;
+  return cp.description || cp.kind;
+}
+
+function filesLine(files) {
+  if (!files || files.error) return files?.error || "";
+  const parts = [];
+  if (files.written?.length) parts.push(`${files.written.length} written back`);
+  if (files.removed?.length) parts.push(`${files.removed.length} removed`);
+  return parts.length ? `files: ${parts.join(", ")}` : "no files to change";
+}
+
+// The live branch: HEAD and its parents. Checkpoints off it belong to a branch a restore abandoned.
+function liveBranch(checkpoints, head) {
+  const byId = new Map(checkpoints.map((cp) => [cp.id, cp]));
+  const live = new Set();
+  for (let id = head; id && byId.has(id) && !live.has(id); id = byId.get(id).parent) live.add(id);
+  return live;
+}
+
+export class CheckpointsPanel {
+  constructor(gateway, root, { onError, onOpen }) {
+    this.gateway = gateway;
+    this.list = root.querySelector("#checkpoints");
+    this.title = root.querySelector("#checkpoints-session");
+    this.status = root.querySelector("#checkpoints-status");
+    this.dialog = new RestoreDialog(gateway, document.querySelector("#restore-dialog"), {
+      onError, onRestored: (result) => this.restored(result),
+    });
+    this.onError = onError;
+    this.onOpen = onOpen;
+    this.session = "main";
+    this.opened = null; // the checkpoint whose details are shown
+    this.live = new Set();
+    let timer = null;
+    gateway.on("checkpoint", (p) => {
+      if (p.session !== this.session) return;
+      clearTimeout(timer);
+      timer = setTimeout(() => this.refresh(), 200);
+    });
+  }
+
+  async select(session) {
+    if (session !== this.session) {
+      this.opened = null;
+      this.status.textContent = "";
+    }
+    this.session = session;
+    this.title.textContent = session;
+    await this.refresh();
+  }
+
+  async refresh() {
+    const session = this.session;
+    try {
+      const { checkpoints, problems, head } = await this.gateway.request("checkpoints.list", { session, limit: 100 });
+      if (session !== this.session) return; // another session was opened meanwhile
+      this.live = liveBranch(checkpoints, head);
+      clear(this.list,
+        problems?.length ? el("p", { class: "problems", text: problems[0] }) : null,
+        checkpoints.length ? el("ol", { class: "timeline" }, checkpoints.map((cp) => this.item(cp)))
+          : el("p", { class: "empty", text: "No checkpoints in this session yet." }));
+      if (this.opened && checkpoints.some((cp) => cp.id === this.opened)) await this.details(this.opened);
+    } catch (error) {
+      this.onError(error);
+    }
+  }
+
+  item(cp) {
+    const abandoned = !this.live.has(cp.id);
+    const files = cp.filesChanged === null || cp.filesChanged === undefined ? "" : `${cp.filesChanged} file${cp.filesChanged === 1 ? "" : "s"}`;
+    return el("li", {
+      class: `checkpoint ${cp.kind}${cp.id === this.opened ? " open" : ""}${abandoned ? " abandoned" : ""}`,
+      dataset: { id: cp.id, kind: cp.kind, step: cp.step ?? "", verified: String(Boolean(cp.verified)),
+        branch: abandoned ? "abandoned" : "live" },
+      title: abandoned ? "on an abandoned branch: the session went back to an earlier point" : null,
+    },
+      el("button", { type: "button", class: "cp-row", onclick: () => this.toggle(cp.id) },
+        el("span", { class: "when", text: when(cp.time) }), " ",
+        el("span", { class: `kind ${cp.kind}`, text: cp.kind }), " ",
+        el("span", { class: "label", text: label(cp) }),
+        cp.verified ? el("span", { class: "verified", title: "the step was completed with a verification", text: " ✓ verified" }) : null,
+        files ? el("span", { class: "files", text: ` · ${files}` }) : null,
+        abandoned ? el("span", { class: "branch", text: " · abandoned" }) : null),
+      el("div", { class: "cp-details" }));
+  }
+
+  async toggle(id) {
+    this.opened = this.opened === id ? null : id;
+    for (const node of this.list.querySelectorAll(".checkpoint")) {
+      node.classList.toggle("open", node.dataset.id === this.opened);
+      if (node.dataset.id !== this.opened) clear(node.querySelector(".cp-details"));
+    }
+    if (this.opened) await this.details(id);
+  }
+
+  async details(id) {
+    const node = this.list.querySelector(`.checkpoint[data-id="${CSS.escape(id)}"] .cp-details`);
+    if (!node) return;
+    try {
+      const shown = await this.gateway.request("checkpoints.show", { id });
+      clear(node, this.detailView(shown));
+    } catch (error) {
+      clear(node, el("p", { class: "cp-error", text: error.message }));
+      this.onError(error);
+    }
+  }
+
+  detailView(shown) {
+    const cp = shown.checkpoint;
+    const task = shown.task;
+    const wouldChange = shown.restoreWouldChange || {};
+    const history = (shown.history || []).filter((h) => h.text).slice(-4);
+    return [
+      el("dl", { class: "cp-facts" },
+        el("dt", { text: "id" }), el("dd", { text: cp.id }),
+        el("dt", { text: "when" }), el("dd", { text: new Date(cp.time * 1000).toLocaleString() }),
+        el("dt", { text: "kind" }), el("dd", { text: cp.kind + (cp.step ? ` (step ${cp.step})` : "") + (cp.verified ? ", verified" : "") }),
+        el("dt", { text: "workspace" }), el("dd", { text: `${shown.workspaceFiles} files` }),
+        shown.changedFiles?.length ? [el("dt", { text: "changed" }), el("dd", { class: "changed", text: shown.changedFiles.join(", ") })] : null,
+        el("dt", { text: "restore" }), el("dd", { class: "would-change", text: filesLine(wouldChange) })),
+      task ? el("ol", { class: "task-steps" }, task.steps.map((s) =>
+        el("li", { class: `task-step ${s.status}`, dataset: { status: s.status } },
+          el("span", { class: "mark", text: { done: "✓", skipped: "–", failed: "✗", in_progress: "▸" }[s.status] || "○" }), " ", s.text))) : null,
+      history.length ? el("ul", { class: "cp-history" }, history.map((h) =>
+        el("li", { class: h.role }, el("span", { class: "role", text: `${h.role}: ` }), (h.text || "").slice(0, 160)))) : null,
+      shown.irreversible?.length ? el("p", { class: "irreversible-note",
+        text: `${shown.irreversible.length} effect(s) after this point cannot be undone.` }) : null,
+      el("div", { class: "actions" },
+        el("button", { type: "button", class: "restore", text: "Restore…", onclick: () => this.dialog.open(shown) }),
+        el("button", { type: "button", class: "fork secondary", text: "Fork", onclick: () => this.fork(cp) })),
+    ];
+  }
+
+  async fork(cp) {
+    try {
+      const result = await this.gateway.request("checkpoints.fork", { id: cp.id });
+      await this.onOpen(result.session); // the page switches to the new session
+      this.status.textContent = `Forked ${result.session} from ${label(cp)} of ${cp.session}.`;
+    } catch (error) {
+      this.onError(error);
+    }
+  }
+
+  async restored(result) {
+    const cp = result.checkpoint;
+    const files = result.files ? ` · ${filesLine(result.files)}` : "";
+    this.opened = null;
+    await this.onOpen(this.session); // the chat and this timeline read again
+    this.status.textContent = `Restored ${result.mode} to ${label(cp)}${files}.`;
+  }
+}
+
+class RestoreDialog {
+  constructor(gateway, node, { onError, onRestored }) {
+    this.gateway = gateway;
+    this.node = node;
+    this.onError = onError;
+    this.onRestored = onRestored;
+    this.shown = null;
+    this.confirm = false;
+    node.querySelector(".cancel").addEventListener("click", () => node.close());
+    node.querySelector(".do-restore").addEventListener("click", () => this.restore());
+    clear(node.querySelector(".modes"), MODES.map(([value, name, what], i) =>
+      el("label", { class: "mode" },
+        el("input", { type: "radio", name: "restore-mode", value, checked: i === 0,
+          onchange: () => this.reset() }), ` ${name}`, el("span", { class: "what", text: ` — ${what}` }))));
+  }
+
+  open(shown) {
+    this.shown = shown;
+    this.node.querySelector(".target").textContent = label(shown.checkpoint);
+    for (const input of this.node.querySelectorAll("input[name=restore-mode]")) input.checked = input.value === "both";
+    this.reset();
+    this.node.showModal();
+  }
+
+  reset() {
+    this.confirm = false;
+    this.node.querySelector(".irreversible").hidden = true;
+    this.node.querySelector(".do-restore").textContent = "Restore";
+    this.node.querySelector(".would-change").textContent = this.mode() === "conversation"
+      ? "files: left as they are" : filesLine(this.shown?.restoreWouldChange);
+  }
+
+  mode() {
+    return this.node.querySelector("input[name=restore-mode]:checked")?.value || "both";
+  }
+
+  async restore() {
+    const button = this.node.querySelector(".do-restore");
+    button.disabled = true;
+    try {
+      const result = await this.gateway.request("checkpoints.restore",
+        { id: this.shown.checkpoint.id, mode: this.mode(), confirm: this.confirm });
+      if (!result.restored) { // effects after the point cannot be undone: list them, ask again
+        this.confirm = true;
+        const box = this.node.querySelector(".irreversible");
+        clear(box.querySelector("ul"), result.irreversible.map((e) =>
+          el("li", {}, el("span", { class: "what", text: e.what }), e.summary ? `: ${e.summary}` : "",
+            e.time ? el("span", { class: "when", text: ` (${when(e.time)})` }) : null)));
+        box.hidden = false;
+        button.textContent = "Restore anyway";
+        return;
+      }
+      this.node.close();
+      await this.onRestored(result);
+    } catch (error) {
+      this.onError(error);
+    } finally {
+      button.disabled = false;
+    }
+  }
+}
