@@ -118,8 +118,8 @@ def main() -> None:
             cpu_per_msg = (sum(proc.cpu_times()[:2]) - cpu_before) / 1000 * 1000
             cpu_share = (sum(proc.cpu_times()[:2]) - cpu_before) / (time.perf_counter() - wall_before)
             sent = 1010 + 1000
-            while sent < args.messages:
-                batch = min(2000, args.messages - sent)
+            while args.messages - sent >= 100:  # whole rounds of one message per session
+                batch = min(2000, args.messages - sent) // 100 * 100
                 asyncio.run(throughput(daemon.url, 100, batch // 100))
                 sent += batch
             loaded = rss_mb(pid)
