@@ -25,8 +25,9 @@ Why the two numbers are comparable:
 - everything else as each ships: default config except the model endpoint, ports and token (for
   clawgate this puts back drift control and the completeness check that the test harness turns off;
   a one-call reply gives neither a reason to call the model), each logging at its default level
-  (info); each sends its own full system prompt and tool set (nanobot about 7.8k tokens and 23
-  tools, clawgate about 11k tokens), as it would to a real model;
+  (info); each makes exactly one model request per message (checked by counting the fake's
+  requests) and sends its own full system prompt and tool set, as it would to a real model (at
+  the 10th message of a session: nanobot 33 KB with 23 tools, clawgate 17 KB with 14 tools);
 - nanobot's tiktoken encoding is put in its cache first (bench/nanobot_side.py says why): without
   it, this offline machine would make nanobot retry a download every turn, which it never does
   where there is internet.
