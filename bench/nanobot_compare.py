@@ -72,7 +72,10 @@ async def clawgate_session(client: GatewayClient, session: str, texts: list[str]
     out = []
     for text in texts:
         started = time.perf_counter()
-        payload = await client.chat(text, session=session)
+        try:
+            payload = await asyncio.wait_for(client.chat(text, session=session), 120)
+        except asyncio.TimeoutError:
+            raise RuntimeError(f"clawgate did not answer {text!r} within 120 s") from None
         out.append((time.perf_counter() - started) * 1000)
         if payload.get("state") != "final" or text not in (payload.get("text") or ""):
             raise RuntimeError(f"clawgate turn for {text!r} failed: {payload}")

@@ -192,7 +192,10 @@ async def nanobot_session(url: str, texts: list[str]) -> list[Turn]:
             await ws.send(text)
             reply, reply_at, parts = "", 0.0, []
             while True:
-                frame = json.loads(await asyncio.wait_for(ws.recv(), 120))
+                try:
+                    frame = json.loads(await asyncio.wait_for(ws.recv(), 120))
+                except asyncio.TimeoutError:
+                    raise RuntimeError(f"nanobot did not finish the turn for {text!r} within 120 s") from None
                 event = frame.get("event")
                 if event == "delta":
                     parts.append(frame.get("text", ""))
