@@ -23,7 +23,8 @@ from .web import StaticSite, page_origins, page_url
 log = logging.getLogger(__name__)
 EVENTS = ["chat", "agent", "approval", "task", "heartbeat", "cron", "drift", "reflection", "reflection_plan",
           "reflection_exec", "tick"]
-AGENT_STREAMS = {"tool_start", "tool_end", "turn_end", "run_end", "replay"}  # replay: docs/checkpoints.md
+# replay: docs/checkpoints.md; subagent_start / subagent_end: docs/subagents.md
+AGENT_STREAMS = {"tool_start", "tool_end", "turn_end", "run_end", "replay", "subagent_start", "subagent_end"}
 CONNECT_TIMEOUT = 10.0
 
 
