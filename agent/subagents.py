@@ -22,9 +22,9 @@ import asyncio
 import hashlib
 import json
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from config.schema import SubagentSettings
 
@@ -34,7 +34,7 @@ from .events import EventHub
 from .fsio import atomic_write_text
 from .providers.base import ModelResponse, text_of
 from .session import InvalidSessionKey, Record, Session, SessionManager, check_session_key, session_file_name
-from .tools import ToolContext, ToolOutcome, ToolRegistry
+from .tools import Tool, ToolContext, ToolOutcome, ToolRegistry
 from .untrusted import wrap_untrusted
 
 if TYPE_CHECKING:
@@ -93,7 +93,16 @@ def child_key(parent: str, call_id: str) -> str:
 
 
 class ChildRegistry(ToolRegistry):
-    """The parent's tools minus the withheld ones; calling one of those gets a clear refusal."""
+    """The parent's tools minus the withheld ones; calling one of those gets a clear refusal.
+    Approvals a child asks for are shown on the main session, where someone is watching."""
+
+    def __init__(self, tools: list[Tool], *, root_of: Callable[[str], str], **parts: Any) -> None:
+        super().__init__(tools, **parts)
+        self.root_of = root_of
+
+    async def _approve(self, tool: Tool, args: Any, ctx: ToolContext, reason: str) -> tuple[bool, str]:
+        ctx = replace(ctx, session_key=self.root_of(ctx.session_key))
+        return await super()._approve(tool, args, ctx, f"{reason} (asked by a sub-agent)")
 
     async def _execute(self, name: str, raw_args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         if self.get(name) is None and name in WITHHELD:
@@ -246,7 +255,7 @@ class Subagents:
             main = self.parent
             tools = ChildRegistry([t for n in main.tools.names if n not in WITHHELD and (t := main.tools.get(n))],
                                   events=main.tools.events, audit=main.tools.audit, approvals=main.tools.approvals,
-                                  result_cap=main.tools.result_cap)
+                                  result_cap=main.tools.result_cap, root_of=self.root_of)
             if depth < self.settings.max_depth:
                 tools.add(Spawn(self, depth=depth))
             context = ContextBuilder(main.context.workspace, tools=tools.definitions, model=main.context.model,
@@ -258,6 +267,15 @@ class Subagents:
             loop.after_turn.append(self._over_budget)
             self._loops[depth] = loop
         return self._loops[depth]
+
+    def root_of(self, key: str) -> str:
+        """The main session a (possibly nested) child works for, from the children's start records."""
+        for _ in range(self.settings.max_depth + 1):
+            start = _start_record(self.sessions.get(key)) if self.sessions.exists(key) else None
+            if start is None or not start.get("parent"):
+                return key
+            key = str(start["parent"])
+        return key
 
     async def _over_budget(self, session: Session, msg: InboundMessage, response: ModelResponse) -> str | None:
         """After each turn with tools: stop the child, with a summary saying so, once its budget is spent."""
