@@ -34,7 +34,7 @@ from .events import EventHub
 from .fsio import atomic_write_text
 from .providers.base import ModelResponse, text_of
 from .session import InvalidSessionKey, Record, Session, SessionManager, check_session_key, session_file_name
-from .tools import Tool, ToolContext, ToolOutcome, ToolRegistry
+from .tools import Tool, ToolContext, ToolError, ToolOutcome, ToolRegistry
 from .untrusted import wrap_untrusted
 
 if TYPE_CHECKING:
@@ -49,6 +49,7 @@ WITHHELD = {"spawn": "the depth limit (subagents.max_depth) does not let a sub-a
             "task": "sub-agents do not keep task plans; the main agent does", "memory_append": "sub-agents do not write memory",
             "memory_replace": "sub-agents do not write memory", "load_skill": "sub-agents do not load skills"}
 TRIGGER_CHANNELS = ("cron", "heartbeat", "recovery", CHANNEL)
+BACKGROUND_PER_SLOT = 4  # background children that may wait for a slot, per slot (subagents.max_concurrent)
 
 
 @dataclass
@@ -172,6 +173,11 @@ class Subagents:
     def start_background(self, spec: ChildSpec) -> None:
         """List the child as pending (durably), then run it off the parent's lane; it reports on the bus."""
         path = self.pending / f"{spec.key.split('@', 1)[0]}.json"
+        limit = BACKGROUND_PER_SLOT * self.settings.max_concurrent
+        if spec.key not in self._background and not path.exists() and len(self._background) >= limit:
+            # a run talked into spawning without end (a web page's instructions) meets a wall, not a bill
+            raise ToolError(f"{len(self._background)} background sub-agents are already running (the limit is {limit})",
+                            "wait for their reports before starting more, or run this one without background")
         if not path.exists():
             atomic_write_text(path, json.dumps(asdict(spec)), fsync=self.fsync)
         self._launch(spec, path)

@@ -215,3 +215,17 @@ def test_only_turns_of_concurrent_tools_run_concurrently(tmp_path: Path) -> None
     assert not tools.concurrent([spawn])
     assert not tools.concurrent([spawn, {"name": "write_file", "id": "c"}])
     assert not tools.concurrent([spawn, {"name": "no_such_tool", "id": "d"}])
+
+
+async def test_background_children_are_capped(tmp_path: Path) -> None:
+    """A run talked into spawning without end (say, by a web page) is refused past the cap."""
+    world = World(tmp_path, RoutedProvider([], [lambda: asyncio.sleep(3600)] * 10))
+    world.subagents.settings = SubagentSettings(max_concurrent=1)
+    calls = [call("spawn", {"task": f"job {i}", "background": True}, f"b{i}") for i in range(5)]
+    world.provider.scripts["parent"] = [*calls, text("done")]
+    await world.ask("go")
+    results = [m["content"][0]["content"] for m in world.provider.requests["parent"][-1].messages
+               if m["role"] == "user" and m["content"][0].get("type") == "tool_result"]
+    assert [r.startswith("Started sub-agent") for r in results] == [True] * 4 + [False]
+    assert "4 background sub-agents are already running (the limit is 4)" in results[-1]
+    await world.subagents.close()
