@@ -265,3 +265,33 @@ async def test_sigkill_after_a_background_child_finished_reports_once_and_never_
 def _child_key(home: Path, parent: str) -> str:
     records = [json.loads(line) for line in (home / f"state/sessions/{parent}.jsonl").read_text().splitlines()]
     return next(r["child"] for r in records if r.get("name") == "subagent_end")
+
+
+async def test_sigkill_while_a_background_child_runs_resumes_it_after_the_restart(daemon_factory, fake_model):
+    fake_model.responder = Router({
+        REPORT: [text("Your background append is done.")],
+        "PARENT-BGM": [tool_use("spawn", {"task": "CHILD-BGM: append", "background": True}), text("started")],
+        "CHILD-BGM": [tool_use("exec", {"argv": APPEND}), text("lost", delay=30), text("Background append done.")],
+    })
+    daemon = daemon_factory({**NO_STREAM, **ALLOW_PYTHON})
+    async with daemon.client() as client:
+        ack = await client.request("chat.send", {"session": "bgm", "text": "PARENT-BGM"})
+    _wait(lambda: _answered(daemon.home, ack["runId"]), 60, "the parent's first answer")
+    _wait(lambda: len(_requests_for(fake_model, "CHILD-BGM")) >= 2, 60, "the child's second model call")
+    assert len(list((daemon.home / "state/subagents").glob("*.json"))) == 1
+    daemon.kill()
+    daemon.start()
+    _wait(lambda: _child_ended(daemon.home, "bgm"), 60, "the resumed child's end")
+    report_id = "subagent:" + _child_key(daemon.home, "bgm")
+    _wait(lambda: _answered(daemon.home, report_id), 60, "the report's answer")
+    [reply] = _replies(daemon.home, report_id)
+    assert reply["text"] == "Your background append is done." and reply["chat_id"] == "bgm"
+    assert _lines(daemon.workspace / "log.txt") == ["child"]  # the append ran once
+    assert len(_requests_for(fake_model, "CHILD-BGM")) == 3
+    assert not list((daemon.home / "state/subagents").glob("*.json"))
+    assert "resuming 1 background sub-agent(s)" in daemon.log_text()
+
+
+def _child_ended(home: Path, parent: str) -> bool:
+    path = home / f"state/sessions/{parent}.jsonl"
+    return path.exists() and '"subagent_end"' in path.read_text()
