@@ -179,6 +179,7 @@ class Subagents:
             raise ToolError(f"{len(self._background)} background sub-agents are already running (the limit is {limit})",
                             "wait for their reports before starting more, or run this one without background")
         if not path.exists():
+            self.pending.mkdir(mode=0o700, parents=True, exist_ok=True)  # user-only, like all state
             atomic_write_text(path, json.dumps(asdict(spec)), fsync=self.fsync)
         self._launch(spec, path)
 

@@ -229,3 +229,19 @@ async def test_background_children_are_capped(tmp_path: Path) -> None:
     assert [r.startswith("Started sub-agent") for r in results] == [True] * 4 + [False]
     assert "4 background sub-agents are already running (the limit is 4)" in results[-1]
     await world.subagents.close()
+
+
+async def test_the_pending_list_is_user_only_and_a_corrupt_entry_is_moved_aside(tmp_path: Path) -> None:
+    world = World(tmp_path, RoutedProvider([call("spawn", {"task": "t", "background": True}, "b1"), text("ok")],
+                                           [lambda: asyncio.sleep(3600)]))
+    await world.ask("go")
+    pending = tmp_path / "pending"
+    assert pending.stat().st_mode & 0o777 == 0o700
+    assert all(p.stat().st_mode & 0o777 == 0o600 for p in pending.iterdir())
+    await world.subagents.close()
+    (pending / "sub-broken.json").write_text("{not json")
+    fresh = Subagents(SubagentSettings(), parent=world.loop, sessions=world.sessions, bus=world.bus,
+                      events=world.events, pending=pending, fsync=False)
+    assert fresh.resume() == [child_key("p", "b1")]
+    assert (pending / "sub-broken.corrupt").exists()
+    await fresh.close()
