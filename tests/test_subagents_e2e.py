@@ -295,3 +295,23 @@ async def test_sigkill_while_a_background_child_runs_resumes_it_after_the_restar
 def _child_ended(home: Path, parent: str) -> bool:
     path = home / f"state/sessions/{parent}.jsonl"
     return path.exists() and '"subagent_end"' in path.read_text()
+
+
+def test_the_terminal_chat_shows_a_childs_start_and_end(daemon, fake_model):
+    from tests.test_cli_chat_pty import Terminal
+
+    fake_model.responder = Router({
+        "PARENT-CLI": [tool_use("spawn", {"task": "CHILD-CLI: say hi"}), text("parent relayed hi")],
+        "CHILD-CLI": [text("hi from the child")],
+    })
+    term = Terminal(daemon, "chat", "-m", "PARENT-CLI")
+    try:
+        term.read_until("parent relayed hi")
+        assert term.wait() == 0
+    finally:
+        term.close()
+    lines = [line.strip() for line in term.seen.replace("\r", "").split("\n")]
+    started = next(i for i, line in enumerate(lines) if line.startswith("↳ sub-agent sub-") and "started: CHILD-CLI" in line)
+    ended = next(i for i, line in enumerate(lines) if line.startswith("↳ sub-agent sub-") and " done: 1 model calls" in line)
+    assert started < ended < next(i for i, line in enumerate(lines) if "parent relayed hi" in line), term.seen
+    assert "hi from the child" not in term.seen  # the child's words reach the parent model, not the screen
