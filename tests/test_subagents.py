@@ -245,3 +245,33 @@ async def test_the_pending_list_is_user_only_and_a_corrupt_entry_is_moved_aside(
     assert fresh.resume() == [child_key("p", "b1")]
     assert (pending / "sub-broken.corrupt").exists()
     await fresh.close()
+
+
+async def test_with_max_depth_2_a_child_may_spawn_once_more_and_approvals_reach_the_main_session(tmp_path: Path) -> None:
+    calls: list[ModelRequest] = []
+
+    class Nested(RoutedProvider):
+        async def complete(self, request: ModelRequest, on_text=None) -> ModelResponse:
+            calls.append(request)
+            depth = request.session_key.count("sub-")
+            script = {0: self.scripts["parent"], 1: self.scripts["child"], 2: self.scripts["grandchild"]}[depth]
+            return script.pop(0)
+
+    provider = Nested([call("spawn", {"task": "delegate"}, "s1"), text("main done")],
+                      [call("spawn", {"task": "deeper"}, "s2"), text("child relayed")])
+    provider.scripts["grandchild"] = [call("exec", {"argv": ["./x.sh"]}, "g1"), text("grandchild result")]
+    world = World(tmp_path, provider, approvals="ask")
+    world.subagents.settings = SubagentSettings(max_depth=2)
+    answer = asyncio.ensure_future(world.ask("go"))
+    for _ in range(500):
+        if world.approvals.pending():
+            break
+        await asyncio.sleep(0.01)
+    [request] = world.approvals.pending()
+    assert request["session_key"] == "p"  # the grandchild's approval is asked where the person watches
+    world.approvals.resolve(request["id"], False)
+    assert await answer == "main done"
+    child_tools = {t["name"] for t in next(c for c in calls if c.session_key.count("sub-") == 1).tools}
+    grandchild_tools = {t["name"] for t in next(c for c in calls if c.session_key.count("sub-") == 2).tools}
+    assert "spawn" in child_tools and "spawn" not in grandchild_tools
+    assert "grandchild result" in calls[-2].messages[-1]["content"][0]["content"]
