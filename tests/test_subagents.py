@@ -79,9 +79,9 @@ class World:
                                    events=self.events, pending=tmp / "pending", fsync=False)
         self.tools.add(Spawn(self.subagents))
 
-    async def ask(self, text_: str, session: str = "p", msg_id: str = "in_1") -> str:
+    async def ask(self, text_: str, session: str = "p", msg_id: str = "in_1", *, owner: bool = True) -> str:
         msg = InboundMessage(id=msg_id, channel="gateway", chat_id=session, sender_id="u", session_key=session,
-                             text=text_, metadata={"owner": True})
+                             text=text_, metadata={"owner": owner})
         answer, _ = await asyncio.wait_for(self.loop.respond(self.sessions.get(session), msg), 20)
         return answer
 
@@ -275,3 +275,19 @@ async def test_with_max_depth_2_a_child_may_spawn_once_more_and_approvals_reach_
     grandchild_tools = {t["name"] for t in next(c for c in calls if c.session_key.count("sub-") == 2).tools}
     assert "spawn" in child_tools and "spawn" not in grandchild_tools
     assert "grandchild result" in calls[-2].messages[-1]["content"][0]["content"]
+
+
+async def test_a_guests_background_report_acts_for_the_guest(tmp_path: Path) -> None:
+    """The report is a message nobody typed: it must carry the parent run's rights, not more."""
+    provider = RoutedProvider([call("spawn", {"task": "t", "background": True}, "b1"), text("started")],
+                              [text("guest's result")])
+    world = World(tmp_path, provider)
+    assert await world.ask("go", owner=False) == "started"
+    for _ in range(500):
+        if list(world.bus.unanswered()):
+            break
+        await asyncio.sleep(0.01)
+    [report] = list(world.bus.unanswered())
+    assert report.metadata["owner"] is False and report.sender_id == "u"
+    child = _records(tmp_path / f"sessions/{child_key('p', 'b1').replace('@', '%40')}.jsonl")
+    assert next(r for r in child if r["kind"] == "user")["owner"] is False
