@@ -231,26 +231,31 @@ class AgentLoop:
         return answer
 
     async def _run_tools(self, session: Session, calls: list[dict[str, Any]], ctx: ToolContext, *, recovering: bool) -> None:
-        results = []
-        for call in calls:
-            outcome = None
-            if recovering:
-                intent, done = session.journal(call["id"])
-                if done is not None:
-                    outcome = ToolOutcome(done["content"], bool(done.get("is_error")), "replayed")
-                elif intent is not None and self.tools.has_side_effects(call["name"]):
-                    outcome = ToolOutcome(UNKNOWN_OUTCOME, True, "unknown")
-                    session.append("event", name="tool_outcome_unknown", id=call["id"], tool=call["name"])
-            if outcome is None:
-                side_effects = self.tools.has_side_effects(call["name"])
-                session.append("tool_intent", durable=side_effects, id=call["id"], name=call["name"], input=call.get("input"))
-                if side_effects:  # the intent survives a power cut before the effect can happen
-                    await session.flush()
-                outcome = await self.tools.execute(call, ctx)
-                session.append("tool_done", durable=side_effects, id=call["id"], content=outcome.content,
-                               is_error=outcome.is_error, status=outcome.status)
-            results.append({"tool_use_id": call["id"], "content": outcome.content, "is_error": outcome.is_error})
+        # Calls run in order, unless every tool of the turn may run alongside the others (spawn).
+        if self.tools.concurrent(calls):
+            results = list(await asyncio.gather(*(self._run_tool(session, c, ctx, recovering) for c in calls)))
+        else:
+            results = [await self._run_tool(session, call, ctx, recovering) for call in calls]
         session.append("tool_results", results=results, run_id=ctx.run_id)
+
+    async def _run_tool(self, session: Session, call: dict[str, Any], ctx: ToolContext, recovering: bool) -> dict[str, Any]:
+        outcome = None
+        if recovering:
+            intent, done = session.journal(call["id"])
+            if done is not None:
+                outcome = ToolOutcome(done["content"], bool(done.get("is_error")), "replayed")
+            elif intent is not None and self.tools.has_side_effects(call["name"]) and not self.tools.resumable(call["name"]):
+                outcome = ToolOutcome(UNKNOWN_OUTCOME, True, "unknown")
+                session.append("event", name="tool_outcome_unknown", id=call["id"], tool=call["name"])
+        if outcome is None:
+            side_effects = self.tools.has_side_effects(call["name"])
+            session.append("tool_intent", durable=side_effects, id=call["id"], name=call["name"], input=call.get("input"))
+            if side_effects:  # the intent survives a power cut before the effect can happen
+                await session.flush()
+            outcome = await self.tools.execute(call, ctx)
+            session.append("tool_done", durable=side_effects, id=call["id"], content=outcome.content,
+                           is_error=outcome.is_error, status=outcome.status)
+        return {"tool_use_id": call["id"], "content": outcome.content, "is_error": outcome.is_error}
 
     def _delta_sink(self, session_key: str, run_id: str) -> Callable[[str], None]:
         def sink(text: str) -> None:

@@ -48,6 +48,11 @@ class Paths:
         return self.state / "checkpoints"
 
     @property
+    def subagents(self) -> Path:
+        """Background sub-agents started and not yet reported (one JSON file each)."""
+        return self.state / "subagents"
+
+    @property
     def audit_log(self) -> Path:
         return self.state / "audit.jsonl"
 

@@ -262,6 +262,17 @@ class ReflectionSettings(_Section):
     model: str | None = Field(None, description="model for the check; default: agent.model")
 
 
+class SubagentSettings(_Section):
+    """The `spawn` tool: sub-agents with their own transcript, a smaller prompt and a budget (docs/subagents.md)."""
+
+    enabled: bool = True
+    max_depth: int = Field(1, ge=1, le=3, description="nesting: 1 = the main agent may spawn, a sub-agent may not")
+    max_concurrent: int = Field(4, ge=1, le=32, description="sub-agents running at once, per nesting level")
+    max_turns: int = Field(15, ge=1, le=200, description="model calls per sub-agent; a spawn call may ask for fewer")
+    max_tokens: int = Field(300_000, ge=1000, description="tokens (input, cached and output) per sub-agent; a spawn call may ask for fewer")
+    summary_chars: int = Field(4000, ge=200, le=64_000, description="longest result a sub-agent hands back; its transcript keeps the rest")
+
+
 class Settings(_Section):
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)
@@ -275,3 +286,4 @@ class Settings(_Section):
     heartbeat: HeartbeatSettings = Field(default_factory=HeartbeatSettings)
     drift: DriftSettings = Field(default_factory=DriftSettings)
     reflection: ReflectionSettings = Field(default_factory=ReflectionSettings)
+    subagents: SubagentSettings = Field(default_factory=SubagentSettings)

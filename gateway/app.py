@@ -43,11 +43,13 @@ from agent.restatement import Restatement
 from agent.services import Services
 from agent.session import SessionManager
 from agent.statedb import open_state_db
+from agent.subagents import Subagents
 from agent.status import Status
 from agent.tasks import TaskStore
 from agent.tools import ToolRegistry
 from agent.tools.cron import CronTool
 from agent.tools.sandbox import SandboxPolicy, sandbox_status
+from agent.tools.spawn import Spawn
 from agent.toolset import default_tools
 from agent.trace import TraceWriter
 from agent.triggers import CronService, CronStore, Triggers
@@ -178,6 +180,11 @@ class App:
                            result_of=self._run_result, busy=session_control.busy)
         self.events.subscribe(cron.on_event)
         tools.add(CronTool(cron))
+        # sub-agents: children run the same loop on their own logs, with fewer tools and a budget
+        self.subagents = Subagents(settings.subagents, parent=self.loop, sessions=self.sessions, bus=self.bus,
+                                   events=self.events, pending=paths.subagents, fsync=fsync)
+        if settings.subagents.enabled:
+            tools.add(Spawn(self.subagents))
         heartbeat = Heartbeat(settings.heartbeat, workspace=workspace.root, tasks=self.tasks, sessions=self.sessions,
                               bus=self.bus, events=self.events, busy=session_control.busy)
         self.loop.reply_filters.append(heartbeat.reply_filter)
@@ -280,11 +287,14 @@ class App:
         resumed = resume_tasks(self.tasks, self.sessions, self.bus, max_resumes=self.settings.agent.max_task_resumes)
         if resumed:
             log.info("resuming %d interrupted task(s): %s", len(resumed), ", ".join(resumed))
+        if children := self.subagents.resume():
+            log.info("resuming %d background sub-agent(s): %s", len(children), ", ".join(children))
         self._core = [asyncio.create_task(self.loop.run(), name="agent"),
                       asyncio.create_task(self.dispatcher.run(), name="dispatcher")]
         for task in self._core:
             task.add_done_callback(self._on_core_task_end)
         stack.push_async_callback(self._stop_core)
+        stack.push_async_callback(self.subagents.close)  # before the turns' grace: children resume from their logs
         for name, channel in self.channels.items():
             try:
                 await channel.start()

@@ -25,7 +25,8 @@ EVENTS = ["chat", "agent", "approval", "task", "heartbeat", "cron", "drift", "re
           "reflection_exec", "checkpoint", "tick"]
 # checkpoint service events -> the `checkpoint` event's action (docs/checkpoints.md)
 CHECKPOINT_ACTIONS = {"checkpoint": "created", "checkpoint_restored": "restored", "checkpoint_forked": "forked"}
-AGENT_STREAMS = {"tool_start", "tool_end", "turn_end", "run_end", "replay"}  # replay: docs/checkpoints.md
+# replay: docs/checkpoints.md; subagent_start / subagent_end: docs/subagents.md
+AGENT_STREAMS = {"tool_start", "tool_end", "turn_end", "run_end", "replay", "subagent_start", "subagent_end"}
 CONNECT_TIMEOUT = 10.0
 
 

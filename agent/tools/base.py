@@ -49,6 +49,9 @@ class ToolContext:
     # The run acts for the owner (config `owner`, or the gateway token holder). Guests' runs see
     # only their own data and need the owner's approval to change what steers every session.
     owner: bool = False
+    # The tool_use id of the call being run (set by the registry per call): a tool whose work is
+    # keyed by it (a sub-agent's transcript) finds the same work again after a restart.
+    call_id: str = ""
 
 
 class Tool(ABC):
@@ -57,6 +60,11 @@ class Tool(ABC):
     Arguments: ClassVar[type[Args]]
     # Tools with side effects are journalled durably and never re-run blindly after a crash.
     side_effects: ClassVar[bool] = False
+    # Re-running a call with the same id continues its recorded work instead of repeating it (a
+    # sub-agent resumes from its own log), so after a crash it is re-run rather than reported unknown.
+    resumable: ClassVar[bool] = False
+    # Several calls of one turn may run at the same time when every one of them says so.
+    concurrent: ClassVar[bool] = False
 
     def needs_approval(self, args: Any, ctx: ToolContext) -> str | None | Awaitable[str | None]:
         """Return a reason when this call must be approved by the user first.

@@ -10,7 +10,7 @@ import asyncio
 import inspect
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable
 
 from pydantic import ValidationError
@@ -67,8 +67,17 @@ class ToolRegistry:
         tool = self._tools.get(name)
         return True if tool is None else tool.side_effects
 
+    def resumable(self, name: str) -> bool:
+        tool = self._tools.get(name)
+        return tool is not None and tool.resumable
+
+    def concurrent(self, calls: list[dict[str, Any]]) -> bool:
+        """Whether these calls of one turn may run at the same time (each tool says so)."""
+        return len(calls) > 1 and all((tool := self._tools.get(c["name"])) is not None and tool.concurrent for c in calls)
+
     async def execute(self, call: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         name, raw_args, call_id = call["name"], call.get("input") or {}, call["id"]
+        ctx = replace(ctx, call_id=call_id)
         started = time.perf_counter()
         self.events.emit("tool_start", session=ctx.session_key, run_id=ctx.run_id, tool=name, id=call_id,
                          summary=_short(raw_args))

@@ -126,6 +126,11 @@ class TurnView:
                 status = payload.get("status", "ok")
                 mark = "✓" if status == "ok" else "✗"
                 _note(f"  {mark} {payload.get('tool')} {status} ({payload.get('duration_ms', 0):.0f} ms)")
+            elif stream == "subagent_start":  # docs/subagents.md
+                _note(f"  ↳ sub-agent {payload.get('child')} started: {payload.get('task', '')}".rstrip())
+            elif stream == "subagent_end":
+                _note(f"  ↳ sub-agent {payload.get('child')} {payload.get('status')}: {payload.get('turns')} model calls, "
+                      f"{(payload.get('usage') or {}).get('total', 0)} tokens")
         return None
 
     async def _approval(self, payload: dict[str, Any]) -> None:

@@ -1,0 +1,57 @@
+"""`spawn`: hand a self-contained job to a sub-agent and get back only its result (agent/subagents.py)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pydantic import Field
+
+from .base import Args, Tool, ToolContext, ToolError
+
+if TYPE_CHECKING:
+    from agent.subagents import Subagents
+
+
+class Spawn(Tool):
+    name = "spawn"
+    description = (
+        "Start a sub-agent for one self-contained job (research, a contained change, a check) and get back only "
+        "its short result: its searching and trying stay out of this conversation. It sees nothing of this "
+        "conversation, so put everything it needs in `task`. Several spawn calls in one turn run at the same "
+        "time. background=true returns at once; the result arrives later as a [sub-agent report] message."
+    )
+    # Journalled durably like any side effect, but re-running the same call resumes the child from its
+    # own log (or returns its recorded result), so a restart continues it instead of calling it unknown.
+    side_effects = True
+    resumable = True
+    concurrent = True
+
+    class Arguments(Args):
+        task: str = Field(min_length=1, max_length=20_000,
+                          description="the whole job: goal, inputs, files, what to return, how to check it")
+        background: bool = Field(False, description="return at once; the result comes later as a message")
+        max_turns: int | None = Field(None, ge=1, description="fewer model calls than the configured limit")
+        max_tokens: int | None = Field(None, ge=1000, description="fewer tokens than the configured limit")
+
+    def __init__(self, subagents: "Subagents", *, depth: int = 0) -> None:
+        self.subagents = subagents
+        self.depth = depth  # of the agent holding this tool: 0 is the main agent
+
+    def summarize(self, args: Arguments) -> str:
+        return f"spawn{' (background)' if args.background else ''}: {args.task[:300]}"
+
+    async def run(self, args: Arguments, ctx: ToolContext) -> str:
+        from agent.subagents import ChildSpec, tool_result
+
+        if not ctx.call_id:
+            raise ToolError("spawn needs the id of its call", "call spawn as a tool from a model turn")
+        turns, tokens = self.subagents.budget(args.max_turns, args.max_tokens)
+        spec = ChildSpec(parent_key=ctx.session_key, parent_run=ctx.run_id, call_id=ctx.call_id, task=args.task,
+                         depth=self.depth + 1, turns=turns, tokens=tokens, channel=ctx.channel, chat_id=ctx.chat_id,
+                         sender_id=ctx.sender_id, owner=ctx.owner, background=args.background)
+        if args.background:
+            self.subagents.start_background(spec)
+            return (f"Started sub-agent {spec.key} in the background (budget: {turns} model calls, {tokens} tokens). "
+                    "Its result will arrive in this conversation as a [sub-agent report] message; do not wait for it "
+                    "or poll: answer the user now.")
+        return tool_result(await self.subagents.run(spec))
