@@ -154,7 +154,8 @@ class GatewayServer:
         elif kind == "approval_result":
             self.broadcast("approval", {"state": "resolved", "session": session, "id": event["id"],
                                         "approved": event["approved"], "how": event["how"]}, session)
-        elif kind in ("task", "heartbeat", "cron", "drift", "reflection", "reflection_plan", "reflection_exec"):
+        elif kind in ("task", "heartbeat", "cron", "drift", "reflection", "reflection_plan", "reflection_exec",
+                      "bg_job_start", "bg_job_end"):
             self.broadcast(kind, {k: v for k, v in event.items() if k != "type"}, session)
 
     async def _ticker(self) -> None:

@@ -224,6 +224,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         print_json(status)
     else:
         for key, value in status.items():
+            if key == "backgroundJobs":  # one line per running job: what, where, for how long
+                value = "; ".join(f"{j['id']} in {j['session']}: {j['summary'][:60]} ({j['runningSeconds']:.0f}s)"
+                                  for j in value) or "none"
             print(f"{key:15} {value}")
     return 0
 
