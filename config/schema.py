@@ -99,7 +99,7 @@ class ExecSettings(_Section):
     )
     # Background exec (docs/background.md): a call still running after this many seconds moves to the
     # background so the chat stays free (0: never automatically); `background: true` goes there at once.
-    background_after_seconds: float = Field(20.0, ge=0)
+    background_after_seconds: float = Field(10.0, ge=0)
     background_timeout_seconds: float = Field(1800.0, gt=0, le=86_400,
                                               description="limit of a background call that names no timeout")
 

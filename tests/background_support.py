@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from agent.session import session_file_name
 from tests.fakes.anthropic_api import Reply, text, tool_use
 
 JOB = (
@@ -72,7 +73,7 @@ class Script:
 
 
 def session_records(home: Path, key: str = "main") -> list[dict[str, Any]]:
-    path = home / "state/sessions" / f"{key}.jsonl"
+    path = home / "state/sessions" / session_file_name(key)
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 

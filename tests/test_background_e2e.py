@@ -172,3 +172,22 @@ async def test_caps_refuse_with_a_clear_error(daemon_factory, fake_model: FakeAn
     [cancelled] = events_named(daemon.home, "bg_job_end", "a")
     assert cancelled["status"] == "cancelled" and "cancelled by /stop" in cancelled["text"]
     assert marker(daemon.workspace).count("finished") == 1  # only b's job finished; a's process was killed
+
+
+async def test_a_slow_foreground_call_moves_to_the_background_by_itself(daemon_factory, fake_model: FakeAnthropic) -> None:
+    daemon = daemon_factory({**ENV, "CLAWGATE_TOOLS__EXEC__BACKGROUND_AFTER_SECONDS": "0.5"})
+    script = Script()
+    foreground = background_exec().tool_calls[0]["input"]
+    foreground.pop("background")
+    script.on("run the tests", tool_use("exec", foreground), text("They are running."))
+    script.on("are you there", text("Yes."))
+    fake_model.responder = script
+    async with daemon.client() as client:
+        assert (await client.chat("run the tests"))["text"] == "They are running."
+        [moved] = _requests_with(fake_model, "so it moved to the background as job bg-1")
+        assert "still running after 0.5s" in json.dumps(moved)
+        assert (await client.chat("are you there?"))["text"] == "Yes."  # the lane is free
+        assert marker(daemon.workspace) == ["ran"]
+        (daemon.workspace / "release").write_text("go")
+        await wait_for(lambda: any(r["kind"] == "note" and "BUILD-OK" in r["text"]
+                                   for r in session_records(daemon.home)), "the result in the conversation")
