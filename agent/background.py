@@ -192,7 +192,7 @@ class BackgroundJobs:
     async def after_run(self, session: Session, msg: InboundMessage) -> None:
         """A result that arrived during a run's last model call must not wait for the next message."""
         for entry in list(self.index.jobs.values()):
-            if entry.session == session.key and entry.state == "ended" and entry.id not in self._woken:
+            if entry.session == session.key and entry.state == "ended" and not entry.quiet:
                 self._wake(entry)
 
     def _wake(self, entry: Entry) -> None:
@@ -216,14 +216,21 @@ class BackgroundJobs:
                 for j in sorted(self._running.values(), key=lambda j: j.clock_start)
                 if session_key is None or j.entry.session == session_key]
 
-    def cancel_session(self, session_key: str, why: str) -> list[str]:
+    def cancel_session(self, session_key: str, why: str, *, forget: bool = False) -> list[str]:
         """Cancel the session's running jobs (`why`: "by /stop", …); their end is recorded at once,
-        their processes are killed as their tasks unwind. Returns the ids."""
+        their processes are killed as their tasks unwind. The model is told at its next call, but
+        nobody is woken: the person asked for it. `forget`: the conversation is being archived, so
+        nothing of this session is left to tell. Returns the ids."""
         cancelled = [job for job in self._running.values() if job.entry.session == session_key]
         for job in cancelled:
+            job.entry.quiet = True
             self._finish(job, "cancelled", f"was cancelled {why}; its process was killed. "
                                            "What it did until then stays done.")
             job.task.cancel()
+        if forget:
+            for entry in [e for e in self.index.jobs.values() if e.session == session_key]:
+                del self.index.jobs[entry.id]
+            self.index.save()
         return [job.entry.id for job in cancelled]
 
     # restart and shutdown -----------------------------------------------------------------------
@@ -245,7 +252,8 @@ class BackgroundJobs:
             elif self.sessions.exists(entry.session) and _noted(self.sessions.get(entry.session), entry.id):
                 del self.index.jobs[entry.id]  # delivered just before the crash; only the index lagged
                 continue
-            self._wake(entry)
+            if not entry.quiet:
+                self._wake(entry)
         self.index.save()
         return reported
 

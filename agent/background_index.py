@@ -40,6 +40,7 @@ class Entry:
     state: str = "running"  # running | ended (its result not yet in the conversation)
     pid: int | None = None
     pid_start: str | None = None  # the process's start time (/proc), so a reused pid is never killed
+    quiet: bool = False  # cancelled by the person: told at the next model call, never woken for
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Entry":

@@ -44,10 +44,10 @@ class SessionControl:
         """Cancel the running turn (it answers "Stopped."); queued messages still run. False: nothing ran."""
         return self._loop.stop_current(key)
 
-    def stop_background(self, key: str, why: str = "by /stop") -> list[str]:
+    def stop_background(self, key: str, why: str = "by /stop", *, forget: bool = False) -> list[str]:
         """Cancel the session's background jobs (their processes are killed); returns their ids.
         /stop means "stop what you are doing for me", and that includes work in the background."""
-        return self._background.cancel_session(key, why) if self._background else []
+        return self._background.cancel_session(key, why, forget=forget) if self._background else []
 
     def background_jobs(self, key: str | None = None) -> list[dict[str, Any]]:
         """Running background jobs (of one session, or all)."""
@@ -58,7 +58,7 @@ class SessionControl:
         Background jobs are cancelled first: their results would land in a conversation that is gone."""
         if self.busy(key):
             raise Conflict(f"session {key!r} is busy; wait for the answer or stop it first")
-        self.stop_background(key, "because the conversation was reset")
+        self.stop_background(key, "because the conversation was reset", forget=True)
         archived = self._sessions.reset(key)
         self._context.invalidate(key)
         return archived

@@ -95,7 +95,8 @@ async def test_an_idle_session_is_woken_once_and_a_stale_wake_is_skipped(tmp_pat
 
 
 async def test_caps_and_cancel(tmp_path: Path) -> None:
-    jobs, sessions, _, seen = _jobs(tmp_path, max_per_session=1, max_jobs=2)
+    jobs, sessions, intake, seen = _jobs(tmp_path, max_per_session=1, max_jobs=2)
+    sessions.get("a").append("user", text="go", inbound_id="in_1")
     _adopt(jobs, _forever(), "a")
     assert "background.max_per_session" in (jobs.refusal("a") or "")
     _adopt(jobs, _forever(), "b")
@@ -105,6 +106,13 @@ async def test_caps_and_cancel(tmp_path: Path) -> None:
     assert [j["id"] for j in jobs.running()] == ["bg-2"]
     [end] = [r for r in sessions.get("a").records if r.get("name") == "bg_job_end"]
     assert end["status"] == "cancelled" and "cancelled by /stop" in end["text"]
+    await jobs.after_run(sessions.get("a"), InboundMessage("x", "a", "42", "a", "hi"))
+    assert not intake.published, "a job the person cancelled wakes nobody"
+    jobs.inject(sessions.get("a"))
+    assert "cancelled by /stop" in sessions.get("a").llm_messages()[-1]["content"][-1]["text"]  # but the model is told
+    _adopt(jobs, _forever(), "a")
+    assert jobs.cancel_session("a", "because the conversation was reset", forget=True) == ["bg-3"]
+    assert all(e.session != "a" for e in jobs.index.jobs.values())  # nothing left to tell a fresh conversation
     await jobs.close()
     [end_b] = [r for r in sessions.get("b").records if r.get("name") == "bg_job_end"]
     assert end_b["status"] == "interrupted"
