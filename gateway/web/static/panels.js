@@ -186,6 +186,8 @@ export class StatusPanel {
     this.onError = onError;
     const refresh = debounce(() => this.refresh(), 300);
     gateway.on("tick", refresh);
+    gateway.on("bg_job_start", refresh);
+    gateway.on("bg_job_end", refresh);
     onRunChange(gateway, refresh);
   }
 
@@ -201,6 +203,7 @@ export class StatusPanel {
         ["model turns", count(usage.turns)],
         ["input tokens", count(usage.input_tokens)], ["output tokens", count(usage.output_tokens)],
         ["cache read", count(usage.cache_read_input_tokens)],
+        ["background jobs", (s.backgroundJobs || []).map((j) => `${j.id} (${j.session}): ${j.summary}`).join("; ") || "none"],
       ];
       clear(this.box, rows.map(([k, v]) => [el("dt", { text: k }), el("dd", { text: v ?? "—" })]));
     } catch (error) {
