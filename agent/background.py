@@ -274,7 +274,7 @@ class BackgroundJobs:
 
 
 def _last_llm_kind(session: Session) -> str | None:
-    for record in reversed(session.records[-64:]):
+    for record in reversed(session.records):  # stops at the newest conversation record
         if record["kind"] in LLM_KINDS:
             return str(record["kind"])
     return None
