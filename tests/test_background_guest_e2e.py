@@ -43,6 +43,12 @@ def test_a_guest_cannot_use_background_exec_to_skip_approval(tg_daemon, telegram
     fake_model.enqueue_for("[clawgate] Background job", text("Guest build finished."))
     telegram.inject_message(GUEST, "start the build", user_id=GUEST)
     telegram.wait_for(lambda: "Started it." in replies(telegram, GUEST), timeout=30)
+    # the chat sees the running job: in the progress message (kept after the answer) and in /status
+    telegram.wait_for(lambda: any("⏳ In the background: job bg-" in m["plain_text"] and m["chat_id"] == GUEST
+                                  for m in telegram.sent + telegram.edits), timeout=30)
+    telegram.inject_message(GUEST, "/status", user_id=GUEST)
+    telegram.wait_for(lambda: any("Background job bg-" in r and "python3" in r for r in replies(telegram, GUEST)),
+                      timeout=30)
     (daemon.workspace / "release").write_text("go")
     telegram.wait_for(lambda: "Guest build finished." in replies(telegram, GUEST), timeout=60)
     [wake] = [r for r in session_records(daemon.home, KEY) if r["kind"] == "user" and r.get("channel") == "background"]
