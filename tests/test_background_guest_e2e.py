@@ -29,6 +29,7 @@ def test_a_guest_cannot_use_background_exec_to_skip_approval(tg_daemon, telegram
     telegram.wait_for(lambda: any(m.get("reply_markup") for m in telegram.sent), timeout=30)
     [prompt] = [m for m in telegram.sent if m.get("reply_markup")]
     assert prompt["chat_id"] == OWNER and "touch" in prompt["plain_text"]  # asked before anything started
+    assert "(in the background)" in prompt["plain_text"]  # the owner knows what they approve
     assert session_records(daemon.home, KEY), "the guest's session is where the job would be recorded"
     assert not (daemon.workspace / "pwned.txt").exists() and not events_named(daemon.home, "bg_job_start", KEY)
     deny = prompt["reply_markup"]["inline_keyboard"][0][1]["callback_data"]

@@ -118,7 +118,11 @@ class Exec(Tool):
     def summarize(self, args: Arguments) -> str:
         """Quoted as a shell would need it, so `rm "a b"` and `rm a b` never look alike; never cut here
         (the approval prompt cuts, and says so)."""
-        return "exec " + shlex.join(args.argv) + ("" if args.cwd in (".", "") else f"   (in {args.cwd})")
+        return "exec " + self._command(args) + ("   (in the background)" if args.background else "")
+
+    @staticmethod
+    def _command(args: Arguments) -> str:
+        return shlex.join(args.argv) + ("" if args.cwd in (".", "") else f"   (in {args.cwd})")
 
     def _refusal(self) -> str | None:
         """The one-line refusal when the sandbox is required but this host cannot provide it."""
@@ -164,7 +168,7 @@ class Exec(Tool):
                                return_when=asyncio.FIRST_COMPLETED)
             if work.done() or (not args.background and jobs.refusal(ctx.session_key) is not None):
                 return await work  # finished, or no room for a job: the call simply goes on in the foreground
-            entry = jobs.adopt(work, session_key=ctx.session_key, kind="exec", summary=self.summarize(args)[5:],
+            entry = jobs.adopt(work, session_key=ctx.session_key, kind="exec", summary=self._command(args),
                                sender_id=ctx.sender_id, owner=ctx.owner,
                                deliver={"channel": ctx.channel, "chat_id": ctx.chat_id}, process=process)
         except JobLimit as exc:
