@@ -13,11 +13,14 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+import psutil
+
 from agent.session import session_file_name
 from tests.fakes.anthropic_api import Reply, text, tool_use
 
 JOB = (
     "import os, time\n"
+    "open('pid.txt', 'w').write(str(os.getpid()))\n"
     "open('marker.txt', 'a').write('ran\\n')\n"
     "deadline = time.time() + 120\n"
     "while not os.path.exists('release') and time.time() < deadline:\n"
@@ -95,6 +98,15 @@ async def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 60
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.02)
+
+
+def job_gone(workspace: Path) -> bool:
+    """The job's process (its pid written by the job) no longer runs (a zombie awaiting its reaper counts as gone)."""
+    try:
+        process = psutil.Process(int((workspace / "pid.txt").read_text()))
+        return process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
 
 
 def marker(workspace: Path) -> list[str]:

@@ -15,6 +15,7 @@ from tests.background_support import (
     Script,
     background_exec,
     events_named,
+    job_gone,
     last_message_text,
     marker,
     session_records,
@@ -132,7 +133,7 @@ async def test_a_job_killed_with_the_daemon_is_reported_interrupted_and_not_reru
     assert "still running after the restart and was stopped" in note  # the leftover process was killed
     wait_sync(lambda: any(r["kind"] == "assistant" and "interrupted by a restart" in json.dumps(r)
                           for r in session_records(daemon.home)), "the answer to the wake-up")
-    (daemon.workspace / "release").write_text("go")  # a leftover process would finish now
+    wait_sync(lambda: job_gone(daemon.workspace), "the leftover process to be killed")
     async with daemon.client() as client:
         status = await client.request("status")
     assert status["backgroundJobs"] == []
@@ -192,3 +193,27 @@ async def test_a_slow_foreground_call_moves_to_the_background_by_itself(daemon_f
         (daemon.workspace / "release").write_text("go")
         await wait_for(lambda: any(r["kind"] == "note" and "BUILD-OK" in r["text"]
                                    for r in session_records(daemon.home)), "the result in the conversation")
+
+
+async def test_a_clean_shutdown_kills_the_job_and_the_next_start_reports_it(daemon_factory,
+                                                                          fake_model: FakeAnthropic) -> None:
+    daemon = daemon_factory(ENV)
+    script = Script()
+    script.on("start the build", background_exec(), text("Started it."))
+    script.on("[clawgate] Background job bg-1", text("It was interrupted by the shutdown."))
+    fake_model.responder = script
+    async with daemon.client() as client:
+        assert (await client.chat("start the build"))["text"] == "Started it."
+    wait_sync(lambda: marker(daemon.workspace) == ["ran"], "the job to start")
+    assert daemon.terminate() == 0
+    [end] = events_named(daemon.home, "bg_job_end")
+    assert end["status"] == "interrupted" and "was stopped" in end["text"]
+    daemon.start()
+    wait_sync(lambda: _requests_with(fake_model, "It was interrupted by the shutdown") or any(
+        r["kind"] == "assistant" and "interrupted by the shutdown" in json.dumps(r) for r in session_records(daemon.home)),
+        "the wake-up after the restart")
+    [told] = _requests_with(fake_model, "[clawgate] Background job bg-1")
+    assert "NOT re-run" in last_message_text(told)
+    assert job_gone(daemon.workspace), "the job's process was killed at shutdown"
+    assert "Traceback" not in daemon.log_text()
+    assert marker(daemon.workspace) == ["ran"]  # never re-run
