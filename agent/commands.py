@@ -22,7 +22,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("start", "What this bot is and how to use it"),
     ("new", "Start a fresh conversation (the old one is archived)"),
     ("status", "Is the agent working, what is queued, which model"),
-    ("stop", "Cancel what the agent is doing right now"),
+    ("stop", "Cancel what the agent is doing right now, background jobs included"),
     ("tasks", "List the long tasks of this chat"),
     ("undo", "Go back N steps in the current task (/undo 2); files too"),
 ]
@@ -64,9 +64,11 @@ class CommandRouter:
         return "Started a new conversation." + (" The previous one is archived." if archived else "")
 
     def _stop(self, key: str) -> str | None:
+        jobs = self.sessions.stop_background(key)
+        cancelled = f"Cancelled background job{'s' if len(jobs) > 1 else ''} {', '.join(jobs)}." if jobs else None
         if self.sessions.stop(key):
-            return None
-        return "Nothing is running right now."
+            return cancelled  # the loop itself answers "Stopped." for the turn, in order
+        return cancelled or "Nothing is running right now."
 
     def _status(self, key: str) -> str:
         busy, queued = self.sessions.busy(key), self.sessions.queued(key)
@@ -75,6 +77,8 @@ class CommandRouter:
             f"This chat: {'working' if busy else 'idle'}" + (f", {queued} queued" if queued else "")
             + f", {self.sessions.message_count(key)} messages in the conversation",
             f"Active tasks: {len(self.tasks.list(session=key))}",
+            *[f"Background job {job['id']}: {job['summary'][:80]} (running {_seconds(job['runningSeconds'])})"
+              for job in self.sessions.background_jobs(key)],
             f"Up for {_duration(self.status.uptime())}",
         ]
         if self.usage is not None:  # this chat's own figures only: a guest never sees other chats'
@@ -120,6 +124,10 @@ class CommandRouter:
         where = cp["description"] if cp["kind"] == "step" else "before the task's first step"
         return (f"Went back {steps} step(s): {where}. {changed} file(s) restored. "
                 "Send a message (e.g. 'continue') to go on from there.")
+
+
+def _seconds(seconds: float) -> str:
+    return f"{seconds:.0f}s" if seconds < 60 else _duration(seconds)
 
 
 def _duration(seconds: float) -> str:

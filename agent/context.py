@@ -105,6 +105,9 @@ class ContextBuilder:
         # Lines that must also reach every later request of a run (identity restatement):
         # stored as a "note" record after the tool results, so the projection stays stable.
         self.followups: list[RuntimeContributor] = []
+        # Called last before each request is built; may append to the log what must reach the model
+        # now (a background job's result), after the follow-ups, so the request includes it.
+        self.injectors: list[Callable[[Session], None]] = []
         self._frozen: dict[tuple[str, Mode], tuple[int, list[dict[str, Any]]]] = {}
 
     # layers ------------------------------------------------------------------
@@ -216,6 +219,8 @@ class ContextBuilder:
     def build(self, session: Session, mode: Mode = "normal", start: int | None = None) -> ModelRequest:
         if mode != "subagent":
             self._attach_followups(session)
+        for inject in self.injectors:
+            inject(session)
         return ModelRequest(
             model=self.model,
             system=self.system_for(session, mode),

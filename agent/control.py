@@ -16,15 +16,18 @@ from .session import Record, SessionManager
 from .tasks import Task, TaskStore
 
 if TYPE_CHECKING:
+    from .background import BackgroundJobs
     from .context import ContextBuilder
     from .loop import AgentLoop
 
 
 class SessionControl:
-    def __init__(self, loop: "AgentLoop", sessions: SessionManager, context: "ContextBuilder") -> None:
+    def __init__(self, loop: "AgentLoop", sessions: SessionManager, context: "ContextBuilder",
+                 background: "BackgroundJobs | None" = None) -> None:
         self._loop = loop
         self._sessions = sessions
         self._context = context
+        self._background = background
 
     def busy(self, key: str) -> bool:
         """A message of this session is running or queued."""
@@ -41,10 +44,21 @@ class SessionControl:
         """Cancel the running turn (it answers "Stopped."); queued messages still run. False: nothing ran."""
         return self._loop.stop_current(key)
 
+    def stop_background(self, key: str, why: str = "by /stop", *, forget: bool = False) -> list[str]:
+        """Cancel the session's background jobs (their processes are killed); returns their ids.
+        /stop means "stop what you are doing for me", and that includes work in the background."""
+        return self._background.cancel_session(key, why, forget=forget) if self._background else []
+
+    def background_jobs(self, key: str | None = None) -> list[dict[str, Any]]:
+        """Running background jobs (of one session, or all)."""
+        return self._background.running(key) if self._background else []
+
     def reset(self, key: str) -> str | None:
-        """Start the session afresh; returns the archived transcript's name (None: there was none)."""
+        """Start the session afresh; returns the archived transcript's name (None: there was none).
+        Background jobs are cancelled first: their results would land in a conversation that is gone."""
         if self.busy(key):
             raise Conflict(f"session {key!r} is busy; wait for the answer or stop it first")
+        self.stop_background(key, "because the conversation was reset", forget=True)
         archived = self._sessions.reset(key)
         self._context.invalidate(key)
         return archived

@@ -76,6 +76,9 @@ class AgentLoop:
         # (the completeness check).
         self.after_turn: list[Callable[[Session, InboundMessage, ModelResponse], Awaitable[str | None]]] = []
         self.before_final: list[Callable[[Session, InboundMessage, str], Awaitable[Verdict | None]]] = []
+        # skip_if gates drop a message before any model call, without a reply (a wake-up whose news
+        # an earlier run already told).
+        self.skip_if: list[Callable[[Session, InboundMessage], bool]] = []
 
     # intake ------------------------------------------------------------------
     async def run(self) -> None:
@@ -146,6 +149,8 @@ class AgentLoop:
             log.exception("could not record %s in session %s", name, session.key)
 
     async def _answer(self, session: Session, msg: InboundMessage) -> tuple[str, str]:
+        if any(skip(session, msg) for skip in self.skip_if):
+            return "", "skipped"
         attempts = self.bus.begin_attempt(msg.id, session.progress)
         if attempts > self.settings.max_message_attempts:
             session.append("event", name="poison_message", run_id=msg.id, attempts=attempts)
@@ -157,7 +162,7 @@ class AgentLoop:
     def _reply(self, msg: InboundMessage, text: str, kind: str) -> None:
         """Queue the reply where the message asks (metadata "deliver"), or nowhere."""
         deliver = msg.metadata.get("deliver", {"channel": msg.channel, "chat_id": msg.chat_id})
-        if deliver is None or not all(f(msg, text, kind) for f in self.reply_filters):
+        if deliver is None or kind == "skipped" or not all(f(msg, text, kind) for f in self.reply_filters):
             self.bus.settle(msg.id)
             return
         out = OutboundMessage(channel=deliver["channel"], chat_id=str(deliver["chat_id"]), text=text,

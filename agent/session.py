@@ -400,7 +400,7 @@ class Session:
             if record["kind"] == "user":
                 if record.get("deliver"):
                     return record["deliver"]
-                if record.get("channel") not in (None, "heartbeat", "recovery", "cron"):
+                if record.get("channel") not in (None, "heartbeat", "recovery", "cron", "background"):
                     return {"channel": record["channel"], "chat_id": record["chat_id"]}
         return None
 
@@ -408,7 +408,7 @@ class Session:
         """Whether the last person heard from in this session is the owner: the rights a turn
         nobody typed (heartbeat, resume after a restart) runs with."""
         for record in reversed(self.records):
-            if record["kind"] == "user" and record.get("channel") not in ("heartbeat", "recovery", "cron"):
+            if record["kind"] == "user" and record.get("channel") not in ("heartbeat", "recovery", "cron", "background"):
                 return record.get("owner") is True
         return False
 

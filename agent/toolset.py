@@ -25,15 +25,17 @@ from .tools.task import TaskTool
 from .tools.web import WebFetch
 
 if TYPE_CHECKING:
+    from .background import BackgroundJobs
     from .tasks import TaskStore
     from .triggers.cron import CronService
 
 
 def default_tools(settings: Settings, *, sessions: Path | None = None, tasks: "TaskStore | None" = None,
                   cron: "CronService | None" = None, written_ledger: Path | None = None,
-                  exec_sandbox: SandboxPolicy | None = None) -> list[Tool]:
+                  exec_sandbox: SandboxPolicy | None = None, background: "BackgroundJobs | None" = None) -> list[Tool]:
     """`exec_sandbox`: what exec's sandbox protects (the daemon's state and config); without it,
-    exec protects those of the CLAWGATE_HOME in the environment."""
+    exec protects those of the CLAWGATE_HOME in the environment. `background`: where slow exec
+    calls go (without it, every call runs in the foreground)."""
     tools = settings.tools
     # One ledger for the three file tools: read_file trusts what write_file/edit_file wrote.
     ledger = WrittenLedger(written_ledger)
@@ -42,7 +44,7 @@ def default_tools(settings: Settings, *, sessions: Path | None = None, tasks: "T
         WriteFile(ledger),
         EditFile(ledger),
         ListDir(),
-        Exec(tools.exec, sandbox=exec_sandbox),
+        Exec(tools.exec, sandbox=exec_sandbox, background=background),
         WebFetch(tools.web_fetch_cap_bytes),
         Message(),
         LoadSkill(), MemoryAppend(), MemoryReplace(), MemorySearchTool(sessions), MemoryGet(sessions),

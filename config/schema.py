@@ -106,6 +106,18 @@ class ExecSettings(_Section):
         default_factory=list,
         description="more folders sandboxed programs may read and run from (e.g. ~/.pyenv); never state/ or config.toml",
     )
+    # Background exec (docs/background.md): a call still running after this many seconds moves to the
+    # background so the chat stays free (0: never automatically); `background: true` goes there at once.
+    background_after_seconds: float = Field(10.0, ge=0)
+    background_timeout_seconds: float = Field(1800.0, gt=0, le=86_400,
+                                              description="limit of a background call that names no timeout")
+
+
+class BackgroundSettings(_Section):
+    """Caps on slow work running off the session's lane (docs/background.md)."""
+
+    max_jobs: int = Field(8, ge=1, description="background jobs running at once, all sessions together")
+    max_per_session: int = Field(3, ge=1, description="background jobs running at once in one session")
 
 
 class ToolSettings(_Section):
@@ -287,3 +299,4 @@ class Settings(_Section):
     drift: DriftSettings = Field(default_factory=DriftSettings)
     reflection: ReflectionSettings = Field(default_factory=ReflectionSettings)
     subagents: SubagentSettings = Field(default_factory=SubagentSettings)
+    background: BackgroundSettings = Field(default_factory=BackgroundSettings)

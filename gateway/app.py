@@ -20,6 +20,7 @@ from typing import Any
 
 from agent.approvals import ApprovalBroker
 from agent.audit import AuditLog
+from agent.background import BackgroundJobs
 from agent.bus import SqliteBus
 from agent.durability import Durability
 from agent.checkpoints import CheckpointService, ReplayProvider, ToolReplay
@@ -131,8 +132,14 @@ class App:
         approvals = ApprovalBroker(self.events, mode=settings.tools.approval_mode,
                                    timeout=settings.tools.approval_timeout_seconds)
         exec_sandbox = SandboxPolicy.for_paths(paths, settings.tools.exec.sandbox_read_paths)
+        # slow work off the session's lane (docs/background.md); results join the session before its next model call
+        self.background = BackgroundJobs(settings.background, index_path=paths.state / "background.json",
+                                         sessions=self.sessions, events=self.events, audit=self.audit,
+                                         busy=lambda key: self.loop.busy(key), fsync=fsync)
+        self.background.intake = self.bus
         tools = ToolRegistry(default_tools(settings, sessions=paths.sessions, tasks=self.tasks,
-                                           written_ledger=paths.written_ledger, exec_sandbox=exec_sandbox),
+                                           written_ledger=paths.written_ledger, exec_sandbox=exec_sandbox,
+                                           background=self.background),
                              events=self.events, audit=self.audit, approvals=approvals)
         context = ContextBuilder(workspace.root, tools=tools.definitions, model=agent.model, max_tokens=agent.max_tokens,
                                  compactor=Compactor(keep=agent.compact_keep_messages,
@@ -157,6 +164,8 @@ class App:
         restate = Restatement(agent.name, self.tasks.current, after_turns=agent.restate_after_turns)
         context.contributors.append(restate)
         context.followups.append(restate)
+        context.injectors.append(self.background.inject)
+        self.loop.skip_if.append(self.background.skip_wake)
         # drift control after each turn; the completeness check before a multi-step answer goes out
         drift = settings.drift
         self.embedder = EmbeddingRelevance(drift.embedding_url, drift.embedding_model,
@@ -173,9 +182,10 @@ class App:
                                                 settings=agent, events=self.events))
         if self.drift_restore is not None:  # after consolidation, which still works on the run's session
             self.loop.after_run.append(self.drift_restore.after_run)
+        self.loop.after_run.append(self.background.after_run)
 
         # triggers: producers on the bus
-        session_control = SessionControl(self.loop, self.sessions, context)
+        session_control = SessionControl(self.loop, self.sessions, context, self.background)
         cron = CronService(CronStore(self.db, history=settings.cron.history), self.bus, self.events, settings.cron,
                            result_of=self._run_result, busy=session_control.busy)
         self.events.subscribe(cron.on_event)
@@ -231,6 +241,7 @@ class App:
         add("sandbox", lambda: sandbox_status().line())
         add("usage", self.usage.snapshot)
         add("providers", lambda: getattr(self.provider, "breaker_states", list)())
+        add("backgroundJobs", self.background.running)
 
     def _task_status_line(self, session: Any) -> str | None:
         task = self.tasks.current(session.key)
@@ -289,6 +300,11 @@ class App:
             log.info("resuming %d interrupted task(s): %s", len(resumed), ", ".join(resumed))
         if children := self.subagents.resume():
             log.info("resuming %d background sub-agent(s): %s", len(children), ", ".join(children))
+        interrupted = self.background.recover()
+        if interrupted:
+            log.warning("background job(s) %s were running when the daemon stopped; their sessions are told "
+                        "the outcome is unknown (not re-run)", ", ".join(interrupted))
+        stack.push_async_callback(self.background.close)  # after the turns stopped (the stack unwinds in reverse)
         self._core = [asyncio.create_task(self.loop.run(), name="agent"),
                       asyncio.create_task(self.dispatcher.run(), name="dispatcher")]
         for task in self._core:

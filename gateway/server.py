@@ -161,7 +161,8 @@ class GatewayServer:
             self.broadcast("approval", {"state": "resolved", "session": session, "id": event["id"],
                                         "approved": event["approved"], "how": event["how"]}, session)
         elif kind in ("task", "heartbeat", "cron", "drift", "reflection", "reflection_plan", "reflection_exec",
-                      "breaker_open", "breaker_close"):  # breaker_*: no session, so every client hears it
+                      "breaker_open", "breaker_close",  # no session: every client hears them
+                      "bg_job_start", "bg_job_end"):
             self.broadcast(kind, {k: v for k, v in event.items() if k != "type"}, session)
         elif kind in CHECKPOINT_ACTIONS:
             payload = {k: v for k, v in event.items() if k != "type"}

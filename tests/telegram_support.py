@@ -46,8 +46,8 @@ def user_texts(body: dict[str, Any]) -> list[str]:
 
 
 def replies(fake: FakeTelegram, chat: int) -> list[str]:
-    """Messages to `chat` minus the transient status messages."""
-    return [m["plain_text"] for m in fake.sent if m["chat_id"] == chat and not m["text"].startswith("⚙️")]
+    """Messages to `chat` minus the transient status messages (a step, a background job)."""
+    return [m["plain_text"] for m in fake.sent if m["chat_id"] == chat and not m["text"].startswith(("⚙️", "⏳"))]
 
 
 def wait_handled(fake: FakeTelegram, update_id: int, timeout: float = 10.0) -> None:

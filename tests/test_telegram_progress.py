@@ -101,3 +101,25 @@ async def test_a_run_that_ends_while_the_status_is_being_posted_leaves_nothing_b
     progress.on_event({"type": "tool_start", "session": "main", "tool": "x"})  # not a Telegram session
     assert progress._sessions == {}
     await progress.close()
+
+
+async def _until(predicate: Any, timeout: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.01)
+
+
+async def test_a_background_job_stays_listed_after_the_run_until_it_ends() -> None:
+    ops = Ops()
+    progress = Progress(ops, lambda key: True, typing_interval=10, edit_interval=0.05)
+    progress.on_event(tool("exec"))
+    progress.on_event({"type": "bg_job_start", "session": KEY, "job": "bg-3", "tool": "exec", "summary": "make test"})
+    await _until(lambda: any("bg-3" in t for t in ops.kinds("post") + ops.kinds("edit")))
+    progress.on_event({"type": "run_end", "session": KEY, "run_id": "r"})
+    await _until(lambda: ops.kinds("edit") and "step" not in ops.kinds("edit")[-1])
+    shown = ops.kinds("edit")[-1]
+    assert "job bg-3" in shown and "make test" in shown and not ops.kinds("delete")  # still there after the run
+    progress.on_event({"type": "bg_job_end", "session": KEY, "job": "bg-3", "status": "done", "exit": 0})
+    await _until(lambda: len(ops.kinds("delete")) == 1)  # gone once the job ended
+    await progress.close()

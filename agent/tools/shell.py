@@ -17,6 +17,12 @@ Two layers keep a program inside the workspace:
      walking folders (`grep -R`, `ls -L`), runs another program (`sort --compress-program=sh`)
      or sets the clock (`date -s`).
 
+Slow calls run in the background (agent/background.py, docs/background.md): `background: true`
+returns a job id as soon as the program started, and a call still running after
+`tools.exec.background_after_seconds` moves there by itself, so the session's lane is free for the
+chat and the heartbeat. Approval, argument checks, sandbox and output cap are the same: the
+registry asks before `run` starts anything, and a job is the very same call continuing.
+
 Relative PATH entries (`.`, empty) are dropped for the child: they would name the workspace.
 Secrets are removed from the child's environment. The program runs in its own process group,
 which is killed when the call ends, so nothing it started in the background outlives the call.
@@ -31,7 +37,7 @@ import shutil
 import shlex
 import signal
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from pydantic import Field
 
@@ -39,11 +45,15 @@ from config.paths import Paths
 from config.schema import ExecSettings
 from workspace.guard import PathOutsideWorkspace
 
+from ..background import JobLimit, ProcessInfo
 from ..untrusted import wrap_untrusted
 from .base import Args, Tool, ToolContext, ToolError
 from .exec_checks import inside, operand_problem, option_problem, path_problem
 from .files import _resolve
 from .sandbox import TMP_NAME, SandboxPolicy, SandboxStatus, sandbox_status
+
+if TYPE_CHECKING:
+    from ..background import BackgroundJobs
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +66,10 @@ class Exec(Tool):
     description = (
         "Run a program in the workspace and return its exit code and output. argv is the program "
         "and its arguments as a list; there is no shell (no pipes, globbing or ';'). Programs not "
-        "on the allowlist ask the user first. Use it to run tests, scripts and inspection commands."
+        "on the allowlist ask the user first. Use it to run tests, scripts and inspection commands. "
+        "Slow programs (builds, test suites, downloads): pass background: true and a timeout; you get a "
+        "job id at once and the result is added to the conversation when the program ends. A call "
+        "still running after a short while moves to the background by itself."
     )
     side_effects = True
 
@@ -64,12 +77,17 @@ class Exec(Tool):
         argv: list[str] = Field(min_length=1, description="program and arguments, e.g. ['python3', 'script.py']")
         cwd: str = Field(".", description="working directory relative to the workspace")
         timeout: float | None = Field(None, gt=0, le=3600, description="seconds before the program is killed")
+        background: bool = Field(False, description="run in the background: returns a job id at once; the "
+                                                    "result arrives in the conversation when the program ends")
 
     def __init__(self, settings: ExecSettings, *, sandbox: SandboxPolicy | None = None,
-                 status: Callable[[], SandboxStatus] = sandbox_status) -> None:
+                 status: Callable[[], SandboxStatus] = sandbox_status,
+                 background: "BackgroundJobs | None" = None) -> None:
         """`sandbox` names what the sandbox protects (default: this CLAWGATE_HOME's state and
-        config); `status` says whether the host can sandbox (injectable to simulate a host without)."""
+        config); `status` says whether the host can sandbox (injectable to simulate a host without);
+        `background` takes over slow calls (without it every call runs in the foreground)."""
         self.settings = settings
+        self.background = background
         self.sandbox = sandbox or SandboxPolicy.for_paths(Paths.from_env(), settings.sandbox_read_paths)
         self._status = status
         self._warned: set[Path] = set()
@@ -100,7 +118,11 @@ class Exec(Tool):
     def summarize(self, args: Arguments) -> str:
         """Quoted as a shell would need it, so `rm "a b"` and `rm a b` never look alike; never cut here
         (the approval prompt cuts, and says so)."""
-        return "exec " + shlex.join(args.argv) + ("" if args.cwd in (".", "") else f"   (in {args.cwd})")
+        return "exec " + self._command(args) + ("   (in the background)" if args.background else "")
+
+    @staticmethod
+    def _command(args: Arguments) -> str:
+        return shlex.join(args.argv) + ("" if args.cwd in (".", "") else f"   (in {args.cwd})")
 
     def _refusal(self) -> str | None:
         """The one-line refusal when the sandbox is required but this host cannot provide it."""
@@ -121,6 +143,48 @@ class Exec(Tool):
         return status.available
 
     async def run(self, args: Arguments, ctx: ToolContext) -> str:
+        """Run in the foreground, or hand the running program to the background jobs: at once
+        (`background`), or once it outlasts the foreground budget and there is room for a job."""
+        jobs = self.background
+        if args.background:
+            if jobs is None:
+                raise ToolError("background exec is not available here", "run the call without background")
+            if (refusal := jobs.refusal(ctx.session_key)) is not None:
+                raise ToolError(f"not started: {refusal}",
+                                "wait for a job to end (/status lists them) or run this call in the foreground")
+            timeout = args.timeout or self.settings.background_timeout_seconds
+        else:
+            timeout = args.timeout or self.settings.timeout_seconds
+        budget = self.settings.background_after_seconds
+        if jobs is None or (not args.background and not 0 < budget < timeout):
+            return await self._execute(args, ctx, timeout, ProcessInfo())
+        process = ProcessInfo()
+        work = asyncio.ensure_future(self._execute(args, ctx, timeout, process))
+        spawned = asyncio.ensure_future(process.spawned.wait())
+        try:
+            # background: until the program started (a name not found is still the call's own error);
+            # otherwise: the foreground budget
+            await asyncio.wait([work, spawned] if args.background else [work], timeout=None if args.background else budget,
+                               return_when=asyncio.FIRST_COMPLETED)
+            if work.done() or (not args.background and jobs.refusal(ctx.session_key) is not None):
+                return await work  # finished, or no room for a job: the call simply goes on in the foreground
+            entry = jobs.adopt(work, session_key=ctx.session_key, kind="exec", summary=self._command(args),
+                               sender_id=ctx.sender_id, owner=ctx.owner,
+                               deliver={"channel": ctx.channel, "chat_id": ctx.chat_id}, process=process)
+        except JobLimit as exc:
+            work.cancel()
+            raise ToolError(f"not started: {exc}", "wait for a job to end (/status lists them) or run this call in the "
+                                                   "foreground") from None
+        except BaseException:
+            work.cancel()  # the run was stopped while waiting: the program dies with it, as in the foreground
+            raise
+        finally:
+            spawned.cancel()
+        how = "started in the background" if args.background else f"still running after {budget:g}s, so it moved to the background"
+        return (f"{how} as job {entry.id} (limit {timeout:g}s). Its result will be added to this conversation when "
+                "it ends. Do not run it again; go on with other work or tell the user it is running.")
+
+    async def _execute(self, args: Arguments, ctx: ToolContext, timeout: float, process: ProcessInfo) -> str:
         cwd = _resolve(ctx, args.cwd)
         if not cwd.is_dir():
             raise ToolError(f"cwd {args.cwd} is not a directory", "pass an existing folder of the workspace")
@@ -134,7 +198,6 @@ class Exec(Tool):
             _scratch_env(env, ctx)
             status_r, status_w = os.pipe()
             command = self.sandbox.launcher_argv(args.argv, ctx.workspace.root, env["PATH"], status_w)
-        timeout = args.timeout or self.settings.timeout_seconds
         # Our own pipe, not asyncio's: Process.wait() would also wait for asyncio's pipes to close,
         # which a killed program's background children (or a full pipe) could delay without end.
         out_r, out_w = os.pipe()
@@ -151,10 +214,12 @@ class Exec(Tool):
             raise ToolError(f"program {args.argv[0]!r} is not executable", "run it through its interpreter, e.g. ['python3', file]") from None
         finally:
             _close(out_w, status_w)
+        process.started(proc.pid)
         try:
             output, timed_out, code = await _supervise(proc, out_r, timeout, self.settings.output_cap_bytes)
         finally:
             report = None if status_r is None else _read_status(status_r)  # also closes it
+        process.exit_code, process.timed_out = code, timed_out
         _raise_launch_failure(report, args.argv[0])
         cap = self.settings.output_cap_bytes
         text = output[:cap].decode("utf-8", errors="replace")

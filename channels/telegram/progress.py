@@ -1,6 +1,7 @@
 """While the agent works on a Telegram chat: a typing indicator, and a status message with the step.
 
-Driven by the event hub (`tool_start`, `run_end`), so the loop knows nothing of Telegram. The
+Driven by the event hub (`tool_start`, `run_end`, and `bg_job_start` / `bg_job_end` for background
+jobs, which stay listed after the run ended until they end), so the loop knows nothing of Telegram. The
 status message is reconciled by one worker per session: events only change the wanted text,
 the worker sends, edits (at most once per `edit_interval`, Telegram's limits) or deletes it,
 so bursts of tool calls coalesce into few edits and no call races another.
@@ -37,6 +38,8 @@ class _Session:
     thread_id: int | None
     runs: set[str] = field(default_factory=set)
     steps: int = 0
+    step: str | None = None  # the running turn's current step line
+    jobs: dict[str, str] = field(default_factory=dict)  # background job id -> its line
     wanted: str | None = None  # status text that should be shown; None: no status message
     shown: str | None = None
     message_id: int | None = None
@@ -75,25 +78,37 @@ class Progress:
 
     def on_event(self, event: dict[str, Any]) -> None:
         """Event hub subscriber (synchronous, so it only records and wakes the worker)."""
-        if event["type"] not in ("tool_start", "run_end"):
+        if event["type"] not in ("tool_start", "run_end", "bg_job_start", "bg_job_end"):
             return  # text deltas and the rest: cheap to ignore
         key = event.get("session")
         if not isinstance(key, str) or parse_session_key(key) is None:
             return
         state = self._sessions.get(key)
-        if event["type"] == "tool_start" and self.status_messages:
+        if event["type"] in ("tool_start", "bg_job_start") and self.status_messages:
             if state is None:  # a run we did not see start (replayed after a restart)
                 chat_id, thread_id = parse_session_key(key)  # type: ignore[misc]
                 state = self._sessions[key] = _Session(chat_id, thread_id)
-            state.steps += 1
             summary = redact(str(event.get("summary") or ""))[:160]
-            state.wanted = f"⚙️ Working… step {state.steps}: {event.get('tool')}" + (f" ({summary})" if summary else "")
-            self._kick(key, state)
+            if event["type"] == "bg_job_start":
+                state.jobs[str(event.get("job"))] = f"⏳ In the background: job {event.get('job')}" + \
+                    (f" ({summary})" if summary else "")
+            else:
+                state.steps += 1
+                state.step = f"⚙️ Working… step {state.steps}: {event.get('tool')}" + (f" ({summary})" if summary else "")
+            self._show(key, state)
         elif event["type"] == "run_end" and state is not None:
             state.runs.discard(str(event.get("run_id")))
             state.steps = 0
-            state.wanted = None
-            self._kick(key, state)
+            state.step = None
+            self._show(key, state)
+        elif event["type"] == "bg_job_end" and state is not None and state.jobs.pop(str(event.get("job")), None):
+            self._show(key, state)
+
+    def _show(self, key: str, state: _Session) -> None:
+        """The wanted text: the turn's step, then one line per background job; None when neither."""
+        lines = ([state.step] if state.step else []) + list(state.jobs.values())
+        state.wanted = "\n".join(lines) or None
+        self._kick(key, state)
 
     async def close(self) -> None:
         tasks = [t for s in self._sessions.values() for t in (s.typing, s.worker) if t is not None]

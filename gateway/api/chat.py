@@ -68,6 +68,7 @@ async def chat_history(services: Services, conn: Connection, p: HistoryParams) -
     return {"session": p.session, "messages": services.sessions.history(p.session, p.limit)}
 
 
-@method("chat.stop", SessionParam, "cancel the running turn of a session (queued messages still run)")
+@method("chat.stop", SessionParam, "cancel the running turn and the background jobs of a session (queued messages still run)")
 async def chat_stop(services: Services, conn: Connection, p: SessionParam) -> dict[str, Any]:
-    return {"session": p.session, "stopped": services.sessions.stop(p.session)}
+    cancelled = services.sessions.stop_background(p.session)
+    return {"session": p.session, "stopped": services.sessions.stop(p.session), "backgroundCancelled": cancelled}

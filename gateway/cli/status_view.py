@@ -59,6 +59,9 @@ def status_lines(status: dict[str, Any]) -> list[str]:
             out += _rows("usage", usage_lines(value))
         elif key == "providers" and isinstance(value, list):
             out += _rows("breakers", provider_lines(value))
+        elif key == "backgroundJobs" and isinstance(value, list):  # one entry per running job: what, where, how long
+            jobs = "; ".join(f"{j['id']} in {j['session']}: {j['summary'][:60]} ({j['runningSeconds']:.0f}s)" for j in value)
+            out.append(f"{key:{LABEL}} {jobs or 'none'}")
         else:
             out.append(f"{key:{LABEL}} {value}")
     return out

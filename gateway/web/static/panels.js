@@ -186,6 +186,8 @@ export class StatusPanel {
     this.onError = onError;
     const refresh = debounce(() => this.refresh(), 300);
     gateway.on("tick", refresh);
+    gateway.on("bg_job_start", refresh);
+    gateway.on("bg_job_end", refresh);
     onRunChange(gateway, refresh);
   }
 
@@ -211,6 +213,7 @@ export class StatusPanel {
         ["tokens in total", tokens(total)], ["cache in total", cache(total)],
         ["model calls in total", count(total.calls)],
         ["top sessions", top.join(", ")],
+        ["background jobs", (s.backgroundJobs || []).map((j) => `${j.id} (${j.session}): ${j.summary}`).join("; ") || "none"],
       ];
       clear(this.box, rows.map(([k, v]) => [el("dt", { text: k }), el("dd", { text: v ?? "—" })]));
     } catch (error) {
