@@ -12,6 +12,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import field_validator  # zone checks (cron, heartbeat)
 
+from .mcp import McpSettings
+
 
 class _Section(BaseModel):
     # Unknown keys are errors: a typo in config.toml must not be silently ignored.
@@ -265,3 +267,4 @@ class Settings(_Section):
     heartbeat: HeartbeatSettings = Field(default_factory=HeartbeatSettings)
     drift: DriftSettings = Field(default_factory=DriftSettings)
     reflection: ReflectionSettings = Field(default_factory=ReflectionSettings)
+    mcp: McpSettings = Field(default_factory=McpSettings)  # MCP tool servers (config/mcp.py, docs/mcp.md)

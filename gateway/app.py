@@ -32,6 +32,7 @@ from agent.drift_control import CheckpointRestorer, DriftControl
 from agent.embeddings import EmbeddingRelevance
 from agent.events import EventHub
 from agent.loop import AgentLoop
+from agent.mcp import McpManager
 from agent.memory import Memory
 from agent.providers import Provider, UnconfiguredProvider
 from agent.recovery import TaskTracker, resume_tasks
@@ -161,6 +162,8 @@ class App:
                            result_of=self._run_result, busy=session_control.busy)
         self.events.subscribe(cron.on_event)
         tools.add(CronTool(cron))
+        # MCP tool servers: each one's tools join the registry once it is up (docs/mcp.md)
+        self.mcp = McpManager(settings.mcp, tools, workspace=workspace.root, logs=paths.logs)
         heartbeat = Heartbeat(settings.heartbeat, workspace=workspace.root, tasks=self.tasks, sessions=self.sessions,
                               bus=self.bus, events=self.events, busy=session_control.busy)
         self.loop.reply_filters.append(heartbeat.reply_filter)
@@ -206,6 +209,8 @@ class App:
         add("clients", lambda: sum(1 for c in self.server.connections if not c.closed))
         add("sandbox", lambda: sandbox_status().line())
         add("usage", self.usage.snapshot)
+        if self.settings.mcp.servers:
+            add("mcp", self.mcp.status)
 
     def _task_status_line(self, session: Any) -> str | None:
         task = self.tasks.current(session.key)
@@ -258,6 +263,8 @@ class App:
         resumed = resume_tasks(self.tasks, self.sessions, self.bus, max_resumes=self.settings.agent.max_task_resumes)
         if resumed:
             log.info("resuming %d interrupted task(s): %s", len(resumed), ", ".join(resumed))
+        await self.mcp.start()  # before the loop: replayed messages see the servers' tools
+        stack.push_async_callback(_quietly, "mcp servers stop", self.mcp.stop)
         self._core = [asyncio.create_task(self.loop.run(), name="agent"),
                       asyncio.create_task(self.dispatcher.run(), name="dispatcher")]
         for task in self._core:
