@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import socket
+import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
-from tests.harness import ROOT, DaemonProcess
+from tests.harness import ROOT, DaemonProcess, free_port
 
 
 def stdio_server_env(tmp: Path, name: str = "fake", **settings: Any) -> dict[str, str]:
@@ -54,3 +59,26 @@ async def wait_pending_approval(daemon: DaemonProcess, timeout: float = 60.0) ->
                 return pending[0]
             await asyncio.sleep(0.1)
     raise AssertionError("no approval request appeared")
+
+
+@contextmanager
+def http_server(tmp: Path, token: str) -> Iterator[str]:
+    """tests/fakes/mcp_server.py serving streamable HTTP on 127.0.0.1 (bearer `token` required); yields its URL."""
+    port = free_port()
+    env = {**os.environ, "FAKE_MCP_NOTES": str(tmp / "notes.txt")}
+    proc = subprocess.Popen([sys.executable, "-m", "tests.fakes.mcp_server", "--http", str(port), "--token", token],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "the HTTP MCP server did not start"
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)

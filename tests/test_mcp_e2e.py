@@ -8,7 +8,7 @@ import json
 
 from tests.fakes.anthropic.request_text import tool_results
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
-from tests.mcp_support import mcp_status, stdio_server_env, wait_pending_approval, wait_status
+from tests.mcp_support import http_server, mcp_status, stdio_server_env, wait_pending_approval, wait_status
 from tests.untrusted_support import parse, unwrap
 
 
@@ -122,3 +122,50 @@ def test_a_server_without_command_or_url_is_a_one_line_config_error(tmp_path) ->
         line = result.stderr.strip()
         assert len(line.splitlines()) == 1 and "Traceback" not in line
         assert "mcp.servers.broken" in line and "either command" in line and "s3cret-value" not in line
+
+
+async def test_a_streamable_http_server_with_a_secret_header(daemon_factory, fake_model: FakeAnthropic, tmp_path) -> None:
+    token = "mcp-http-secret-0123456789"
+    with http_server(tmp_path, token) as url:
+        common = {"read_only_tools": ["*"], "ping_interval_seconds": 0.5, "restart_base_seconds": 0.2,
+                  "restart_max_seconds": 1.0}
+        env = {"CLAWGATE_MCP__SERVERS__WEB": json.dumps({"url": url, "headers": {"Authorization": f"Bearer {token}"},
+                                                         **common}),
+               "CLAWGATE_MCP__SERVERS__WRONG": json.dumps({"url": url, "headers": {"Authorization": "Bearer wrong-token-42"},
+                                                           **common})}
+        daemon = daemon_factory(env)
+        entry = await wait_status(daemon, lambda e: e["state"] == "up", name="web")
+        assert entry["transport"] == "http" and entry["tools"] == 4
+        wrong = await wait_status(daemon, lambda e: e["state"] == "down", name="wrong")
+        assert wrong["tools"] == 0 and wrong["error"]
+        fake_model.enqueue(tool_use("mcp_web_add", {"a": 20, "b": 22}), text("42"))
+        async with daemon.client(subscribe=["main"]) as client:
+            assert (await client.chat("add over http"))["text"] == "42"
+        _, source, body = parse(tool_results(fake_model.requests)[-1])
+        assert source == "mcp web.add" and body == "42"
+    for secret in (token, "wrong-token-42"):
+        assert secret not in daemon.log_text()
+        assert all(secret not in p.read_text() for p in (daemon.home / "logs").glob("*") if p.is_file())
+
+
+async def test_a_side_effecting_mcp_call_cut_by_a_crash_is_not_run_again(daemon_factory, fake_model: FakeAnthropic,
+                                                                         tmp_path) -> None:
+    """SIGKILL while the call waits for approval: after the restart the call is reported as of unknown
+    outcome (its intent is journalled, no result), never re-run; the note is written by nobody."""
+    daemon = daemon_factory(stdio_server_env(tmp_path))
+    fake_model.enqueue(tool_use("mcp_fake_write_note", {"text": "once"}))
+    async with daemon.client() as client:
+        await client.request("chat.send", {"session": "main", "text": "note it"})
+    await wait_pending_approval(daemon)
+    daemon.kill()
+    fake_model.enqueue(text("I will check first"))
+    daemon.start(timeout=90)
+    async with daemon.client() as client:
+        deadline = asyncio.get_running_loop().time() + 60
+        while "I will check first" not in json.dumps(await client.request("chat.history", {"session": "main"})):
+            assert asyncio.get_running_loop().time() < deadline, "the replayed run never answered"
+            await asyncio.sleep(0.2)
+    assert "outcome is unknown" in tool_results(fake_model.requests)[-1]
+    assert not (tmp_path / "notes.txt").exists()
+    async with daemon.client() as client:
+        assert (await client.request("approvals.list"))["pending"] == []

@@ -50,6 +50,7 @@ class McpConnection:
         self.tool_count = 0
         self.session: ClientSession | None = None
         self._ever_up = False
+        self._http_status = 0
         self._lost = asyncio.Event()
         self._stopping = asyncio.Event()
         self._first_try = asyncio.Event()
@@ -84,9 +85,11 @@ class McpConnection:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # one line, never a traceback: it is the server's problem, not ours
-                self.error = describe(exc, self.settings)
-                log.error("mcp server %s did not %s: %s", self.name,
-                          "restart" if self._ever_up else "start", self.error)
+                error = describe(exc, self.settings) + (f" (HTTP {self._http_status})" if self._http_status else "")
+                # A server that keeps failing the same way is logged once, then every 10th try.
+                if not self._stopping.is_set() and (error != self.error or self.attempt % 10 == 0):
+                    log.error("mcp server %s did not %s: %s", self.name, "restart" if self._ever_up else "start", error)
+                self.error = error
             finally:
                 self.session = None
                 self._first_try.set()
@@ -95,7 +98,7 @@ class McpConnection:
             self.state = "down"
             self.attempt += 1
             delay = min(self.settings.restart_base_seconds * 2 ** (self.attempt - 1), self.settings.restart_max_seconds)
-            log.info("mcp server %s: restart attempt %d in %.1f s", self.name, self.attempt, delay)
+            log.debug("mcp server %s: restart attempt %d in %.1f s", self.name, self.attempt, delay)
             try:
                 await asyncio.wait_for(self._stopping.wait(), delay)
                 return
@@ -104,6 +107,7 @@ class McpConnection:
 
     async def _connect_and_serve(self) -> None:
         settings = self.settings
+        self._http_status = 0
         async with AsyncExitStack() as stack:
             if settings.command is not None:
                 command = settings.command
@@ -115,6 +119,7 @@ class McpConnection:
             else:
                 assert settings.url is not None
                 http = create_mcp_http_client(headers=dict(settings.headers) or None)
+                http.event_hooks["response"].append(self._note_status)
                 await stack.enter_async_context(http)
                 read, write = await stack.enter_async_context(streamable_http_client(settings.url, http_client=http))
             # The session's default request timeout bounds the handshake, the listing and pings.
@@ -139,6 +144,11 @@ class McpConnection:
                 self.state = "down"
                 self.error = self.error or "the connection was lost"
                 log.error("mcp server %s is down: %s", self.name, self.error)
+
+    async def _note_status(self, response: Any) -> None:
+        """Remember a refusal (401, 403, 5xx): the SDK reports it only as "an error response"."""
+        if response.status_code >= 400:
+            self._http_status = response.status_code
 
     async def _list_tools(self, session: ClientSession) -> list[Any]:
         tools: list[Any] = []
