@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 from tests.fakes.anthropic.request_text import tool_results
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
@@ -97,18 +98,23 @@ async def test_a_crashed_server_answers_down_then_comes_back_with_its_new_tools(
 
 
 async def test_a_server_that_cannot_start_is_a_status_entry_not_a_dead_daemon(daemon_factory, fake_model, tmp_path) -> None:
-    env = stdio_server_env(tmp_path, name="ghost", command=str(tmp_path / "no-such-server"), args=[], env={}, cwd=None)
+    env = stdio_server_env(tmp_path, name="no_such", command=str(tmp_path / "no-such-server"), args=[], env={}, cwd=None)
     daemon = daemon_factory({**env, **stdio_server_env(tmp_path)})
-    ghost = await wait_status(daemon, lambda e: e["state"] == "down", name="ghost")
+    ghost = await wait_status(daemon, lambda e: e["state"] == "down", name="no_such")
     assert "not found" in ghost["error"] and ghost["tools"] == 0
     assert (await mcp_status(daemon))["state"] == "up"  # the other server is unaffected
     fake_model.enqueue(text("fine"))
     async with daemon.client(subscribe=["main"]) as client:
         assert (await client.chat("hello"))["text"] == "fine"
-    lines = [line for line in daemon.log_text().splitlines() if "ghost" in line and "did not start" in line]
+    lines = [line for line in daemon.log_text().splitlines() if "no_such did not start" in line]
     assert lines and "Traceback" not in daemon.log_text()
     status = daemon.cli("status")
-    assert status.returncode == 0 and "ghost" in status.stdout
+    assert status.returncode == 0
+    assert "fake: up, 4 tools, 0 restarts" in status.stdout
+    assert re.search(r"no_such: down, 0 tools, 0 restarts, restarting \(attempt \d+\): command .* not found",
+                     status.stdout), status.stdout
+    as_json = json.loads(daemon.cli("status", "--json").stdout)
+    assert set(as_json["mcp"]) == {"fake", "no_such"}  # the owner's names, not camel-cased
 
 
 def test_a_server_without_command_or_url_is_a_one_line_config_error(tmp_path) -> None:
@@ -169,3 +175,18 @@ async def test_a_side_effecting_mcp_call_cut_by_a_crash_is_not_run_again(daemon_
     assert not (tmp_path / "notes.txt").exists()
     async with daemon.client() as client:
         assert (await client.request("approvals.list"))["pending"] == []
+
+
+def test_doctor_starts_each_server_once_and_names_the_broken_one(tmp_path) -> None:
+    from tests.harness import DaemonProcess
+
+    env = {**stdio_server_env(tmp_path), **stdio_server_env(tmp_path, name="gone", command="no-such-mcp-server",
+                                                              args=[], env={}, cwd=None)}
+    home = DaemonProcess(tmp_path / "home", anthropic_url=None, env=env)
+    home.init()
+    result = home.cli("doctor", "--offline", timeout=120)
+    assert result.returncode == 1 and "Traceback" not in result.stdout + result.stderr
+    lines = {line.split()[2]: line for line in result.stdout.splitlines() if line[5:].startswith("mcp ")}
+    assert lines["fake"].startswith("ok") and "listed 4 tool(s)" in lines["fake"]
+    assert lines["gone"].startswith("FAIL") and "'no-such-mcp-server' not found" in lines["gone"]
+    assert "fix: fix mcp.servers.gone" in lines["gone"]

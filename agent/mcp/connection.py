@@ -106,27 +106,9 @@ class McpConnection:
                 pass
 
     async def _connect_and_serve(self) -> None:
-        settings = self.settings
-        self._http_status = 0
         async with AsyncExitStack() as stack:
-            if settings.command is not None:
-                command = settings.command
-                if shutil.which(command) is None and not Path(command).is_file():
-                    raise FileNotFoundError(f"command {command!r} not found on PATH")
-                params = StdioServerParameters(command=command, args=settings.args, env=settings.env or None,
-                                               cwd=str(Path(settings.cwd).expanduser()) if settings.cwd else str(self.cwd))
-                read, write = await stack.enter_async_context(stdio_client(params, errlog=self._errlog(stack)))
-            else:
-                assert settings.url is not None
-                http = create_mcp_http_client(headers=dict(settings.headers) or None)
-                http.event_hooks["response"].append(self._note_status)
-                await stack.enter_async_context(http)
-                read, write = await stack.enter_async_context(streamable_http_client(settings.url, http_client=http))
-            # The session's default request timeout bounds the handshake, the listing and pings.
-            session = await stack.enter_async_context(
-                ClientSession(read, write, read_timeout_seconds=settings.startup_timeout_seconds))
-            await session.initialize()
-            tools = await self._list_tools(session)
+            session = await self.open(stack)
+            tools = await self.list_tools(session)
             self.on_tools(self, tools)
             self.tool_count = len(tools)
             if self._ever_up:
@@ -145,12 +127,35 @@ class McpConnection:
                 self.error = self.error or "the connection was lost"
                 log.error("mcp server %s is down: %s", self.name, self.error)
 
+    async def open(self, stack: AsyncExitStack) -> ClientSession:
+        """Start (or reach) the server and hand-shake; everything it opened closes with `stack`."""
+        settings = self.settings
+        self._http_status = 0
+        if settings.command is not None:
+            command = settings.command
+            if shutil.which(command) is None and not Path(command).is_file():
+                raise FileNotFoundError(f"command {command!r} not found on PATH")
+            params = StdioServerParameters(command=command, args=settings.args, env=settings.env or None,
+                                           cwd=str(Path(settings.cwd).expanduser()) if settings.cwd else str(self.cwd))
+            read, write = await stack.enter_async_context(stdio_client(params, errlog=self._errlog(stack)))
+        else:
+            assert settings.url is not None
+            http = create_mcp_http_client(headers=dict(settings.headers) or None)
+            http.event_hooks["response"].append(self._note_status)
+            await stack.enter_async_context(http)
+            read, write = await stack.enter_async_context(streamable_http_client(settings.url, http_client=http))
+        # The session's default request timeout bounds the handshake, the listing and pings.
+        session = await stack.enter_async_context(
+            ClientSession(read, write, read_timeout_seconds=settings.startup_timeout_seconds))
+        await session.initialize()
+        return session
+
     async def _note_status(self, response: Any) -> None:
         """Remember a refusal (401, 403, 5xx): the SDK reports it only as "an error response"."""
         if response.status_code >= 400:
             self._http_status = response.status_code
 
-    async def _list_tools(self, session: ClientSession) -> list[Any]:
+    async def list_tools(self, session: ClientSession) -> list[Any]:
         tools: list[Any] = []
         cursor: str | None = None
         for _ in range(100):  # a server paging forever must not hang the start
@@ -230,6 +235,17 @@ class McpConnection:
         if self.error:
             out["error"] = self.error
         return out
+
+
+async def probe(name: str, settings: McpServerSettings, *, cwd: Path, stderr_file: Path) -> int:
+    """Start the server once, hand-shake and count its tools, then stop it (`clawgate doctor`).
+    Raises what a start would; `describe` makes that one line."""
+    connection = McpConnection(name, settings, cwd=cwd, stderr_file=stderr_file, on_tools=lambda c, t: None)
+    async with AsyncExitStack() as stack:
+        session = await connection.open(stack)
+        tools = await connection.list_tools(session)
+    allowed = None if settings.tools is None else set(settings.tools)
+    return sum(1 for tool in tools if allowed is None or tool.name in allowed)
 
 
 def describe(exc: BaseException, settings: McpServerSettings) -> str:

@@ -224,8 +224,21 @@ def cmd_status(args: argparse.Namespace) -> int:
         print_json(status)
     else:
         for key, value in status.items():
-            print(f"{key:15} {value}")
+            print(f"{key:15} {mcp_lines(value) if key == 'mcp' else value}")
     return 0
+
+
+def mcp_lines(servers: dict[str, Any]) -> str:
+    """One line per MCP server: state, tools, restarts, and why it is down."""
+    lines = []
+    for name, s in servers.items():
+        line = f"{name}: {s.get('state')}, {s.get('tools', 0)} tools, {s.get('restarts', 0)} restarts"
+        if s.get("state") == "down":
+            line += f", restarting (attempt {s.get('attempt', 1)})"
+        if s.get("error"):
+            line += f": {s['error']}"
+        lines.append(line)
+    return ("\n" + " " * 16).join(lines) or "none"
 
 
 def add_commands(sub: Any) -> None:
