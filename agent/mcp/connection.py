@@ -29,6 +29,7 @@ from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, PaginatedRequestParams
 from config.mcp import McpServerSettings
 
 from ..tools.base import ToolError
+from ..untrusted import wrap_untrusted
 
 log = logging.getLogger(__name__)
 
@@ -225,7 +226,9 @@ class McpConnection:
                 raise ToolError(f"MCP server {self.name} did not answer {tool} within "
                                 f"{self.settings.call_timeout_seconds:g} s; its outcome is unknown",
                                 "check its effect before retrying") from None
-            raise ToolError(f"MCP server {self.name} refused the call to {tool}: {exc.error.message[:300]}") from None
+            # the server wrote this message: data, like its results
+            raise ToolError(f"MCP server {self.name} refused the call to {tool}:\n"
+                            + wrap_untrusted(f"mcp {self.name}.{tool}", exc.error.message[:1000])) from None
 
     def snapshot(self) -> dict[str, Any]:
         out: dict[str, Any] = {"state": self.state, "tools": self.tool_count, "restarts": self.restarts,
