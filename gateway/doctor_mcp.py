@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from agent.mcp.connection import describe, probe
 from config.paths import Paths
 from config.schema import Settings
 
@@ -22,6 +21,8 @@ def check_mcp(paths: Paths, settings: Settings, offline: bool) -> list[tuple[str
     """(name, status, detail, fix) per configured server; nothing when none is configured."""
     workspace = Path(settings.agent.workspace).expanduser() if settings.agent.workspace else paths.default_workspace
     out: list[tuple[str, str, str, str]] = []
+    if settings.mcp.servers:
+        from agent.mcp.connection import describe, probe  # the SDK is slow to import: only when needed
     for name, server in settings.mcp.servers.items():
         label = f"mcp {name}"
         if not server.enabled:

@@ -11,15 +11,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from config.loader import is_secret_path
 from config.mcp import McpSettings
 
 from ..redact import register_secrets
 from ..tools.registry import ToolRegistry
-from .connection import McpConnection
 from .tool import McpTool, tool_name
+
+if TYPE_CHECKING:
+    from .connection import McpConnection
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +33,9 @@ class McpManager:
         self.registry = registry
         self.connections: dict[str, McpConnection] = {}
         self._names: dict[str, dict[str, str]] = {}  # server -> its tool -> registered name
+        if any(server.enabled for server in settings.servers.values()):
+            # The SDK takes seconds to import on a loaded machine: only a daemon that uses it pays.
+            from .connection import McpConnection
         for name, server in settings.servers.items():
             register_secrets(server.headers.values())
             register_secrets(v for k, v in server.env.items() if is_secret_path([k]))

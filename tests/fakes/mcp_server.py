@@ -5,7 +5,8 @@ real HTTP on 127.0.0.1), so the handshake, tool listing, calls, a process dying 
 a restart are exercised exactly as with a server a user installs.
 
 Tools: add(a, b); write_note(text) appends a line to $FAKE_MCP_NOTES; echo(text) returns text
-verbatim (hostile content for the untrusted-data wrapper); crash() exits the process at once.
+verbatim (hostile content for the untrusted-data wrapper); sleep(seconds) answers late; crash() exits
+the process at once.
 
 Switches (files, so a test can flip them while the daemon runs):
 - $FAKE_MCP_FAIL: when this file exists the server exits at start (a server that cannot start);
@@ -24,6 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 
 
@@ -46,6 +48,12 @@ def build() -> MCPServer:
     def echo(text: str) -> str:
         """Return the text unchanged."""
         return text
+
+    @server.tool()
+    async def sleep(seconds: float) -> str:
+        """Wait, then answer (a slow tool)."""
+        await anyio.sleep(seconds)
+        return f"slept {seconds}"
 
     @server.tool()
     def crash() -> str:
@@ -89,7 +97,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.http is None:
         server.run()
         return 0
-    import anyio
     import uvicorn
 
     app: Any = server.streamable_http_app(host="127.0.0.1")
