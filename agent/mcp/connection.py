@@ -22,7 +22,7 @@ from typing import IO, Any, Callable, Literal
 
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client  # the SDK's client defaults (timeouts); tested by the HTTP e2e test
 from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, PaginatedRequestParams
 
@@ -98,7 +98,9 @@ class McpConnection:
                 return
             self.state = "down"
             self.attempt += 1
-            delay = min(self.settings.restart_base_seconds * 2 ** (self.attempt - 1), self.settings.restart_max_seconds)
+            # (the exponent is capped: a server down for days must not overflow the float)
+            delay = min(self.settings.restart_base_seconds * 2 ** min(self.attempt - 1, 30),
+                        self.settings.restart_max_seconds)
             log.debug("mcp server %s: restart attempt %d in %.1f s", self.name, self.attempt, delay)
             try:
                 await asyncio.wait_for(self._stopping.wait(), delay)
@@ -215,9 +217,10 @@ class McpConnection:
             return await session.call_tool(tool, arguments, read_timeout_seconds=self.settings.call_timeout_seconds)
         except MCPError as exc:
             if exc.error.code == CONNECTION_CLOSED:
-                self.error = f"it exited or closed the connection during a call to {tool}"
-                self.state = "down"
-                self._lost.set()
+                if self.session is session:  # not a connection that was already replaced
+                    self.error = f"it exited or closed the connection during a call to {tool}"
+                    self.state = "down"
+                    self._lost.set()
                 raise ToolError(f"MCP server {self.name} stopped while handling this call, so its outcome is "
                                 "unknown; it is restarting",
                                 "check whether the call had its effect before running it again, once the "
@@ -229,6 +232,10 @@ class McpConnection:
             # the server wrote this message: data, like its results
             raise ToolError(f"MCP server {self.name} refused the call to {tool}:\n"
                             + wrap_untrusted(f"mcp {self.name}.{tool}", exc.error.message[:1000])) from None
+        except Exception as exc:  # the transport failed (HTTP errors, an unexpected answer): one line, no traceback
+            log.warning("mcp server %s: call to %s failed: %s", self.name, tool, describe(exc, self.settings))
+            raise ToolError(f"MCP server {self.name}: the call to {tool} failed ({describe(exc, self.settings)}); "
+                            "its outcome is unknown", "check its effect before retrying") from None
 
     def snapshot(self) -> dict[str, Any]:
         out: dict[str, Any] = {"state": self.state, "tools": self.tool_count, "restarts": self.restarts,
