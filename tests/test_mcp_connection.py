@@ -57,3 +57,22 @@ def test_the_daemon_does_not_import_the_sdk_without_servers() -> None:
     code = "import sys, gateway.app, gateway.doctor; print(any(m == 'mcp' or m.startswith('mcp.') for m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "False", out.stderr
+
+
+async def test_a_tool_list_changed_notification_is_followed(tmp_path) -> None:
+    listed: list[set[str]] = []
+    conn = McpConnection("fake", fake_settings(tmp_path), cwd=tmp_path, stderr_file=tmp_path / "mcp.log",
+                         on_tools=lambda c, tools: listed.append({t.name for t in tools}))
+    conn.start()
+    try:
+        await asyncio.wait_for(conn.first_try(), 90)
+        assert "multiply" not in listed[-1]
+        await conn.call("grow", {})
+        deadline = time.monotonic() + 30
+        while "multiply" not in listed[-1]:
+            assert time.monotonic() < deadline, listed
+            await asyncio.sleep(0.05)
+        assert (await conn.call("multiply", {"a": 6, "b": 7})).content[0].text == "42"
+        assert conn.state == "up" and conn.restarts == 0  # read again without a restart
+    finally:
+        await conn.stop()

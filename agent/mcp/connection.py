@@ -6,8 +6,8 @@ from start to stop; tool calls from agent runs only send requests on the session
 
 A server that dies is noticed by a failed call (the connection closed) or a failed ping, then
 restarted after 1, 2, 4 … seconds (capped). Meanwhile its tools stay registered and answer with a
-clear "down, restarting" error. Each (re)connection lists the tools again, so a changed tool list
-is picked up. Nothing here can stop the daemon: failures become a log line and a status entry.
+clear "down, restarting" error. Each (re)connection lists the tools again, and so does a
+tools/list_changed notification, so a changed tool list is picked up. Nothing here can stop the daemon: failures become a log line and a status entry.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client  # the SDK's client defaults (timeouts); tested by the HTTP e2e test
 from mcp.shared.exceptions import MCPError
-from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, PaginatedRequestParams
+from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, PaginatedRequestParams, ToolListChangedNotification
 
 from config.mcp import McpServerSettings
 
@@ -53,6 +53,7 @@ class McpConnection:
         self._ever_up = False
         self._http_status = 0
         self._lost = asyncio.Event()
+        self._relist = asyncio.Event()  # the server said its tool list changed
         self._stopping = asyncio.Event()
         self._first_try = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -149,9 +150,15 @@ class McpConnection:
             read, write = await stack.enter_async_context(streamable_http_client(settings.url, http_client=http))
         # The session's default request timeout bounds the handshake, the listing and pings.
         session = await stack.enter_async_context(
-            ClientSession(read, write, read_timeout_seconds=settings.startup_timeout_seconds))
+            ClientSession(read, write, read_timeout_seconds=settings.startup_timeout_seconds,
+                          message_handler=self._on_message))
         await session.initialize()
         return session
+
+    async def _on_message(self, message: Any) -> None:
+        """Server notifications: a changed tool list is read again by the watcher."""
+        if isinstance(message, ToolListChangedNotification):
+            self._relist.set()
 
     async def _note_status(self, response: Any) -> None:
         """Remember a refusal (401, 403, 5xx): the SDK reports it only as "an error response"."""
@@ -173,13 +180,24 @@ class McpConnection:
         """Return when the server is gone (a call saw the connection close, a ping failed) or on stop."""
         interval = self.settings.ping_interval_seconds
         while not self._stopping.is_set():
-            done, _ = await asyncio.wait(
-                [asyncio.ensure_future(self._stopping.wait()), asyncio.ensure_future(self._lost.wait())],
-                timeout=interval, return_when=asyncio.FIRST_COMPLETED)
-            for waiter in _:
+            waiters = [asyncio.ensure_future(e.wait()) for e in (self._stopping, self._lost, self._relist)]
+            done, pending = await asyncio.wait(waiters, timeout=interval, return_when=asyncio.FIRST_COMPLETED)
+            for waiter in pending:
                 waiter.cancel()
-            if done:
+            if self._stopping.is_set() or self._lost.is_set():
                 return
+            if self._relist.is_set():
+                self._relist.clear()
+                try:
+                    tools = await self.list_tools(session)
+                except Exception as exc:
+                    log.warning("mcp server %s: could not read its changed tool list: %s", self.name,
+                                describe(exc, self.settings))
+                    continue
+                self.on_tools(self, tools)
+                self.tool_count = len(tools)
+                log.info("mcp server %s: tool list changed, %d tool(s)", self.name, len(tools))
+                continue
             try:
                 await session.send_ping()
             except Exception as exc:

@@ -6,7 +6,7 @@ a restart are exercised exactly as with a server a user installs.
 
 Tools: add(a, b); write_note(text) appends a line to $FAKE_MCP_NOTES; echo(text) returns text
 verbatim (hostile content for the untrusted-data wrapper); sleep(seconds) answers late; crash() exits
-the process at once.
+the process at once; grow() adds a `multiply` tool while running and notifies the client.
 
 Switches (files, so a test can flip them while the daemon runs):
 - $FAKE_MCP_FAIL: when this file exists the server exits at start (a server that cannot start);
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 
 
 def build() -> MCPServer:
@@ -60,12 +60,20 @@ def build() -> MCPServer:
         """Exit the server process at once, as a crash would."""
         os._exit(3)
 
+    def multiply(a: int, b: int) -> int:
+        """Multiply two integers."""
+        return a * b
+
     extra = os.environ.get("FAKE_MCP_EXTRA")
     if extra and Path(extra).exists():
-        @server.tool()
-        def multiply(a: int, b: int) -> int:
-            """Multiply two integers."""
-            return a * b
+        server.add_tool(multiply)
+
+    @server.tool()
+    async def grow(ctx: Context) -> str:
+        """Offer one more tool (multiply) from now on, and tell the client its tool list changed."""
+        server.add_tool(multiply)
+        await ctx.session.send_tool_list_changed()
+        return "multiply added"
 
     return server
 
