@@ -66,7 +66,10 @@ _SECRET_WORDS = ("key", "token", "secret", "password")
 
 def is_secret_path(path: list[str]) -> bool:
     """Whether a setting may hold a secret, so an error about it must not echo the value: anything
-    under providers (a key pasted where a table belongs), and any name with key/token/secret/password."""
+    under providers (a key pasted where a table belongs), an MCP server's table, env and headers,
+    and any name with key/token/secret/password."""
+    if path[:1] == ["mcp"] and (len(path) <= 3 or path[3] in ("env", "headers")):
+        return True  # an MCP server's table holds its env and headers (tokens, Authorization)
     return bool(path) and (path[0] == "providers" or any(w in part.lower() for part in path for w in _SECRET_WORDS))
 
 
@@ -81,7 +84,9 @@ def _describe(error: ValidationError, data: Mapping[str, Any]) -> str:
     if first["type"] == "extra_forbidden":
         return f"config error: unknown key {key!r}; remove it from config.toml (or unset {env}) or check its spelling"
     shown = "<secret, not shown>" if is_secret_path(loc) else repr(value)
-    return f"config error: {key} = {shown}: {first['msg'].lower()}; fix it in config.toml or {env}"
+    # a table's own check (e.g. an MCP server naming neither command nor url) says what is wrong in its message
+    where = key if first["type"] == "value_error" and isinstance(value, Mapping) else f"{key} = {shown}"
+    return f"config error: {where}: {first['msg'].lower()}; fix it in config.toml or {env}"
 
 
 def load_settings(paths: Paths, environ: Mapping[str, str] | None = None) -> Settings:

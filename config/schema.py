@@ -12,6 +12,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import field_validator  # zone checks (cron, heartbeat)
 
+from .mcp import McpSettings
+
 
 class _Section(BaseModel):
     # Unknown keys are errors: a typo in config.toml must not be silently ignored.
@@ -300,3 +302,4 @@ class Settings(_Section):
     reflection: ReflectionSettings = Field(default_factory=ReflectionSettings)
     subagents: SubagentSettings = Field(default_factory=SubagentSettings)
     background: BackgroundSettings = Field(default_factory=BackgroundSettings)
+    mcp: McpSettings = Field(default_factory=McpSettings)  # MCP tool servers (config/mcp.py, docs/mcp.md)

@@ -35,6 +35,7 @@ from agent.drift_restore import DriftRestore
 from agent.embeddings import EmbeddingRelevance
 from agent.events import EventHub
 from agent.loop import AgentLoop
+from agent.mcp import McpManager
 from agent.memory import Memory
 from agent.providers import Provider, UnconfiguredProvider
 from agent.providers.breaker import OnChange
@@ -195,6 +196,8 @@ class App:
                                    events=self.events, pending=paths.subagents, fsync=fsync)
         if settings.subagents.enabled:
             tools.add(Spawn(self.subagents))
+        # MCP tool servers: each one's tools join the registry once it is up (docs/mcp.md)
+        self.mcp = McpManager(settings.mcp, tools, workspace=workspace.root, logs=paths.logs)
         heartbeat = Heartbeat(settings.heartbeat, workspace=workspace.root, tasks=self.tasks, sessions=self.sessions,
                               bus=self.bus, events=self.events, busy=session_control.busy)
         self.loop.reply_filters.append(heartbeat.reply_filter)
@@ -242,6 +245,8 @@ class App:
         add("usage", self.usage.snapshot)
         add("providers", lambda: getattr(self.provider, "breaker_states", list)())
         add("backgroundJobs", self.background.running)
+        if self.settings.mcp.servers:
+            add("mcp", self.mcp.status)
 
     def _task_status_line(self, session: Any) -> str | None:
         task = self.tasks.current(session.key)
@@ -305,6 +310,8 @@ class App:
             log.warning("background job(s) %s were running when the daemon stopped; their sessions are told "
                         "the outcome is unknown (not re-run)", ", ".join(interrupted))
         stack.push_async_callback(self.background.close)  # after the turns stopped (the stack unwinds in reverse)
+        await self.mcp.start()  # before the loop: replayed messages see the servers' tools
+        stack.push_async_callback(_quietly, "mcp servers stop", self.mcp.stop)
         self._core = [asyncio.create_task(self.loop.run(), name="agent"),
                       asyncio.create_task(self.dispatcher.run(), name="dispatcher")]
         for task in self._core:

@@ -21,6 +21,8 @@ from config.paths import Paths
 from config.schema import Settings
 from config.token import gateway_token
 
+from .doctor_mcp import check_mcp
+
 Status = Literal["ok", "warn", "fail", "skip"]
 ANTHROPIC_URL = "https://api.anthropic.com"
 TELEGRAM_URL = "https://api.telegram.org/bot"
@@ -67,7 +69,8 @@ def run_checks(paths: Paths, *, offline: bool = False,
     return [Check("config", "ok", config_detail, "" if paths.config_file.exists() else "`clawgate init` writes one"),
             check_model(settings, offline), check_token(paths, settings), check_port(paths, settings),
             check_telegram(settings, offline), check_workspace(paths, settings), check_sandbox(sandbox_status),
-            check_database(paths), check_disk(paths, disk_usage)]
+            check_database(paths), check_disk(paths, disk_usage),
+            *(Check(*found) for found in check_mcp(paths, settings, offline))]  # type: ignore[arg-type]
 
 
 def check_model(settings: Settings, offline: bool) -> Check:

@@ -65,6 +65,13 @@ allow_from = []           # guests: Telegram user ids or usernames
 [state]
 fsync = true              # fsync durable writes (power-loss safe)
 keep_days = 30            # how long answered messages are remembered for duplicate detection
+
+# MCP tool servers (docs/mcp.md): their tools appear as mcp_<name>_<tool>. Every call of a tool
+# not listed in read_only_tools waits for your approval; guests cannot use them unless guests = true.
+# [mcp.servers.notes]
+# command = "npx"
+# args = ["-y", "@modelcontextprotocol/server-filesystem", "/home/me/notes"]
+# read_only_tools = ["read_file", "list_directory"]
 """
 
 

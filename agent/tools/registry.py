@@ -50,6 +50,11 @@ class ToolRegistry:
         self._tools[tool.name] = tool
         self._definitions = None
 
+    def remove(self, name: str) -> None:
+        """Tools can go away (an MCP server that no longer offers one after a restart)."""
+        if self._tools.pop(name, None) is not None:
+            self._definitions = None
+
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
 

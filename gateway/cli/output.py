@@ -11,8 +11,9 @@ import json
 import re
 from typing import Any
 
-# Values under these keys are user data (a task's free-form context), not field names: kept as is.
-_VERBATIM = frozenset({"context"})
+# Values under these keys are user data (a task's free-form context; MCP servers keyed by the names the
+# owner gave them), not field names: kept as is.
+_VERBATIM = frozenset({"context", "mcp"})
 _SNAKE = re.compile(r"_([a-z0-9])")
 
 

@@ -59,9 +59,24 @@ def status_lines(status: dict[str, Any]) -> list[str]:
             out += _rows("usage", usage_lines(value))
         elif key == "providers" and isinstance(value, list):
             out += _rows("breakers", provider_lines(value))
+        elif key == "mcp" and isinstance(value, dict):
+            out += _rows("mcp", mcp_lines(value))
         elif key == "backgroundJobs" and isinstance(value, list):  # one entry per running job: what, where, how long
             jobs = "; ".join(f"{j['id']} in {j['session']}: {j['summary'][:60]} ({j['runningSeconds']:.0f}s)" for j in value)
             out.append(f"{key:{LABEL}} {jobs or 'none'}")
         else:
             out.append(f"{key:{LABEL}} {value}")
     return out
+
+
+def mcp_lines(servers: dict[str, Any]) -> list[str]:
+    """One line per MCP server: state, tools, restarts, and why it is down."""
+    lines = []
+    for name, s in servers.items():
+        line = f"{name}: {s.get('state')}, {s.get('tools', 0)} tools, {s.get('restarts', 0)} restarts"
+        if s.get("state") == "down":
+            line += f", restarting (attempt {s.get('attempt', 1)})"
+        if s.get("error"):
+            line += f": {s['error']}"
+        lines.append(line)
+    return lines or ["none"]

@@ -1,0 +1,103 @@
+"""All configured MCP servers: started with the daemon, their tools kept in the registry.
+
+Why the registry is updated here rather than at build time: a server's tools are only known once
+it runs, and may change when it restarts. Tools of a server that is down stay registered (they
+answer "down, restarting"), so the model's tool list does not flicker with every crash; a tool
+the restarted server no longer offers is removed, a new one added.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from config.loader import is_secret_path
+from config.mcp import McpSettings
+
+from ..redact import register_secrets
+from ..tools.registry import ToolRegistry
+from .tool import McpTool, tool_name
+
+if TYPE_CHECKING:
+    from .connection import McpConnection
+
+log = logging.getLogger(__name__)
+
+
+class McpManager:
+    def __init__(self, settings: McpSettings, registry: ToolRegistry, *, workspace: Path, logs: Path) -> None:
+        """`workspace`: a stdio server's default working folder; `logs`: where each server's stderr goes."""
+        self.settings = settings
+        self.registry = registry
+        self.connections: dict[str, McpConnection] = {}
+        self._names: dict[str, dict[str, str]] = {}  # server -> its tool -> registered name
+        if any(server.enabled for server in settings.servers.values()):
+            # The SDK takes seconds to import on a loaded machine: only a daemon that uses it pays.
+            from .connection import McpConnection
+        for name, server in settings.servers.items():
+            register_secrets(server.headers.values())
+            register_secrets(v for k, v in server.env.items() if is_secret_path([k]))
+            if server.enabled:
+                self.connections[name] = McpConnection(name, server, cwd=workspace, stderr_file=logs / f"mcp-{name}.log",
+                                                       on_tools=self._sync_tools)
+
+    async def start(self) -> None:
+        """Start every server; wait (bounded) for their first try, so the first messages see their tools."""
+        if not self.connections:
+            return
+        for connection in self.connections.values():
+            connection.start()
+        firsts = [asyncio.ensure_future(c.first_try()) for c in self.connections.values()]
+        _, pending = await asyncio.wait(firsts, timeout=self.settings.startup_wait_seconds)
+        for waiter in pending:
+            waiter.cancel()
+        slow = [c.name for c in self.connections.values() if c.state == "starting"]
+        if slow:
+            log.warning("mcp server(s) %s still starting after %g s; their tools appear once they are up",
+                        ", ".join(slow), self.settings.startup_wait_seconds)
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(c.stop() for c in self.connections.values()), return_exceptions=True)
+
+    def _sync_tools(self, connection: McpConnection, listed: list[Any]) -> None:
+        """Register what the server offers now (within the allow-list); drop what it no longer offers."""
+        server = connection.settings
+        allowed = None if server.tools is None else set(server.tools)
+        previous = self._names.get(connection.name, {})
+        current: dict[str, str] = {}
+        taken = set(self.registry.names) - set(previous.values())
+        for remote in listed:
+            if allowed is not None and remote.name not in allowed:
+                continue
+            schema = remote.input_schema if isinstance(remote.input_schema, dict) else {}
+            if schema.get("type") != "object":
+                log.warning("mcp server %s: tool %r skipped: its input schema is not an object", connection.name,
+                            remote.name[:80])
+                continue
+            name = previous.get(remote.name) or tool_name(connection.name, remote.name, taken)
+            taken.add(name)
+            current[remote.name] = name
+            self.registry.add(McpTool(name=name, server=connection.name, remote=remote.name,
+                                      description=remote.description or "", schema=schema, settings=server,
+                                      connection=connection))
+        for remote, name in previous.items():
+            if remote not in current:
+                self.registry.remove(name)
+        if allowed:
+            missing = sorted(allowed - {t.name for t in listed})
+            if missing:
+                log.warning("mcp server %s does not offer %s (named in mcp.servers.%s.tools)", connection.name,
+                            ", ".join(missing), connection.name)
+        self._names[connection.name] = current
+
+    def status(self) -> dict[str, Any]:
+        """For `clawgate status`: each configured server, up or down, its tools and restarts."""
+        out: dict[str, Any] = {}
+        for name, server in self.settings.servers.items():
+            connection = self.connections.get(name)
+            out[name] = connection.snapshot() if connection else {"state": "disabled"}
+            if connection:
+                out[name]["tools"] = len(self._names.get(name, {}))
+        return out

@@ -1,0 +1,43 @@
+"""`clawgate doctor`'s MCP checks: each configured server started once, hand-shaken, its tools counted.
+
+Why start it rather than only look for the program: a server that is installed but crashes at
+start, wants a missing variable or refuses our token fails the same way inside the daemon, where
+it only shows as "down" in `clawgate status`. Streamable-HTTP servers are not contacted with
+--offline; local programs are still started (no network involved).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from config.paths import Paths
+from config.schema import Settings
+
+PROBE_SECONDS = 30.0
+
+
+def check_mcp(paths: Paths, settings: Settings, offline: bool) -> list[tuple[str, str, str, str]]:
+    """(name, status, detail, fix) per configured server; nothing when none is configured."""
+    workspace = Path(settings.agent.workspace).expanduser() if settings.agent.workspace else paths.default_workspace
+    out: list[tuple[str, str, str, str]] = []
+    if settings.mcp.servers:
+        from agent.mcp.connection import describe, probe  # the SDK is slow to import: only when needed
+    for name, server in settings.mcp.servers.items():
+        label = f"mcp {name}"
+        if not server.enabled:
+            out.append((label, "skip", "disabled (enabled = false)", ""))
+            continue
+        if offline and server.url:
+            out.append((label, "skip", f"{server.url} not contacted (--offline)", ""))
+            continue
+        quick = server.model_copy(update={"startup_timeout_seconds": min(server.startup_timeout_seconds, PROBE_SECONDS)})
+        try:
+            count = asyncio.run(probe(name, quick, cwd=workspace, stderr_file=paths.logs / f"mcp-{name}.log"))
+        except Exception as exc:
+            out.append((label, "fail", f"did not start: {describe(exc, server)}",
+                        f"fix mcp.servers.{name} in config.toml; the server's own messages are in "
+                        f"{paths.logs / f'mcp-{name}.log'}"))
+            continue
+        out.append((label, "ok", f"started and listed {count} tool(s)", ""))
+    return out
