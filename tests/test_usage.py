@@ -157,6 +157,9 @@ def test_chat_status_shows_only_this_chats_tokens_and_paused_providers(tmp_path:
         def message_count(self, key: str) -> int:
             return 2
 
+        def background_jobs(self, key: str) -> list:
+            return []
+
     class Tasks:
         def list(self, session: str) -> list:
             return []
