@@ -19,9 +19,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.core_bench import latency, pct, start_fake_model, throughput  # noqa: E402
+from bench.core_bench import pct, start_fake_model, throughput  # noqa: E402
+from gateway.client import GatewayClient  # noqa: E402
 from tests.fakes.telegram_api import FakeTelegram  # noqa: E402
-from tests.harness import DaemonProcess  # noqa: E402
+from tests.harness import TOKEN, DaemonProcess  # noqa: E402
 
 
 def telegram_round_trips(fake: FakeTelegram, n: int, first_chat: int) -> list[float]:
@@ -39,7 +40,14 @@ def telegram_round_trips(fake: FakeTelegram, n: int, first_chat: int) -> list[fl
 
 
 async def gateway_round_trips(url: str, n: int) -> list[float]:
-    return await latency(url, n, prefix="bench-gw")
+    """The same through the gateway WebSocket, a fresh session every 10 messages like the chats above."""
+    out = []
+    async with GatewayClient(url, TOKEN) as client:
+        for i in range(n):
+            started = time.perf_counter()
+            await client.chat(f"ping {i}", session=f"bench-gw-{i // 10}")
+            out.append((time.perf_counter() - started) * 1000)
+    return out
 
 
 def fan_out(fake: FakeTelegram, chats: int, per_chat: int, timeout: float) -> tuple[float, dict[str, int]]:
