@@ -10,6 +10,9 @@ import yaml
 
 log = logging.getLogger(__name__)
 _warned: dict[Path, str] = {}
+# Parsed frontmatter by file, kept while the file's size and mtime stay the same: every new
+# session's prompt lists the skills, and parsing YAML each time cost more than the rest of the prompt.
+_parsed: dict[Path, tuple[tuple[int, int], tuple[str, str]]] = {}
 
 
 @dataclass(frozen=True)
@@ -39,17 +42,10 @@ def load_skills(folder: Path) -> list[Skill]:
         return skills
     for path in sorted(folder.glob("*/SKILL.md")):
         try:
-            meta = yaml.safe_load(_split(path.read_text(encoding="utf-8"))[0]) or {}
-            if not isinstance(meta, dict):
-                raise ValueError("frontmatter is not a mapping")
-            name, description = meta.get("name"), meta.get("description")
-            if not isinstance(name, str) or not name.strip():
-                raise ValueError("frontmatter has no 'name'")
-            if not isinstance(description, str) or not description.strip():
-                raise ValueError("frontmatter has no 'description'")
-            if any(s.name == name.strip() for s in skills):
-                raise ValueError(f"another skill is already named {name.strip()!r}")
-            skills.append(Skill(name.strip(), " ".join(description.split()), path))
+            name, description = _frontmatter(path)
+            if any(s.name == name for s in skills):
+                raise ValueError(f"another skill is already named {name!r}")
+            skills.append(Skill(name, description, path))
         except (ValueError, yaml.YAMLError, OSError, UnicodeDecodeError) as exc:
             problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             if _warned.get(path) != problem:  # one warning per broken file, not one per prompt build
@@ -57,6 +53,25 @@ def load_skills(folder: Path) -> list[Skill]:
                 log.warning("skill %s skipped: %s (fix its frontmatter: name and description between '---' lines)",
                             path, problem)
     return sorted(skills, key=lambda s: s.name)
+
+
+def _frontmatter(path: Path) -> tuple[str, str]:
+    """(name, description) of one SKILL.md; parsed again only when the file changed."""
+    st = path.stat()
+    stamp = (st.st_size, st.st_mtime_ns)
+    cached = _parsed.get(path)
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    meta = yaml.safe_load(_split(path.read_text(encoding="utf-8"))[0]) or {}
+    if not isinstance(meta, dict):
+        raise ValueError("frontmatter is not a mapping")
+    name, description = meta.get("name"), meta.get("description")
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError("frontmatter has no 'name'")
+    if not isinstance(description, str) or not description.strip():
+        raise ValueError("frontmatter has no 'description'")
+    _parsed[path] = (stamp, parsed := (name.strip(), " ".join(description.split())))
+    return parsed
 
 
 def find_skill(folder: Path, name: str) -> Skill | None:

@@ -186,3 +186,24 @@ def test_html_comments_are_for_humans_only(tmp_path):
     (root / "USER.md").write_text("# USER\n<!-- editing hint:\nkeep it short -->\nName: Ada\n")
     user_layer = next(layer for layer in builder(root).layers() if layer.name == "user")
     assert "Name: Ada" in user_layer.text and "editing hint" not in user_layer.text
+
+
+def test_skill_index_is_parsed_once_and_again_after_an_edit(tmp_path, monkeypatch) -> None:
+    import os
+
+    from agent import skills as skills_module
+
+    skill = tmp_path / "skills" / "notes" / "SKILL.md"
+    skill.parent.mkdir(parents=True)
+    skill.write_text("---\nname: notes\ndescription: first words\n---\nbody\n")
+    assert [s.description for s in skills_module.load_skills(tmp_path / "skills")] == ["first words"]
+    calls = []
+    real = skills_module.yaml.safe_load
+    monkeypatch.setattr(skills_module.yaml, "safe_load", lambda text: calls.append(text) or real(text))
+    skills_module.load_skills(tmp_path / "skills")
+    assert calls == []  # unchanged file: not parsed again
+    skill.write_text("---\nname: notes\ndescription: other words here\n---\nbody\n")
+    st = skill.stat()
+    os.utime(skill, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    assert [s.description for s in skills_module.load_skills(tmp_path / "skills")] == ["other words here"]
+    assert len(calls) == 1
