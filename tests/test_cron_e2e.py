@@ -148,9 +148,11 @@ async def test_overlapping_runs_are_prevented(daemon, fake_model) -> None:
         job = (await client.request("cron.add", {"message": "slow job", "every": "1s"}))["job"]
         found = await wait_runs(client, job["id"], lambda r: any(x["status"] == "ok" for x in r), timeout=12)
         await client.request("cron.remove", {"id": job["id"]})
-    assert [r["status"] for r in found].count("ok") == 1
-    assert [r["status"] for r in found].count("skipped") >= 1
-    assert len(fake_model.requests) == 1  # the ticks during the slow run started nothing
+    (slow,) = [r for r in found if r["status"] == "ok"][:1]
+    # The ticks while the slow run went on started nothing: each was recorded as skipped. (A tick
+    # after it ended, before the job was removed, may start a run of its own: that is no overlap.)
+    during = [r for r in found if r is not slow and slow["startedAt"] <= r["startedAt"] < slow["endedAt"]]
+    assert during and all(r["status"] == "skipped" for r in during), found
 
 
 async def test_a_failing_job_backs_off_and_is_disabled_with_a_message(daemon_factory, fake_model) -> None:
