@@ -50,6 +50,6 @@ def replies(fake: FakeTelegram, chat: int) -> list[str]:
     return [m["plain_text"] for m in fake.sent if m["chat_id"] == chat and not m["text"].startswith(("⚙️", "⏳"))]
 
 
-def wait_handled(fake: FakeTelegram, update_id: int, timeout: float = 10.0) -> None:
+def wait_handled(fake: FakeTelegram, update_id: int, timeout: float = 30.0) -> None:
     """Until the daemon confirmed `update_id` (it polled again after handling it)."""
     fake.wait_for(lambda: fake.confirmed_offset > update_id, timeout)

@@ -29,7 +29,7 @@ class _Observation:
             lines.append(f"  {method} {shown[:300]}")
         return "\n".join(lines) or "  (no calls)"
 
-    def wait_for(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    def wait_for(self, predicate: Callable[[], bool], timeout: float = 30.0) -> None:
         """Block (this thread only) until ``predicate()`` is true; AssertionError on timeout.
 
         Do not call from the event loop that runs the bot under test - use wait_for_async.
@@ -42,7 +42,7 @@ class _Observation:
                 raise AssertionError(self._timeout_message(predicate, timeout))
             time.sleep(0.02)
 
-    async def wait_for_async(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    async def wait_for_async(self, predicate: Callable[[], bool], timeout: float = 30.0) -> None:
         """Like wait_for, but yields to the event loop (for in-process bots)."""
         deadline = time.monotonic() + timeout
         while True:
@@ -60,12 +60,12 @@ class _Observation:
             f"confirmed_offset={self.confirmed_offset}\nlast Bot API calls:\n{self._describe_calls()}"
         )
 
-    def wait_sent(self, chat_id: int, n: int = 1, timeout: float = 10.0) -> list[str]:
+    def wait_sent(self, chat_id: int, n: int = 1, timeout: float = 30.0) -> list[str]:
         """Wait until at least ``n`` messages were sent to ``chat_id``; returns all their texts."""
         self.wait_for(lambda: len(self.messages_to(chat_id)) >= n, timeout)
         return self.messages_to(chat_id)
 
-    async def wait_sent_async(self, chat_id: int, n: int = 1, timeout: float = 10.0) -> list[str]:
+    async def wait_sent_async(self, chat_id: int, n: int = 1, timeout: float = 30.0) -> list[str]:
         """Async variant of wait_sent."""
         await self.wait_for_async(lambda: len(self.messages_to(chat_id)) >= n, timeout)
         return self.messages_to(chat_id)
