@@ -33,7 +33,7 @@ class Durability:
         self._marked = 0  # generation of the latest mark
         self._synced = 0  # every mark up to this generation is durable
         self._flushing: asyncio.Future[None] | None = None
-        self.flushes = 0  # for status and the benchmark: how many batches were needed
+        self.flushes = 0  # batches flushed so far (tests check that waiters share one)
 
     def mark(self, path: Path | str) -> None:
         """`path` (a file, or a folder after a create/rename in it) was written; flush it at the next sync."""
