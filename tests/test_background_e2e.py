@@ -114,16 +114,24 @@ async def test_an_idle_session_is_woken_with_the_result(daemon_factory, fake_mod
     assert wake["owner"] is True  # acts for whoever started the job (the gateway token holder)
 
 
-async def test_a_job_killed_with_the_daemon_is_reported_interrupted_and_not_rerun(daemon_factory,
-                                                                                   fake_model: FakeAnthropic) -> None:
+async def start_build(daemon_factory, fake_model: FakeAnthropic, *, report: str):
+    """A daemon whose model starts the background build, then answers its report with `report`;
+    returns once the job's program is running."""
     daemon = daemon_factory(ENV)
     script = Script()
     script.on("start the build", background_exec(), text("Started it."))
-    script.on("[clawgate] Background job bg-1", text("The build was interrupted by a restart; I will check."))
+    script.on("[clawgate] Background job bg-1", text(report))
     fake_model.responder = script
     async with daemon.client() as client:
         assert (await client.chat("start the build"))["text"] == "Started it."
     wait_sync(lambda: marker(daemon.workspace) == ["ran"], "the job to start")
+    return daemon
+
+
+async def test_a_job_killed_with_the_daemon_is_reported_interrupted_and_not_rerun(daemon_factory,
+                                                                                   fake_model: FakeAnthropic) -> None:
+    daemon = await start_build(daemon_factory, fake_model,
+                               report="The build was interrupted by a restart; I will check.")
     daemon.kill()  # SIGKILL: nothing is cleaned up; the job's process outlives the daemon
     daemon.start()
     wait_sync(lambda: _requests_with(fake_model, "was interrupted"), "the session to be told")
@@ -197,14 +205,7 @@ async def test_a_slow_foreground_call_moves_to_the_background_by_itself(daemon_f
 
 async def test_a_clean_shutdown_kills_the_job_and_the_next_start_reports_it(daemon_factory,
                                                                           fake_model: FakeAnthropic) -> None:
-    daemon = daemon_factory(ENV)
-    script = Script()
-    script.on("start the build", background_exec(), text("Started it."))
-    script.on("[clawgate] Background job bg-1", text("It was interrupted by the shutdown."))
-    fake_model.responder = script
-    async with daemon.client() as client:
-        assert (await client.chat("start the build"))["text"] == "Started it."
-    wait_sync(lambda: marker(daemon.workspace) == ["ran"], "the job to start")
+    daemon = await start_build(daemon_factory, fake_model, report="It was interrupted by the shutdown.")
     assert daemon.terminate() == 0
     [end] = events_named(daemon.home, "bg_job_end")
     assert end["status"] == "interrupted" and "was stopped" in end["text"]
