@@ -6,6 +6,7 @@ knowing them. A failing subscriber is logged and never breaks a run.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any, Callable
@@ -31,3 +32,29 @@ class EventHub:
             except Exception:
                 log.exception("event subscriber failed on %s", type)
         return event
+
+
+class DeltaBuffer:
+    """Text deltas that arrive in one event-loop step go out as one event: a single read of a model
+    stream often holds several, and every event is a frame to each watching client. The owner
+    calls `flush()` when the stream ends, so no delta is ever emitted after what follows it."""
+
+    def __init__(self, emit: Callable[[str], None]) -> None:
+        self._emit = emit
+        self._parts: list[str] = []
+        self._scheduled = False
+
+    def __call__(self, text: str) -> None:
+        if not text:
+            return
+        self._parts.append(text)
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush)
+
+    def flush(self) -> None:
+        self._scheduled = False
+        if self._parts:
+            text = "".join(self._parts)
+            self._parts.clear()
+            self._emit(text)

@@ -24,7 +24,7 @@ from workspace.guard import WorkspaceGuard
 
 from .bus import InboundMessage, MessageBus, OutboundMessage
 from .context import ContextBuilder, Mode
-from .events import EventHub
+from .events import DeltaBuffer, EventHub
 from .lanes import Lanes
 from .providers.base import ModelResponse, Provider, ProviderError
 from .session import Session, SessionManager
@@ -197,11 +197,14 @@ class AgentLoop:
             request = self.context.build(session, mode)
             if msg.metadata.get("model"):  # a producer may ask for its own model (a cheaper heartbeat)
                 request.model = str(msg.metadata["model"])
+            deltas = self._delta_sink(session.key, msg.id)
             try:
-                response = await self.provider.complete(request, on_text=self._delta_sink(session.key, msg.id))
+                response = await self.provider.complete(request, on_text=deltas)
             except ProviderError as exc:
                 session.append("event", name="provider_error", run_id=msg.id, error=str(exc))
                 return str(exc), "error"
+            finally:
+                deltas.flush()
             session.append("assistant", content=response.content or [{"type": "text", "text": "(no answer)"}],
                            run_id=msg.id, usage=response.usage)
             self.events.emit("turn_end", session=session.key, run_id=msg.id, usage=response.usage,
@@ -262,10 +265,8 @@ class AgentLoop:
                            is_error=outcome.is_error, status=outcome.status)
         return {"tool_use_id": call["id"], "content": outcome.content, "is_error": outcome.is_error}
 
-    def _delta_sink(self, session_key: str, run_id: str) -> Callable[[str], None]:
-        def sink(text: str) -> None:
-            self.events.emit("text_delta", session=session_key, run_id=run_id, text=text)
-        return sink
+    def _delta_sink(self, session_key: str, run_id: str) -> DeltaBuffer:
+        return DeltaBuffer(lambda text: self.events.emit("text_delta", session=session_key, run_id=run_id, text=text))
 
 
 def acts_for_owner(msg: InboundMessage) -> bool:

@@ -14,7 +14,9 @@ from tests.harness import TOKEN
 
 
 async def test_chat_round_trip_streams_deltas_and_final(daemon, fake_model):
-    fake_model.enqueue(text("Hello! I am here to help you today."))
+    # Tokens 20 ms apart, like a model writing: each read gives its own delta (deltas that arrive
+    # together are sent as one event).
+    fake_model.enqueue(text("Hello! I am here to help you today.", stream_gap=0.02))
     async with daemon.client() as client:
         assert client.hello["protocol"] == 1
         assert "chat.send" in {m["name"] for m in client.hello["methods"]}

@@ -191,3 +191,26 @@ async def test_a_secret_in_tool_output_is_masked_in_the_session_log_and_trace(ma
     assert secret not in (tmp_path / "traces" / "leaky.jsonl").read_text()
     # what the model is shown from the log is masked too (the next request is built from it)
     assert secret not in repr(loop.provider.requests[-1].messages)
+
+
+async def test_deltas_of_one_read_become_one_event_and_all_come_before_the_turn_ends(make):
+    """A stream read often holds several text deltas; each event is a frame to every client."""
+    async def streamed(on_text) -> ModelResponse:
+        for piece in ("Hel", "lo, ", "wor"):  # arrive together, as one network read would deliver them
+            on_text(piece)
+        await asyncio.sleep(0.05)  # the next read comes later
+        on_text("ld")
+        on_text("!")  # the stream ends in the same step: flushed before turn_end, not after
+        return text("Hello, world!")
+
+    class Streaming(ScriptedProvider):
+        async def complete(self, request: ModelRequest, on_text=None) -> ModelResponse:
+            self.requests.append(request)
+            return await streamed(on_text)
+
+    loop, bus, events, _ = make(Streaming())
+    seen: list[tuple[str, str]] = []
+    events.subscribe(lambda e: seen.append((e["type"], e.get("text", ""))) if e["type"] in ("text_delta", "turn_end") else None)
+    out = await run(loop, bus, inbound("hi"))
+    assert out[0].text == "Hello, world!"
+    assert seen == [("text_delta", "Hello, wor"), ("text_delta", "ld!"), ("turn_end", "")]

@@ -128,7 +128,7 @@ def test_login_and_an_answer_that_streams(browser, daemon, fake_model):
     assert page.evaluate("sessionStorage.getItem('clawgate.token')") == TOKEN
 
     answer = "Streaming works: " + " ".join(f"word{i}" for i in range(60)) + "."
-    fake_model.enqueue(text(answer))
+    fake_model.enqueue(text(answer, stream_gap=0.05))  # tokens over time, as a model writes them
     page.evaluate(RECORD_ANSWER)
     page.fill("#chat-input", "tell me something long")
     page.keyboard.press("Enter")

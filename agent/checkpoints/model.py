@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..errors import Conflict
@@ -50,9 +50,11 @@ class CheckpointRefused(Conflict):
 
 
 def encode(cp: Checkpoint) -> bytes:
-    body = asdict(cp)
-    body["checksum"] = _checksum(body)
-    return json.dumps(body, ensure_ascii=False, indent=1).encode()
+    """The canonical form with the checksum appended as a last key: serialised once per checkpoint
+    (one is written before every user message). The snapshot is JSON data already, not copied."""
+    canonical = _canonical({name: getattr(cp, name) for name in _FIELDS})
+    checksum = "sha256:" + hashlib.sha256(canonical).hexdigest()
+    return canonical[:-1] + b',"checksum":"' + checksum.encode() + b'"}'
 
 
 def decode(raw: bytes, *, name: str) -> Checkpoint:
@@ -79,5 +81,11 @@ def decode(raw: bytes, *, name: str) -> Checkpoint:
 
 
 def _checksum(body: dict[str, Any]) -> str:
-    canonical = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
-    return "sha256:" + hashlib.sha256(canonical).hexdigest()
+    return "sha256:" + hashlib.sha256(_canonical(body)).hexdigest()
+
+
+def _canonical(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+_FIELDS = tuple(f.name for f in fields(Checkpoint))

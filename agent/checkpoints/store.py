@@ -54,8 +54,11 @@ class CheckpointStore:
     def set_head(self, session: str, cp_id: str) -> None:
         """One appended line (cheaper than a rewrite at every step); the last line wins."""
         path = self._dir(session) / "HEAD"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        except FileNotFoundError:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             os.write(fd, (cp_id + "\n").encode())
             size = os.fstat(fd).st_size
@@ -161,8 +164,11 @@ class CheckpointStore:
 def _write_new(path: Path, data: bytes) -> None:
     """A checkpoint id is new, so there is no older file to protect with a rename; a file torn by a
     power cut before the next flush fails its checksum and is refused."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileNotFoundError:  # the session's first checkpoint (or its folder was removed)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         view = memoryview(data)
         while view:

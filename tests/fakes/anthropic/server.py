@@ -37,7 +37,7 @@ from tests.fakes.anthropic.responses import (
     _estimate_output,
     _new_id,
 )
-from tests.fakes.anthropic.sse import encode_stream, stream_events
+from tests.fakes.anthropic.sse import encode_stream, stream_events, stream_parts
 from tests.fakes.anthropic.validation import _validate
 
 HOST = "127.0.0.1"
@@ -238,7 +238,7 @@ class _Handler(BaseHTTPRequestHandler):
         out_tok = reply.output_tokens if reply.output_tokens is not None else _estimate_output(content)
         stop = reply.stop_reason or ("tool_use" if reply.tool_calls else "end_turn")
         if body.get("stream") is True:
-            self._stream(model, content, stop, in_tok, out_tok)
+            self._stream(model, content, stop, in_tok, out_tok, reply.stream_gap)
             return
         msg = {
             "id": _new_id("msg_"),
@@ -257,10 +257,16 @@ class _Handler(BaseHTTPRequestHandler):
         }
         self._send(200, _dumps(msg).encode())
 
-    def _stream(self, model: str, content: list[dict], stop: str, in_tok: int, out_tok: int) -> None:
+    def _stream(self, model: str, content: list[dict], stop: str, in_tok: int, out_tok: int, gap: float) -> None:
         """Send the real SSE event sequence as one chunked HTTP/1.1 body (keeps keep-alive)."""
         events = stream_events(model, content, stop, in_tok, out_tok)
-        self.wfile.write(encode_stream(events, self.close_connection))
+        if gap <= 0:
+            self.wfile.write(encode_stream(events, self.close_connection))
+            return
+        for part in stream_parts(events, self.close_connection):
+            self.wfile.write(part)
+            self.wfile.flush()
+            time.sleep(gap)
 
 
 def _head_and_last_message(raw: bytes) -> dict | None:

@@ -77,6 +77,11 @@ def stream_events(model: str, content: list[dict], stop: str, in_tok: int, out_t
 
 def encode_stream(events: list[tuple[str, dict]], close_connection: bool) -> bytes:
     """Status line, headers and the events as one chunked HTTP/1.1 body (keeps keep-alive)."""
+    return b"".join(stream_parts(events, close_connection))
+
+
+def stream_parts(events: list[tuple[str, dict]], close_connection: bool) -> list[bytes]:
+    """The same as separate writes: head, one chunk per event, the terminator."""
     out = [
         (
             "HTTP/1.1 200 OK\r\n"
@@ -92,4 +97,4 @@ def encode_stream(events: list[tuple[str, dict]], close_connection: bool) -> byt
         payload = f"event: {name}\ndata: {_dumps(data)}\n\n".encode()
         out.append(b"%x\r\n%s\r\n" % (len(payload), payload))
     out.append(b"0\r\n\r\n")
-    return b"".join(out)
+    return out
