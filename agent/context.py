@@ -109,10 +109,22 @@ class ContextBuilder:
         # now (a background job's result), after the follow-ups, so the request includes it.
         self.injectors: list[Callable[[Session], None]] = []
         self._frozen: dict[tuple[str, Mode], tuple[int, list[dict[str, Any]]]] = {}
+        self._files: dict[str, tuple[tuple[int, int, int], str | None]] = {}  # layer file -> (stat stamp, text)
 
     # layers ------------------------------------------------------------------
     def _file(self, name: str) -> str | None:
-        return read_capped(self.workspace / name, self.caps.get(name, DEFAULT_CAP))
+        """Read again only when the file changed: each new session freezes its layers from these."""
+        path = self.workspace / name
+        try:
+            st = path.stat()
+        except OSError:
+            self._files.pop(name, None)
+            return None
+        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        cached = self._files.get(name)
+        if cached is None or cached[0] != stamp:
+            cached = self._files[name] = (stamp, read_capped(path, self.caps.get(name, DEFAULT_CAP)))
+        return cached[1]
 
     def _group(self, name: str, files: tuple[str, ...]) -> Layer | None:
         parts = [f"# {file}\n{text}" for file in files if (text := self._file(file))]

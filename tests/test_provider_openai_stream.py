@@ -137,7 +137,7 @@ async def test_real_http_stream_from_the_fake_server():
 
 
 async def test_daemon_streams_text_deltas_and_runs_a_streamed_tool_call(daemon_factory):
-    with FakeOpenAI() as local:
+    with FakeOpenAI(stream_gap=0.02) as local:  # chunks over time: deltas read together go out as one
         local.enqueue(chat_tool_call("read_file", {"path": "notes.txt"}, call_id="call_rf"),
                       chat_text("The notes say: buy milk and eggs."))
         daemon = daemon_factory({"CLAWGATE_PROVIDERS__OPENAI_COMPAT": json.dumps({"base_url": local.base_url,

@@ -62,7 +62,9 @@ def stream_chunks(choice: dict[str, Any], model: str, include_usage: bool) -> li
 
 
 class FakeOpenAI:
-    def __init__(self) -> None:
+    def __init__(self, *, stream_gap: float = 0.0) -> None:
+        # Seconds between streamed chunks, like a model producing tokens (0: all at once).
+        self.stream_gap = stream_gap
         self.requests: list[dict[str, Any]] = []
         self._script: deque[dict[str, Any]] = deque()
         self._fail: deque[int] = deque()
@@ -108,6 +110,8 @@ class FakeOpenAI:
                 for item in chunks:
                     self.wfile.write(f"data: {json.dumps(item)}\n\n".encode())
                     self.wfile.flush()
+                    if fake.stream_gap > 0:
+                        time.sleep(fake.stream_gap)
                 self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()
 
