@@ -10,6 +10,7 @@ prompt prefix is never touched.
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import Callable
 
 from .session import Session
@@ -30,7 +31,7 @@ class Restatement:
             if task.turns <= self.after_turns:
                 return None
             return self.line(task.goal, *_task_position(task))
-        turns, goal = _session_progress(session)
+        turns, goal = _session_progress(session, enough=self.after_turns + 1)
         if turns <= self.after_turns or not goal:
             return None
         return self.line(goal, 0, 0, "make a plan with the task tool, or finish and report what remains")
@@ -49,15 +50,20 @@ def _task_position(task: Task) -> tuple[int, int, str]:
     return index + 1, len(task.steps), task.steps[index].text
 
 
-def _session_progress(session: Session) -> tuple[int, str]:
-    """(model turns in the window, the window's first user text)."""
-    messages = session.llm_messages(session.window_start)
-    turns = sum(1 for m in messages if m["role"] == "assistant")
+def _session_progress(session: Session, *, enough: int) -> tuple[int, str]:
+    """(model turns in the window, counted up to `enough`; the window's first user text). Stops
+    counting there: this runs before every user turn and must not grow with the history."""
+    turns = 0
+    for message in session.llm_messages(session.window_start):
+        if message["role"] == "assistant":
+            turns += 1
+            if turns >= enough:
+                break
     if turns == 0:
         return 0, ""
     seq = session.message_seq(session.window_start)
     records = session.records
-    for record in records[_find(records, seq):]:
+    for record in islice(records, _find(records, seq), None):
         if record["kind"] == "user":
             return turns, record.get("text") or ""
     return turns, ""
