@@ -25,7 +25,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gateway.client import GatewayClient  # noqa: E402
+from gateway.client import CHAT_ONLY, GatewayClient  # noqa: E402
 from tests.harness import TOKEN, DaemonProcess  # noqa: E402
 
 
@@ -48,7 +48,7 @@ async def latency(url: str, n: int, pid: int, session: str = "bench-latency") ->
     trip (ms) and the daemon's CPU time (ms, all threads) of each message."""
     proc = psutil.Process(pid)
     walls, cpus = [], []
-    async with GatewayClient(url, TOKEN) as client:
+    async with GatewayClient(url, TOKEN, events=CHAT_ONLY) as client:
         for i in range(n):
             cpu = sum(proc.cpu_times()[:2])
             started = time.perf_counter()
@@ -66,7 +66,7 @@ def at_history(values: list[float], turns: int, width: int = 20) -> list[float]:
 
 async def throughput(url: str, sessions: int, per_session: int) -> float:
     async def one(s: int) -> None:
-        async with GatewayClient(url, TOKEN) as client:
+        async with GatewayClient(url, TOKEN, events=CHAT_ONLY) as client:
             for m in range(per_session):
                 await client.request("chat.send", {"session": f"bench-{s}", "text": f"m{m}"})
             finals = 0

@@ -5,7 +5,8 @@ The first run creates bench/.venv-nanobot and pip-installs nanobot-ai==0.3.5 the
 
 What is measured on each side, per message:
 - clawgate: the real `clawgate gateway` process; the time from sending `chat.send` on its WebSocket
-  to receiving that run's `final` chat event, which carries the whole reply.
+  to receiving that run's `final` chat event, which carries the whole reply. The client connects
+  as a plain chat client (`events: ["chat"]`: reply deltas and finals, no dashboard events).
 - nanobot: the real `nanobot gateway` process (0.3.5) with its WebSocket channel (on by default,
   127.0.0.1); the time from sending the message frame to receiving `stream_end`, the frame at which
   the whole reply is at the client. Its `turn_end` comes 1-3 ms later and is shown as its own row;
@@ -60,7 +61,7 @@ from nanobot_side import (  # noqa: E402
     seed_tiktoken_cache,
 )
 
-from gateway.client import GatewayClient  # noqa: E402
+from gateway.client import CHAT_ONLY, GatewayClient  # noqa: E402
 from tests.harness import TOKEN, DaemonProcess, free_port  # noqa: E402
 
 GOAL_RATIO = 20.0
@@ -87,7 +88,7 @@ async def interleave(claw_url: str, nano_url: str, blocks: int, block: int,
     """Warm both up, then alternate blocks (one fresh session each) between the two sides."""
     claw: list[float] = []
     nano: list[Turn] = []
-    async with GatewayClient(claw_url, TOKEN) as client:
+    async with GatewayClient(claw_url, TOKEN, events=CHAT_ONLY) as client:
         if warmup:
             texts = [f"warm-up {i}" for i in range(warmup)]
             await clawgate_session(client, "compare-warmup", texts)

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.core_bench import pct, start_fake_model, throughput  # noqa: E402
-from gateway.client import GatewayClient  # noqa: E402
+from gateway.client import CHAT_ONLY, GatewayClient  # noqa: E402
 from tests.fakes.telegram_api import FakeTelegram  # noqa: E402
 from tests.harness import TOKEN, DaemonProcess  # noqa: E402
 
@@ -42,7 +42,7 @@ def telegram_round_trips(fake: FakeTelegram, n: int, first_chat: int) -> list[fl
 async def gateway_round_trips(url: str, n: int) -> list[float]:
     """The same through the gateway WebSocket, a fresh session every 10 messages like the chats above."""
     out = []
-    async with GatewayClient(url, TOKEN) as client:
+    async with GatewayClient(url, TOKEN, events=CHAT_ONLY) as client:
         for i in range(n):
             started = time.perf_counter()
             await client.chat(f"ping {i}", session=f"bench-gw-{i // 10}")

@@ -16,6 +16,10 @@ def gateway_url(settings: Any) -> str:
     return f"ws://{host}:{settings.gateway.port}"
 
 
+# The events a client that only shows replies needs (connect `events`, docs/protocol.md).
+CHAT_ONLY = ["chat"]
+
+
 class GatewayError(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(f"{code}: {message}")
@@ -25,12 +29,13 @@ class GatewayError(Exception):
 
 class GatewayClient:
     def __init__(self, url: str, token: str | None, *, subscribe: list[str] | str | None = None,
-                 open_timeout: float = 10.0) -> None:
+                 events: list[str] | None = None, open_timeout: float = 10.0) -> None:
         """`open_timeout`: how long the WebSocket handshake may take (a refused connection fails at once)."""
         self.open_timeout = open_timeout
         self.url = url
         self.token = token
         self.subscribe = subscribe
+        self.wanted = events  # event names to receive (None: all), e.g. ["chat"] for a plain chat client
         self.ws: ClientConnection | None = None
         self.hello: dict[str, Any] = {}
         self._ids = itertools.count(1)
@@ -41,6 +46,8 @@ class GatewayClient:
         params: dict[str, Any] = {"auth": {"token": self.token or ""}, "client": {"name": "clawgate-cli"}}
         if self.subscribe:
             params["subscribe"] = self.subscribe
+        if self.wanted is not None:
+            params["events"] = self.wanted
         self.hello = await self.request("connect", params)
         return self
 

@@ -28,6 +28,7 @@ class Connection:
         self.all_sessions = False
         self._index = index if index is not None else {}
         self.seq = 0
+        self.wanted: frozenset[str] | None = None  # the event names asked for at connect (None: all)
         self.closed = False
         self.client: dict[str, Any] = {}
 
@@ -65,6 +66,8 @@ class Connection:
             self.ws.transport.abort()
 
     def event(self, name: str, payload: dict[str, Any]) -> None:
+        if self.wanted is not None and name not in self.wanted:
+            return
         self.seq += 1
         self.send(protocol.event_frame(name, payload, self.seq))
 

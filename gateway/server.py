@@ -22,7 +22,7 @@ from .web import StaticSite, page_origins, page_url
 
 log = logging.getLogger(__name__)
 EVENTS = ["chat", "agent", "approval", "task", "heartbeat", "cron", "drift", "reflection", "reflection_plan",
-          "reflection_exec", "checkpoint", "tick"]
+          "reflection_exec", "checkpoint", "breaker_open", "breaker_close", "bg_job_start", "bg_job_end", "tick"]
 # checkpoint service events -> the `checkpoint` event's action (docs/checkpoints.md)
 CHECKPOINT_ACTIONS = {"checkpoint": "created", "checkpoint_restored": "restored", "checkpoint_forked": "forked"}
 # replay: docs/checkpoints.md; subagent_start / subagent_end: docs/subagents.md
@@ -244,6 +244,14 @@ class GatewayServer:
             for session in subscribe:
                 if isinstance(session, str):
                     conn.subscribe(session)
+        wanted = request.params.get("events")
+        if wanted is not None:
+            problem = _events_problem(wanted)
+            if problem is not None:
+                await ws.send(protocol.response_error(request.id, protocol.INVALID_PARAMS, problem))
+                await ws.close(1008, "invalid connect params")
+                return None
+            conn.wanted = frozenset(wanted)
         await ws.send(protocol.response_ok(request.id, {
             "protocol": protocol.PROTOCOL_VERSION,
             "server": {"name": "clawgate", "version": __version__},
@@ -251,3 +259,13 @@ class GatewayServer:
             "events": EVENTS,
         }))
         return conn
+
+
+def _events_problem(wanted: Any) -> str | None:
+    """Why a connect's `events` filter is unusable, in one line; None when it is fine."""
+    if not isinstance(wanted, list) or not all(isinstance(name, str) for name in wanted):
+        return "connect: events: must be a list of event names, e.g. [\"chat\"]"
+    unknown = sorted(set(wanted) - set(EVENTS))
+    if unknown:
+        return f"connect: events: unknown event {', '.join(map(repr, unknown))}; known: {', '.join(EVENTS)}"
+    return None

@@ -137,7 +137,9 @@ class DaemonProcess:
                               capture_output=True, text=True, timeout=timeout)
 
     @asynccontextmanager
-    async def client(self, subscribe: list[str] | str | None = None) -> AsyncIterator[GatewayClient]:
+    async def client(self, subscribe: list[str] | str | None = None,
+                     events: list[str] | None = None) -> AsyncIterator[GatewayClient]:
         # a generous handshake deadline: the suite must hold on a loaded 2-core machine
-        async with GatewayClient(self.url, self.client_token, subscribe=subscribe, open_timeout=60) as client:
+        async with GatewayClient(self.url, self.client_token, subscribe=subscribe, events=events,
+                                 open_timeout=60) as client:
             yield client

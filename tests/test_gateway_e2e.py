@@ -202,3 +202,48 @@ async def test_slow_client_is_dropped_and_never_blocks_the_daemon(daemon_factory
         assert "too slow" in daemon.log_text()
     finally:
         slow.transport.abort()
+
+
+async def test_a_client_can_ask_for_chat_events_only(daemon, fake_model):
+    """A plain chat client is not sent the checkpoint and agent events a dashboard wants."""
+    fake_model.enqueue(text("first answer", stream_gap=0.01), text("second answer", stream_gap=0.01))
+
+    async def every_frame_until_final(ws, events: list[str] | None, ready: asyncio.Event) -> list[dict]:
+        params = {"auth": {"token": TOKEN}, "subscribe": ["main"], **({"events": events} if events else {})}
+        await ws.send(json.dumps({"type": "req", "id": "c", "method": "connect", "params": params}))
+        assert json.loads(await ws.recv())["ok"] is True
+        ready.set()
+        frames = []
+        while True:
+            frame = json.loads(await asyncio.wait_for(ws.recv(), 60))
+            frames.append(frame)
+            if frame.get("event") == "chat" and frame["payload"].get("state") == "final":
+                if frame["payload"]["text"] == "second answer":
+                    return frames
+
+    async with connect(daemon.url) as narrow, connect(daemon.url) as wide:
+        ready = asyncio.Event(), asyncio.Event()
+        narrow_frames = asyncio.ensure_future(every_frame_until_final(narrow, ["chat"], ready[0]))
+        wide_frames = asyncio.ensure_future(every_frame_until_final(wide, None, ready[1]))
+        await asyncio.wait_for(asyncio.gather(ready[0].wait(), ready[1].wait()), 60)  # both listen first
+        async with daemon.client() as sender:
+            assert (await sender.chat("hi"))["text"] == "first answer"
+            assert (await sender.chat("again"))["text"] == "second answer"
+        narrow_seen, wide_seen = await narrow_frames, await wide_frames
+    names = {f["event"] for f in narrow_seen}
+    assert names == {"chat"}  # deltas and finals only
+    assert [f["seq"] for f in narrow_seen] == list(range(1, len(narrow_seen) + 1))  # seq counts what it got
+    assert {"delta", "final"} <= {f["payload"]["state"] for f in narrow_seen}
+    assert {"chat", "checkpoint", "agent"} <= {f["event"] for f in wide_seen}
+
+
+async def test_unknown_event_names_are_refused_in_one_line(daemon):
+    async with connect(daemon.url) as ws:
+        await ws.send(json.dumps({"type": "req", "id": "c", "method": "connect",
+                                  "params": {"auth": {"token": TOKEN}, "events": ["chat", "gossip"]}}))
+        reply = json.loads(await ws.recv())
+        with pytest.raises(ConnectionClosed):
+            await ws.recv()
+    assert reply["ok"] is False and reply["error"]["code"] == "invalid_params"
+    assert "'gossip'" in reply["error"]["message"] and "chat" in reply["error"]["message"]
+    assert "\n" not in reply["error"]["message"]
