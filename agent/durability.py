@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
@@ -57,8 +58,9 @@ class Durability:
         paths, upto = self._dirty, self._marked
         self._dirty = set()
         try:
-            # One thread per file: the file system merges concurrent fsyncs into one journal commit.
-            await asyncio.gather(*(asyncio.to_thread(self._fsync, path) for path in paths))
+            # One hand-off to a worker (one wake-up of the event loop when it is done), which syncs the
+            # files side by side: the file system merges concurrent fsyncs into one journal commit.
+            await asyncio.get_running_loop().run_in_executor(None, _fsync_all, self._fsync, list(paths))
         except OSError:
             self._dirty |= paths  # left for the next sync to try again
             log.exception("could not flush %d state file(s) to disk", len(paths))
@@ -76,6 +78,18 @@ class Durability:
         for path in paths:
             self._fsync(path)
         self._synced = max(self._synced, upto)
+
+
+_parallel = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fsync")
+
+
+def _fsync_all(fsync: Callable[[str], None], paths: list[str]) -> None:
+    """Every file is tried; the first OSError is raised."""
+    if len(paths) == 1:
+        fsync(paths[0])
+        return
+    for done in [_parallel.submit(fsync, path) for path in paths]:
+        done.result()
 
 
 def _fsync(path: str) -> None:
