@@ -13,7 +13,7 @@ import logging
 import math
 from typing import Any
 
-import httpx
+import httpx  # imported only when drift.embedding_url is set (gateway/app.py)
 
 log = logging.getLogger(__name__)
 

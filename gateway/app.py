@@ -16,7 +16,7 @@ import os
 import signal
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from agent.approvals import ApprovalBroker
 from agent.audit import AuditLog
@@ -32,7 +32,6 @@ from agent.context import ContextBuilder
 from agent.control import SessionControl, TaskControl
 from agent.drift_control import CheckpointRestorer, DriftControl
 from agent.drift_restore import DriftRestore
-from agent.embeddings import EmbeddingRelevance
 from agent.events import EventHub
 from agent.loop import AgentLoop
 from agent.mcp import McpManager
@@ -169,8 +168,12 @@ class App:
         self.loop.skip_if.append(self.background.skip_wake)
         # drift control after each turn; the completeness check before a multi-step answer goes out
         drift = settings.drift
-        self.embedder = EmbeddingRelevance(drift.embedding_url, drift.embedding_model,
-                                           min_similarity=drift.embedding_min_similarity) if drift.embedding_url else None
+        self.embedder = None
+        if drift.embedding_url:  # optional: its HTTP client is imported only when configured
+            from agent.embeddings import EmbeddingRelevance
+
+            self.embedder = EmbeddingRelevance(drift.embedding_url, drift.embedding_model,
+                                               min_similarity=drift.embedding_min_similarity)
         # rung (b), back to the last good checkpoint: decided in the turn, carried out after the run (in its lane)
         self.drift_restore = DriftRestore(self.checkpoints, self.sessions, self.bus, self.events,
                                           paths.checkpoints / "drift", fsync=fsync) if settings.checkpoints.enabled else None
@@ -266,9 +269,7 @@ class App:
             host = self.settings.gateway.host
             print(f"clawgate gateway ready on ws://{host}:{self.server.port} (provider: {self.provider.name})",
                   flush=True)
-            warm = getattr(self.provider, "warm", None)
-            if warm is not None:
-                loop.run_in_executor(None, warm)
+            loop.run_in_executor(None, _warm, getattr(self.provider, "warm", None))
             sandbox = sandbox_status()
             (log.info if sandbox.available else log.warning)("%s", sandbox.line())
             if self.unconfigured:
@@ -375,3 +376,13 @@ def _quietly_sync(durability: Durability) -> None:
         durability.sync_now()
     except OSError as exc:
         log.error("could not flush state files at shutdown: %s", exc)
+
+
+def _warm(provider_warm: Callable[[], None] | None) -> None:
+    """Imports that would stall the event loop on first use, done in a thread after the ready line:
+    the model SDK (about a second) and httpx (web_fetch; not needed to start)."""
+    try:
+        if provider_warm is not None:
+            provider_warm()
+    finally:
+        import httpx  # noqa: F401

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anthropic
+
 from agent.approvals import ApprovalBroker
 from agent.bus import InboundMessage, OutboundMessage, SqliteBus
 from agent.completeness import CompletenessCheck
@@ -118,7 +120,11 @@ def build(tmp_path: Path, fake: FakeAnthropic, settings: Settings | None = None,
     bus = SqliteBus.open(tmp_path / "db.sqlite", fsync=False)
     tasks = TaskStore(tmp_path / "tasks", fsync=False)
     tools = ToolRegistry(default_tools(settings, tasks=tasks), events=hub, approvals=ApprovalBroker(hub, mode="allow"))
-    provider = AnthropicProvider(AnthropicSettings(api_key="k", base_url=fake.base_url, max_retries=0), stream=False)
+    # The SDK's httpx client rather than the daemon's aiohttp transport: a rig is never closed, and an
+    # unclosed aiohttp session warns at exit. The transport is covered by tests/test_provider_http.py
+    # and every end-to-end test.
+    provider = AnthropicProvider(AnthropicSettings(api_key="k", base_url=fake.base_url, max_retries=0), stream=False,
+                                 http_client=anthropic.DefaultAsyncHttpxClient())
     context = ContextBuilder(ws.root, tools=tools.definitions, model="claude-test", max_tokens=1024)
     sessions = SessionManager(tmp_path / "sessions", fsync=False)
     loop = AgentLoop(bus=bus, sessions=sessions, provider=provider,

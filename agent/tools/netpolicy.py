@@ -18,9 +18,10 @@ import ipaddress
 import re
 import socket
 from dataclasses import dataclass
-from typing import Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
-import httpx
+if TYPE_CHECKING:  # imported on first use: not at the daemon's start-up
+    import httpx
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 # (host, port) -> the addresses to connect to, as strings. Injected in tests.
@@ -147,6 +148,8 @@ async def system_resolve(host: str, port: int) -> list[str]:
 
 async def check_url(raw: str | httpx.URL, resolve: Resolver, timeout: float = 10.0) -> Target:
     """Parse, resolve and classify one URL. Raises FetchProblem when it cannot be fetched."""
+    import httpx
+
     try:
         url = raw if isinstance(raw, httpx.URL) else httpx.URL(raw)
     except (httpx.InvalidURL, ValueError) as exc:

@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import html
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 from pydantic import Field, PrivateAttr
 
 from ..untrusted import escape_source, wrap_untrusted
 from .base import Args, Tool, ToolContext, ToolError
+
+if TYPE_CHECKING:  # imported when a fetch runs (the daemon warms it after start-up): not at start-up
+    import httpx
 from .netpolicy import FetchProblem, Resolver, Target, check_url, system_resolve
 
 __all__ = ["WebFetch", "html_to_text", "wrap_untrusted"]
@@ -79,6 +81,8 @@ class WebFetch(Tool):
                 "Approve only if you want the agent to read that service")
 
     async def run(self, args: Arguments, ctx: ToolContext) -> str:
+        import httpx
+
         # A pinned private target got here only through the owner's approval (the registry runs a
         # call whose needs_approval gave a reason only once it is approved). Without a pin (a call
         # not made through the registry) the target is checked here and a private one is refused.
@@ -102,6 +106,8 @@ class WebFetch(Tool):
             raise ToolError(str(exc), "check the URL (scheme, host name, spelling)") from None
 
     async def _fetch(self, client: httpx.AsyncClient, target: Target, approved: Target | None) -> str:
+        import httpx
+
         hops: list[str] = []
         while True:
             response = await self._send(client, target)
@@ -156,6 +162,8 @@ class WebFetch(Tool):
 
     async def _send(self, client: httpx.AsyncClient, target: Target) -> httpx.Response:
         """GET the target at its checked addresses (in order), never at a fresh lookup of its name."""
+        import httpx
+
         headers = {"host": target.url.netloc.decode("ascii")}
         extensions: dict[str, Any] = {}
         if target.url.scheme == "https" and not target.literal:

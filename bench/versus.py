@@ -1,0 +1,166 @@
+"""This tree against an earlier revision, side by side on the same machine at the same time.
+
+Figures taken on different days on a shared 2-core machine differ by up to 2x for the same
+code, so "unchanged or better than round N" is only meaningful measured together. This script
+exports the revision with `git archive` into a temporary folder and then alternates the two
+daemons, round after round, each against the same zero-latency fake Messages API (this tree's,
+`--fast`) and driven through its own tree's client and test harness. It prints the median over
+the rounds of each figure, and each round's figures.
+
+Per round and tree: start-up to ready; 200 sequential messages in blocks of 10 (one fresh session
+per block: the round trip of a short chat); 200 in one session (a growing history); 100 sessions
+x 10 messages at once (throughput, and the daemon's CPU per message, all threads).
+
+Usage: python bench/versus.py [--rev 6a78ab2] [--rounds 3]   (6a78ab2: the end of round 1)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ROUND_1 = "6a78ab2"
+FIGURES = [  # key, label, unit, better
+    ("ready_ms", "start-up to ready", "ms", "lower"),
+    ("fresh_p50", "round trip p50, fresh session every 10 messages", "ms", "lower"),
+    ("fresh_p99", "round trip p99, fresh session every 10 messages", "ms", "lower"),
+    ("one_p50", "round trip p50, one session (history 0-200)", "ms", "lower"),
+    ("tput", "throughput, 100 sessions x 10 messages", "msg/s", "higher"),
+    ("cpu_per_msg", "daemon CPU per message (throughput run)", "ms", "lower"),
+]
+
+# Runs in a child process with the measured tree first on sys.path (its harness and client).
+MEASURE = r'''
+import asyncio, json, subprocess, sys, tempfile, time
+from pathlib import Path
+import psutil
+tree, fake_url = Path(sys.argv[1]), sys.argv[2]
+sys.path.insert(0, str(tree))
+from gateway.client import GatewayClient
+from tests.harness import TOKEN, DaemonProcess
+
+def client(url):
+    try:  # a client that asks for chat events only, where the tree's protocol has the filter
+        return GatewayClient(url, TOKEN, events=["chat"])
+    except TypeError:
+        return GatewayClient(url, TOKEN)
+
+def pct(values, q):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+async def sequential(url, n, per, prefix):
+    walls = []
+    async with client(url) as c:
+        for i in range(n):
+            started = time.perf_counter()
+            await c.chat(f"ping {i}", session=f"{prefix}-{i // per}")
+            walls.append((time.perf_counter() - started) * 1000)
+    return walls
+
+async def throughput(url, sessions, per):
+    async def one(s):
+        async with client(url) as c:
+            for m in range(per):
+                await c.request("chat.send", {"session": f"t-{s}", "text": f"m{m}"})
+            finals = 0
+            async for frame in c.events():
+                if frame["event"] == "chat" and frame["payload"]["state"] in ("final", "error"):
+                    finals += 1
+                    if finals == per:
+                        return
+    started = time.perf_counter()
+    await asyncio.gather(*(one(s) for s in range(sessions)))
+    return sessions * per / (time.perf_counter() - started)
+
+with tempfile.TemporaryDirectory() as home:
+    env = {"CLAWGATE_LOG__LEVEL": "warning", "CLAWGATE_AGENT__MAX_CONCURRENT": "16",
+           "CLAWGATE_AGENT__CONTEXT_TOKENS": "5000000"}
+    daemon = DaemonProcess(Path(home), anthropic_url=fake_url, env=env)
+    daemon.init()
+    started = time.perf_counter()
+    daemon.start()
+    ready = (time.perf_counter() - started) * 1000
+    try:
+        proc = psutil.Process(daemon.proc.pid)
+        asyncio.run(sequential(daemon.url, 20, 10, "warm-up"))  # the SDK is imported on first use
+        fresh = asyncio.run(sequential(daemon.url, 200, 10, "fresh"))
+        one = asyncio.run(sequential(daemon.url, 200, 1000, "one"))
+        cpu = sum(proc.cpu_times()[:2])
+        tput = asyncio.run(throughput(daemon.url, 100, 10))
+        cpu_per_msg = (sum(proc.cpu_times()[:2]) - cpu) / 1000 * 1000
+    finally:
+        daemon.terminate()
+print(json.dumps({"ready_ms": ready, "fresh_p50": pct(fresh, .5), "fresh_p99": pct(fresh, .99),
+                  "one_p50": pct(one, .5), "tput": tput, "cpu_per_msg": cpu_per_msg}))
+'''
+
+
+def start_fake_model() -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen([sys.executable, "-m", "tests.fakes.anthropic_api", "--port", "0", "--fast"], cwd=ROOT,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    if not line.startswith("READY "):
+        raise SystemExit(f"the fake Messages API did not start: {line!r}")
+    return proc, line.split()[1]
+
+
+def export(rev: str, into: Path) -> None:
+    archive = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True)
+    if archive.returncode != 0:
+        raise SystemExit(f"cannot export revision {rev!r}: {archive.stderr.decode().strip()} (is this a git clone?)")
+    subprocess.run(["tar", "-xf", "-", "-C", str(into)], input=archive.stdout, check=True)
+
+
+def measure(tree: Path, fake_url: str) -> dict[str, float]:
+    done = subprocess.run([sys.executable, "-c", MEASURE, str(tree), fake_url], cwd=tree, capture_output=True,
+                          text=True, timeout=900, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    if done.returncode != 0:
+        raise SystemExit(f"measuring {tree} failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rev", default=ROUND_1, help="the earlier revision (default: the end of round 1)")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    fake, fake_url = start_fake_model()
+    runs: dict[str, list[dict[str, float]]] = {"this tree": [], args.rev: []}
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            old = Path(folder)
+            export(args.rev, old)
+            for round_no in range(args.rounds):
+                order = [("this tree", ROOT), (args.rev, old)]
+                for name, tree in order if round_no % 2 == 0 else order[::-1]:
+                    figures = measure(tree, fake_url)
+                    runs[name].append(figures)
+                    print(f"round {round_no + 1} {name:>9}: " + ", ".join(f"{k} {v:.1f}" for k, v in figures.items()),
+                          flush=True)
+    finally:
+        fake.terminate()
+    load = os.getloadavg()[0]
+    print(f"\nthis tree vs {args.rev}, median of {args.rounds} alternating rounds, load {load:.1f} after")
+    print(f"| measure | this tree | {args.rev} | |")
+    print("|---|---|---|---|")
+    for key, label, unit, better in FIGURES:
+        new = statistics.median(r[key] for r in runs["this tree"])
+        old = statistics.median(r[key] for r in runs[args.rev])
+        ratio = new / old if old else float("nan")
+        verdict = "better" if (ratio < 0.97 if better == "lower" else ratio > 1.03) else \
+                  "worse" if (ratio > 1.03 if better == "lower" else ratio < 0.97) else "same (within 3 %)"
+        print(f"| {label} | {new:.1f} {unit} | {old:.1f} {unit} | {verdict} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
