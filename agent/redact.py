@@ -11,7 +11,8 @@ _TOKENS = re.compile(
     r"sk-ant-[A-Za-z0-9_\-]{8,}"
     # Telegram bot tokens, also inside API URLs (".../bot<id>:<secret>/getUpdates": no \b there)
     r"|(?<!\d)\d{6,12}:[A-Za-z0-9_\-]{20,}"
-    r"|(?i:(bearer\s+))[A-Za-z0-9._\-]{12,}"
+    # a bearer token, with a ":secret" tail when it is a bot token ("Bearer bot123456789:AAH…")
+    r"|(?i:(bearer\s+))[A-Za-z0-9._\-]{12,}(?::[A-Za-z0-9_\-]+)?"
 )
 _secrets: set[str] = set()
 

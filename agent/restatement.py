@@ -54,7 +54,7 @@ def _session_progress(session: Session, *, enough: int) -> tuple[int, str]:
     """(model turns in the window, counted up to `enough`; the window's first user text). Stops
     counting there: this runs before every user turn and must not grow with the history."""
     turns = 0
-    for message in session.llm_messages(session.window_start):
+    for message in session.iter_messages(session.window_start):
         if message["role"] == "assistant":
             turns += 1
             if turns >= enough:

@@ -14,8 +14,9 @@ import os
 import time
 import unicodedata
 from collections import OrderedDict
+from itertools import islice
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 from urllib.parse import quote, unquote
 
 from .durability import Durability
@@ -360,6 +361,10 @@ class Session:
     def llm_messages(self, start: int = 0) -> list[dict[str, Any]]:
         """The model's view: user / assistant / tool_result messages only."""
         return self._messages[start:]
+
+    def iter_messages(self, start: int = 0) -> Iterator[dict[str, Any]]:
+        """The same view without a copy, for a reader that may stop early."""
+        return islice(self._messages, start, None)
 
     @property
     def message_count(self) -> int:

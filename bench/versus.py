@@ -5,11 +5,14 @@ code, so "unchanged or better than round N" is only meaningful measured together
 exports the revision with `git archive` into a temporary folder and then alternates the two
 daemons, round after round, each against the same zero-latency fake Messages API (this tree's,
 `--fast`) and driven through its own tree's client and test harness. It prints the median over
-the rounds of each figure, and each round's figures.
+the rounds of each figure, and each round's figures. Where the tree's protocol has it, the client
+connects as a plain chat client (`events: ["chat"]`), so part of a difference can be events a
+chat client no longer receives (older trees send every event of the session).
 
 Per round and tree: start-up to ready; 200 sequential messages in blocks of 10 (one fresh session
 per block: the round trip of a short chat); 200 in one session (a growing history); 100 sessions
-x 10 messages at once (throughput, and the daemon's CPU per message, all threads).
+x 10 messages at once (throughput, and the daemon's CPU per message, all threads); then SIGKILL
+and the time from restarting to the first reply (start-up plus the model SDK's import).
 
 Usage: python bench/versus.py [--rev 6a78ab2] [--rounds 3]   (6a78ab2: the end of round 1)
 """
@@ -34,6 +37,7 @@ FIGURES = [  # key, label, unit, better
     ("one_p50", "round trip p50, one session (history 0-200)", "ms", "lower"),
     ("tput", "throughput, 100 sessions x 10 messages", "msg/s", "higher"),
     ("cpu_per_msg", "daemon CPU per message (throughput run)", "ms", "lower"),
+    ("restart_ms", "SIGKILL -> restart -> first reply to a new message", "ms", "lower"),
 ]
 
 # Runs in a child process with the measured tree first on sys.path (its harness and client).
@@ -96,10 +100,15 @@ with tempfile.TemporaryDirectory() as home:
         cpu = sum(proc.cpu_times()[:2])
         tput = asyncio.run(throughput(daemon.url, 100, 10))
         cpu_per_msg = (sum(proc.cpu_times()[:2]) - cpu) / 1000 * 1000
+        daemon.kill()  # SIGKILL, then the time until a restarted daemon has answered a new message
+        started = time.perf_counter()
+        daemon.start()
+        asyncio.run(sequential(daemon.url, 1, 1, "after-restart"))
+        restart = (time.perf_counter() - started) * 1000
     finally:
         daemon.terminate()
 print(json.dumps({"ready_ms": ready, "fresh_p50": pct(fresh, .5), "fresh_p99": pct(fresh, .99),
-                  "one_p50": pct(one, .5), "tput": tput, "cpu_per_msg": cpu_per_msg}))
+                  "one_p50": pct(one, .5), "tput": tput, "cpu_per_msg": cpu_per_msg, "restart_ms": restart}))
 '''
 
 

@@ -81,13 +81,14 @@ def make_provider(settings: Settings, *, on_breaker: OnChange | None = None) -> 
     each behind its circuit breaker (`on_breaker` hears it open and close)."""
     from agent.providers.anthropic import AnthropicProvider
     from agent.providers.chain import ProviderChain
-    from agent.providers.openai_compat import OpenAICompatProvider
 
     anthropic, compat = settings.providers.anthropic, settings.providers.openai_compat
     providers: list[Provider] = []
     if anthropic.api_key:
         providers.append(AnthropicProvider(anthropic, stream=settings.agent.stream))
     if compat is not None:
+        from agent.providers.openai_compat import OpenAICompatProvider  # and httpx: only when configured
+
         register_secrets([compat.api_key])
         providers.append(OpenAICompatProvider(compat, stream=settings.agent.stream))
     if not providers:

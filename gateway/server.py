@@ -235,7 +235,14 @@ class GatewayServer:
                                  "or if unset $CLAWGATE_HOME/state/gateway.token")
             return None
         self.admission.done(ws)  # authenticated: no longer counts against the unauthenticated limit
+        wanted = request.params.get("events")
+        problem = _events_problem(wanted) if wanted is not None else None
+        if problem is not None:  # before the connection is registered anywhere
+            await ws.send(protocol.response_error(request.id, protocol.INVALID_PARAMS, problem))
+            await ws.close(1008, "invalid connect params")
+            return None
         conn = Connection(ws, self.settings.send_queue, self._watchers)
+        conn.wanted = frozenset(wanted) if wanted is not None else None
         conn.client = request.params.get("client") if isinstance(request.params.get("client"), dict) else {}
         subscribe = request.params.get("subscribe")
         if subscribe == "*" or (isinstance(subscribe, list) and "*" in subscribe):
@@ -244,14 +251,6 @@ class GatewayServer:
             for session in subscribe:
                 if isinstance(session, str):
                     conn.subscribe(session)
-        wanted = request.params.get("events")
-        if wanted is not None:
-            problem = _events_problem(wanted)
-            if problem is not None:
-                await ws.send(protocol.response_error(request.id, protocol.INVALID_PARAMS, problem))
-                await ws.close(1008, "invalid connect params")
-                return None
-            conn.wanted = frozenset(wanted)
         await ws.send(protocol.response_ok(request.id, {
             "protocol": protocol.PROTOCOL_VERSION,
             "server": {"name": "clawgate", "version": __version__},

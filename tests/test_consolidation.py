@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import anthropic
+
 from agent.consolidation import SUMMARY_PROMPT, Consolidator, identifiers
 from agent.memory import Memory
 from agent.providers.anthropic import AnthropicProvider
@@ -17,7 +19,9 @@ SETTINGS = AgentSettings(context_tokens=2_000, consolidate_at=0.5, model="claude
 
 def _setup(tmp_path, fake, settings: AgentSettings = SETTINGS):
     root = workspace(tmp_path)
-    provider = AnthropicProvider(AnthropicSettings(api_key="k", base_url=fake.base_url, max_retries=0), stream=False)
+    # the SDK's httpx client: this helper's provider is never closed (an aiohttp session would warn)
+    provider = AnthropicProvider(AnthropicSettings(api_key="k", base_url=fake.base_url, max_retries=0), stream=False,
+                                 http_client=anthropic.DefaultAsyncHttpxClient())
     ctx = builder(root)
     memory = Memory(root)
     consolidator = Consolidator(provider=provider, context=ctx, memory=memory, settings=settings)

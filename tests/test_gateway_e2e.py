@@ -240,7 +240,8 @@ async def test_a_client_can_ask_for_chat_events_only(daemon, fake_model):
 async def test_unknown_event_names_are_refused_in_one_line(daemon):
     async with connect(daemon.url) as ws:
         await ws.send(json.dumps({"type": "req", "id": "c", "method": "connect",
-                                  "params": {"auth": {"token": TOKEN}, "events": ["chat", "gossip"]}}))
+                                  "params": {"auth": {"token": TOKEN}, "subscribe": ["main"],
+                                             "events": ["chat", "gossip"]}}))
         reply = json.loads(await ws.recv())
         with pytest.raises(ConnectionClosed):
             await ws.recv()

@@ -206,10 +206,12 @@ async def test_anthropic_marks_exhausted_retries_retryable_so_a_chain_moves_on(f
     conf = AnthropicSettings(api_key="k", base_url=fake_model.base_url, max_retries=1, retry_base_seconds=0,
                              fallback_models=["fallback-model"])
     anthropic = AnthropicProvider(conf, stream=False)
-    with pytest.raises(ProviderError) as info:
-        await anthropic.complete(ModelRequest(model="test-model", system=[],
-                                              messages=[{"role": "user", "content": [{"type": "text", "text": "hi"}]}]))
-    await anthropic.close()
+    try:
+        with pytest.raises(ProviderError) as info:
+            await anthropic.complete(ModelRequest(model="test-model", system=[], messages=[
+                {"role": "user", "content": [{"type": "text", "text": "hi"}]}]))
+    finally:
+        await anthropic.close()
     assert info.value.retryable and len(fake_model.requests) == 4
 
 

@@ -295,3 +295,25 @@ def test_tracebacks_are_redacted(formatter):
     assert "polling failed" in line and "RuntimeError" in line and "getUpdates failed" in line
     assert BOT_TOKEN not in line and BOT_TOKEN.split(":")[1] not in line
     assert REGISTERED not in line
+
+
+@pytest.mark.parametrize("line, secret", [
+    ("key sk-ant-api03-abcdefghijklmnop in a log", "abcdefghijklmnop"),
+    ("GET https://api.telegram.org/bot123456789:AAHfiqksKZ8WmR2zSjiQ7_v4TMAKdiHm9T0/getUpdates", "AAHfiqksKZ8WmR2zSjiQ7"),
+    ("Authorization: Bearer abcdefghijklmnopqrst", "abcdefghijklmnopqrst"),
+    # a bot token after "Bearer": the bearer pattern must take the ":secret" tail too
+    ("Authorization: Bearer bot123456789:AAHfiqksKZ8WmR2zSjiQ7_v4TMAKdiHm9T0", "AAHfiqksKZ8WmR2zSjiQ7"),
+    ("bearer abc123456789:AAHfiqksKZ8WmR2zSjiQ7_v4TMAKdiHm9T0 sent", "AAHfiqksKZ8WmR2zSjiQ7"),
+])
+def test_token_shapes_are_masked_wherever_they_appear(line: str, secret: str) -> None:
+    from agent.redact import redact
+
+    masked = redact(line)
+    assert secret not in masked and "***" in masked
+
+
+def test_redaction_leaves_ordinary_text_alone() -> None:
+    from agent.redact import redact
+
+    text = "Bearer of good news: 12:30 meeting, ratio 3:4, see https://example.com/a:b"
+    assert redact(text) == text
