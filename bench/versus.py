@@ -5,7 +5,8 @@ code, so "unchanged or better than round N" is only meaningful measured together
 exports the revision with `git archive` into a temporary folder and then alternates the two
 daemons, round after round, each against the same zero-latency fake Messages API (this tree's,
 `--fast`) and driven through its own tree's client and test harness. It prints the median over
-the rounds of each figure, and each round's figures. Where the tree's protocol has it, the client
+the rounds of each figure, each round's figures, and in how many rounds this tree did better
+(the two trees of a round run back to back; the machine's speed drifts between rounds). Where the tree's protocol has it, the client
 connects as a plain chat client (`events: ["chat"]`), so part of a difference can be events a
 chat client no longer receives (older trees send every event of the session).
 
@@ -159,15 +160,15 @@ def main() -> int:
         fake.terminate()
     load = os.getloadavg()[0]
     print(f"\nthis tree vs {args.rev}, median of {args.rounds} alternating rounds, load {load:.1f} after")
-    print(f"| measure | this tree | {args.rev} | |")
+    print(f"| measure | this tree | {args.rev} | this tree better in |")
     print("|---|---|---|---|")
     for key, label, unit, better in FIGURES:
         new = statistics.median(r[key] for r in runs["this tree"])
         old = statistics.median(r[key] for r in runs[args.rev])
-        ratio = new / old if old else float("nan")
-        verdict = "better" if (ratio < 0.97 if better == "lower" else ratio > 1.03) else \
-                  "worse" if (ratio > 1.03 if better == "lower" else ratio < 0.97) else "same (within 3 %)"
-        print(f"| {label} | {new:.1f} {unit} | {old:.1f} {unit} | {verdict} |")
+        # Rounds are pairs measured back to back, so each pair shares the machine's state of the moment.
+        wins = sum((a[key] < b[key]) if better == "lower" else (a[key] > b[key])
+                   for a, b in zip(runs["this tree"], runs[args.rev]))
+        print(f"| {label} | {new:.1f} {unit} | {old:.1f} {unit} | {wins} of {args.rounds} rounds |")
     return 0
 
 

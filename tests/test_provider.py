@@ -106,3 +106,23 @@ def test_body_encoder_reuses_unchanged_messages_and_sees_replaced_ones() -> None
     for other in ("a", "b", "c"):  # the per-session cache keeps only the most recent sessions
         encoder.encode(ModelRequest(model="m", system=[], messages=[], session_key=other), "m", stream=False)
     assert list(encoder._sessions) == ["b", "c"]
+
+
+def test_body_encoder_encodes_only_the_new_messages_of_a_growing_history(monkeypatch) -> None:
+    import json as _json
+
+    from agent.providers import body
+    from agent.providers.base import ModelRequest
+
+    history = [{"role": "user" if i % 2 == 0 else "assistant", "content": [{"type": "text", "text": f"m{i}"}]}
+               for i in range(1000)]
+    request = ModelRequest(model="m", system=[], messages=history, session_key="s")
+    encoder = body.BodyEncoder()
+    encoder.encode(request, "m", stream=False)
+    calls: list[object] = []
+    real = body._encode
+    monkeypatch.setattr(body, "_encode", lambda value: calls.append(value) or real(value))
+    history += [{"role": "user", "content": [{"type": "text", "text": "new"}]}]
+    out = _json.loads(encoder.encode(request, "m", stream=False))
+    assert out["messages"] == history
+    assert [c for c in calls if isinstance(c, dict)] == [history[-1]]  # one message encoded, not 1,001

@@ -27,11 +27,17 @@ class BodyEncoder:
     a message is never edited in place once projected, so identity means equal content. The
     cache holds only the messages of a session's latest request, for the `max_sessions` most
     recently used sessions, so its memory is bounded by what those requests hold anyway.
+
+    The usual request is the last one plus new messages at the end: that is recognised by one
+    list comparison (identity first, in C) and only the new messages are encoded, so no Python
+    loop runs over the whole history. Anything else (a replaced message, a moved window) falls
+    back to looking each message up by identity.
     """
 
     def __init__(self, max_sessions: int = 64) -> None:
         self.max_sessions = max_sessions
-        self._sessions: OrderedDict[str, dict[int, tuple[dict[str, Any], bytes]]] = OrderedDict()
+        # session -> (the messages of its latest request, their encodings, in order)
+        self._sessions: OrderedDict[str, tuple[list[dict[str, Any]], list[bytes]]] = OrderedDict()
         # The system prompt and tool list are the same (or equal) from one request to the next.
         self._stable: dict[str, tuple[Any, bytes]] = {}
 
@@ -56,17 +62,18 @@ class BodyEncoder:
         return encoded
 
     def _messages(self, key: str, messages: list[dict[str, Any]]) -> list[bytes]:
-        old = self._sessions.pop(key, None) or {}
-        new: dict[int, tuple[dict[str, Any], bytes]] = {}
-        parts = []
-        for message in messages:
-            hit = old.get(id(message))
-            if hit is None or hit[0] is not message:
-                hit = (message, _encode(message).encode())
-            new[id(message)] = hit
-            parts.append(hit[1])
+        seen, encoded = self._sessions.pop(key, None) or ([], [])
+        held = len(seen)
+        if held <= len(messages) and messages[:held] == seen:  # the last request plus new messages
+            parts = encoded + [_encode(m).encode() for m in messages[held:]]
+        else:
+            known = {id(m): (m, e) for m, e in zip(seen, encoded)}
+            parts = []
+            for message in messages:
+                hit = known.get(id(message))
+                parts.append(hit[1] if hit is not None and hit[0] is message else _encode(message).encode())
         if key:
-            self._sessions[key] = new
+            self._sessions[key] = (list(messages), parts)
             while len(self._sessions) > self.max_sessions:
                 self._sessions.popitem(last=False)
         return parts
