@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 
 import pytest
 from websockets.asyncio.client import connect
@@ -14,14 +15,15 @@ from tests.harness import TOKEN
 
 
 async def test_chat_round_trip_streams_deltas_and_final(daemon, fake_model):
-    # Tokens 20 ms apart, like a model writing: each read gives its own delta (deltas that arrive
-    # together are sent as one event).
-    fake_model.enqueue(text("Hello! I am here to help you today.", stream_gap=0.02))
+    # The model's stream waits after its first delta until the client has it (deltas that arrive
+    # together are sent as one event), so the answer must reach the client in parts.
+    gate = threading.Event()
+    fake_model.enqueue(text("Hello! I am here to help you today.", hold=gate))
     async with daemon.client() as client:
         assert client.hello["protocol"] == 1
         assert "chat.send" in {m["name"] for m in client.hello["methods"]}
         deltas: list[str] = []
-        final = await client.chat("hi", on_delta=deltas.append)
+        final = await client.chat("hi", on_delta=lambda t: (deltas.append(t), gate.set()))
     assert final["state"] == "final"
     assert final["text"] == "Hello! I am here to help you today."
     assert len(deltas) > 1 and "".join(deltas) == final["text"]
@@ -206,7 +208,7 @@ async def test_slow_client_is_dropped_and_never_blocks_the_daemon(daemon_factory
 
 async def test_a_client_can_ask_for_chat_events_only(daemon, fake_model):
     """A plain chat client is not sent the checkpoint and agent events a dashboard wants."""
-    fake_model.enqueue(text("first answer", stream_gap=0.01), text("second answer", stream_gap=0.01))
+    fake_model.enqueue(text("first answer"), text("second answer"))
 
     async def every_frame_until_final(ws, events: list[str] | None, ready: asyncio.Event) -> list[dict]:
         params = {"auth": {"token": TOKEN}, "subscribe": ["main"], **({"events": events} if events else {})}

@@ -5,6 +5,7 @@ the real daemon, the gateway client sees the deltas and a streamed tool call run
 from __future__ import annotations
 
 import json
+import threading
 
 import httpx
 import pytest
@@ -137,7 +138,8 @@ async def test_real_http_stream_from_the_fake_server():
 
 
 async def test_daemon_streams_text_deltas_and_runs_a_streamed_tool_call(daemon_factory):
-    with FakeOpenAI(stream_gap=0.02) as local:  # chunks over time: deltas read together go out as one
+    gate = threading.Event()  # the stream waits after its first text chunk until the client has it
+    with FakeOpenAI(hold=gate) as local:
         local.enqueue(chat_tool_call("read_file", {"path": "notes.txt"}, call_id="call_rf"),
                       chat_text("The notes say: buy milk and eggs."))
         daemon = daemon_factory({"CLAWGATE_PROVIDERS__OPENAI_COMPAT": json.dumps({"base_url": local.base_url,
@@ -146,9 +148,10 @@ async def test_daemon_streams_text_deltas_and_runs_a_streamed_tool_call(daemon_f
         deltas: list[str] = []
         async with daemon.client() as client:
             assert (await client.request("status"))["provider"] == "openai"
-            final = await client.chat("what do my notes say?", on_delta=deltas.append)
+            final = await client.chat("what do my notes say?", on_delta=lambda t: (deltas.append(t), gate.set()))
         assert final["state"] == "final" and final["text"] == "The notes say: buy milk and eggs."
-        assert len(deltas) >= 3 and "".join(deltas).endswith("The notes say: buy milk and eggs.")
+        # the first chunk arrived on its own, the rest after it: streamed in parts
+        assert len(deltas) >= 2 and "".join(deltas).endswith("The notes say: buy milk and eggs.")
         assert len(local.requests) == 2 and all(r["stream"] is True for r in local.requests)
         result = local.requests[1]["messages"][-1]
         assert result["role"] == "tool" and result["tool_call_id"] == "call_rf" and "buy milk" in result["content"]

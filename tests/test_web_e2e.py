@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -128,10 +129,13 @@ def test_login_and_an_answer_that_streams(browser, daemon, fake_model):
     assert page.evaluate("sessionStorage.getItem('clawgate.token')") == TOKEN
 
     answer = "Streaming works: " + " ".join(f"word{i}" for i in range(60)) + "."
-    fake_model.enqueue(text(answer, stream_gap=0.05))  # tokens over time, as a model writes them
+    gate = threading.Event()  # the model's stream waits after its first delta until the page shows it
+    fake_model.enqueue(text(answer, hold=gate))
     page.evaluate(RECORD_ANSWER)
     page.fill("#chat-input", "tell me something long")
     page.keyboard.press("Enter")
+    wait_for(lambda: page.evaluate("window.__answers.length") > 0, "the first part of the answer")
+    gate.set()
     expect(page.locator("#messages .msg.user").last).to_have_text("tell me something long")
     final = page.locator("#messages .msg.assistant[data-state=final]")
     expect(final).to_have_text(answer)

@@ -62,9 +62,10 @@ def stream_chunks(choice: dict[str, Any], model: str, include_usage: bool) -> li
 
 
 class FakeOpenAI:
-    def __init__(self, *, stream_gap: float = 0.0) -> None:
-        # Seconds between streamed chunks, like a model producing tokens (0: all at once).
-        self.stream_gap = stream_gap
+    def __init__(self, *, hold: threading.Event | None = None) -> None:
+        # When set: a stream stops after its first text chunk until the test sets this event (at most
+        # 30 s), so that chunk reaches the client on its own, whatever the machine's load.
+        self.hold = hold
         self.requests: list[dict[str, Any]] = []
         self._script: deque[dict[str, Any]] = deque()
         self._fail: deque[int] = deque()
@@ -107,11 +108,13 @@ class FakeOpenAI:
                 self.send_header("content-type", "text/event-stream; charset=utf-8")
                 self.send_header("cache-control", "no-cache")
                 self.end_headers()
+                held = fake.hold is None
                 for item in chunks:
                     self.wfile.write(f"data: {json.dumps(item)}\n\n".encode())
                     self.wfile.flush()
-                    if fake.stream_gap > 0:
-                        time.sleep(fake.stream_gap)
+                    if not held and any((c.get("delta") or {}).get("content") for c in item.get("choices") or []):
+                        held = True
+                        fake.hold.wait(30)
                 self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()
 

@@ -28,9 +28,9 @@ class Reply:
     output_tokens: int | None = None
     # Error message for non-200 replies; None uses a stock message per error type.
     message: str | None = None
-    # Seconds between streamed events (each sent as its own write), like a model producing tokens;
-    # 0 sends the whole stream at once.
-    stream_gap: float = 0.0
+    # A threading.Event: the stream stops after its first text delta until the test sets it (at
+    # most 30 s), so that delta reaches the client on its own, whatever the machine's load.
+    hold: Any = None
 
 
 def text(s: str, **kw: Any) -> Reply:

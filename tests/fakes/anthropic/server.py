@@ -238,7 +238,7 @@ class _Handler(BaseHTTPRequestHandler):
         out_tok = reply.output_tokens if reply.output_tokens is not None else _estimate_output(content)
         stop = reply.stop_reason or ("tool_use" if reply.tool_calls else "end_turn")
         if body.get("stream") is True:
-            self._stream(model, content, stop, in_tok, out_tok, reply.stream_gap)
+            self._stream(model, content, stop, in_tok, out_tok, reply.hold)
             return
         msg = {
             "id": _new_id("msg_"),
@@ -257,16 +257,20 @@ class _Handler(BaseHTTPRequestHandler):
         }
         self._send(200, _dumps(msg).encode())
 
-    def _stream(self, model: str, content: list[dict], stop: str, in_tok: int, out_tok: int, gap: float) -> None:
+    def _stream(self, model: str, content: list[dict], stop: str, in_tok: int, out_tok: int,
+                hold: threading.Event | None) -> None:
         """Send the real SSE event sequence as one chunked HTTP/1.1 body (keeps keep-alive)."""
         events = stream_events(model, content, stop, in_tok, out_tok)
-        if gap <= 0:
+        first = next((i for i, (name, data) in enumerate(events)
+                      if name == "content_block_delta" and data["delta"]["type"] == "text_delta"), None)
+        if hold is None or first is None:
             self.wfile.write(encode_stream(events, self.close_connection))
             return
-        for part in stream_parts(events, self.close_connection):
-            self.wfile.write(part)
-            self.wfile.flush()
-            time.sleep(gap)
+        parts = stream_parts(events, self.close_connection)  # the head, then one part per event
+        self.wfile.write(b"".join(parts[:first + 2]))
+        self.wfile.flush()
+        hold.wait(30)
+        self.wfile.write(b"".join(parts[first + 2:]))
 
 
 def _head_and_last_message(raw: bytes) -> dict | None:
