@@ -167,16 +167,20 @@ async def test_a_background_child_interrupted_mid_run_is_resumed_and_reports_onc
     assert again.resume() == [] and len(list(world.bus.unanswered())) == 1
 
 
+async def _pending_approvals(world: World, timeout: float = 30.0) -> list[dict]:
+    """The approval requests once there is one (a generous deadline: the suite runs on loaded machines)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not world.approvals.pending() and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.01)
+    return world.approvals.pending()
+
+
 async def test_a_childs_approval_is_asked_on_the_main_session(tmp_path: Path) -> None:
     provider = RoutedProvider([call("spawn", {"task": "risky"}, "s1"), text("parent done")],
                               [call("exec", {"argv": ["./run.sh"]}, "c1"), text("child could not")])
     world = World(tmp_path, provider, approvals="ask")
     answer = asyncio.ensure_future(world.ask("go"))
-    for _ in range(500):
-        if world.approvals.pending():
-            break
-        await asyncio.sleep(0.01)
-    [request] = world.approvals.pending()
+    [request] = await _pending_approvals(world)
     assert request["session_key"] == "p" and "asked by a sub-agent" in request["reason"] and request["owner"] is True
     world.approvals.resolve(request["id"], False)
     assert await answer == "parent done"
@@ -263,11 +267,7 @@ async def test_with_max_depth_2_a_child_may_spawn_once_more_and_approvals_reach_
     world = World(tmp_path, provider, approvals="ask")
     world.subagents.settings = SubagentSettings(max_depth=2)
     answer = asyncio.ensure_future(world.ask("go"))
-    for _ in range(500):
-        if world.approvals.pending():
-            break
-        await asyncio.sleep(0.01)
-    [request] = world.approvals.pending()
+    [request] = await _pending_approvals(world)
     assert request["session_key"] == "p"  # the grandchild's approval is asked where the person watches
     world.approvals.resolve(request["id"], False)
     assert await answer == "main done"
