@@ -69,6 +69,7 @@ from . import __version__
 from .api import build_methods
 from .dispatcher import Dispatcher
 from .instance import remove_pid_file
+from .limits import open_files_per_cache, raise_open_file_limit
 from .server import GatewayServer
 
 log = logging.getLogger("clawgate")
@@ -118,10 +119,12 @@ class App:
         self.db = open_state_db(paths.database, fsync=False)
         self.bus = SqliteBus(self.db, self.durability)
         self.events = EventHub()
-        self.trace = TraceWriter(paths.traces)
+        # Busy sessions keep their log and trace open (raised from the usual 1,024 open files).
+        keep_open = open_files_per_cache(raise_open_file_limit())
+        self.trace = TraceWriter(paths.traces, max_open=keep_open)
         self.events.subscribe(self.trace)
         self.audit = AuditLog(paths.audit_log)
-        self.sessions = SessionManager(paths.sessions, fsync=fsync, durability=self.durability)
+        self.sessions = SessionManager(paths.sessions, fsync=fsync, durability=self.durability, max_open=keep_open)
         self.tasks = TaskStore(paths.tasks, fsync=fsync, durability=self.durability)
         # every real model call is counted per day and session (agent/usage.py), saved in batches
         self.usage = UsageLedger(UsageStore(self.db), flush_seconds=settings.state.usage_flush_seconds)

@@ -47,6 +47,50 @@ async def test_the_daemon_transport_is_aiohttp(provider: AnthropicProvider) -> N
     assert type(transport).__name__ == "AiohttpTransport"
 
 
+async def test_requests_built_once_carry_exactly_what_the_sdk_itself_sends(fake: FakeAnthropic,
+                                                                          provider: AnthropicProvider) -> None:
+    """The URL, headers and timeout are built by the SDK once and reused: every call sends the same
+    headers, body and path as the SDK's own `post` would, and a failure still raises its errors."""
+    import anthropic
+    from anthropic import AsyncStream
+
+    await provider.complete(REQUEST)
+    assert provider._template is not None  # the prebuilt path was taken
+    ours = fake.headers[-1]
+    body = provider._body.encode(REQUEST, REQUEST.model, stream=True)
+    stream = await provider.client.post("/v1/messages", content=body, cast_to=anthropic.types.Message, stream=True,
+                                        stream_cls=AsyncStream[object], options={"headers": {"Content-Type": "application/json"}})
+    async with stream:
+        async for _ in stream:
+            pass
+    sdk = fake.headers[-1]
+    assert ours == sdk  # same names and values, the key and the body's length included
+    assert fake.requests[-1] == fake.requests[-2]
+    assert ours["x-stainless-async"].startswith("async:asyncio")  # built in the event loop, like the SDK's
+    # a second call reuses the template and is counted by the server as a separate request
+    await provider.complete(REQUEST)
+    assert len(fake.requests) == 3 and fake.headers[-1] == ours
+
+
+async def test_a_client_with_middleware_keeps_the_sdks_whole_request_path(fake: FakeAnthropic) -> None:
+    """Middleware may change each request, so nothing is built ahead for such a client."""
+    import anthropic
+
+    seen: list[str] = []
+
+    async def middleware(request, call_next):  # type: ignore[no-untyped-def]
+        seen.append("called")
+        return await call_next(request)
+
+    p = make(fake.base_url)
+    p._client = anthropic.AsyncAnthropic(api_key="test", base_url=fake.base_url, max_retries=0, middleware=[middleware])
+    try:
+        reply = await p.complete(REQUEST)
+    finally:
+        await p.close()
+    assert reply.text.startswith("echo") and seen == ["called"] and p._template is None
+
+
 async def test_streamed_text_and_tool_call_are_folded_from_raw_events(fake: FakeAnthropic,
                                                                       provider: AnthropicProvider) -> None:
     long = "word " * 200  # the fake splits it into many text deltas

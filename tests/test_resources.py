@@ -237,3 +237,33 @@ def test_heartbeat_delivers_to_the_sessions_last_origin(tmp_path: Path) -> None:
     assert target == {"channel": "telegram", "chat_id": "7"}
     target["chat_id"] = "changed"  # a copy: the session's record stays as it was
     assert work.records[-1]["deliver"] == {"channel": "telegram", "chat_id": "7"}
+
+
+# the open-file limit ---------------------------------------------------------------------------
+def test_daemon_raises_a_low_open_file_limit_and_sizes_its_file_caches_from_it() -> None:
+    """Run in a child process, so this test's own limit is left alone."""
+    import subprocess
+    import sys
+
+    script = (
+        "import resource\n"
+        "from gateway.limits import raise_open_file_limit, open_files_per_cache\n"
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))\n"
+        "got = raise_open_file_limit(2048)\n"
+        "print(got, resource.getrlimit(resource.RLIMIT_NOFILE)[0], hard, open_files_per_cache(got))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parent.parent).stdout.split()
+    got, now, hard, per_cache = (int(v) for v in out)
+    expected = 2048 if hard < 0 else min(2048, hard)  # RLIM_INFINITY is -1
+    assert got == now == expected
+    assert per_cache == max(16, min(512, expected // 8))
+
+
+def test_file_caches_stay_within_bounds_for_any_limit() -> None:
+    from gateway.limits import open_files_per_cache
+
+    assert open_files_per_cache(64) == 16  # a tiny limit still leaves room to work
+    assert open_files_per_cache(1024) == 128
+    assert open_files_per_cache(1_000_000) == 512  # a huge one does not hold thousands of logs open
