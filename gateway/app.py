@@ -284,7 +284,7 @@ class App:
 
     async def _start(self, stack: AsyncExitStack) -> None:
         """Start in dependency order, registering each part's undo; the stack unwinds in reverse."""
-        for close in (self.db.close, self.audit.close, self.trace.close, self.sessions.close):
+        for close in (self.db.close, self.checkpoints.store.close, self.audit.close, self.trace.close, self.sessions.close):
             stack.callback(close)
         stack.callback(_quietly_sync, self.durability)  # runs before the files close
         stack.callback(self.usage.close)  # after the last turn ran, before the database closes

@@ -16,6 +16,7 @@ from agent.session import Session, SessionManager
 from agent.tasks import Step, Task, TaskStore
 from channels.telegram.access import read_message
 from config.schema import CheckpointSettings
+from tests import checkpoint_rows as rows
 
 
 class Rig:
@@ -88,7 +89,7 @@ def test_step_boundaries_turns_and_intervals_make_checkpoints(tmp_path: Path) ->
     assert steps[2].snapshot["task"]["steps"][2]["status"] == "pending"
     lineage = rig.service.store.lineage("s")
     assert [c.id for c in lineage][0] == steps[3].id and lineage[-1].kind == "turn" and lineage[-1].parent is None
-    raw = json.loads((tmp_path / f"state/checkpoints/sessions/s/{steps[1].id}.json").read_text())
+    raw = rows.read(tmp_path / "state/checkpoints", steps[1].id)  # the stored JSON, as written
     assert raw["checksum"].startswith("sha256:") and raw["schema"] == 1 and raw["version"] == "test"
 
 
@@ -115,15 +116,15 @@ def test_corrupt_and_newer_schema_refused_with_one_line(tmp_path: Path) -> None:
     rig = Rig(tmp_path)
     rig.user("s", "hi")
     cp = rig.service.store.all("s")[0]
-    path = tmp_path / f"state/checkpoints/sessions/s/{cp.id}.json"
-    body = json.loads(path.read_text())
+    folder = tmp_path / "state/checkpoints"
+    body = rows.read(folder, cp.id)
     body["description"] = "tampered"
-    path.write_text(json.dumps(body))
+    rows.write(folder, cp.id, body)
     with pytest.raises(CheckpointRefused) as corrupt:
         rig.service.restore(cp.id, confirm=True)
     assert "corrupt (checksum mismatch)" in corrupt.value.message and "\n" not in corrupt.value.message
     body["schema"] = 7
-    path.write_text(json.dumps(body))
+    rows.write(folder, cp.id, body)
     with pytest.raises(CheckpointRefused) as newer:
         rig.service.show(cp.id)
     assert "schema version 7" in newer.value.message and "upgrade clawgate" in newer.value.message
@@ -256,3 +257,55 @@ def test_a_reset_session_starts_a_new_lineage(tmp_path: Path) -> None:
     rig.user("s", "second conversation")
     newest = rig.service.store.lineage("s")
     assert old and newest[0].id != old and newest[0].parent is None
+
+
+def test_checkpoint_files_of_earlier_versions_move_into_the_database(tmp_path: Path) -> None:
+    """Earlier versions wrote `sessions/<key>/<id>.json` and a HEAD file: at open they become rows
+    (a corrupt one stays refused, HEAD is kept) and the files are removed."""
+    from agent.checkpoints.model import Checkpoint, encode
+
+    old = tmp_path / "state/checkpoints/sessions"
+    (old / "a%2Fb").mkdir(parents=True)  # a session key quoted as a folder name
+    first = Checkpoint(session="a/b", seq=0, anchor_ts=None, kind="turn", description="before", time=100.0, turn=0,
+                       version="old")
+    second = Checkpoint(session="a/b", seq=4, anchor_ts=1.0, kind="step", description="step 1", time=200.0, turn=1,
+                        version="old", parent=first.id)
+    for cp in (first, second):
+        (old / "a%2Fb" / f"{cp.id}.json").write_bytes(encode(cp))
+    (old / "a%2Fb" / "cp_000000000bad.json").write_bytes(b'{"torn')
+    (old / "a%2Fb" / "HEAD").write_text(f"{first.id}\n{second.id}\n")
+
+    rig = Rig(tmp_path)
+    store = rig.service.store
+    assert [c.id for c in store.all("a/b")] == [first.id, second.id]
+    assert store.head("a/b") == second.id and [c.id for c in store.lineage("a/b")] == [second.id, first.id]
+    listing = rig.service.list(session="a/b")
+    assert len(listing["checkpoints"]) == 2 and len(listing["problems"]) == 1 and "corrupt" in listing["problems"][0]
+    assert not old.exists()  # nothing left behind
+    # opened again: nothing to move, nothing changes
+    reopened = CheckpointService(folder=tmp_path / "state/checkpoints", workspace=rig.workspace, sessions=rig.sessions,
+                                 tasks=rig.tasks, events=EventHub(), settings=CheckpointSettings(), version="test",
+                                 busy=lambda key: False, invalidate=lambda key: None, fsync=False)
+    assert [c.id for c in reopened.store.all("a/b")] == [first.id, second.id] and reopened.store.head("a/b") == second.id
+
+
+def test_a_checkpoint_is_made_durable_by_the_group_flush_of_one_wal(tmp_path: Path) -> None:
+    """Every checkpoint of every session marks the same file, the database's WAL: one fsync per
+    flush covers them all (a file per checkpoint needed two fsyncs each)."""
+    from agent.durability import Durability
+
+    flushed: list[str] = []
+    durability = Durability(fsync=flushed.append)
+    sessions = SessionManager(tmp_path / "state/sessions", fsync=True, durability=durability)
+    tasks = TaskStore(tmp_path / "state/tasks", fsync=False)
+    (tmp_path / "workspace").mkdir()
+    service = CheckpointService(folder=tmp_path / "state/checkpoints", workspace=tmp_path / "workspace",
+                                sessions=sessions, tasks=tasks, events=EventHub(), settings=CheckpointSettings(),
+                                version="test", busy=lambda key: False, invalidate=lambda key: None, fsync=True,
+                                durability=durability)
+    sessions.observers.append(service.on_append)
+    for key in ("a", "b", "c"):
+        sessions.get(key).append("user", text="hi", inbound_id=f"in-{key}", channel="test", chat_id="1")
+    assert len(service.store.all()) == 3 and durability.pending
+    durability.sync_now()
+    assert flushed == [str(tmp_path / "state/checkpoints/checkpoints.db-wal")]

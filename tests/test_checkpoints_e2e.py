@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.client import GatewayError
+from tests import checkpoint_rows as rows
 from tests.fakes.anthropic_api import text, tool_use, tool_uses
 from tests.telegram_support import CHAT, replies, telegram, tg_daemon  # noqa: F401
 
@@ -197,10 +198,10 @@ async def test_corrupt_and_newer_checkpoints_are_refused(daemon_factory, fake_mo
     async with daemon.client() as client:
         await _chat(client, "hello", "c")
         cp = (await client.request("checkpoints.list", {"session": "c"}))["checkpoints"][0]
-    path = next((daemon.home / "state/checkpoints/sessions/c").glob(f"{cp['id']}.json"))
-    body = json.loads(path.read_text())
+    folder = daemon.home / "state/checkpoints"
+    body = rows.read(folder, cp["id"])
     body["schema"] = 99
-    path.write_text(json.dumps(body))
+    rows.write(folder, cp["id"], body)
     async with daemon.client() as client:
         try:
             await _idle_request(client, "checkpoints.restore", {"id": cp["id"], "confirm": True})
@@ -211,7 +212,7 @@ async def test_corrupt_and_newer_checkpoints_are_refused(daemon_factory, fake_mo
         listing = await client.request("checkpoints.list", {"session": "c"})
         assert any("schema version 99" in p for p in listing["problems"])
     daemon.kill()
-    path.write_text(path.read_text().replace('"kind"', '"kimd"', 1)[:-5])
+    rows.write(folder, cp["id"], json.dumps(body).replace('"kind"', '"kimd"', 1)[:-5].encode())
     proc = daemon.cli("checkpoints", "show", cp["id"])
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()

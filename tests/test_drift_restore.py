@@ -10,6 +10,7 @@ from typing import Any
 
 from agent.drift_restore import DriftRestore
 from config.schema import Settings
+from tests import checkpoint_rows as rows
 from tests.drift_support import REFLECT, Rig, build, reflection
 from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use, tool_uses
 
@@ -164,7 +165,7 @@ async def test_a_restore_that_cannot_be_done_says_so_and_the_work_goes_on(tmp_pa
     script_drift(fake_model)
     await rig.send("write the three files")
     decision = [r for r in rig.session().records if r.get("drift_restore")][-1]["drift_restore"]
-    next((tmp_path / "checkpoints/sessions/s").glob(f"{decision['checkpoint']}.json")).unlink()  # gone meanwhile
+    rows.remove(tmp_path / "checkpoints", decision["checkpoint"])  # gone meanwhile
     rig.loop.after_run.append(hook)
     fake_model.enqueue(text("Trying another way."))
     assert rig.drift_restore.recover() == ["s"]

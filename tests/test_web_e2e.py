@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
+from tests import checkpoint_rows as rows
 from tests.fakes.anthropic_api import text, tool_use, tool_uses
 from tests.harness import ALLOW_PYTHON, ROOT, TOKEN, DaemonProcess
 from tests.scripted_job import ScriptedJob
@@ -384,7 +385,7 @@ def test_checkpoint_timeline_restore_and_fork(browser, daemon, fake_model):
     step2.locator(".cp-row").click()
     expect(step2.locator("button.fork")).to_be_visible()
     gone = step2.get_attribute("data-id")
-    (daemon.home / "state/checkpoints/sessions/notes" / f"{gone}.json").unlink()
+    rows.remove(daemon.home / "state/checkpoints", gone)
     step2.locator("button.fork").click()
     expect(page.locator("#error")).to_have_text(f"no checkpoint {gone!r}; `clawgate checkpoints list` shows the ids")
     assert "\n" not in page.locator("#error").inner_text()

@@ -1,113 +1,117 @@
-"""Checkpoint files on disk: `state/checkpoints/sessions/<key>/<id>.json`, plus `HEAD`.
+"""Checkpoints on disk: one SQLite file, `state/checkpoints/checkpoints.db`, in WAL mode.
 
-HEAD names the newest checkpoint of the session's live branch: the parent of the next one,
-and where the branch's lineage (the chain of parents) starts. Retention prunes by count and
-age per session, but never a checkpoint some live branch needs (see `prune`).
+A row is one checkpoint: its id, session, time and seq (to list and prune without decoding),
+and its body, the checkpoint's JSON with schema version and checksum (model.encode), read back
+and verified by model.decode. `heads` names, per session, the newest checkpoint of its live
+branch: the parent of the next one, and where the branch's lineage (the chain of parents)
+starts. Retention prunes by count and age per session, but never a checkpoint some live branch
+needs (see `prune`).
+
+One checkpoint is taken before every user message, so its cost is paid per message. A file per
+checkpoint cost a new file and two fsyncs (the file and its folder) each; rows in one database
+are made durable by one fsync of its WAL per group flush, shared by every session (see
+agent/durability.py). Checkpoint files of earlier versions are moved into the database at open.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import time
 from pathlib import Path
 from typing import Iterator
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 from ..durability import Durability
-from ..fsio import atomic_write_bytes
+from ..statedb import open_state_db
 from .model import Checkpoint, CheckpointRefused, decode, encode
 
 log = logging.getLogger(__name__)
 
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS checkpoints (
+    id TEXT PRIMARY KEY,
+    session TEXT NOT NULL,
+    time REAL NOT NULL,
+    seq INTEGER NOT NULL,
+    body BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS checkpoints_by_session ON checkpoints(session, time, seq);
+CREATE TABLE IF NOT EXISTS heads (
+    session TEXT PRIMARY KEY,
+    id TEXT NOT NULL
+);
+"""
+
 
 class CheckpointStore:
-    def __init__(self, folder: Path, *, fsync: bool = True, durability: Durability | None = None) -> None:
-        self.folder = folder / "sessions"
-        self.fsync = fsync
-        # With a barrier the file is flushed with the next batch (before the reply goes out) rather
-        # than inline; until then a power cut may leave it torn, and a torn checkpoint is refused.
-        self.durability = durability
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self._index: dict[str, str] = {}  # checkpoint id -> session key (filled as files are seen)
-        # Per session, once read: checkpoint id -> (time, seq), so retention does not decode every file again.
-        self._ages: dict[str, dict[str, tuple[float, int]]] = {}
+    def __init__(self, folder: Path, *, fsync: bool = True, durability: Durability | None = None,
+                 repair: bool = True) -> None:
+        self.path = folder / "checkpoints.db"
+        # With a barrier the rows are flushed with the next batch (before the reply goes out);
+        # without one (offline commands) every commit is fsynced by SQLite itself.
+        self.durability = durability if fsync else None
+        self._db = open_state_db(self.path, fsync=fsync and durability is None, repair=repair)
+        self._db.executescript(SCHEMA)
+        self._wal = str(self.path) + "-wal"
+        self._import_files(folder / "sessions")
 
-    def _dir(self, session: str) -> Path:
-        return self.folder / quote(session, safe="")
+    def close(self) -> None:
+        self._db.close()
 
+    def _written(self) -> None:
+        if self.durability is not None:
+            self.durability.mark(self._wal)
+
+    # writing -------------------------------------------------------------------------------
     def save(self, cp: Checkpoint, *, head: bool = True) -> None:
-        folder = self._dir(cp.session)
-        path = folder / f"{cp.id}.json"
-        if self.durability is not None and self.fsync:
-            _write_new(path, encode(cp))
-            self.durability.mark(path)
-            self.durability.mark(folder)
-        else:
-            atomic_write_bytes(path, encode(cp), fsync=self.fsync)
-        self._index[cp.id] = cp.session
-        if cp.session in self._ages:
-            self._ages[cp.session][cp.id] = (cp.time, cp.seq)
-        if head:
-            self.set_head(cp.session, cp.id)
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute("INSERT OR REPLACE INTO checkpoints(id, session, time, seq, body) VALUES (?, ?, ?, ?, ?)",
+                             (cp.id, cp.session, cp.time, cp.seq, encode(cp)))
+            if head:
+                self._set_head(cp.session, cp.id)
+        self._written()
 
     def set_head(self, session: str, cp_id: str) -> None:
-        """One appended line (cheaper than a rewrite at every step); the last line wins."""
-        path = self._dir(session) / "HEAD"
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        except FileNotFoundError:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            os.write(fd, (cp_id + "\n").encode())
-            size = os.fstat(fd).st_size
-        finally:
-            os.close(fd)
-        if size > 64 * 1024:  # keep it small: only the last line matters
-            atomic_write_bytes(path, (cp_id + "\n").encode(), fsync=False)
+        with self._db:
+            self._set_head(session, cp_id)
+        self._written()
 
+    def _set_head(self, session: str, cp_id: str) -> None:
+        self._db.execute("INSERT INTO heads(session, id) VALUES (?, ?) ON CONFLICT(session) DO UPDATE SET id=excluded.id",
+                         (session, cp_id))
+
+    def delete(self, cp: Checkpoint) -> None:
+        with self._db:
+            self._db.execute("DELETE FROM checkpoints WHERE id=?", (cp.id,))
+        self._written()
+
+    # reading -------------------------------------------------------------------------------
     def head(self, session: str) -> str | None:
-        try:
-            lines = (self._dir(session) / "HEAD").read_text().split()
-        except FileNotFoundError:
-            return None
-        return lines[-1] if lines else None
+        row = self._db.execute("SELECT id FROM heads WHERE session=?", (session,)).fetchone()
+        return row[0] if row else None
 
     def sessions(self) -> list[str]:
-        return sorted(unquote(p.name) for p in self.folder.iterdir() if p.is_dir())
+        rows = self._db.execute("SELECT session FROM checkpoints UNION SELECT session FROM heads ORDER BY 1")
+        return [r[0] for r in rows]
 
     def get(self, cp_id: str) -> Checkpoint | None:
         """Load and verify one checkpoint; None when there is none; CheckpointRefused when bad."""
-        if not cp_id.startswith("cp_") or "/" in cp_id or len(cp_id) > 40:
-            return None
-        session = self._index.get(cp_id)
-        candidates = [self._dir(session) / f"{cp_id}.json"] if session else []
-        candidates += list(self.folder.glob(f"*/{cp_id}.json"))
-        for path in candidates:
-            try:
-                raw = path.read_bytes()
-            except FileNotFoundError:
-                continue
-            cp = decode(raw, name=cp_id)
-            self._index[cp.id] = cp.session
-            return cp
-        return None
+        row = self._db.execute("SELECT body FROM checkpoints WHERE id=?", (cp_id,)).fetchone()
+        return decode(bytes(row[0]), name=cp_id) if row else None
 
     def scan(self, session: str | None = None) -> Iterator[Checkpoint | CheckpointRefused]:
         """Every checkpoint (of one session), each verified; refused ones are yielded as errors."""
-        folders = [self._dir(session)] if session is not None else [p for p in self.folder.iterdir() if p.is_dir()]
-        for folder in folders:
-            for path in sorted(folder.glob("cp_*.json")) if folder.exists() else []:
-                try:
-                    cp = decode(path.read_bytes(), name=path.stem)
-                except CheckpointRefused as exc:
-                    yield exc
-                    continue
-                except FileNotFoundError:
-                    continue
-                self._index[cp.id] = cp.session
-                yield cp
+        if session is None:
+            rows = self._db.execute("SELECT id, body FROM checkpoints ORDER BY session, time, seq").fetchall()
+        else:
+            rows = self._db.execute("SELECT id, body FROM checkpoints WHERE session=? ORDER BY time, seq",
+                                    (session,)).fetchall()
+        for cp_id, body in rows:
+            try:
+                yield decode(bytes(body), name=cp_id)
+            except CheckpointRefused as exc:
+                yield exc
 
     def all(self, session: str | None = None) -> list[Checkpoint]:
         return sorted((c for c in self.scan(session) if isinstance(c, Checkpoint)), key=lambda c: (c.time, c.seq))
@@ -130,48 +134,71 @@ class CheckpointStore:
             cp_id = cp.parent
         return out
 
-    def delete(self, cp: Checkpoint) -> None:
-        (self._dir(cp.session) / f"{cp.id}.json").unlink(missing_ok=True)
-        self._index.pop(cp.id, None)
-        self._ages.get(cp.session, {}).pop(cp.id, None)
-
-    def _ages_of(self, session: str) -> dict[str, tuple[float, int]]:
-        ages = self._ages.get(session)
-        if ages is None:
-            ages = self._ages[session] = {c.id: (c.time, c.seq) for c in self.scan(session) if isinstance(c, Checkpoint)}
-        return ages
-
+    # retention -----------------------------------------------------------------------------
     def prune(self, *, keep_count: int, keep_days: float, needed: set[str], now: float | None = None,
               session: str | None = None) -> list[str]:
         """Per session (every one, or just `session`): drop checkpoints beyond the newest `keep_count`
         or older than `keep_days`, except those in `needed` (what live branches stand on). Returns
-        the ids removed."""
+        the ids removed. Reads only ids, times and seqs: no checkpoint is decoded."""
         now = time.time() if now is None else now
         removed: list[str] = []
-        for session in self.sessions() if session is None else [session]:
-            ages = self._ages_of(session)
-            for index, (cp_id, (created, _seq)) in enumerate(sorted(ages.items(), key=lambda i: i[1], reverse=True)):
+        for key in self.sessions() if session is None else [session]:
+            rows = self._db.execute("SELECT id, time FROM checkpoints WHERE session=? ORDER BY time DESC, seq DESC",
+                                    (key,)).fetchall()
+            for index, (cp_id, created) in enumerate(rows):
                 too_many = index >= keep_count
                 too_old = now - created > keep_days * 86400
                 if (too_many or too_old) and cp_id not in needed:
-                    (self._dir(session) / f"{cp_id}.json").unlink(missing_ok=True)
-                    self._index.pop(cp_id, None)
-                    del ages[cp_id]
                     removed.append(cp_id)
+        if removed:
+            with self._db:
+                self._db.executemany("DELETE FROM checkpoints WHERE id=?", [(cp_id,) for cp_id in removed])
+            self._written()
         return removed
 
+    # checkpoint files of earlier versions ----------------------------------------------------
+    def _import_files(self, folder: Path) -> None:
+        """Move `sessions/<key>/<id>.json` and `HEAD` files into the database, then remove them.
+        Rows go in before any file is removed, so an interrupted move is finished at the next open.
+        A file that does not decode goes in as it is, and is refused when read, as it was before."""
+        if not folder.is_dir():
+            return
+        moved: list[Path] = []
+        with self._db:
+            self._db.execute("BEGIN")
+            for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
+                session = unquote(sub.name)
+                for path in sorted(sub.glob("cp_*.json")):
+                    raw = path.read_bytes()
+                    try:
+                        cp = decode(raw, name=path.stem)
+                        row = (cp.id, cp.session, cp.time, cp.seq, raw)
+                    except CheckpointRefused:
+                        row = (path.stem, session, path.stat().st_mtime, 0, raw)
+                    self._db.execute("INSERT OR IGNORE INTO checkpoints(id, session, time, seq, body) "
+                                     "VALUES (?, ?, ?, ?, ?)", row)
+                    moved.append(path)
+                head_file = sub / "HEAD"
+                if head_file.exists():
+                    lines = head_file.read_text(encoding="utf-8", errors="replace").split()
+                    if lines:  # a head set since (by this version) wins over the file's
+                        self._db.execute("INSERT OR IGNORE INTO heads(session, id) VALUES (?, ?)", (session, lines[-1]))
+                    moved.append(head_file)
+        if not moved:
+            return
+        if self.durability is not None:  # the rows must be on disk before the files are gone
+            self._written()
+            self.durability.sync_now()
+        for path in moved:
+            path.unlink(missing_ok=True)
+        for sub in folder.iterdir():
+            try:
+                sub.rmdir()
+            except OSError:
+                pass  # not empty (something else put there by hand): left as it is
+        try:
+            folder.rmdir()
+        except OSError:
+            pass
+        log.info("moved %d checkpoint file(s) into %s", len(moved), self.path.name)
 
-def _write_new(path: Path, data: bytes) -> None:
-    """A checkpoint id is new, so there is no older file to protect with a rename; a file torn by a
-    power cut before the next flush fails its checksum and is refused."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileNotFoundError:  # the session's first checkpoint (or its folder was removed)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-    finally:
-        os.close(fd)
