@@ -309,3 +309,53 @@ def test_a_checkpoint_is_made_durable_by_the_group_flush_of_one_wal(tmp_path: Pa
     assert len(service.store.all()) == 3 and durability.pending
     durability.sync_now()
     assert flushed == [str(tmp_path / "state/checkpoints/checkpoints.db-wal")]
+
+
+def test_an_unchanged_workspace_is_recognised_without_reading_a_file_and_any_change_is_seen(tmp_path: Path,
+                                                                                            monkeypatch) -> None:
+    import os
+
+    from agent.checkpoints.workspace_store import WorkspaceStore
+
+    root = tmp_path / "ws"
+    (root / "docs").mkdir(parents=True)
+    (root / "a.txt").write_text("one")
+    (root / "docs/b.md").write_text("two")
+    store = WorkspaceStore(root, tmp_path / "store", fsync=False)
+    first = store.snapshot()
+    looked_up: list[str] = []
+    real = store._blob_for
+    monkeypatch.setattr(store, "_blob_for", lambda rel, st, full: looked_up.append(rel) or real(rel, st, full))
+    assert store.snapshot() == first and looked_up == []  # the same stat everywhere: no lookup at all
+    # same size, new content, an mtime that moved: a new tree holding the new content
+    (root / "a.txt").write_text("ONE")
+    os.utime(root / "a.txt", ns=(1, 1))
+    second = store.snapshot()
+    assert second != first and store.tree(second)["a.txt"] != store.tree(first)["a.txt"]
+    # a file added deep down, one removed: each seen
+    (root / "docs/deep").mkdir()
+    (root / "docs/deep/c.txt").write_text("three")
+    (root / "docs/b.md").unlink()
+    assert sorted(store.tree(store.snapshot())) == ["a.txt", "docs/deep/c.txt"]
+
+
+def test_a_snapshot_that_failed_midway_is_not_mistaken_for_the_previous_one(tmp_path: Path, monkeypatch) -> None:
+    from agent.checkpoints.workspace_store import WorkspaceStore
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "a.txt").write_text("one")
+    store = WorkspaceStore(root, tmp_path / "store", fsync=False)
+    first = store.snapshot()
+    (root / "a.txt").write_text("two, longer")
+    real = store._blob_for
+
+    def unreadable(rel, st, full):  # type: ignore[no-untyped-def]
+        raise PermissionError(f"cannot read {rel}")
+
+    monkeypatch.setattr(store, "_blob_for", unreadable)
+    with pytest.raises(PermissionError):
+        store.snapshot()
+    monkeypatch.setattr(store, "_blob_for", real)
+    again = store.snapshot()
+    assert again != first and store.tree(again)["a.txt"] != store.tree(first)["a.txt"]

@@ -48,14 +48,23 @@ class WorkspaceStore:
         self.fsync = fsync
         self._cache: dict[str, tuple[int, int, int, str]] = {}  # relpath -> (size, mtime_ns, ino, sha)
         self._last: tuple[str, Tree, int] | None = None  # the previous snapshot: id, tree, chain length
+        # The stat of every file at that snapshot; set only with `_last`, so a failed walk never
+        # leaves a signature that names a tree it did not store.
+        self._signature: list[tuple[str, int, int, int, int]] = []
         self._resolved: dict[str, Tree] = {}  # a few trees read back recently
 
     # snapshot ------------------------------------------------------------------------------
     def snapshot(self) -> str:
         """Store the workspace's current files; returns the tree id (same files, same id)."""
+        found = list(self._walk())
+        # Nothing changed since the last walk (every file's mode, size, mtime and inode the same):
+        # the same tree, known without a lookup per file. One is taken before every user message.
+        signature = [(rel, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ino) for rel, st, _ in found]
+        if self._last is not None and signature == self._signature:
+            return self._last[0]
         tree: Tree = {}
         seen: set[str] = set()
-        for rel, st, full in self._walk():
+        for rel, st, full in found:
             seen.add(rel)
             if stat.S_ISLNK(st.st_mode):
                 tree[rel] = ["link", os.readlink(full)]
@@ -67,6 +76,7 @@ class WorkspaceStore:
             del self._cache[gone]
         last = self._last
         if last is not None and last[1] == tree:
+            self._signature = signature
             return last[0]
         if last is not None and last[2] < FULL_EVERY:
             changes: dict[str, list[object] | None] = {p: e for p, e in tree.items() if last[1].get(p) != e}
@@ -76,6 +86,7 @@ class WorkspaceStore:
         else:
             sha = self._put_object({"full": tree})
             self._last = (sha, tree, 0)
+        self._signature = signature
         return sha
 
     def _walk(self) -> Iterable[tuple[str, os.stat_result, str]]:
@@ -89,10 +100,11 @@ class WorkspaceStore:
             except FileNotFoundError:
                 continue
             for entry in entries:
-                st = entry.stat(follow_symlinks=False)
-                if stat.S_ISDIR(st.st_mode):
+                if entry.is_dir(follow_symlinks=False):  # the type comes with the listing: no stat
                     stack.append(entry.path)
-                elif stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
+                    continue
+                st = entry.stat(follow_symlinks=False)
+                if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
                     yield entry.path[cut:], st, entry.path
 
     def _blob_for(self, rel: str, st: os.stat_result, full: str) -> str:
