@@ -239,3 +239,30 @@ def test_undo_on_telegram_goes_back_steps(tg_daemon, telegram, fake_model) -> No
     assert not (ws / "out/step3.txt").exists()
     task = json.loads(next((daemon.home / "state/tasks").glob("t_*.json")).read_text())
     assert [s["status"] for s in task["steps"]] == ["done", "pending", "pending"] and task["status"] == "in_progress"
+
+
+async def test_a_corrupt_checkpoint_database_is_reported_offline_and_set_aside_by_the_daemon(daemon_factory,
+                                                                                             fake_model):
+    """Offline, `clawgate checkpoints list` names the problem in one line and leaves the file alone
+    (it is the daemon's state); the daemon, at start, sets it aside and starts a fresh one."""
+    daemon = daemon_factory()
+    fake_model.enqueue(text("hi"))
+    async with daemon.client() as client:
+        await _chat(client, "hello", "c")
+    daemon.kill()
+    folder = daemon.home / "state/checkpoints"
+    for extra in ("checkpoints.db-wal", "checkpoints.db-shm"):
+        (folder / extra).unlink(missing_ok=True)
+    (folder / "checkpoints.db").write_bytes(b"this is not a database " * 200)
+    proc = daemon.cli("checkpoints", "list")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert "corrupt" in line and "checkpoints.db" in line
+    assert (folder / "checkpoints.db").read_bytes().startswith(b"this is not a database")  # left alone
+    daemon.start()
+    fake_model.enqueue(text("again"))
+    async with daemon.client() as client:
+        await _chat(client, "hello again", "c")
+        listing = await client.request("checkpoints.list", {"session": "c"})
+    assert len(listing["checkpoints"]) == 1 and listing["problems"] == []  # a fresh database, working
+    assert [p.name for p in folder.glob("checkpoints.db.corrupt-*")]  # the damaged one kept beside, not deleted

@@ -57,7 +57,8 @@ class _Track:
 class CheckpointService:
     def __init__(self, *, folder: Path, workspace: Path, sessions: SessionManager, tasks: TaskStore, events: EventHub,
                  settings: CheckpointSettings, version: str, busy: Callable[[str], bool],
-                 invalidate: Callable[[str], None], fsync: bool = True, durability: Durability | None = None) -> None:
+                 invalidate: Callable[[str], None], fsync: bool = True, durability: Durability | None = None,
+                 repair: bool = True) -> None:
         self.settings = settings
         self.version = version
         self.sessions = sessions
@@ -66,7 +67,9 @@ class CheckpointService:
         self.busy = busy
         self.invalidate = invalidate
         self.fsync = fsync
-        self.store = CheckpointStore(folder, fsync=fsync, durability=durability)
+        # `repair`: a corrupt database is set aside and a fresh one started (the daemon); offline
+        # commands pass False and report it instead (agent/statedb.py).
+        self.store = CheckpointStore(folder, fsync=fsync, durability=durability, repair=repair)
         # Blobs and trees are not fsynced one by one (that would cost more than the 20 ms goal per step);
         # after a power loss a checkpoint may name a lost blob, and is then refused in one line.
         self.workspace = WorkspaceStore(workspace, folder, fsync=False)

@@ -28,17 +28,20 @@ def _service(t: Target) -> Any:
                              sessions=SessionManager(t.paths.sessions, fsync=fsync),
                              tasks=TaskStore(t.paths.tasks, fsync=fsync), events=EventHub(),
                              settings=t.settings.checkpoints, version=__version__, busy=lambda key: False,
-                             invalidate=lambda key: None, fsync=fsync)
+                             invalidate=lambda key: None, fsync=fsync, repair=False)
 
 
 def _offline(call: str, *args: Any, **kwargs: Any) -> Any:
     from agent.errors import DomainError
+    from agent.statedb import StateUnavailable
 
     def run(t: Target) -> dict[str, Any]:
         try:
             return getattr(_service(t), call)(*args, **kwargs)
         except DomainError as exc:
             raise CliError(exc.message, EXIT_FAILED) from None
+        except StateUnavailable as exc:  # the checkpoint database: corrupt, locked, unreadable
+            raise CliError(str(exc), EXIT_FAILED) from None
     return run
 
 
