@@ -15,6 +15,7 @@ agent/durability.py). Checkpoint files of earlier versions are moved into the da
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from pathlib import Path
@@ -191,14 +192,9 @@ class CheckpointStore:
             self.durability.sync_now()
         for path in moved:
             path.unlink(missing_ok=True)
-        for sub in folder.iterdir():
-            try:
-                sub.rmdir()
-            except OSError:
-                pass  # not empty (something else put there by hand): left as it is
-        try:
-            folder.rmdir()
-        except OSError:
-            pass
+        # Folders still holding something (put there by hand) are left as they are.
+        for emptied in [*folder.iterdir(), folder]:
+            with contextlib.suppress(OSError):
+                emptied.rmdir()
         log.info("moved %d checkpoint file(s) into %s", len(moved), self.path.name)
 
