@@ -156,6 +156,34 @@ def test_retention_prunes_old_ones_but_keeps_what_a_branch_needs(tmp_path: Path)
     assert fork["session"] == "a-fork"
 
 
+def test_prunes_read_each_log_once_and_still_see_branches_made_since(tmp_path: Path, monkeypatch) -> None:
+    rig = Rig(tmp_path, keep_count=3)
+    for key in ("a", "b", "c"):
+        for i in range(4):
+            rig.user(key, f"{key} {i}")
+    reads: list[str] = []
+    real = rig.service._read_branch_points
+    monkeypatch.setattr(rig.service, "_read_branch_points", lambda key: reads.append(key) or real(key))
+    rig.service.prune("a")
+    rig.service.prune("b")
+    rig.service.prune()
+    assert sorted(reads) == ["a", "b", "c"]  # once per session, not once per session per prune
+    # A rewind made after the logs were read: its branch point is kept once HEAD has moved on.
+    point = rig.service.store.all("a")[-2]  # the oldest one left
+    rig.service.restore(point.id, "conversation", confirm=True)
+    for i in range(6):
+        rig.user("a", f"after the rewind {i}")
+    assert rig.service.store.head("a") != point.id
+    rig.service.prune("a")
+    left = {c.id for c in rig.service.store.all("a")}
+    assert point.id in left and len(left) == 3 + 1
+    assert sorted(reads) == ["a", "a", "b", "c"]  # only the rewound log was read again
+    # A fork from an old checkpoint: the new session's HEAD stands on it.
+    fork = rig.service.fork(point.id, "a-fork")
+    rig.service.prune()
+    assert point.id in {c.id for c in rig.service.store.all("a")} and fork["parent"] == point.id
+
+
 def test_undo_goes_back_n_steps_and_asks_before_irreversible_effects(tmp_path: Path) -> None:
     rig = Rig(tmp_path)
     router = CommandRouter(agent_name="t", sessions=None, tasks=None, status=None,  # type: ignore[arg-type]

@@ -77,6 +77,7 @@ class CheckpointService:
         # Extra snapshot state by name (e.g. drift counters): each returns JSON-able data for a session.
         self.snapshot_sources: dict[str, Callable[[str], Any]] = {}
         self._tracks: dict[str, _Track] = {}
+        self._branch_points: dict[str, set[str]] = {}  # session -> checkpoints its live log branched from
 
     # creation (a session observer) ---------------------------------------------------------
     def on_append(self, session: Session, record: Record) -> None:
@@ -315,6 +316,7 @@ class CheckpointService:
         lines += [branches.record_line(cp.seq + 2 + i, str(r["kind"]), **{k: v for k, v in r.items() if k != "kind"})
                   for i, r in enumerate(after)]
         atomic_write_bytes(live, prefix + b"".join(lines), fsync=self.fsync)
+        self._branch_points.pop(cp.session, None)
         self.invalidate(cp.session)
         return aside.name if aside else None
 
@@ -347,6 +349,7 @@ class CheckpointService:
         event = branches.record_line(cp.seq + 1, "event", name="branch", how="fork", checkpoint=cp.id, tape=tape,
                                      rerun=sorted(TASK_TOOLS), parent_session=cp.session)
         atomic_write_bytes(self.sessions.folder / session_file_name(key), prefix + event, fsync=self.fsync)
+        self._branch_points.pop(key, None)
         saved = cp.snapshot.get("task")
         task_id = None
         if saved and saved.get("status") in ("pending", "in_progress"):
@@ -442,23 +445,36 @@ class CheckpointService:
 
     # retention -----------------------------------------------------------------------------
     def needed(self) -> set[str]:
-        """What live branches stand on: each live session's HEAD and the checkpoint it branched from."""
-        keep: set[str] = set()
-        for key in self.sessions.keys():
-            head = self.store.head(key)
-            if head:
-                keep.add(head)
-            path = self.sessions.folder / session_file_name(key)
-            try:
-                with open(path, "rb") as fh:
-                    for line in fh:
-                        if b'"name":"branch"' in line:
-                            event = branches.records(line)
-                            if event and event[0].get("checkpoint"):
-                                keep.add(str(event[0]["checkpoint"]))
-            except FileNotFoundError:
-                continue
+        """What live branches stand on: each live session's HEAD and the checkpoints it branched from.
+
+        A session's branch points are read from its log once and then kept: branch records are
+        written only by this service (a rewind or a fork, which drop the session's entry so it is
+        read again), never appended. A log that lost one since (a reset) can only make this keep
+        more than needed. Reading every session's log at every prune made each prune cost the
+        whole history of every session (seconds with a hundred long sessions)."""
+        live = self.sessions.keys()
+        heads = self.store.heads()
+        keep = {heads[key] for key in live if key in heads}
+        for key in live:
+            points = self._branch_points.get(key)
+            if points is None:
+                points = self._branch_points[key] = self._read_branch_points(key)
+            keep |= points
         return keep
+
+    def _read_branch_points(self, key: str) -> set[str]:
+        points: set[str] = set()
+        try:
+            fh = open(self.sessions.folder / session_file_name(key), "rb")
+        except FileNotFoundError:
+            return points  # a session known only in memory so far has not branched
+        with fh:
+            for line in fh:
+                if b'"name":"branch"' in line:
+                    event = branches.records(line)
+                    if event and event[0].get("checkpoint"):
+                        points.add(str(event[0]["checkpoint"]))
+        return points
 
     def prune(self, session: str | None = None) -> list[str]:
         """Retention for one session, or for all of them plus unreferenced workspace blobs (which

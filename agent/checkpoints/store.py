@@ -92,6 +92,10 @@ class CheckpointStore:
         row = self._db.execute("SELECT id FROM heads WHERE session=?", (session,)).fetchone()
         return row[0] if row else None
 
+    def heads(self) -> dict[str, str]:
+        """Every session's HEAD in one read."""
+        return dict(self._db.execute("SELECT session, id FROM heads").fetchall())
+
     def sessions(self) -> list[str]:
         rows = self._db.execute("SELECT session FROM checkpoints UNION SELECT session FROM heads ORDER BY 1")
         return [r[0] for r in rows]
