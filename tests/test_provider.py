@@ -92,7 +92,7 @@ def test_body_encoder_reuses_unchanged_messages_and_sees_replaced_ones() -> None
     request = ModelRequest(model="m", system=[{"type": "text", "text": "sys"}], messages=history,
                            tools=[{"name": "t", "input_schema": {"type": "object"}}], session_key="s",
                            cache_control={"type": "ephemeral"})
-    encoder = BodyEncoder(max_sessions=2)
+    encoder = BodyEncoder()
     first = _json.loads(encoder.encode(request, "claude-x", stream=True))
     assert first == {"model": "claude-x", "max_tokens": 4096, "system": request.system, "tools": request.tools,
                      "cache_control": {"type": "ephemeral"}, "stream": True, "messages": history}
@@ -103,9 +103,27 @@ def test_body_encoder_reuses_unchanged_messages_and_sees_replaced_ones() -> None
     second = _json.loads(encoder.encode(request, "claude-x", stream=False))
     assert second["messages"] == history and "stream" not in second
     assert second["system"] == request.system and second["tools"] == request.tools
-    for other in ("a", "b", "c"):  # the per-session cache keeps only the most recent sessions
-        encoder.encode(ModelRequest(model="m", system=[], messages=[], session_key=other), "m", stream=False)
-    assert list(encoder._sessions) == ["b", "c"]
+
+
+def test_body_encoder_cache_is_bounded_by_bytes_and_keeps_many_small_sessions() -> None:
+    from agent.providers.base import ModelRequest
+    from agent.providers.body import BodyEncoder
+
+    def request(key: str, text: str) -> ModelRequest:
+        return ModelRequest(model="m", system=[], session_key=key,
+                            messages=[{"role": "user", "content": [{"type": "text", "text": text}]}])
+
+    one = len(b'{"role":"user","content":[{"type":"text","text":""}]}') + 100
+    encoder = BodyEncoder(max_bytes=250 * one)
+    for i in range(200):  # many short sessions, more than any fixed count used to keep
+        encoder.encode(request(f"s{i}", "x" * 100), "m", stream=False)
+    assert len(encoder._sessions) == 200 and encoder._held_bytes == 200 * one
+    encoder.encode(request("big", "y" * 100 * one), "m", stream=False)  # one large request pushes out the oldest
+    assert encoder._held_bytes <= encoder.max_bytes
+    assert "big" in encoder._sessions and "s0" not in encoder._sessions and "s199" in encoder._sessions
+    assert encoder._held_bytes == sum(size for _, _, size in encoder._sessions.values())
+    encoder.encode(request("huge", "z" * 300 * one), "m", stream=False)  # larger than the budget: kept alone
+    assert list(encoder._sessions) == ["huge"] and encoder._held_bytes > encoder.max_bytes
 
 
 def test_body_encoder_encodes_only_the_new_messages_of_a_growing_history(monkeypatch) -> None:

@@ -25,8 +25,10 @@ class BodyEncoder:
 
     Keyed by object identity (with the object kept alive, so an id is never reused meanwhile):
     a message is never edited in place once projected, so identity means equal content. The
-    cache holds only the messages of a session's latest request, for the `max_sessions` most
-    recently used sessions, so its memory is bounded by what those requests hold anyway.
+    cache holds only the messages of a session's latest request, for the most recently used
+    sessions whose encodings fit in `max_bytes`. Bounded by bytes, not by a count of sessions:
+    a count small enough for long conversations was thrashed by many short ones (100 busy
+    sessions cycling through a cache of 64 re-encoded every history on every request).
 
     The usual request is the last one plus new messages at the end: that is recognised by one
     list comparison (identity first, in C) and only the new messages are encoded, so no Python
@@ -34,10 +36,11 @@ class BodyEncoder:
     back to looking each message up by identity.
     """
 
-    def __init__(self, max_sessions: int = 64) -> None:
-        self.max_sessions = max_sessions
-        # session -> (the messages of its latest request, their encodings, in order)
-        self._sessions: OrderedDict[str, tuple[list[dict[str, Any]], list[bytes]]] = OrderedDict()
+    def __init__(self, max_bytes: int = 64 << 20) -> None:
+        self.max_bytes = max_bytes
+        # session -> (the messages of its latest request, their encodings in order, their total size)
+        self._sessions: OrderedDict[str, tuple[list[dict[str, Any]], list[bytes], int]] = OrderedDict()
+        self._held_bytes = 0
         # The system prompt and tool list are the same (or equal) from one request to the next.
         self._stable: dict[str, tuple[Any, bytes]] = {}
 
@@ -62,18 +65,22 @@ class BodyEncoder:
         return encoded
 
     def _messages(self, key: str, messages: list[dict[str, Any]]) -> list[bytes]:
-        seen, encoded = self._sessions.pop(key, None) or ([], [])
+        seen, encoded, size = self._sessions.pop(key, None) or ([], [], 0)
+        self._held_bytes -= size
         held = len(seen)
         if held <= len(messages) and messages[:held] == seen:  # the last request plus new messages
-            parts = encoded + [_encode(m).encode() for m in messages[held:]]
+            new = [_encode(m).encode() for m in messages[held:]]
+            parts, size = encoded + new, size + sum(map(len, new))
         else:
             known = {id(m): (m, e) for m, e in zip(seen, encoded)}
             parts = []
             for message in messages:
                 hit = known.get(id(message))
                 parts.append(hit[1] if hit is not None and hit[0] is message else _encode(message).encode())
+            size = sum(map(len, parts))
         if key:
-            self._sessions[key] = (list(messages), parts)
-            while len(self._sessions) > self.max_sessions:
-                self._sessions.popitem(last=False)
+            self._sessions[key] = (list(messages), parts, size)
+            self._held_bytes += size
+            while self._held_bytes > self.max_bytes and len(self._sessions) > 1:
+                self._held_bytes -= self._sessions.popitem(last=False)[1][2]
         return parts
