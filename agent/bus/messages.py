@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -27,7 +27,7 @@ class InboundMessage:
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return dict(self.__dict__)  # shallow: the fields are JSON data already (asdict deep-copied them)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "InboundMessage":
@@ -48,7 +48,7 @@ class OutboundMessage:
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return dict(self.__dict__)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "OutboundMessage":
