@@ -32,6 +32,8 @@ class GatewaySettings(_Section):
     max_unauthenticated: int = Field(256, ge=1, le=10_000, description=(
         "connections open at once that have not completed `connect`; more are closed at once, so a flood of "
         "idle sockets cannot exhaust the daemon's file descriptors"))
+    event_loop: Literal["auto", "uvloop", "asyncio"] = Field("auto", description=(
+        "the daemon's event loop: uvloop when installed (auto), or the standard asyncio loop"))
 
 
 class AnthropicSettings(_Section):

@@ -70,6 +70,7 @@ from .api import build_methods
 from .dispatcher import Dispatcher
 from .instance import remove_pid_file
 from .limits import open_files_per_cache, raise_open_file_limit
+from .runtime import event_loop_name, settle_heap
 from .server import GatewayServer
 
 log = logging.getLogger("clawgate")
@@ -249,6 +250,7 @@ class App:
         add("queues", self.bus.counts)
         add("clients", lambda: sum(1 for c in self.server.connections if not c.closed))
         add("sandbox", lambda: sandbox_status().line())
+        add("eventLoop", event_loop_name)
         add("usage", self.usage.snapshot)
         add("providers", lambda: getattr(self.provider, "breaker_states", list)())
         add("backgroundJobs", self.background.running)
@@ -390,3 +392,5 @@ def _warm(provider_warm: Callable[[], None] | None) -> None:
             provider_warm()
     finally:
         import httpx  # noqa: F401
+
+        settle_heap()  # what is imported by now lives as long as the daemon

@@ -267,3 +267,43 @@ def test_file_caches_stay_within_bounds_for_any_limit() -> None:
     assert open_files_per_cache(64) == 16  # a tiny limit still leaves room to work
     assert open_files_per_cache(1024) == 128
     assert open_files_per_cache(1_000_000) == 512  # a huge one does not hold thousands of logs open
+
+
+# the event loop and the garbage collector (gateway/runtime.py) ---------------------------------
+async def test_daemon_serves_on_uvloop_by_default_and_on_asyncio_when_configured(daemon_factory) -> None:
+    pytest.importorskip("uvloop")
+    fast = daemon_factory()
+    async with fast.client() as client:
+        assert (await client.request("status"))["eventLoop"] == "uvloop"
+        final = await client.chat("hello", session="loop")  # a whole turn: model stream, session log, reply
+    assert final["state"] == "final" and final["text"].strip()
+    standard = daemon_factory({"CLAWGATE_GATEWAY__EVENT_LOOP": "asyncio"})
+    async with standard.client() as client:
+        assert (await client.request("status"))["eventLoop"] == "asyncio"
+
+
+def test_asking_for_uvloop_where_it_is_missing_is_one_line_naming_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from gateway.runtime import RuntimeUnavailable, loop_factory
+
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # as on a platform without it
+    assert loop_factory("auto") is None  # auto: the standard loop, quietly
+    assert loop_factory("asyncio") is None
+    with pytest.raises(RuntimeUnavailable) as info:
+        loop_factory("uvloop")
+    assert "\n" not in str(info.value) and "pip install uvloop" in str(info.value)
+
+
+def test_settled_heap_is_frozen_out_of_collections_and_young_ones_run_less_often() -> None:
+    """In a child process: freezing is for the whole interpreter."""
+    import subprocess
+    import sys
+
+    code = ("import gc\nfrom gateway.runtime import settle_heap, YOUNG_COLLECTION_EVERY\n"
+            "before = gc.get_threshold()\nsettle_heap()\n"
+            "print(gc.get_freeze_count() > 1_000, gc.get_threshold()[0] == YOUNG_COLLECTION_EVERY > before[0],"
+            " gc.get_threshold()[1:] == before[1:], gc.isenabled())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parent.parent).stdout.split()
+    assert out == ["True", "True", "True", "True"]

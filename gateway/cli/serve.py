@@ -7,7 +7,6 @@ until it has stopped; see gateway/instance.py for why a lock and not the pid fil
 from __future__ import annotations
 
 import argparse
-import asyncio
 import errno
 from typing import Any
 
@@ -47,8 +46,10 @@ def _serve(paths: Any, settings: Any) -> int:
     from agent.redact import register_secrets
     from agent.statedb import StateUnavailable
 
+    from .. import runtime
     from ..app import App
     from ..logs import setup_logging
+    from ..runtime import RuntimeUnavailable
 
     log = settings.log
     setup_logging(log.level, file=paths.log_file if log.file else None, max_bytes=log.file_max_bytes,
@@ -61,7 +62,9 @@ def _serve(paths: Any, settings: Any) -> int:
         return await App(paths, settings).run()
 
     try:
-        failed = asyncio.run(run())
+        failed = runtime.run(run(), settings.gateway.event_loop)
+    except RuntimeUnavailable as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
     except StateUnavailable as exc:
         raise CliError(str(exc), EXIT_FAILED) from None
     except OSError as exc:
