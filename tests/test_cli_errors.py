@@ -133,6 +133,19 @@ async def test_without_a_daemon_status_is_exit_3_and_tasks_fall_back_to_the_file
     assert "no task 't_missing'" in missing
 
 
+async def test_offline_commands_on_a_corrupt_state_database_are_one_line_and_leave_it_alone(tmp_path: Path) -> None:
+    proc = idle_home(tmp_path)
+    database = proc.home / "state/clawgate.db"
+    database.parent.mkdir(parents=True, exist_ok=True)
+    damaged = b"SQLite format 3\x00" + os.urandom(8192)  # a header, then garbage
+    database.write_bytes(damaged)
+    for command in (["cron", "list"], ["pairing", "list"], ["usage"]):
+        line = one_line(await asyncio.to_thread(proc.cli, *command), EXIT_FAILED)
+        assert "clawgate.db" in line and ("corrupt" in line or "not a database" in line), (command, line)
+        assert "start the gateway once" in line, line  # the fix: the daemon sets it aside
+    assert database.read_bytes() == damaged and not list(database.parent.glob("clawgate.db.corrupt-*"))
+
+
 async def test_a_stale_pid_file_or_lock_file_does_not_block_offline_edits(tmp_path: Path) -> None:
     proc = idle_home(tmp_path)
     # a live process that looks like a gateway, named by both files, but holding no lock

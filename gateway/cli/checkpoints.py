@@ -33,15 +33,12 @@ def _service(t: Target) -> Any:
 
 def _offline(call: str, *args: Any, **kwargs: Any) -> Any:
     from agent.errors import DomainError
-    from agent.statedb import StateUnavailable
 
     def run(t: Target) -> dict[str, Any]:
         try:
             return getattr(_service(t), call)(*args, **kwargs)
         except DomainError as exc:
             raise CliError(exc.message, EXIT_FAILED) from None
-        except StateUnavailable as exc:  # the checkpoint database: corrupt, locked, unreadable
-            raise CliError(str(exc), EXIT_FAILED) from None
     return run
 
 

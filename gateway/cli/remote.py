@@ -87,15 +87,25 @@ def gateway_or_offline(method: str | None, params: dict[str, Any],
         except AlreadyRunning as exc:
             if not exc.holder.is_gateway:
                 raise _busy(exc) from None
-            return Reply(offline(t), True)
+            return Reply(_offline(offline, t), True)
         with lock:
-            return Reply(offline(t), False)
+            return Reply(_offline(offline, t), False)
 
     async def call(client: GatewayClient) -> dict[str, Any]:
         return await client.request(method, params)
 
     payload, live = _reach(t, call, subscribe=None, offline=offline)
     return Reply(payload, live)
+
+
+def _offline(offline: Callable[[Target], T], t: Target) -> T:
+    """A state database that is corrupt, locked or unreadable is one line here, as in the daemon."""
+    from agent.statedb import StateUnavailable
+
+    try:
+        return offline(t)
+    except StateUnavailable as exc:
+        raise CliError(str(exc), EXIT_FAILED) from None
 
 
 def _reach(t: Target, work: Callable[[GatewayClient], Awaitable[Any]], *, subscribe: list[str] | str | None,
@@ -116,7 +126,7 @@ def _reach(t: Target, work: Callable[[GatewayClient], Awaitable[Any]], *, subscr
                 holder = exc.holder
             else:
                 with lock:
-                    return offline(t), False
+                    return _offline(offline, t), False
         else:
             found = lock.holder()
             if found is None or not found.is_gateway:
