@@ -6,7 +6,7 @@ import asyncio
 import hmac
 import logging
 from http import HTTPStatus
-from typing import Any
+from typing import Any, cast
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -71,9 +71,10 @@ def _admitted_connections(admission: Admission) -> type[ServerConnection]:
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(transport)
             if not admission.arrived(self):
-                assert isinstance(transport, asyncio.WriteTransport)
-                transport.write(admission.refusal())
-                transport.close()  # the handshake then ends at once (websockets sees the socket closed)
+                # A TCP transport, whichever loop made it (uvloop's is not an asyncio.WriteTransport subclass).
+                writer = cast(asyncio.WriteTransport, transport)
+                writer.write(admission.refusal())
+                writer.close()  # the handshake then ends at once (websockets sees the socket closed)
 
         def connection_lost(self, exc: Exception | None) -> None:
             admission.done(self)

@@ -131,6 +131,7 @@ async def test_connections_that_never_authenticate_are_capped(daemon_factory, fa
             await c.__aexit__(None, None, None)
     refusals = [line for line in daemon.output if "refused a connection" in line]
     assert 1 <= len(refusals) <= 2 and daemon.alive()  # logged once, not once per socket
+    assert "Traceback" not in daemon.log_text()  # a refusal is no error (on either event loop)
 
 
 async def test_every_state_file_is_user_only(daemon_factory, fake_model):
