@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import logging
 from typing import Any, Callable, Coroutine, Literal, TypeVar
 
-log = logging.getLogger(__name__)
 T = TypeVar("T")
 EventLoopChoice = Literal["auto", "uvloop", "asyncio"]
 YOUNG_COLLECTION_EVERY = 10_000  # allocations (the interpreter's default: 700)
