@@ -315,10 +315,15 @@ class CheckpointService:
                                       irreversible=effects, **(fields or {}))]
         lines += [branches.record_line(cp.seq + 2 + i, str(r["kind"]), **{k: v for k, v in r.items() if k != "kind"})
                   for i, r in enumerate(after)]
-        atomic_write_bytes(live, prefix + b"".join(lines), fsync=self.fsync)
-        self._branch_points.pop(cp.session, None)
+        self._write_log(cp.session, prefix + b"".join(lines))
         self.invalidate(cp.session)
         return aside.name if aside else None
+
+    def _write_log(self, key: str, data: bytes) -> None:
+        """Replace a session's live log (a rewind, a fork): the only writes of branch records, so the
+        branch points kept for retention are dropped here and read again from the new log."""
+        atomic_write_bytes(self.sessions.folder / session_file_name(key), data, fsync=self.fsync)
+        self._branch_points.pop(key, None)
 
     def _rewind_tasks(self, cp: Checkpoint) -> None:
         """The task's plan goes back with the conversation; tasks begun after the point are abandoned.
@@ -348,8 +353,7 @@ class CheckpointService:
         self.tapes.write(tape, future)
         event = branches.record_line(cp.seq + 1, "event", name="branch", how="fork", checkpoint=cp.id, tape=tape,
                                      rerun=sorted(TASK_TOOLS), parent_session=cp.session)
-        atomic_write_bytes(self.sessions.folder / session_file_name(key), prefix + event, fsync=self.fsync)
-        self._branch_points.pop(key, None)
+        self._write_log(key, prefix + event)
         saved = cp.snapshot.get("task")
         task_id = None
         if saved and saved.get("status") in ("pending", "in_progress"):
@@ -448,8 +452,8 @@ class CheckpointService:
         """What live branches stand on: each live session's HEAD and the checkpoints it branched from.
 
         A session's branch points are read from its log once and then kept: branch records are
-        written only by this service (a rewind or a fork, which drop the session's entry so it is
-        read again), never appended. A log that lost one since (a reset) can only make this keep
+        written only by `_write_log` (a rewind or a fork), which drops the session's entry so it is
+        read again, never appended. A log that lost one since (a reset) can only make this keep
         more than needed. Reading every session's log at every prune made each prune cost the
         whole history of every session (seconds with a hundred long sessions)."""
         live = self.sessions.keys()
