@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 import pytest
 
 from agent.providers.anthropic import AnthropicProvider
+from agent.providers.anthropic_http import DirectStream
 from agent.providers.base import ModelRequest, ProviderError
 from config.schema import AnthropicSettings
 from tests.fakes.anthropic_api import FakeAnthropic, error, text, tool_use
@@ -52,12 +53,12 @@ async def test_requests_built_once_carry_exactly_what_the_sdk_itself_sends(fake:
     """The URL, headers and timeout are built by the SDK once and reused: every call sends the same
     headers, body and path as the SDK's own `post` (the path kept for clients it cannot serve)."""
     await provider.complete(REQUEST)
-    template = provider._template
-    assert template is not None  # the prebuilt path was taken
+    direct = provider._direct
+    assert isinstance(direct, DirectStream)  # the prebuilt path was taken
     ours = fake.headers[-1]
-    provider._template = None  # the SDK's whole path, as for a client with middleware
+    provider._direct = None  # the SDK's whole path, as for a client with middleware
     assert (await provider.complete(REQUEST)).text == "echo: hi"
-    provider._template = template
+    provider._direct = direct
     sdk = fake.headers[-1]
     assert ours == sdk  # same names and values, the key and the body's length included
     assert fake.requests[-1] == fake.requests[-2]
@@ -83,7 +84,7 @@ async def test_a_client_with_middleware_keeps_the_sdks_whole_request_path(fake: 
         reply = await p.complete(REQUEST)
     finally:
         await p.close()
-    assert reply.text.startswith("echo") and seen == ["called"] and p._template is None
+    assert reply.text.startswith("echo") and seen == ["called"] and p._direct is None
 
 
 async def test_streamed_text_and_tool_call_are_folded_from_raw_events(fake: FakeAnthropic,
@@ -228,3 +229,78 @@ async def test_nothing_listening_is_cannot_reach() -> None:
     finally:
         await p.close()
     assert "cannot reach the model API" in (info.value.cause or str(info.value))
+
+
+def _stream_body(*events: dict) -> bytes:
+    header = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+    body = _sse(*events)
+    return header + f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n"
+
+
+WHOLE = (START, {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+         {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "whole"}},
+         {"type": "content_block_stop", "index": 0},
+         {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 1}},
+         {"type": "message_stop"})
+
+
+@pytest.mark.parametrize("kind, retried", [("overloaded_error", True), ("invalid_request_error", False)])
+async def test_an_error_event_inside_a_200_stream_is_the_sdks_error(kind: str, retried: bool) -> None:
+    """The API reports an overload midway as an `error` event in a stream that began with 200: it is
+    retried like a 529; an error that retrying cannot fix is one line, sent once."""
+    async def handle(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(seen) == 1:
+            writer.write(_stream_body(START, {"type": "error", "error": {"type": kind, "message": "midway"}}))
+        else:
+            writer.write(_stream_body(*WHOLE))
+        await writer.drain()
+
+    server, url, seen = await _raw_server(handle)
+    p = make(url)
+    try:
+        if retried:
+            assert (await p.complete(REQUEST)).text == "whole"
+        else:
+            with pytest.raises(ProviderError) as info:
+                await p.complete(REQUEST)
+            assert "midway" in str(info.value) and "\n" not in str(info.value)
+    finally:
+        await p.close()
+        server.close()
+    assert isinstance(p._direct, DirectStream)
+    assert len(seen) == (2 if retried else 1)
+
+
+async def test_a_configured_proxy_carries_the_request(fake: FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> None:
+    """HTTP(S)_PROXY in the environment (the SDK's client honours it) is honoured by the direct path
+    too: the request goes through the proxy, never straight to the API."""
+    through: list[bytes] = []
+
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        through.append(head.split(b"\r\n", 1)[0])
+        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length:"))
+        body = await reader.readexactly(length)
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", fake.port)
+        origin_form = head.replace(fake.base_url.encode(), b"", 1).replace(b"keep-alive", b"close")
+        up_writer.write(origin_form + body)  # as a proxy does; one request per connection here
+        await up_writer.drain()
+        writer.write(await up_reader.read())
+        await writer.drain()
+        writer.close()
+        up_writer.close()
+
+    server = await asyncio.start_server(proxy, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    p = make(fake.base_url)
+    try:
+        reply = await p.complete(REQUEST)
+    finally:
+        await p.close()
+        server.close()
+    assert reply.text == "echo: hi" and isinstance(p._direct, DirectStream)
+    assert through == [f"POST {fake.base_url}/v1/messages HTTP/1.1".encode()]

@@ -12,11 +12,11 @@ import logging
 import random
 import threading
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from config.schema import AnthropicSettings
 
+from .anthropic_http import DirectStream
 from .base import ModelRequest, ModelResponse, ProviderError, TextCallback
 from .body import BodyEncoder
 from .stream import StreamAccumulator
@@ -28,13 +28,6 @@ log = logging.getLogger(__name__)
 _UNSET = object()
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
 RETRYABLE_TYPES = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
-
-
-@dataclass(frozen=True)
-class _Template:
-    url: Any  # httpx2.URL
-    headers: list[tuple[str, str]]
-    extensions: dict[str, Any]
 
 
 def _block(block: Any) -> dict[str, Any]:
@@ -59,7 +52,7 @@ class AnthropicProvider:
         self._warming = threading.Lock()
         self._body = BodyEncoder()
         # Built at the first streamed call, in the event loop (the SDK's headers name the async library).
-        self._template: _Template | None | object = _UNSET
+        self._direct: DirectStream | None | object = _UNSET
 
     def warm(self) -> None:
         """Import the SDK and build the client. The SDK takes about a second to import (several on a
@@ -79,12 +72,14 @@ class AnthropicProvider:
                 http_client=self._http_client or anthropic.DefaultAioHttpClient(timeout=self.settings.timeout_seconds),
             )
 
-    def _prepare_template(self, client: "anthropic.AsyncAnthropic") -> "_Template | None":
+    def _prepare_direct(self, client: "anthropic.AsyncAnthropic") -> DirectStream | None:
         """The parts of a message request that the SDK builds the same way every time, built once by
-        the SDK itself: URL, headers (key, version, client info) and timeout. Building them was a
-        third of the SDK's cost per call. None (use the SDK's whole path per call) when anything
-        could make them differ: per-request auth (credential files) or middleware. (The SDK's tracing
-        spans only calls made through its resource methods, never a plain `post` like ours.)"""
+        the SDK itself (URL, headers with key, version and client info, timeout), and a sender that
+        reuses them (anthropic_http.py: building them was a third of the SDK's cost per call, its
+        httpx layers another third). None (use the SDK's whole path per call) when anything could
+        make them differ: per-request auth (credential files) or middleware, or a client that does
+        not send through the SDK's aiohttp transport. (The SDK's tracing spans only calls made
+        through its resource methods, never a plain `post` like ours.)"""
         from anthropic._models import FinalRequestOptions
 
         if client.custom_auth is not None or getattr(client, "_middleware", None):
@@ -93,29 +88,7 @@ class AnthropicProvider:
                                                 headers=_json_body()["headers"])
         built = client._build_request(options)
         headers = [(k, v) for k, v in built.headers.multi_items() if k.lower() != "content-length"]
-        return _Template(built.url, headers, dict(built.extensions))
-
-    async def _send_stream(self, body: bytes) -> Any:
-        """Send `body` with the SDK's HTTP client and return the SDK's own stream of raw events; a
-        failure becomes the SDK's own error (status, timeout or connection), as its `post` raises."""
-        import anthropic
-        import httpx2
-        from anthropic import AsyncStream
-
-        client, template = self.client, self._template
-        assert isinstance(template, _Template)
-        request = httpx2.Request("POST", template.url, headers=template.headers, content=body,
-                                 extensions=template.extensions)
-        try:
-            response = await client._client.send(request, stream=True)
-        except httpx2.TimeoutException as exc:
-            raise anthropic.APITimeoutError(request=request) from exc
-        except Exception as exc:
-            raise anthropic.APIConnectionError(request=request) from exc
-        if not response.is_success:
-            await response.aread()
-            raise client._make_status_error_from_response(response) from None
-        return AsyncStream(cast_to=object, response=response, client=client)
+        return DirectStream.for_client(client, built.url, headers, dict(built.extensions))
 
     @property
     def client(self) -> "anthropic.AsyncAnthropic":
@@ -181,16 +154,16 @@ class AnthropicProvider:
         started = time.perf_counter()
         if self.stream:
             folded = StreamAccumulator(on_text)
-            if self._template is _UNSET:
-                self._template = self._prepare_template(self.client)
-            if self._template is not None:
-                stream = await self._send_stream(body)
+            if self._direct is _UNSET:
+                self._direct = self._prepare_direct(self.client)
+            if isinstance(self._direct, DirectStream):
+                await self._direct.send(body, folded.feed)
             else:
                 stream = await self.client.post("/v1/messages", content=body, cast_to=Message, stream=True,
                                                 stream_cls=AsyncStream[object], options=_json_body())
-            async with stream:
-                async for event in stream:
-                    folded.feed(event)
+                async with stream:
+                    async for event in stream:
+                        folded.feed(event)
             return folded.response((time.perf_counter() - started) * 1000)
         message = await self.client.post("/v1/messages", content=body, cast_to=Message, options=_json_body())
         if on_text is not None:
