@@ -170,25 +170,32 @@ START = {"type": "message_start", "message": {"id": "msg_1", "type": "message", 
                                               "usage": {"input_tokens": 3, "output_tokens": 0}}}
 
 
+WHOLE = (START, {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+         {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "whole"}},
+         {"type": "content_block_stop", "index": 0},
+         {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 1}},
+         {"type": "message_stop"})
+
+
+def _stream_body(*events: dict, ended: bool = True) -> bytes:
+    """A 200 event stream as one HTTP chunk; `ended` False leaves the body open (no last chunk)."""
+    header = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+    body = _sse(*events)
+    return header + f"{len(body):x}\r\n".encode() + body + b"\r\n" + (b"0\r\n\r\n" if ended else b"")
+
+
 async def test_a_stream_cut_off_midway_is_retried_and_the_partial_reply_dropped() -> None:
     attempts: list[int] = []
 
     async def handle(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         attempts.append(1)
-        header = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
         if len(attempts) == 1:
-            part = _sse(START, {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-                        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "half"}})
-            writer.write(header + f"{len(part):x}\r\n".encode() + part + b"\r\n")
+            half = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "half"}}
+            writer.write(_stream_body(*WHOLE[:2], half, ended=False))
             await writer.drain()
             writer.transport.abort()  # the connection dies in the middle of the reply
             raise ConnectionError
-        body = _sse(START, {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-                    {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "whole"}},
-                    {"type": "content_block_stop", "index": 0},
-                    {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 1}},
-                    {"type": "message_stop"})
-        writer.write(header + f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n")
+        writer.write(_stream_body(*WHOLE))
         await writer.drain()
 
     server, url, _ = await _raw_server(handle)
@@ -230,18 +237,6 @@ async def test_nothing_listening_is_cannot_reach() -> None:
         await p.close()
     assert "cannot reach the model API" in (info.value.cause or str(info.value))
 
-
-def _stream_body(*events: dict) -> bytes:
-    header = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
-    body = _sse(*events)
-    return header + f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n"
-
-
-WHOLE = (START, {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-         {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "whole"}},
-         {"type": "content_block_stop", "index": 0},
-         {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 1}},
-         {"type": "message_stop"})
 
 
 @pytest.mark.parametrize("kind, retried", [("overloaded_error", True), ("invalid_request_error", False)])

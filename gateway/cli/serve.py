@@ -49,7 +49,6 @@ def _serve(paths: Any, settings: Any) -> int:
     from .. import runtime
     from ..app import App
     from ..logs import setup_logging
-    from ..runtime import RuntimeUnavailable
 
     log = settings.log
     setup_logging(log.level, file=paths.log_file if log.file else None, max_bytes=log.file_max_bytes,
@@ -63,7 +62,7 @@ def _serve(paths: Any, settings: Any) -> int:
 
     try:
         failed = runtime.run(run(), settings.gateway.event_loop)
-    except RuntimeUnavailable as exc:
+    except runtime.RuntimeUnavailable as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
     except StateUnavailable as exc:
         raise CliError(str(exc), EXIT_FAILED) from None
