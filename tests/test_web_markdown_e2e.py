@@ -75,9 +75,10 @@ def test_an_answer_renders_as_markdown_and_hostile_html_is_neutralised(browser, 
     gate.set()
     answer = page.locator("#messages .msg.assistant[data-state=final]")
     expect(answer).to_have_count(1)
-    _check_rendered(answer)
+    expect(answer.locator(".code-block")).to_have_count(1)
     assert page.evaluate(HOSTILE_DOM) == {"handlers": [], "imgs": 0, "scriptLinks": 0, "styled": 0, "fakeUser": 0,
                                           "pwned": None}
+    _check_rendered(answer)
     screenshot(page, "markdown")
 
     answer.locator(".code-block button.copy").click()
