@@ -1,0 +1,49 @@
+"""Frames clients parse, through the real daemon's WebSocket: the heartbeat `tick`, tool-step
+summaries in `agent` events, and the close reason for a binary `connect` frame."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+
+from gateway.client import GatewayClient
+from tests.fakes.anthropic_api import text, tool_use
+
+
+async def first_event(client: GatewayClient, event: str, timeout: float = 60.0) -> dict[str, Any]:
+    async def scan() -> dict[str, Any]:
+        async for frame in client.events():
+            if frame["event"] == event:
+                return frame
+        raise AssertionError("the gateway closed the connection")
+    return await asyncio.wait_for(scan(), timeout)
+
+
+async def test_tool_step_summaries_are_json(daemon, fake_model) -> None:
+    args = {"path": "notes/it's.txt", "content": 'she said "hi"\n' + "x" * 300}
+    nested = {"options": {"path": "a.txt", "flags": [1, True, None]}, "label": "{'not': 'a repr'}"}
+    fake_model.enqueue(tool_use("write_file", args), tool_use("no_such_tool", nested), text("done"))
+    starts: list[dict[str, Any]] = []
+    async with daemon.client() as client:
+        await client.request("chat.send", {"session": "steps", "text": "write it"})
+
+        async def scan() -> dict[str, Any]:
+            async for frame in client.events():
+                if frame["event"] == "agent" and frame["payload"]["stream"] == "tool_start":
+                    starts.append(frame["payload"])
+                if frame["event"] == "chat" and frame["payload"]["state"] == "final":
+                    return frame["payload"]
+            raise AssertionError("the gateway closed the connection")
+        final = await asyncio.wait_for(scan(), 120)
+    assert final["text"] == "done"
+    assert [s["tool"] for s in starts] == ["write_file", "no_such_tool"]
+    written = json.loads(starts[0]["summary"])
+    assert written["path"] == "notes/it's.txt"
+    assert written["content"].startswith('she said "hi"\n') and written["content"].endswith("…")
+    assert len(starts[0]["summary"]) <= 200
+    assert json.loads(starts[1]["summary"]) == nested
