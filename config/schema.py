@@ -34,6 +34,7 @@ class GatewaySettings(_Section):
         "idle sockets cannot exhaust the daemon's file descriptors"))
     event_loop: Literal["auto", "uvloop", "asyncio"] = Field("auto", description=(
         "the daemon's event loop: uvloop when installed (auto), or the standard asyncio loop"))
+    tick_seconds: float = Field(30.0, ge=0.1, le=3600, description="how often every client gets a `tick` event")
 
 
 class AnthropicSettings(_Section):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import time
 from http import HTTPStatus
 from typing import Any, cast
 
@@ -170,9 +171,10 @@ class GatewayServer:
             self.broadcast("checkpoint", {**payload, "action": CHECKPOINT_ACTIONS[kind]}, session)
 
     async def _ticker(self) -> None:
+        """A liveness beat; `ts` is epoch seconds (wall clock) so clients can show and compare it."""
         while True:
-            await asyncio.sleep(30)
-            self.broadcast("tick", {"ts": asyncio.get_running_loop().time()})
+            await asyncio.sleep(self.settings.tick_seconds)
+            self.broadcast("tick", {"ts": time.time()})
 
     # one client --------------------------------------------------------------
     async def _serve(self, ws: ServerConnection) -> None:

@@ -24,6 +24,17 @@ async def first_event(client: GatewayClient, event: str, timeout: float = 60.0) 
     return await asyncio.wait_for(scan(), timeout)
 
 
+async def test_tick_carries_epoch_seconds(daemon_factory) -> None:
+    daemon = daemon_factory({"CLAWGATE_GATEWAY__TICK_SECONDS": "0.5"})
+    async with daemon.client() as client:
+        before = time.time()
+        tick = await first_event(client, "tick")
+        after = time.time()
+    ts = tick["payload"]["ts"]
+    # a wall-clock reading taken between the two, not the monotonic clock (hours or days since boot)
+    assert before - 5 <= ts <= after + 5, (before, ts, after)
+
+
 async def test_tool_step_summaries_are_json(daemon, fake_model) -> None:
     args = {"path": "notes/it's.txt", "content": 'she said "hi"\n' + "x" * 300}
     nested = {"options": {"path": "a.txt", "flags": [1, True, None]}, "label": "{'not': 'a repr'}"}
