@@ -221,6 +221,10 @@ class GatewayServer:
             return None
         except ConnectionClosed:
             return None
+        if isinstance(first, bytes):
+            # 1003: a data type this endpoint does not accept (RFC 6455 7.4.1); say which one it wants
+            await ws.close(1003, "binary frame refused: send connect as a JSON text frame (websocat: use --text)")
+            return None
         try:
             request = protocol.parse_request(first)
         except protocol.ProtocolError:

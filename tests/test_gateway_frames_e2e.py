@@ -58,3 +58,22 @@ async def test_tool_step_summaries_are_json(daemon, fake_model) -> None:
     assert written["content"].startswith('she said "hi"\n') and written["content"].endswith("…")
     assert len(starts[0]["summary"]) <= 200
     assert json.loads(starts[1]["summary"]) == nested
+
+
+async def test_a_binary_connect_frame_is_closed_with_a_reason(daemon) -> None:
+    request = {"type": "req", "id": "1", "method": "connect",
+               "params": {"auth": {"token": daemon.client_token}}}
+    async with connect(daemon.url, open_timeout=60) as ws:
+        await ws.send(json.dumps(request).encode())
+        try:
+            extra = await asyncio.wait_for(ws.recv(), 60)
+            raise AssertionError(f"the gateway answered a binary connect: {extra!r}")
+        except ConnectionClosed:
+            pass
+        assert ws.close_code == 1003
+        assert "binary frame refused" in (ws.close_reason or "") and "JSON text frame" in ws.close_reason
+    # the same request as a text frame is accepted
+    async with connect(daemon.url, open_timeout=60) as ws:
+        await ws.send(json.dumps(request))
+        hello = json.loads(await asyncio.wait_for(ws.recv(), 60))
+    assert hello.get("ok") is True, hello
