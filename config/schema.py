@@ -6,6 +6,7 @@ config file and `CLAWGATE_*` environment variables only override them.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -143,10 +144,23 @@ class TranscriptionSettings(_Section):
     timeout_seconds: float = Field(60.0, gt=0)
 
 
+def _bot_api_url(value: str | None) -> str | None:
+    """A Bot API server's address with or without the trailing /bot (or slash); kept ending in /bot,
+    which is what the Telegram library appends the token to (files are served at .../file/bot)."""
+    if value is None or not value.strip():
+        return None
+    url = value.strip().rstrip("/")
+    if not re.match(r"^https?://[^/\s]+", url):
+        raise ValueError(f"base_url {value!r} is not an http(s) URL; give the Bot API server's address, "
+                         "e.g. http://127.0.0.1:8081/bot")
+    return url if url.endswith("/bot") else url + "/bot"
+
+
 class TelegramSettings(_Section):
     enabled: bool | None = None  # None: on when a token is present
     token: str | None = None  # normally from TELEGRAM_BOT_TOKEN
-    base_url: str | None = None
+    base_url: str | None = Field(None, description=(
+        "a self-hosted Bot API server, with or without the trailing /bot, e.g. http://127.0.0.1:8081"))
     allow_from: list[str] = Field(default_factory=list)
     # The person this agent works for (user ids or @usernames): always admitted, the only ones who
     # may approve risky tool calls, and the only ones whose runs see everyone's data. Paired and
@@ -182,6 +196,8 @@ class TelegramSettings(_Section):
                                        description="checked on every webhook request; default: derived from the token")
     # Voice notes are refused unless this is set; then they are transcribed and read as text.
     transcription: TranscriptionSettings | None = None
+
+    _base_url = field_validator("base_url")(_bot_api_url)
 
 
 class ChannelSettings(_Section):
