@@ -2,7 +2,7 @@
 
 The store owns each job's `next_run_at`; apscheduler's AsyncIOScheduler is the timer that
 wakes us at that moment (a one-shot DateTrigger per job, re-armed after every fire), and
-the Schedule (apscheduler's cron/interval arithmetic) says what comes next. Because the
+the Schedule (crontab arithmetic on cronsim, or an interval) says what comes next. Because the
 due time is stored, one code path covers both a normal fire and a restart after downtime:
 
 - every fire time passed since `next_run_at` is counted; the latest runs once if it is
