@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import time
 from http import HTTPStatus
 from typing import Any, cast
 
@@ -170,9 +171,10 @@ class GatewayServer:
             self.broadcast("checkpoint", {**payload, "action": CHECKPOINT_ACTIONS[kind]}, session)
 
     async def _ticker(self) -> None:
+        """A liveness beat; `ts` is epoch seconds (wall clock) so clients can show and compare it."""
         while True:
-            await asyncio.sleep(30)
-            self.broadcast("tick", {"ts": asyncio.get_running_loop().time()})
+            await asyncio.sleep(self.settings.tick_seconds)
+            self.broadcast("tick", {"ts": time.time()})
 
     # one client --------------------------------------------------------------
     async def _serve(self, ws: ServerConnection) -> None:
@@ -218,6 +220,10 @@ class GatewayServer:
             await ws.close(1008, "no connect request within 10 s")
             return None
         except ConnectionClosed:
+            return None
+        if isinstance(first, bytes):
+            # 1003: a data type this endpoint does not accept (RFC 6455 7.4.1); say which one it wants
+            await ws.close(1003, "binary frame refused: send connect as a JSON text frame (websocat: use --text)")
             return None
         try:
             request = protocol.parse_request(first)
