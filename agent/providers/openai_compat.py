@@ -24,7 +24,7 @@ import httpx
 
 from config.schema import OpenAICompatSettings
 
-from .base import ModelRequest, ModelResponse, ProviderError, TextCallback, text_of
+from .base import ModelRequest, ModelResponse, ProviderError, TextCallback, restart_preview, text_of
 from .openai_stream import ChatStreamAccumulator, SseLines, StreamError
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ class OpenAICompatProvider:
         attempts = self.settings.max_retries + 1
         for attempt in range(attempts):
             try:
-                return await self._once(body, on_text)
+                return await self._attempt(body, on_text)
             except httpx.TransportError as exc:  # timeouts, refused connections, broken streams
                 error = ProviderError(f"cannot reach the OpenAI-compatible API at {self.settings.base_url}: "
                                       f"{type(exc).__name__}", retryable=True)
@@ -67,6 +67,24 @@ class OpenAICompatProvider:
             log.info("openai-compatible call failed (%s); retry %d/%d in %.2fs", error, attempt + 1, attempts - 1, wait)
             await self._sleep(wait)
         raise AssertionError("unreachable")
+
+    async def _attempt(self, body: dict[str, Any], on_text: TextCallback | None) -> ModelResponse:
+        """One call; when it fails after some text was streamed, the preview is told to start again."""
+        if on_text is None:
+            return await self._once(body, None)
+        shown = False
+
+        def relay(text: str) -> None:
+            nonlocal shown
+            shown = True
+            on_text(text)
+
+        try:
+            return await self._once(body, relay)
+        except BaseException:
+            if shown:
+                restart_preview(on_text)
+            raise
 
     async def _once(self, body: dict[str, Any], on_text: TextCallback | None) -> ModelResponse:
         started = time.perf_counter()

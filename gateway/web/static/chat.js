@@ -89,6 +89,7 @@ export class ChatView {
     const run = this.run(p.runId);
     const target = run.answer.querySelector(".text");
     if (p.state === "delta") {
+      if (p.restart) run.text = ""; // the model call was retried: the preview starts again
       run.text += p.text;
       target.textContent = run.text;
     } else {
