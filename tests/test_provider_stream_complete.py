@@ -1,6 +1,6 @@
 """A streamed reply is the answer only when it is whole: a stream that ends before `message_stop` is
 retried (and the live preview told to start again), a JSON body answering a streaming request is read
-as what it is. Against the fake Messages
+as what it is, and the streamed token counts equal the non-streamed ones. Against the fake Messages
 API over real HTTP, on both the prebuilt request path and the SDK's own; then through the daemon."""
 
 from __future__ import annotations
@@ -136,6 +136,27 @@ async def test_json_that_is_not_a_complete_message_is_retried_not_read_as_an_emp
     assert len(fake.requests) == 2
 
 
+@pytest.mark.parametrize("late", [False, True])
+async def test_streamed_token_counts_equal_the_unstreamed_ones(fake: FakeAnthropic, late: bool) -> None:
+    """message_delta's usage counts (input and cache counts too, which some proxies send only there)
+    are the final ones: the same request costs the same streamed or not."""
+    def reply() -> Reply:
+        return text("counted", input_tokens=1234, output_tokens=56, cache_read_tokens=700, cache_write_tokens=90,
+                     usage_late=late)
+
+    streamed, whole = make(fake.base_url), make(fake.base_url, stream=False)
+    try:
+        fake.enqueue(reply(), reply())
+        a = await streamed.complete(REQUEST)
+        b = await whole.complete(REQUEST)
+    finally:
+        await streamed.close()
+        await whole.close()
+    assert [bool(r.get("stream")) for r in fake.requests] == [True, False]
+    assert a.usage == b.usage == {"input_tokens": 1234, "output_tokens": 56, "cache_read_input_tokens": 700,
+                                  "cache_creation_input_tokens": 90}
+
+
 # --- through the daemon ------------------------------------------------------------------------
 
 async def _run(daemon: DaemonProcess, message: str, seen: threading.Event | None = None
@@ -205,3 +226,20 @@ async def test_a_json_body_to_the_daemons_streaming_request_is_the_answer(daemon
     final, _ = await _run(daemon, "what is here?")
     assert final["state"] == "final" and final["text"] == "Listed it, in one JSON body."
     assert len(fake_model.requests) == 2 and all(r["stream"] is True for r in fake_model.requests)
+
+
+async def test_the_daemons_usage_figures_are_the_same_streamed_or_not(daemon_factory,
+                                                                      fake_model: FakeAnthropic) -> None:
+    """`status` usage after the same request, streamed (the chat default) and unstreamed."""
+    figures = []
+    for stream in ("true", "false"):
+        daemon = daemon_factory({"CLAWGATE_AGENT__STREAM": stream})
+        fake_model.enqueue(text("counted", input_tokens=1500, output_tokens=40, cache_read_tokens=900,
+                                cache_write_tokens=120, usage_late=True))
+        async with daemon.client() as client:
+            assert (await asyncio.wait_for(client.chat("hello"), 120))["text"] == "counted"
+            figures.append((await client.request("status"))["usage"]["today"])
+        daemon.kill()
+    assert [bool(r.get("stream")) for r in fake_model.requests] == [True, False]
+    assert figures[0] == figures[1]
+    assert figures[0]["input_tokens"] == 1500 and figures[0]["cache_read_input_tokens"] == 900

@@ -77,9 +77,12 @@ class StreamAccumulator:
                     self.blocks[index]["input"] = {}
         elif kind == "message_delta":
             self.stop_reason = (event.get("delta") or {}).get("stop_reason")
+            # The counts here are cumulative and final; the API (and proxies in front of other
+            # backends, which send 0 in message_start) may put the input and cache counts here too.
             usage = event.get("usage") or {}
-            if usage.get("output_tokens") is not None:
-                self.usage["output_tokens"] = usage["output_tokens"]
+            for name in USAGE_FIELDS:
+                if isinstance(usage.get(name), int):
+                    self.usage[name] = usage[name]
         elif kind == "message_stop":
             self.stopped = True
 

@@ -241,7 +241,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, _dumps(reply.body).encode())
             return
         if body.get("stream") is True and not reply.as_json:
-            events = stream_events(model, content, stop, in_tok, out_tok)
+            events = stream_events(model, content, stop, in_tok, out_tok, cache_read=reply.cache_read_tokens,
+                                   cache_write=reply.cache_write_tokens, usage_late=reply.usage_late)
             self._stream(events, reply.hold, reply.cut)
             return
         msg = {
@@ -255,8 +256,8 @@ class _Handler(BaseHTTPRequestHandler):
             "usage": {
                 "input_tokens": in_tok,
                 "output_tokens": out_tok,
-                "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": 0,
+                "cache_creation_input_tokens": reply.cache_write_tokens,
+                "cache_read_input_tokens": reply.cache_read_tokens,
             },
         }
         self._send(200, _dumps(msg).encode())
