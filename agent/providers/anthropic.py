@@ -176,7 +176,7 @@ class AnthropicProvider:
                             async for event in stream:
                                 folded.feed(event)
                 return folded.response((time.perf_counter() - started) * 1000)
-            except BaseException:
+            except Exception:  # (not a cancellation: a stopped run keeps what it showed)
                 if folded.shown:  # the text shown so far is not the answer
                     restart_preview(on_text)
                 raise

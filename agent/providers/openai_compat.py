@@ -82,7 +82,7 @@ class OpenAICompatProvider:
 
         try:
             return await self._once(body, relay, taken)
-        except BaseException:
+        except Exception:  # (not a cancellation: a stopped run keeps what it showed)
             if shown:
                 restart_preview(on_text)
             raise
