@@ -266,7 +266,8 @@ class AgentLoop:
         return {"tool_use_id": call["id"], "content": outcome.content, "is_error": outcome.is_error}
 
     def _delta_sink(self, session_key: str, run_id: str) -> DeltaBuffer:
-        return DeltaBuffer(lambda text: self.events.emit("text_delta", session=session_key, run_id=run_id, text=text))
+        return DeltaBuffer(lambda text: self.events.emit("text_delta", session=session_key, run_id=run_id, text=text),
+                           lambda: self.events.emit("text_restart", session=session_key, run_id=run_id))
 
 
 def acts_for_owner(msg: InboundMessage) -> bool:

@@ -153,6 +153,9 @@ class GatewayServer:
         kind, session = event["type"], event.get("session")
         if kind == "text_delta":
             self.broadcast("chat", {"session": session, "runId": event["run_id"], "state": "delta", "text": event["text"]}, session)
+        elif kind == "text_restart":  # the streamed text so far is not the answer: a retry starts it again
+            self.broadcast("chat", {"session": session, "runId": event["run_id"], "state": "delta", "text": "",
+                                    "restart": True}, session)
         elif kind in AGENT_STREAMS:
             payload = {k: v for k, v in event.items() if k not in ("type", "run_id")}
             payload.update(stream=kind, runId=event.get("run_id"))

@@ -86,9 +86,16 @@ class Tool(ABC):
 
 
 def _clean_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """Pydantic's schema minus titles: fewer tokens, same meaning."""
+    """Pydantic's schema minus titles, and an optional field (`X | None = None`) shown as plain X:
+    the model omits what it does not set, and validation still accepts an explicit null. About a
+    tenth of the tool definitions' bytes, sent with every request, for the same meaning."""
     def strip(node: Any) -> Any:
         if isinstance(node, dict):
+            options = node.get("anyOf")
+            if (isinstance(options, list) and len(options) == 2 and {"type": "null"} in options
+                    and "default" in node and node["default"] is None):
+                kept = next(o for o in options if o != {"type": "null"})
+                node = {**kept, **{k: v for k, v in node.items() if k not in ("anyOf", "default")}}
             return {k: strip(v) for k, v in node.items() if k != "title"}
         if isinstance(node, list):
             return [strip(v) for v in node]

@@ -87,15 +87,14 @@ def numbered(lines: list[str], first: int) -> str:
 class ReadFile(Tool):
     name = "read_file"
     description = (
-        "Read a text file from the workspace. Use it before editing a file or to check a result. "
-        "Returns numbered lines; use offset/limit for long files. Files you did not write come back "
-        "marked as untrusted data."
+        "Read a workspace text file as numbered lines (offset/limit for long files). Files you did not "
+        "write come back marked as untrusted data."
     )
 
     class Arguments(Args):
-        path: str = Field(description="file path relative to the workspace")
-        offset: int = Field(1, ge=1, description="first line to return (1-based)")
-        limit: int = Field(400, ge=1, le=5000, description="how many lines to return")
+        path: str
+        offset: int = Field(1, ge=1, description="first line, 1-based")
+        limit: int = Field(400, ge=1, le=5000, description="lines")
 
     def __init__(self, cap_bytes: int = 64_000, ledger: WrittenLedger | None = None) -> None:
         self.cap = cap_bytes
@@ -163,14 +162,14 @@ def _guest_prompt_write(ctx: ToolContext, path: str) -> str | None:
 class WriteFile(Tool):
     name = "write_file"
     description = (
-        "Create or overwrite a text file in the workspace with the given content (parents are created). "
-        "For small changes to an existing file prefer edit_file."
+        "Create or overwrite a workspace text file with the complete content (parents are created). "
+        "For small changes prefer edit_file."
     )
     side_effects = True
 
     class Arguments(Args):
-        path: str = Field(description="file path relative to the workspace")
-        content: str = Field(description="the complete new content of the file")
+        path: str
+        content: str
 
     def __init__(self, ledger: WrittenLedger | None = None) -> None:
         self.ledger = ledger
@@ -193,15 +192,15 @@ class WriteFile(Tool):
 class EditFile(Tool):
     name = "edit_file"
     description = (
-        "Replace an exact piece of text in a workspace file. old_text must occur exactly once "
-        "(include surrounding lines to make it unique). Use it for targeted changes."
+        "Replace exact text in a workspace file: old_text must occur exactly once (include surrounding "
+        "lines to make it unique)."
     )
     side_effects = True
 
     class Arguments(Args):
-        path: str = Field(description="file path relative to the workspace")
-        old_text: str = Field(min_length=1, description="the exact text to replace, occurring once")
-        new_text: str = Field(description="the replacement text")
+        path: str
+        old_text: str = Field(min_length=1)
+        new_text: str
 
     def __init__(self, ledger: WrittenLedger | None = None) -> None:
         self.ledger = ledger
@@ -235,7 +234,7 @@ class ListDir(Tool):
     description = "List a workspace directory: names with a trailing / for folders, and file sizes."
 
     class Arguments(Args):
-        path: str = Field(".", description="directory relative to the workspace")
+        path: str = "."
 
     async def run(self, args: Arguments, ctx: ToolContext) -> str:
         path = _resolve(ctx, args.path)

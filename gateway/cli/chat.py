@@ -108,6 +108,10 @@ class TurnView:
             return None
         if name == "chat":
             if payload.get("state") == "delta":
+                if payload.get("restart") and self.printed:  # what was printed is not the answer
+                    print(flush=True)
+                    _note("  (the model's answer broke off; it starts again)")
+                    self.printed = False
                 if self.stream:
                     print(payload.get("text", ""), end="", flush=True)
                     self.printed = True

@@ -113,6 +113,7 @@ export class ChatView {
     const run = this.run(p.runId);
     const target = run.answer.querySelector(".text");
     if (p.state === "delta") {
+      if (p.restart) run.text = ""; // the model call was retried: the preview starts again
       run.text += p.text;
       this.markdown(target, run.text);
     } else if (p.state === "error") {
