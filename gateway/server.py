@@ -203,9 +203,13 @@ class GatewayServer:
             self._watch_all.add(conn)
         try:
             async for data in ws:
-                frame = await self._dispatch(conn, data)
-                if frame is not None:
-                    conn.send(frame)
+                conn.hold()  # the response first, then the events the request caused (docs/protocol.md)
+                try:
+                    frame = await self._dispatch(conn, data)
+                    if frame is not None:
+                        conn.send(frame)
+                finally:
+                    conn.release()
         except ConnectionClosed:
             pass
         finally:
