@@ -7,7 +7,7 @@ import hmac
 import logging
 import time
 from http import HTTPStatus
-from typing import Any, cast
+from typing import Any, Callable, Protocol, cast
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -84,6 +84,16 @@ def _admitted_connections(admission: Admission) -> type[ServerConnection]:
     return AdmittedConnection
 
 
+class ChatBacklog(Protocol):
+    """The gateway chat channel's numbered replies (channels/gateway_chat.py), for catching a client up."""
+
+    def catch_up(self, session: str, since: int | None, deliver: Callable[[dict[str, Any]], bool]) -> int: ...
+
+    def waiting_sessions(self) -> list[str]: ...
+
+    def last_seq(self, session: str) -> int: ...
+
+
 class GatewayServer:
     def __init__(self, settings: GatewaySettings, methods: MethodTable) -> None:
         self.settings = settings
@@ -97,6 +107,7 @@ class GatewayServer:
         self.admission = Admission(settings.max_unauthenticated)
         self._site = StaticSite()
         self._origins: set[str] = set(settings.allowed_origins)
+        self.backlog: ChatBacklog | None = None  # set by the daemon once the chat channel exists
 
     @property
     def port(self) -> int:
@@ -140,13 +151,20 @@ class GatewayServer:
 
     # events ------------------------------------------------------------------
     def broadcast(self, name: str, payload: dict[str, Any], session: str | None = None) -> int:
+        """Send an event to the clients watching `session` (all with None); how many took it."""
         if session is None:
             targets = list(self.connections)
         else:
             targets = list(self._watch_all | self._watchers.get(session, set()))
-        for conn in targets:
-            conn.event(name, payload)
-        return len(targets)
+        return sum(conn.event(name, payload) for conn in targets)
+
+    def _catch_up(self, conn: Connection, session: str) -> None:
+        """Hand a client the replies of `session` it missed: after its `resume` number, else the undelivered."""
+        if self.backlog is not None:
+            self.backlog.catch_up(session, conn.resume.pop(session, None), lambda payload: conn.event("chat", payload))
+
+    def last_chat_seq(self, session: str) -> int:
+        return self.backlog.last_seq(session) if self.backlog is not None else 0
 
     def on_event(self, event: Event) -> None:
         """Hub subscriber: translate run events into protocol events."""
@@ -190,9 +208,13 @@ class GatewayServer:
             self._watch_all.add(conn)
         try:
             async for data in ws:
-                frame = await self._dispatch(conn, data)
-                if frame is not None:
-                    conn.send(frame)
+                conn.hold()  # the response first, then the events the request caused (docs/protocol.md)
+                try:
+                    frame = await self._dispatch(conn, data)
+                    if frame is not None:
+                        conn.send(frame)
+                finally:
+                    conn.release()
         except ConnectionClosed:
             pass
         finally:
@@ -246,7 +268,9 @@ class GatewayServer:
             return None
         self.admission.done(ws)  # authenticated: no longer counts against the unauthenticated limit
         wanted = request.params.get("events")
+        resume = request.params.get("resume") or {}
         problem = _events_problem(wanted) if wanted is not None else None
+        problem = problem or _resume_problem(resume)
         if problem is not None:  # before the connection is registered anywhere
             await ws.send(protocol.response_error(request.id, protocol.INVALID_PARAMS, problem))
             await ws.close(1008, "invalid connect params")
@@ -254,13 +278,20 @@ class GatewayServer:
         conn = Connection(ws, self.settings.send_queue, self._watchers)
         conn.wanted = frozenset(wanted) if wanted is not None else None
         conn.client = request.params.get("client") if isinstance(request.params.get("client"), dict) else {}
+        conn.resume = dict(resume)
+        conn.on_subscribe = self._catch_up
+        conn.chat_seq = self.last_chat_seq
         subscribe = request.params.get("subscribe")
         if subscribe == "*" or (isinstance(subscribe, list) and "*" in subscribe):
             conn.all_sessions = True
+            for session in sorted(set(resume) | set(self.backlog.waiting_sessions() if self.backlog else ())):
+                self._catch_up(conn, session)
         elif isinstance(subscribe, list):
             for session in subscribe:
                 if isinstance(session, str):
                     conn.subscribe(session)
+        for session in list(conn.resume):  # a resumed session is watched too
+            conn.subscribe(session)
         await ws.send(protocol.response_ok(request.id, {
             "protocol": protocol.PROTOCOL_VERSION,
             "server": {"name": "clawgate", "version": __version__},
@@ -268,6 +299,14 @@ class GatewayServer:
             "events": EVENTS,
         }))
         return conn
+
+
+def _resume_problem(resume: Any) -> str | None:
+    """Why a connect's `resume` is unusable, in one line; None when it is fine."""
+    if not isinstance(resume, dict) or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0 for k, v in resume.items()):
+        return "connect: resume: must map session keys to the last reply number seen, e.g. {\"main\": 12}"
+    return None
 
 
 def _events_problem(wanted: Any) -> str | None:

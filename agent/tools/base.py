@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -33,6 +33,24 @@ class ToolError(Exception):
 
     def render(self) -> str:
         return f"error: {self.problem}" + (f"\nfix: {self.fix}" if self.fix else "")
+
+
+# How a call cut by a crash (its intent saved, its result not) is resolved when the daemon restarts:
+#   "rerun"   — safe to run again: it only reads, or repeating it continues recorded work (spawn);
+#   "check"   — the tool compares the world with what the call meant (`Tool.check`) and the call is run
+#               again only when its effect is missing (write_file, edit_file);
+#   "unknown" — an outward effect (exec, a message, a web request, a cron change): never repeated, the
+#               model and the user are told its outcome is unknown.
+Recovery = Literal["rerun", "check", "unknown"]
+
+
+@dataclass
+class Checked:
+    """What `Tool.check` found after a restart. done: True the effect is in place, False it is
+    missing and running the call again is safe, None it cannot be told; note says what was seen."""
+
+    done: bool | None
+    note: str
 
 
 @dataclass
@@ -60,9 +78,8 @@ class Tool(ABC):
     Arguments: ClassVar[type[Args]]
     # Tools with side effects are journalled durably and never re-run blindly after a crash.
     side_effects: ClassVar[bool] = False
-    # Re-running a call with the same id continues its recorded work instead of repeating it (a
-    # sub-agent resumes from its own log), so after a crash it is re-run rather than reported unknown.
-    resumable: ClassVar[bool] = False
+    # How a call cut by a crash is resolved (see Recovery); None: "unknown" with side effects, else "rerun".
+    recovery: ClassVar[Recovery | None] = None
     # Several calls of one turn may run at the same time when every one of them says so.
     concurrent: ClassVar[bool] = False
 
@@ -76,6 +93,10 @@ class Tool(ABC):
     def summarize(self, args: Any) -> str:
         """What an approval prompt shows: complete (the prompt itself says when it has to cut)."""
         return f"{self.name} {args.model_dump_json()}"
+
+    async def check(self, args: Any, ctx: ToolContext) -> Checked:
+        """For recovery "check": whether this call's effect is already in place after a restart."""
+        return Checked(None, f"{self.name} has no way to check its effect")
 
     @abstractmethod
     async def run(self, args: Any, ctx: ToolContext) -> str:

@@ -19,7 +19,7 @@ from workspace.guard import PathOutsideWorkspace
 
 from ..fsio import atomic_write_async, read_bytes_async
 from ..untrusted import wrap_untrusted
-from .base import Args, Tool, ToolContext, ToolError
+from .base import Args, Checked, Tool, ToolContext, ToolError
 from .ledger import WrittenLedger, digest
 
 COUNT_LIMIT = 50 * 1024 * 1024  # in a larger file the lines after the ones asked for are not counted
@@ -166,6 +166,7 @@ class WriteFile(Tool):
         "For small changes prefer edit_file."
     )
     side_effects = True
+    recovery = "check"
 
     class Arguments(Args):
         path: str
@@ -188,6 +189,16 @@ class WriteFile(Tool):
             self.ledger.record(ctx.workspace.relative(path), data)
         return f"{'overwrote' if existed else 'created'} {ctx.workspace.relative(path)} ({len(args.content.encode())} bytes)"
 
+    async def check(self, args: Arguments, ctx: ToolContext) -> Checked:
+        """Done when the file holds exactly the intended bytes; otherwise writing them again is safe."""
+        path = _resolve(ctx, args.path)
+        data = args.content.encode("utf-8")
+        if not path.is_file() or await read_bytes_async(path) != data:
+            return Checked(False, f"{args.path} does not have the intended content yet")
+        if self.ledger is not None:
+            self.ledger.record(ctx.workspace.relative(path), data)
+        return Checked(True, f"{ctx.workspace.relative(path)} already has the intended content ({len(data)} bytes)")
+
 
 class EditFile(Tool):
     name = "edit_file"
@@ -196,6 +207,7 @@ class EditFile(Tool):
         "lines to make it unique)."
     )
     side_effects = True
+    recovery = "check"
 
     class Arguments(Args):
         path: str
@@ -227,6 +239,22 @@ class EditFile(Tool):
         if self.ledger is not None and self.ledger.wrote(relative, raw):
             self.ledger.record(relative, new.encode("utf-8"))
         return f"edited {ctx.workspace.relative(path)}"
+
+    async def check(self, args: Arguments, ctx: ToolContext) -> Checked:
+        """Done when the replacement is there and the old text is gone; missing when the old text is
+        there once (the edit can run); anything else cannot be told apart from someone else's change."""
+        path = _resolve(ctx, args.path)
+        if not path.is_file():
+            return Checked(None, f"{args.path} is not an existing file")
+        text = (await read_bytes_async(path)).decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
+        old, new = args.old_text, args.new_text
+        if new and new in text and (old in new or old not in text):
+            return Checked(True, f"{ctx.workspace.relative(path)} already has the replacement text")
+        if not new and old not in text:
+            return Checked(True, f"the text to remove is no longer in {ctx.workspace.relative(path)}")
+        if text.count(old) == 1:
+            return Checked(False, f"{args.path} still has the text to replace")
+        return Checked(None, f"{args.path} has neither the text to replace (once) nor the replacement")
 
 
 class ListDir(Tool):

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from ..approvals import ApprovalBroker, ApprovalRequest
 from ..audit import AuditLog
 from ..events import EventHub
-from .base import Tool, ToolContext, ToolError
+from .base import Recovery, Tool, ToolContext, ToolError
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +73,12 @@ class ToolRegistry:
         tool = self._tools.get(name)
         return True if tool is None else tool.side_effects
 
-    def resumable(self, name: str) -> bool:
+    def recovery(self, name: str) -> Recovery:
+        """How a call of this tool cut by a crash is resolved (an unknown tool: never repeated)."""
         tool = self._tools.get(name)
-        return tool is not None and tool.resumable
+        if tool is None:
+            return "unknown"
+        return tool.recovery or ("unknown" if tool.side_effects else "rerun")
 
     def concurrent(self, calls: list[dict[str, Any]]) -> bool:
         """Whether these calls of one turn may run at the same time (each tool says so)."""

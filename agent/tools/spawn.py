@@ -23,7 +23,7 @@ class Spawn(Tool):
     # Journalled durably like any side effect, but re-running the same call resumes the child from its
     # own log (or returns its recorded result), so a restart continues it instead of calling it unknown.
     side_effects = True
-    resumable = True
+    recovery = "rerun"
     concurrent = True
 
     class Arguments(Args):

@@ -53,6 +53,8 @@ class WebFetch(Tool):
         "Fetch a page or file over HTTP(S) as text (HTML reduced to text; untrusted data). "
         "Addresses of this machine or private networks need the user's approval."
     )
+    # A request reaches another machine: after a crash mid-fetch it is reported, not silently repeated.
+    recovery = "unknown"
 
     class Arguments(Args):
         url: str = Field(pattern=r"^https?://")
