@@ -42,6 +42,7 @@ from .tasks import Task, TaskStore
 
 log = logging.getLogger(__name__)
 Rung = Literal["reflect", "restore", "reset"]
+CONTINUATION_CHANNEL = "drift"  # the message that continues a run after a restore (agent/drift_restore.py)
 
 REFLECT_SYSTEM = (
     "You review an AI agent's long-running work for drift: loops, side quests, growing scope. Judge only from "
@@ -231,6 +232,15 @@ class DriftControl:
     # bookkeeping -----------------------------------------------------------------------------
     def _begin(self, session: Session, msg: InboundMessage, task: Task | None) -> int:
         run_start = start_index(session, seq=session.inbound_seqs.get(msg.id, 0))
+        if task is None and msg.channel == CONTINUATION_CHANNEL:
+            # the continuation after a restore: the ladder's records carried in front of it belong to its span,
+            # so drift after the restore goes on to a reset (one restore per span)
+            index = run_start
+            while index > 0 and session.records[index - 1].get("kind") == "event":
+                index -= 1
+                if session.records[index].get("name") == "branch":
+                    return index
+            return run_start
         if task is None:
             return run_start
         return min(run_start, start_index(session, ts=task.created_at))

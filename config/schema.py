@@ -195,6 +195,7 @@ class StateSettings(_Section):
 
 class CheckpointSettings(_Section):
     enabled: bool = True
+    every_turns: int = Field(1, ge=0, description="also take a checkpoint after every Nth model turn that ran tools (0: never); drift control goes back to the last one before a drift began")
     every_events: int = Field(50, ge=1, description="also take a checkpoint after this many session records (at a clean point)")
     keep_count: int = Field(500, ge=1, description="checkpoints kept per session (older ones pruned unless a live branch needs them)")
     keep_days: float = Field(30.0, gt=0, description="checkpoints older than this are pruned unless a live branch needs them")

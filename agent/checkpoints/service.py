@@ -3,7 +3,8 @@
 Checkpoints are a projection of the session log (agent/session.py) plus a snapshot of what
 the log does not hold: a session observer sees every record and takes a checkpoint before
 each user turn, at each task step boundary (the tool results after a step was completed),
-and every `every_events` records at a clean point. Restoring = the log's prefix up to the
+after every `every_turns`-th model turn that ran tools (so drift control always has a point
+before a drift began), and every `every_events` records at a clean point. Restoring = the log's prefix up to the
 checkpoint (projected again, no model call, no tool run) + the snapshot (task, workspace).
 """
 
@@ -48,6 +49,7 @@ class _Track:
     head: str | None
     turns: int
     since: int = 0
+    run_turns: int = 0  # model turns that ran tools since the last user turn
     created: int = 0  # checkpoints taken since this session was last pruned
     intents: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
     step: tuple[str | None, int | None] | None = None  # a step was completed in the running tool batch
@@ -90,6 +92,7 @@ class CheckpointService:
         track.since += 1
         if kind == "user":
             track.turns += 1
+            track.run_turns = 0
             before = session.records[-2] if len(session.records) > 1 else None
             self.create(session, "turn", seq=int(record["seq"]) - 1, anchor_ts=before["ts"] if before else None,
                         description=f"before message: {_clip(record.get('text') or '', 60)}", turn=track.turns - 1)
@@ -99,12 +102,21 @@ class CheckpointService:
             name, args = track.intents.pop(str(record.get("id")), ("", {}))
             if name == "task" and args.get("action") == "complete" and not record.get("is_error"):
                 track.step = (args.get("task_id"), args.get("step"))
-        elif kind == "tool_results" and track.step is not None:
-            task_id, step = track.step
-            track.step = None
-            self.create(session, "step", seq=int(record["seq"]), anchor_ts=record["ts"], task_id=task_id, step=step)
-        elif track.since >= self.settings.every_events and (kind == "tool_results" or (
-                kind == "assistant" and not any(b.get("type") == "tool_use" for b in record.get("content") or []))):
+        elif kind == "tool_results":
+            track.run_turns += 1
+            every = self.settings.every_turns
+            if track.step is not None:
+                task_id, step = track.step
+                track.step = None
+                self.create(session, "step", seq=int(record["seq"]), anchor_ts=record["ts"], task_id=task_id, step=step)
+            elif every and track.run_turns % every == 0:  # drift control goes back to the last one before a drift
+                self.create(session, "auto", seq=int(record["seq"]), anchor_ts=record["ts"],
+                            description=f"after model turn {track.run_turns}")
+            elif track.since >= self.settings.every_events:
+                self.create(session, "auto", seq=int(record["seq"]), anchor_ts=record["ts"],
+                            description=f"every {self.settings.every_events} events")
+        elif track.since >= self.settings.every_events and kind == "assistant" and \
+                not any(b.get("type") == "tool_use" for b in record.get("content") or []):
             self.create(session, "auto", seq=int(record["seq"]), anchor_ts=record["ts"],
                         description=f"every {self.settings.every_events} events")
 
@@ -398,6 +410,22 @@ class CheckpointService:
         whose log prefix and workspace tree can still be read; None: there is none."""
         for cp in self.store.lineage(session_key):
             if cp.session != session_key or cp.kind != "step" or not cp.verified or cp.task != task_id:
+                continue
+            try:
+                self.workspace.tree(str(cp.snapshot.get("workspace") or ""))
+                self._prefix(cp)
+            except (StoreError, DomainError):
+                continue
+            return cp
+        return None
+
+    def before_drift(self, session_key: str, *, before: int, floor: int, task_id: str | None) -> Checkpoint | None:
+        """The newest readable checkpoint of the session's live branch taken before seq `before` (where a
+        drift began) and not before seq `floor` (the run's start); with `task_id`, one holding that task."""
+        for cp in self.store.lineage(session_key):
+            if cp.seq < floor:
+                return None
+            if cp.session != session_key or cp.seq >= before or (task_id is not None and cp.task != task_id):
                 continue
             try:
                 self.workspace.tree(str(cp.snapshot.get("workspace") or ""))
