@@ -27,6 +27,7 @@ from ..fsio import atomic_write_bytes
 from ..session import Record, Session, SessionManager, session_file_name
 from ..tasks import Task, TaskStore
 from . import branches
+from .effects import EFFECT_TOOLS, Effects
 from .model import Checkpoint, CheckpointRefused
 from .replay import FILE_TOOLS, TASK_TOOLS, Tapes
 from .store import CheckpointStore
@@ -75,7 +76,8 @@ class CheckpointService:
         # Blobs and trees are not fsynced one by one (that would cost more than the 20 ms goal per step);
         # after a power loss a checkpoint may name a lost blob, and is then refused in one line.
         self.workspace = WorkspaceStore(workspace, folder, fsync=False)
-        self.tapes = Tapes(folder / "tapes", events.emit)
+        self.effects = Effects(folder / "effects", self.workspace)  # what each command changed, for replay
+        self.tapes = Tapes(folder / "tapes", events.emit, effects=self.effects)
         # Extra snapshot state by name (e.g. drift counters): each returns JSON-able data for a session.
         self.snapshot_sources: dict[str, Callable[[str], Any]] = {}
         self._tracks: dict[str, _Track] = {}
@@ -98,8 +100,12 @@ class CheckpointService:
                         description=f"before message: {_clip(record.get('text') or '', 60)}", turn=track.turns - 1)
         elif kind == "tool_intent":
             track.intents[str(record.get("id"))] = (str(record.get("name")), dict(record.get("input") or {}))
+            if record.get("name") in EFFECT_TOOLS:
+                self.effects.started(str(record.get("id")))
         elif kind == "tool_done":
             name, args = track.intents.pop(str(record.get("id")), ("", {}))
+            if name in EFFECT_TOOLS:
+                self.effects.finished(session.key, str(record.get("id")))
             if name == "task" and args.get("action") == "complete" and not record.get("is_error"):
                 track.step = (args.get("task_id"), args.get("step"))
         elif kind == "tool_results":
@@ -513,8 +519,10 @@ class CheckpointService:
         needs every checkpoint read, so it is left to the prune at start)."""
         removed = self.store.prune(keep_count=self.settings.keep_count, keep_days=self.settings.keep_days,
                                    needed=self.needed(), session=session)
+        if session is None:
+            self.effects.prune(self.settings.keep_days)
         if removed and session is None:
-            trees = {str(c.snapshot.get("workspace")) for c in self.store.all()}
+            trees = {str(c.snapshot.get("workspace")) for c in self.store.all()} | self.effects.trees()
             self.workspace.collect(trees)
             log.info("pruned %d old checkpoint(s)", len(removed))
         return removed
