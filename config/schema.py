@@ -275,7 +275,7 @@ class ReflectionSettings(_Section):
     enabled: bool = True
     max_supplements: int = Field(3, ge=0, le=10, description="supplementary steps planned per check")
     max_rounds: int = Field(2, ge=1, le=5, description="check -> supplements -> check again, at most this often")
-    min_tool_calls: int = Field(3, ge=1, description="a run without a task is checked when it made at least this many tool calls")
+    min_tool_calls: int = Field(3, ge=1, description="a run that finished no task and changed nothing is checked when it made at least this many tool calls")
     model: str | None = Field(None, description="model for the check; default: agent.model")
 
 
