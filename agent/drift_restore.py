@@ -5,8 +5,8 @@ cannot be swapped. So the rung happens in three steps, each safe to repeat after
 
 1. decide (`decide`, in the after-turn hook): choose the newest verified step checkpoint of the
    current task, else the newest checkpoint before the drift began (within the run without a
-   task, holding the task with one: turn checkpoints make sure there is one); write a pending marker (`state/checkpoints/drift/`, an index so a restart finds
-   it), then the decision into the session log: the run's final answer, a short report, carrying
+   task, holding the task with one: turn checkpoints make sure there is one); write a pending
+   marker (`state/checkpoints/drift/`, an index so a restart finds it), then the decision into the session log: the run's final answer, a short report, carrying
    the plan (`drift_restore`). The run ends with that report.
 2. restore (`settle`, an after-run hook in the session's lane): put back the files this session
    wrote since the point, the task, then replace the log — the commit point. The decision was
@@ -84,7 +84,8 @@ class DriftRestore:
                            and r.get("assessment")), None)
         plan: dict[str, Any] = {
             "checkpoint": cp.id, "step": cp.step if verified else None, "steps": len(task.steps) if task else 0,
-            "description": cp.description, "task": task is not None, "request": "" if task else run_user_text(session, msg.id),
+            "description": cp.description, "task": task is not None,
+            "request": "" if task else run_user_text(session, msg.id),
             "signal": signal.name, "why": f"{signal.name}: {signal.detail}", "turn": turn, "avoid": avoid,
             "reflection": f"{reflection['assessment']} Next: {reflection.get('next_action', '')}" if reflection else "",
             "paths": paths, "files": self.checkpoints.drift_changes(cp, paths),
@@ -195,7 +196,9 @@ def _drift_began(session: Session, msg: InboundMessage, task: Task | None) -> in
     for index, record in enumerate(records):
         if record.get("kind") != "event" or record.get("name") != "drift_signal":
             continue
-        if (task is None and record.get("run_id") != msg.id) or (task is not None and float(record.get("ts", 0)) < task.created_at):
+        if task is None and record.get("run_id") != msg.id:
+            continue
+        if task is not None and float(record.get("ts", 0)) < task.created_at:
             continue
         turn = next((r for r in reversed(records[:index]) if r.get("kind") == "assistant"), None)
         return int(turn["seq"]) if turn is not None else int(record["seq"])
@@ -230,7 +233,8 @@ def continuation_text(plan: dict[str, Any], error: str | None) -> str:
     if error is not None:
         return (f"[clawgate] Drift control meant to take this work back to {point}, because it was going in "
                 f"circles ({plan['why']}), but the restore failed: {error}. Nothing was undone.\n{dont}"
-                f"Step back and continue the {'task' if plan.get('task', True) else 'request'} with a different approach.")
+                f"Step back and continue the {'task' if plan.get('task', True) else 'request'} "
+                "with a different approach.")
     files = plan.get("files") or {}
     changed = []
     if files.get("removed"):
@@ -249,5 +253,6 @@ def continuation_text(plan: dict[str, Any], error: str | None) -> str:
     elif plan.get("task", True):
         lines.append("Continue the task from there, with a different approach.")
     else:
-        lines.append(f"Continue the request from there, with a different approach. The request was: {plan['request'][:2000]}")
+        lines.append("Continue the request from there, with a different approach. "
+                     f"The request was: {plan['request'][:2000]}")
     return "\n".join(lines)

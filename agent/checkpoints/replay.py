@@ -209,6 +209,6 @@ class ToolReplay:
         if call["name"] in EFFECT_TOOLS and tape.files_restored and self.tapes.effects is not None:
             put_back = self.tapes.effects.reapply(call["id"])
             fields["effects"] = put_back if put_back is not None else "unknown"
-        self.tapes.emit("replay", session=ctx.session_key, mode="replayed", what="tool", tool=call["name"], tape=tape.id,
-                        **fields)
+        self.tapes.emit("replay", session=ctx.session_key, mode="replayed", what="tool", tool=call["name"],
+                        tape=tape.id, **fields)
         return ToolOutcome(str(head.get("content", "")), bool(head.get("is_error")), "replayed")
