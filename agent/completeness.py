@@ -89,16 +89,16 @@ class CompletenessCheck:
         events = [r for r in session.records[begin:] if r.get("kind") == "event" and r.get("run_id") == msg.id
                   and str(r.get("name", "")).startswith("reflection")]
         rounds = sum(1 for r in events if r.get("name") == "reflection")
+        if events and events[-1].get("name") == "reflection_plan":  # a check follows (rounds > 0): report first
+            self._exec_report(session, msg, events[-1], run)
         current = self.tasks.current(session.key)
         if current is not None and (left := open_steps.gated(current, run, answer, msg.metadata.get("mode", ""))):
             return self._open_steps(session, msg, current, left, run, answer, rounds + 1)
-        if finished is None and current is not None and run.actions:
+        if finished is None and current is not None and run.actions and not open_steps.open_steps(current):
             finished = current  # every step done, the task not finished yet: the answer is its "done"
         if finished is None and not rounds and (not self._multi_step(run) or msg.metadata.get("mode") == "heartbeat"):
             # a lookup (no effect, few calls), a plain reply, or a heartbeat's routine: nothing is declared done
             return None
-        if events and events[-1].get("name") == "reflection_plan":
-            self._exec_report(session, msg, events[-1], run)
         goal = finished.goal if finished else run_user_text(session, msg.id)
         result = await structured.ask(self.provider, model=self.model, system=CHECK_SYSTEM, max_tokens=1024,
                                       prompt=self._prompt(goal, session, msg, finished, run, answer), schema=Check)
