@@ -62,8 +62,9 @@ def progress_report(task: Task, left: list[tuple[int, Step]], answer: str) -> st
     done = [f"{i}. {_cap(s.text)} (verified: {_cap(s.verification)})" for i, s in enumerate(task.steps, 1)
             if s.status == "done"]
     remains = "; ".join(f"{i}. {_cap(s.text)}" for i, s in left)
+    skipped = sum(1 for s in task.steps if s.status == "skipped")
     return (f"Progress report — not done yet: {len(task.steps) - len(left)} of {len(task.steps)} steps of the task "
-            f"\"{_cap(task.goal)}\" are done.\n"
+            f"\"{_cap(task.goal)}\" are done" + (f" ({skipped} of them skipped)" if skipped else "") + ".\n"
             f"Done and verified: {'; '.join(done) if done else 'nothing yet'}\n"
             f"Remains: {remains}\n\n"
             f"My last message follows; the plan above is what is verified:\n{answer}")
