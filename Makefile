@@ -22,17 +22,18 @@ run: $(STAMP)
 	$(BIN)/clawgate gateway
 
 # The browser tests (tests/test_web_e2e.py) use the system Chromium. Install it when it is missing
-# and we may (root, apt-get); otherwise those tests skip themselves with one line.
+# and we may (root, apt-get); otherwise those tests fail with one line naming the package.
 browser:
 	@if ! command -v chromium >/dev/null 2>&1 && [ -z "$$CLAWGATE_TEST_CHROMIUM" ] \
 	    && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	  echo "installing chromium for the browser tests (apt-get, once)"; \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; } \
-	    >/dev/null 2>&1 || echo "chromium could not be installed; the browser tests will be skipped"; \
+	    >/dev/null 2>&1 || echo "chromium could not be installed; the browser tests will fail (apt-get install chromium)"; \
 	fi
 
+# The slowest 15 tests are printed at the end, so a slow test is seen where it is added.
 test: $(STAMP) browser
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=15
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py

@@ -1,7 +1,7 @@
 """The control page in headless Chromium against the real daemon and the fake Messages API.
 
 Debian's `chromium` driven by Playwright for Python (`make test` installs both where it can).
-Without them this module is skipped with one line; it never fails for lack of a browser.
+Without a browser each test fails with one line naming the package; it never skips silently.
 Screenshots land in build/web-screenshots/ (ignored by git) so a person can look at the page.
 """
 
@@ -30,16 +30,13 @@ def _chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-try:
-    from playwright.sync_api import BrowserContext, Page, sync_playwright
-    from playwright.sync_api import Error as PlaywrightError
-    from playwright.sync_api import expect as _expect
-except ImportError:
-    pytest.skip("browser tests skipped: Playwright is not installed (pip install -e '.[test]')", allow_module_level=True)
+from playwright.sync_api import BrowserContext, Page, sync_playwright
+from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import expect as _expect
+
 CHROMIUM = _chromium()
-if CHROMIUM is None:
-    pytest.skip("browser tests skipped: no Chromium found (apt-get install chromium, or set CLAWGATE_TEST_CHROMIUM)",
-                allow_module_level=True)
+NO_CHROMIUM = ("no Chromium found: install Debian's package `chromium` (`make test` does, as root), "
+               "or set CLAWGATE_TEST_CHROMIUM to a Chromium binary")
 
 WAIT_MS = 60_000  # generous: a loaded 2-core machine runs a browser, the daemon and the fake at once
 SHOTS = ROOT / "build" / "web-screenshots"
@@ -54,13 +51,16 @@ def expect(target: Any) -> Any:
 @pytest.fixture
 def browser(tmp_path: Path) -> Iterator[BrowserContext]:
     """A fresh profile per test: nothing (a token in storage, a cache) leaks between tests."""
+    if CHROMIUM is None:  # a missing browser is a failure naming the package, never a silent skip
+        pytest.fail(NO_CHROMIUM, pytrace=False)
     with sync_playwright() as playwright:
         try:
             context = playwright.chromium.launch_persistent_context(
                 str(tmp_path / "chromium-profile"), executable_path=CHROMIUM, headless=True, args=ARGS,
                 viewport={"width": 1280, "height": 800})
         except PlaywrightError as exc:  # a browser that cannot start here is no browser (same reason each time)
-            pytest.skip(f"browser tests skipped: {CHROMIUM} does not start: {str(exc).splitlines()[0][:160]}")
+            pytest.fail(f"{CHROMIUM} does not start: {str(exc).splitlines()[0][:160]} (reinstall Debian's `chromium`)",
+                        pytrace=False)
         context.set_default_timeout(WAIT_MS)
         _expect.set_options(timeout=WAIT_MS)
         try:
