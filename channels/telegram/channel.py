@@ -85,6 +85,8 @@ class TelegramChannel(Channel):
         self.policy = AccessPolicy.build(settings.dm_policy, settings.group_policy, settings.allow_from,
                                          settings.owner)
         self.state = ChannelState(db)
+        self._impostors: set[str] = set()  # ids seen writing with an owner's username after it was bound
+        self.policy.bound.update({name: uid for name, uid in self.state.owner_ids().items() if name in self.policy.owners})
         self.pairing = PairingStore(db, ttl_seconds=settings.pairing_ttl_seconds,
                                     max_pending=settings.pairing_max_pending,
                                     interval_seconds=settings.pairing_request_interval_seconds)
@@ -254,6 +256,7 @@ class TelegramChannel(Channel):
                                  mentioned=mentioned, reply_to_bot=reply_to_bot)
         if not addressed.for_us:
             return
+        self._bind_owner(who)
         verdict = decide(self.policy, who, private=private, paired=self.pairing.is_paired(NAME, who.user_id),
                          refused_before=self.state.refused_before(who.user_id))
         if verdict is Verdict.PAIR:
@@ -290,6 +293,22 @@ class TelegramChannel(Channel):
             if self.settings.ack_reaction:  # accepted (committed): tell the sender it arrived
                 self._spawn(self.sender.best_effort("setMessageReaction", lambda: self.bot.set_message_reaction(
                     chat.id, msg.message_id, reaction=self.settings.ack_reaction)))
+
+    def _bind_owner(self, who: Who) -> None:
+        """First contact of an owner named by username: keep their id, which alone is the owner from now on."""
+        name = self.policy.claim(who)
+        if name is None:
+            if who.username and who.username.lower() in self.policy.owners and not self.policy.is_owner(who) \
+                    and who.user_id not in self._impostors:
+                self._impostors.add(who.user_id)
+                log.warning("user %s writes as @%s, an owner's username, but that owner is user %s; treated as "
+                            "not the owner", who.user_id, who.username, self.policy.bound.get(who.username.lower()))
+            return
+        self.state.bind_owner(name, who.user_id)
+        self.policy.bound[name] = who.user_id
+        self.prompts.set_owner_chats(self.policy.owner_chats())
+        log.info("owner @%s is user %s (bound at first contact; the username alone no longer makes an owner)",
+                 name, who.user_id)
 
     def _user(self, who: Who) -> str:
         """Whose workspace this sender works in: OWNER, or their own as a guest (the loop's rule)."""
