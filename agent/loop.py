@@ -307,6 +307,15 @@ def run_user(msg: InboundMessage, session: Session) -> str:
     return f"session:{session.key}"
 
 
+def session_user(session: Session) -> str:
+    """The person a session's runs last acted for, as recorded with each user turn (OWNER for the owner).
+    A log from before per-person workspaces: the owner only if its last user turn was the owner's."""
+    for record in reversed(session.records):
+        if record.get("kind") == "user" and isinstance(record.get("user"), str):
+            return str(record["user"])
+    return OWNER if session.acts_for_owner() else f"session:{session.key}"
+
+
 def _reply_metadata(msg: InboundMessage) -> dict[str, Any]:
     keep = ("message_id", "thread_id", "reply_to")
     return {k: msg.metadata[k] for k in keep if k in msg.metadata}

@@ -33,7 +33,7 @@ from agent.control import SessionControl, TaskControl
 from agent.drift_control import CheckpointRestorer, DriftControl
 from agent.drift_restore import DriftRestore
 from agent.events import EventHub
-from agent.loop import AgentLoop, run_user
+from agent.loop import AgentLoop, run_user, session_user
 from agent.mcp import McpManager
 from agent.memory import Memory
 from agent.providers import Provider, UnconfiguredProvider
@@ -153,6 +153,7 @@ class App:
                                  compactor=Compactor(keep=agent.compact_keep_messages,
                                                      chunk_chars=int(agent.context_tokens * 4 * agent.compact_chunk_ratio)),
                                  active_tasks=lambda: [task.status_line() for task in self.tasks.active()])
+        context.guest_root = lambda session: None if not (user := session_user(session)) else workspaces.guard(user).root
         # checkpoints: a projection of the session log plus snapshots; restored/forked branches replay
         # recorded answers and tool results (the loop sees a provider and a registry that may answer from the tape)
         self.checkpoints = CheckpointService(

@@ -20,6 +20,7 @@ from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use, tool
 from tests.fakes.telegram_api import FakeTelegram
 from tests.harness import DaemonProcess
 from tests.telegram_support import replies, telegram, tg_daemon  # noqa: F401
+from tests.test_context_e2e import _is_summary
 from tests.test_subagents_e2e import Router, _requests_for
 
 OWNER, GUEST = 4242, 555
@@ -28,9 +29,12 @@ EXEC_ENV = {"CLAWGATE_TOOLS__EXEC__ALLOWLIST": '["python3", "ls", "cat", "grep",
             "CLAWGATE_AGENT__STREAM": "false"}
 
 
-def _daemon(tg_daemon, **extra: object) -> DaemonProcess:
-    daemon = tg_daemon(owner=[str(OWNER)], allow_from=[str(GUEST)], dm_policy="allowlist", env=EXEC_ENV, **extra)
+def _daemon(tg_daemon, env: dict[str, str] | None = None) -> DaemonProcess:
+    daemon = tg_daemon(owner=[str(OWNER)], allow_from=[str(GUEST)], dm_policy="allowlist", env={**EXEC_ENV, **(env or {})})
     (daemon.workspace / "memory").mkdir(exist_ok=True)
+    with open(daemon.workspace / "MEMORY.md", "a") as fh:  # in every owner prompt, never in a guest's
+        fh.write(f"\n- The owner's door code is {PIN}\n")
+    (daemon.workspace / "USER.md").write_text(f"# USER\nThe owner; PIN {PIN}.\n")
     (daemon.workspace / "memory/2025-06-01.md").write_text(f"# 2025-06-01\n- the owner's bank PIN is {PIN}\n")
     (daemon.workspace / "secret.txt").write_text(f"PIN {PIN}\n")
     return daemon
@@ -116,6 +120,7 @@ def test_a_guest_cannot_read_the_owners_files_by_tools_exec_or_memory(tg_daemon,
     asyncio.run(_owner_chat(daemon, "OWNER-HOME: where is my home?"))
     owner_run = tool_results(_requests_for(fake_model, "OWNER-HOME")[-1:])[-1]
     assert f"HOME={scratch / 'owner' / 'home'}" in owner_run and "GITCONFIG False" in owner_run  # … never the owner's
+    assert PIN in json.dumps(_requests_for(fake_model, "OWNER-HOME")[0]["system"])  # the owner's prompt has it
     assert not (daemon.workspace / "probe.py").exists() and (_guest_root(daemon) / "probe.py").exists()
 
 
@@ -238,3 +243,21 @@ def test_an_owner_named_by_username_is_the_first_id_seen_with_it(tg_daemon, tele
     telegram.inject_message(first, "back again", user_id=first, username="boss")
     telegram.wait_for(lambda: len(said_by(second)) == 2 and len(said_by(first)) == 2, timeout=60)
     assert said_by(second)[1]["owner"] is False and said_by(first)[1]["owner"] is True
+
+
+def test_a_guests_conversation_is_consolidated_into_the_guests_own_memory(tg_daemon, telegram: FakeTelegram,
+                                                                         fake_model: FakeAnthropic) -> None:
+    fake_model.responder = lambda body: text("- GUEST-SUMMARY: the guest asked about widgets") if _is_summary(body) \
+        else text("noted")
+    daemon = _daemon(tg_daemon, {"CLAWGATE_AGENT__CONTEXT_TOKENS": "1000"})
+    for turn in range(12):
+        telegram.inject_message(GUEST, f"message number {turn} about widgets, with words to fill the window", user_id=GUEST)
+        telegram.wait_for(lambda: len(replies(telegram, GUEST)) == turn + 1, timeout=60)
+
+    def guest_log() -> str:
+        return "".join(p.read_text() for p in (_guest_root(daemon) / "memory").glob("*.md"))
+    telegram.wait_for(lambda: (_guest_root(daemon) / "memory").is_dir() and "GUEST-SUMMARY" in guest_log(), timeout=60)
+    owner_logs = "".join(p.read_text() for p in (daemon.workspace / "memory").glob("**/*.md"))
+    assert "GUEST-SUMMARY" not in owner_logs and "widgets" not in owner_logs
+    assert [p.name for p in (daemon.workspace / "memory").iterdir()] == ["2025-06-01.md"]
+    assert PIN not in json.dumps([b for b in fake_model.requests if not _is_summary(b)])
