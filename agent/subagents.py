@@ -270,6 +270,7 @@ class Subagents:
             context = ContextBuilder(main.context.workspace, tools=tools.definitions, model=main.context.model,
                                      max_tokens=main.context.max_tokens, caps=main.context.caps,
                                      compactor=main.context.compactor)
+            context.guest_root = main.context.guest_root  # a guest's child is told the guest's workspace path
             settings = main.settings.model_copy(update={"max_iterations": self.settings.max_turns + 1})
             loop = AgentLoop(bus=main.bus, sessions=self.sessions, provider=main.provider, tools=tools, context=context,
                              events=main.events, settings=settings, workspace=main.workspace,
