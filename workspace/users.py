@@ -42,6 +42,7 @@ class Workspaces:
         self.guests = guests
         self.scratch_root = scratch
         self._guards: dict[str, WorkspaceGuard] = {OWNER: owner}
+        self._scratch: dict[str, Path] = {}
 
     def root(self, user: str) -> Path:
         """The workspace root of `user` (OWNER: the owner's), without creating it."""
@@ -56,9 +57,13 @@ class Workspaces:
         return guard
 
     def scratch(self, user: str) -> Path:
-        """`user`'s exec HOME and TMPDIR parent (created 0700): outside every workspace."""
+        """`user`'s exec HOME and TMPDIR parent (created 0700 once): outside every workspace."""
+        known = self._scratch.get(user)
+        if known is not None and known.is_dir():
+            return known
         folder = self.scratch_root / ("owner" if user == OWNER else "guest-" + folder_name(user))
         for sub in (folder, folder / "home", folder / "tmp"):
             sub.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.chmod(folder, 0o700)
+        self._scratch[user] = folder
         return folder
