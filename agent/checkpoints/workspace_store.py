@@ -53,6 +53,11 @@ class WorkspaceStore:
         self._signature: list[tuple[str, int, int, int, int]] = []
         self._resolved: dict[str, Tree] = {}  # a few trees read back recently
 
+    @property
+    def latest(self) -> str | None:
+        """The tree the next snapshot is stored against (a base collect() must keep)."""
+        return self._last[0] if self._last else None
+
     # snapshot ------------------------------------------------------------------------------
     def snapshot(self) -> str:
         """Store the workspace's current files; returns the tree id (same files, same id)."""

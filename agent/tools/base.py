@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -70,6 +71,11 @@ class ToolContext:
     # The tool_use id of the call being run (set by the registry per call): a tool whose work is
     # keyed by it (a sub-agent's transcript) finds the same work again after a restart.
     call_id: str = ""
+    # Whose workspace `workspace` is: "" the owner, "<channel>:<id>" a guest (workspace/users.py).
+    # Whatever the run starts for later (a sub-agent, a cron job) keeps this person's workspace.
+    user: str = ""
+    # exec's per-person HOME/TMPDIR parent, outside every workspace (None: inside the workspace, tests).
+    scratch: Path | None = None
 
 
 class Tool(ABC):

@@ -66,7 +66,8 @@ class CronTool(Tool):
         from agent.triggers.jobs import CronError
 
         service = self._service
-        mine = "" if ctx.owner else f"{ctx.channel}:{ctx.sender_id}"  # a guest sees and changes only their jobs
+        # a guest sees and changes only their jobs, which run in the guest's own workspace
+        mine = "" if ctx.owner else (ctx.user or f"{ctx.channel}:{ctx.sender_id}")
         try:
             if args.action == "list":
                 return _listing([job for job in service.jobs() if ctx.owner or job.created_by == mine])

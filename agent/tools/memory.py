@@ -113,7 +113,7 @@ class MemoryGet(Tool):
     async def run(self, args: Arguments, ctx: ToolContext) -> str:
         if not ctx.owner and not _own_transcripts(ctx)(args.path):
             raise ToolError(f"{args.path} is not available in this conversation",
-                            "a guest's memory tools reach only this conversation's own transcript")
+                            "a guest's memory tools reach only their own memory files and this conversation's transcripts")
         return wrap_untrusted(f"memory_get {args.path}", await self._read(args, ctx))
 
     async def _read(self, args: Arguments, ctx: ToolContext) -> str:
@@ -159,12 +159,15 @@ class MemoryGet(Tool):
 
 
 def _own_transcripts(ctx: ToolContext) -> Callable[[str], bool]:
-    """A guest sees only this session's transcripts (current and archived), never the owner's memory
-    files or other people's conversations."""
+    """A guest sees only this session's transcripts (current and archived) and, in a workspace of their
+    own (`ctx.user`), their own memory files; never the owner's memory or other people's conversations."""
     current = f"sessions/{session_file_name(ctx.session_key)}"
     archived = current.removesuffix(".jsonl") + "."
+    own_memory = bool(ctx.user)
 
     def visible(name: str) -> bool:
+        if not name.startswith("sessions/"):
+            return own_memory
         return name == current or (name.startswith(archived) and name.endswith(".archived"))
     return visible
 

@@ -194,7 +194,7 @@ class Exec(Tool):
             self._warn_exposed(ctx.workspace.root)
             _scratch_env(env, ctx)
             status_r, status_w = os.pipe()
-            command = self.sandbox.launcher_argv(args.argv, ctx.workspace.root, env["PATH"], status_w)
+            command = self.sandbox.launcher_argv(args.argv, ctx.workspace.root, env["PATH"], status_w, ctx.scratch)
         # Our own pipe, not asyncio's: Process.wait() would also wait for asyncio's pipes to close,
         # which a killed program's background children (or a full pipe) could delay without end.
         out_r, out_w = os.pipe()
@@ -314,11 +314,16 @@ def _raise_launch_failure(report: tuple[str, str] | None, program: str) -> None:
 
 
 def _scratch_env(env: dict[str, str], ctx: ToolContext) -> None:
-    """Point TMPDIR and HOME into `<workspace>/.tmp`: the sandbox hides /tmp and the real home,
-    and programs that find them unreadable fail (git stops at an unreadable ~/.gitconfig)."""
+    """Point TMPDIR and HOME at the person's own folder outside every workspace (`ctx.scratch`): the
+    sandbox hides /tmp and the real home, and programs that find them unreadable fail (git stops at an
+    unreadable ~/.gitconfig). Outside the workspace, so no file tool — and no other person — can plant
+    a `.gitconfig`, `.npmrc` or `.pth` there. Without one (tests), `<workspace>/.tmp`."""
     for key in ("TMPDIR", "HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME",
                 "XDG_RUNTIME_DIR"):
         env.pop(key, None)  # the XDG folders then follow HOME
+    if ctx.scratch is not None:
+        env["TMPDIR"], env["HOME"] = str(ctx.scratch / "tmp"), str(ctx.scratch / "home")
+        return
     try:
         tmp = ctx.workspace.resolve(TMP_NAME)
         (tmp / "home").mkdir(parents=True, exist_ok=True)

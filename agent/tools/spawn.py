@@ -47,7 +47,7 @@ class Spawn(Tool):
         turns, tokens = self.subagents.budget(args.max_turns, args.max_tokens)
         spec = ChildSpec(parent_key=ctx.session_key, parent_run=ctx.run_id, call_id=ctx.call_id, task=args.task,
                          depth=self.depth + 1, turns=turns, tokens=tokens, channel=ctx.channel, chat_id=ctx.chat_id,
-                         sender_id=ctx.sender_id, owner=ctx.owner, background=args.background)
+                         sender_id=ctx.sender_id, owner=ctx.owner, background=args.background, user=ctx.user)
         if args.background:
             self.subagents.start_background(spec)
             return (f"Started sub-agent {spec.key} in the background (budget: {turns} model calls, {tokens} tokens). "

@@ -226,7 +226,7 @@ class CronService:
         text = f"[cron job \"{job.name}\" ({job.id}) · {when} · your reply is delivered to {where}]\n{job.message}"
         msg = InboundMessage(channel="cron", chat_id=job.id, sender_id="cron", session_key=job.session, text=text,
                              id=run_id, received_at=now,
-                             metadata={"mode": "normal", "deliver": deliver, "owner": not job.created_by,
+                             metadata={"mode": "normal", "deliver": deliver, "owner": not job.created_by, "user": job.created_by,
                                        "cron": {"job": job.id, "scheduledAt": scheduled}})
         fresh = self.bus.publish_inbound(msg)
         status = "running" if self.scheduler is not None else "queued"
