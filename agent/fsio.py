@@ -22,6 +22,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, fsync: bool = True, mode: int
     leads out. Raises OSError; the temp file is removed then.
     """
     if within is not None:
+        within.mkdir(parents=True, exist_ok=True, mode=0o700)
         with locate(within, str(path), create_folders=True) as loc:
             write_atomic(loc.folder, loc.name, data, mode=mode, fsync=fsync)
         return

@@ -26,6 +26,7 @@ from agent.approvals import ApprovalBroker
 from agent.audit import AuditLog
 from agent.checkpoints.workspace_store import WorkspaceStore
 from agent.events import EventHub
+from agent.memory import Memory
 from agent.tools import ToolContext, ToolRegistry
 from agent.toolset import default_tools
 from config.schema import Settings
@@ -188,6 +189,35 @@ def test_checkpoint_snapshot_and_restore_never_leave_the_workspace_under_the_rac
         os.unlink(ws / "d")
     store.restore(point)
     assert (ws / "d/f.txt").read_text() == "inside text\n" and (ws / "d/sub/g.txt").read_text() == "deeper\n"
+
+
+def test_memory_logs_never_append_outside_the_workspace_under_the_race(tmp_path: Path) -> None:
+    """`memory/` flips with a link to a folder holding a file of today's log name: the log, the
+    archive and MEMORY.md writes must land inside or fail, never append to or replace it."""
+    out = outside_dir(tmp_path)
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    memory = Memory(ws)
+    (out / memory.daily_path().name).write_text(SECRET + "\n")
+    before = state_of(out)
+    done = refused = 0
+
+    def step() -> None:
+        nonlocal done, refused
+        try:
+            memory.log(f"note {done}")
+            memory.archive("part", "raw transcript part")
+            done += 1
+        except (PathOutsideWorkspace, OSError):
+            refused += 1
+        assert SECRET not in "".join(memory.facts())
+
+    with racing(ws / "memory", out, tmp_path / "count", "exchange") as flips:
+        until(lambda: flips() >= FLIPS and done >= 200 and refused >= 1, step, "memory writes under the race")
+    assert state_of(out) == before
+    [real] = [p for p in (ws / "memory", ws / ".memory.link") if p.is_dir() and not p.is_symlink()]
+    log = (real / memory.daily_path().name).read_text()
+    assert SECRET not in log and log.count("- ") >= 200
 
 
 async def test_the_daemon_reads_and_writes_through_a_flipping_folder_without_escaping(daemon, fake_model,

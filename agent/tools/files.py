@@ -41,12 +41,16 @@ def _resolve(ctx: ToolContext, path: str) -> Path:
         raise ToolError(str(exc), "use a path inside the workspace, relative to it (e.g. 'notes/todo.md')") from None
 
 
-def _locate(ctx: ToolContext, path: str, *, create_folders: bool = False) -> Location:
+OUTSIDE_FIX = "use a path inside the workspace, relative to it (e.g. 'notes/todo.md')"
+MISSING_FIX = "check the name with list_dir"
+
+
+def _locate(ctx: ToolContext, path: str, *, create_folders: bool = False, outside_fix: str = OUTSIDE_FIX) -> Location:
     """`path` pinned to an open workspace folder, or a one-line ToolError."""
     try:
         return ctx.workspace.locate(path, create_folders=create_folders)
     except PathOutsideWorkspace as exc:
-        raise ToolError(str(exc), "use a path inside the workspace, relative to it (e.g. 'notes/todo.md')") from None
+        raise ToolError(str(exc), outside_fix) from None
     except FileNotFoundError:
         raise ToolError(f"a folder on the way to {path} does not exist", "check the name with list_dir") from None
     except NotADirectoryError:
@@ -55,18 +59,25 @@ def _locate(ctx: ToolContext, path: str, *, create_folders: bool = False) -> Loc
         raise ToolError(f"{path} cannot be opened ({exc.strerror})", "check the path with list_dir") from None
 
 
-def _open_file(loc: Location, path: str) -> int:
+def _open_file(loc: Location, path: str, missing_fix: str = MISSING_FIX) -> int:
     """A read descriptor of the Location's regular file, or a one-line ToolError."""
     try:
         return open_regular(loc)
     except FileNotFoundError:
-        raise ToolError(f"{path} does not exist", "check the name with list_dir") from None
+        raise ToolError(f"{path} does not exist", missing_fix) from None
     except IsADirectoryError:
         raise ToolError(f"{path} is a directory", "use list_dir for directories") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:  # it became a symlink after it was looked up
             raise ToolError(f"{path} changed while it was opened", "try again") from None
         raise ToolError(f"{path} is not a regular file", "only regular files can be read") from None
+
+
+def pinned_file(ctx: ToolContext, path: str, outside_fix: str = OUTSIDE_FIX,
+                missing_fix: str = MISSING_FIX) -> BinaryIO:
+    """A workspace file open for reading, found through folder descriptors (for other tools)."""
+    with _locate(ctx, path, outside_fix=outside_fix) as loc:
+        return open(_open_file(loc, path, missing_fix), "rb")
 
 
 def read_lines(path: Path, first: int, count: int, *, max_chars: int | None = None) -> tuple[list[str], int | None]:
