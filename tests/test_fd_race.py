@@ -255,3 +255,20 @@ async def test_the_daemon_reads_and_writes_through_a_flipping_folder_without_esc
     assert {name: (home / name).lstat().st_ino for name in before} == before  # not replaced by a rename
     assert not [name for name in os.listdir(home) if name.endswith(".tmp") or name == "f.txt"]
     assert daemon.alive()
+
+
+async def test_prompt_files_linked_out_of_the_workspace_never_reach_the_model(daemon, fake_model) -> None:
+    """SOUL.md planted as a link to a secret outside: the system prompt leaves it out; a link to a
+    file inside the workspace still works (it is followed through the workspace's descriptors)."""
+    (daemon.home / "secret.txt").write_text(SECRET)
+    (daemon.workspace / "SOUL.md").unlink()
+    os.symlink(daemon.home / "secret.txt", daemon.workspace / "SOUL.md")
+    (daemon.workspace / "notes").mkdir()
+    (daemon.workspace / "notes/user.md").write_text("The user is called INSIDE-LINK-4d2e.\n")
+    (daemon.workspace / "USER.md").unlink()
+    os.symlink("notes/user.md", daemon.workspace / "USER.md")
+    fake_model.enqueue(text("hello"))
+    async with daemon.client() as client:
+        assert (await client.chat("hi", session="prompt"))["text"] == "hello"
+    system = str(fake_model.requests[-1].get("system"))
+    assert "INSIDE-LINK-4d2e" in system and SECRET not in system
