@@ -30,7 +30,7 @@ from agent.memory import Memory
 from agent.tools import ToolContext, ToolRegistry
 from agent.toolset import default_tools
 from config.schema import Settings
-from tests.fakes.anthropic_api import text, tool_uses
+from tests.fakes.anthropic_api import text, tool_use, tool_uses
 from workspace.guard import PathOutsideWorkspace, WorkspaceGuard
 
 SECRET = "SECRET-7f3a-never-read-me"
@@ -258,8 +258,8 @@ async def test_the_daemon_reads_and_writes_through_a_flipping_folder_without_esc
 
 
 async def test_prompt_files_linked_out_of_the_workspace_never_reach_the_model(daemon, fake_model) -> None:
-    """SOUL.md planted as a link to a secret outside: the system prompt leaves it out; a link to a
-    file inside the workspace still works (it is followed through the workspace's descriptors)."""
+    """SOUL.md and a skill planted as links to files outside: the system prompt and load_skill leave
+    them out; a link to a file inside the workspace still works (followed through descriptors)."""
     (daemon.home / "secret.txt").write_text(SECRET)
     (daemon.workspace / "SOUL.md").unlink()
     os.symlink(daemon.home / "secret.txt", daemon.workspace / "SOUL.md")
@@ -267,8 +267,13 @@ async def test_prompt_files_linked_out_of_the_workspace_never_reach_the_model(da
     (daemon.workspace / "notes/user.md").write_text("The user is called INSIDE-LINK-4d2e.\n")
     (daemon.workspace / "USER.md").unlink()
     os.symlink("notes/user.md", daemon.workspace / "USER.md")
-    fake_model.enqueue(text("hello"))
+    (daemon.home / "skill.md").write_text(f"---\nname: planted\ndescription: {SECRET}\n---\nbody {SECRET}\n")
+    (daemon.workspace / "skills/planted").mkdir(parents=True)
+    os.symlink(daemon.home / "skill.md", daemon.workspace / "skills/planted/SKILL.md")
+    fake_model.enqueue(tool_use("load_skill", {"name": "planted"}), text("hello"))
     async with daemon.client() as client:
         assert (await client.chat("hi", session="prompt"))["text"] == "hello"
     system = str(fake_model.requests[-1].get("system"))
     assert "INSIDE-LINK-4d2e" in system and SECRET not in system
+    assert "no skill named 'planted'" in str(fake_model.requests[-1]["messages"])
+    assert SECRET not in str(fake_model.requests[-1]["messages"])
