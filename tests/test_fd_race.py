@@ -27,6 +27,7 @@ from agent.audit import AuditLog
 from agent.checkpoints.workspace_store import WorkspaceStore
 from agent.events import EventHub
 from agent.memory import Memory
+from agent.memory_search import MemorySearch
 from agent.tools import ToolContext, ToolRegistry
 from agent.toolset import default_tools
 from config.schema import Settings
@@ -277,3 +278,16 @@ async def test_prompt_files_linked_out_of_the_workspace_never_reach_the_model(da
     assert "INSIDE-LINK-4d2e" in system and SECRET not in system
     assert "no skill named 'planted'" in str(fake_model.requests[-1]["messages"])
     assert SECRET not in str(fake_model.requests[-1]["messages"])
+
+
+def test_memory_search_leaves_out_memory_files_linked_out_of_the_workspace(tmp_path: Path) -> None:
+    out = outside_dir(tmp_path)
+    (out / "notes.md").write_text(f"the vault pin is {SECRET}\n")
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "memory/inside.md").write_text("the vault is in the basement\n")
+    os.symlink(out / "notes.md", ws / "memory/leak.md")
+    os.symlink(out, ws / "memory/folder")
+    hits = MemorySearch(ws).search("vault pin")
+    assert [hit.file for hit in hits] == ["memory/inside.md"]
+    assert SECRET not in str(hits)
