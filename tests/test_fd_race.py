@@ -291,3 +291,18 @@ def test_memory_search_leaves_out_memory_files_linked_out_of_the_workspace(tmp_p
     hits = MemorySearch(ws).search("vault pin")
     assert [hit.file for hit in hits] == ["memory/inside.md"]
     assert SECRET not in str(hits)
+
+
+def test_a_received_telegram_file_is_never_written_through_a_link_out(tmp_path: Path) -> None:
+    from channels.telegram.media import _write
+
+    out = outside_dir(tmp_path)
+    before = state_of(out)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    os.symlink(out, ws / "inbox")
+    with pytest.raises(ValueError, match="refusing to write outside the workspace"):
+        _write(ws, Path("inbox/photo.jpg"), b"\xff\xd8 image")
+    os.unlink(ws / "inbox")
+    _write(ws, Path("inbox/photo.jpg"), b"\xff\xd8 image")
+    assert state_of(out) == before and (ws / "inbox/photo.jpg").read_bytes() == b"\xff\xd8 image"
