@@ -73,6 +73,24 @@ def _open_file(loc: Location, path: str, missing_fix: str = MISSING_FIX) -> int:
         raise ToolError(f"{path} is not a regular file", "only regular files can be read") from None
 
 
+def _current(ctx: ToolContext, path: str) -> tuple[bytes | None, str]:
+    """What a workspace file holds now (None: no regular file there) and its real relative path,
+    read through folder descriptors: for the checks after a crash cut a write short."""
+    try:
+        loc = ctx.workspace.locate(path)
+    except PathOutsideWorkspace as exc:
+        raise ToolError(str(exc), OUTSIDE_FIX) from None
+    except OSError:
+        return None, path
+    with loc:
+        try:
+            fd = open_regular(loc)
+        except OSError:
+            return None, loc.relative
+    with open(fd, "rb") as fh:
+        return fh.read(), loc.relative
+
+
 def pinned_file(ctx: ToolContext, path: str, outside_fix: str = OUTSIDE_FIX,
                 missing_fix: str = MISSING_FIX) -> BinaryIO:
     """A workspace file open for reading, found through folder descriptors (for other tools)."""
@@ -240,13 +258,13 @@ class WriteFile(Tool):
 
     async def check(self, args: Arguments, ctx: ToolContext) -> Checked:
         """Done when the file holds exactly the intended bytes; otherwise writing them again is safe."""
-        path = _resolve(ctx, args.path)
         data = args.content.encode("utf-8")
-        if not path.is_file() or await read_bytes_async(path) != data:
+        have, relative = await asyncio.to_thread(_current, ctx, args.path)
+        if have != data:
             return Checked(False, f"{args.path} does not have the intended content yet")
         if self.ledger is not None:
-            self.ledger.record(ctx.workspace.relative(path), data)
-        return Checked(True, f"{ctx.workspace.relative(path)} already has the intended content ({len(data)} bytes)")
+            self.ledger.record(relative, data)
+        return Checked(True, f"{relative} already has the intended content ({len(data)} bytes)")
 
 
 class EditFile(Tool):
@@ -301,15 +319,15 @@ class EditFile(Tool):
     async def check(self, args: Arguments, ctx: ToolContext) -> Checked:
         """Done when the replacement is there and the old text is gone; missing when the old text is
         there once (the edit can run); anything else cannot be told apart from someone else's change."""
-        path = _resolve(ctx, args.path)
-        if not path.is_file():
+        have, relative = await asyncio.to_thread(_current, ctx, args.path)
+        if have is None:
             return Checked(None, f"{args.path} is not an existing file")
-        text = (await read_bytes_async(path)).decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
+        text = have.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
         old, new = args.old_text, args.new_text
         if new and new in text and (old in new or old not in text):
-            return Checked(True, f"{ctx.workspace.relative(path)} already has the replacement text")
+            return Checked(True, f"{relative} already has the replacement text")
         if not new and old not in text:
-            return Checked(True, f"the text to remove is no longer in {ctx.workspace.relative(path)}")
+            return Checked(True, f"the text to remove is no longer in {relative}")
         if text.count(old) == 1:
             return Checked(False, f"{args.path} still has the text to replace")
         return Checked(None, f"{args.path} has neither the text to replace (once) nor the replacement")
