@@ -306,3 +306,15 @@ def test_a_received_telegram_file_is_never_written_through_a_link_out(tmp_path: 
     os.unlink(ws / "inbox")
     _write(ws, Path("inbox/photo.jpg"), b"\xff\xd8 image")
     assert state_of(out) == before and (ws / "inbox/photo.jpg").read_bytes() == b"\xff\xd8 image"
+
+
+async def test_a_fifo_planted_as_a_prompt_file_does_not_hang_the_daemon(daemon, fake_model) -> None:
+    """Opening a FIFO for reading waits for a writer; the prompt files are opened non-blocking and
+    must be regular files, so the turn goes on without them."""
+    for name in ("SOUL.md", "HEARTBEAT.md"):
+        (daemon.workspace / name).unlink()
+        os.mkfifo(daemon.workspace / name)
+    fake_model.enqueue(text("still answering"))
+    async with daemon.client() as client:
+        final = await asyncio.wait_for(client.chat("hi", session="fifo"), timeout=120)
+    assert final["text"] == "still answering" and daemon.alive()
