@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping
 
+from workspace.fdpath import locate, read_all
+
 from .compaction import Compactor
 from .providers.base import ModelRequest
 from .session import LLM_KINDS, Session
@@ -69,14 +71,21 @@ class Layer:
     text: str
 
 
-def read_capped(path: Path, cap: int) -> str | None:
+def read_capped(path: Path, cap: int, *, within: Path | None = None) -> str | None:
     """A workspace file's text, cut at `cap` characters with a visible marker; None if missing.
 
     HTML comments are notes for the human editing the file and are not sent to the model.
+    With `within` (the workspace root) the file is opened through folder descriptors from it
+    (workspace/fdpath.py): a link out of the workspace reads as missing, never as its target.
     """
     try:
-        text = COMMENT.sub("", path.read_text(encoding="utf-8")).strip()
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, UnicodeDecodeError):
+        if within is None:
+            raw = path.read_text(encoding="utf-8")
+        else:
+            with locate(within, str(path)) as loc:
+                raw = read_all(loc).decode("utf-8")
+        text = COMMENT.sub("", raw).strip()
+    except (OSError, ValueError):  # missing, a folder, a link out (PathOutsideWorkspace), not UTF-8
         return None
     if not text:
         return None
@@ -125,7 +134,8 @@ class ContextBuilder:
         stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
         cached = self._files.get(name)
         if cached is None or cached[0] != stamp:
-            cached = self._files[name] = (stamp, read_capped(path, self.caps.get(name, DEFAULT_CAP)))
+            cached = self._files[name] = (stamp, read_capped(path, self.caps.get(name, DEFAULT_CAP),
+                                                                within=self.workspace))
         return cached[1]
 
     def _group(self, name: str, files: tuple[str, ...]) -> Layer | None:

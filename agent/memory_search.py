@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, BinaryIO, Callable, Iterable
+
+from workspace.fdpath import locate, open_regular
 
 from .session import record_problem
 
@@ -142,19 +145,28 @@ class MemorySearch:
         return hits[:limit]
 
     # indexing ------------------------------------------------------------------
+    def _open(self, path: Path) -> BinaryIO:
+        """Workspace files through the workspace's folder descriptors (a link out is not read);
+        transcripts, in the daemon's own state folder, by path."""
+        if not path.is_relative_to(self.workspace):
+            return open(path, "rb")
+        with locate(self.workspace, str(path)) as loc:
+            return open(open_regular(loc), "rb")
+
     def _index(self, path: Path) -> _FileIndex:
         try:
-            stat = path.stat()
-        except FileNotFoundError:
+            fh = self._open(path)
+        except (OSError, ValueError):  # gone, or a link out of the workspace (PathOutsideWorkspace)
             self._cache.pop(path, None)
             return _FileIndex()
-        cached = self._cache.get(path)
-        if cached and cached.size == stat.st_size and cached.mtime_ns == stat.st_mtime_ns:
-            return cached
-        jsonl = path.suffix in (".jsonl", ".archived")
-        if cached is None or not jsonl or stat.st_size < cached.size:
-            cached = _FileIndex()
-        with open(path, "rb") as fh:
+        with fh:
+            stat = os.fstat(fh.fileno())
+            cached = self._cache.get(path)
+            if cached and cached.size == stat.st_size and cached.mtime_ns == stat.st_mtime_ns:
+                return cached
+            jsonl = path.suffix in (".jsonl", ".archived")
+            if cached is None or not jsonl or stat.st_size < cached.size:
+                cached = _FileIndex()
             fh.seek(cached.size)
             data = fh.read()
         complete = data[: data.rfind(b"\n") + 1] if jsonl else data  # a torn last line waits for its end

@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 from typing import Callable
 
 from pydantic import Field
 
-from workspace.guard import PathOutsideWorkspace
 
 from ..memory import Memory, MemoryProblem
 from ..memory_search import MemorySearch, record_text
 from ..session import record_problem, session_file_name
 from ..untrusted import wrap_untrusted
 from .base import Args, Tool, ToolContext, ToolError
-from .files import numbered, read_lines
+from .files import lines_of, numbered, pinned_file
 
 GET_CAP = 16_000
 RECORD_CAP = 4_000
@@ -119,13 +119,7 @@ class MemoryGet(Tool):
     async def _read(self, args: Arguments, ctx: ToolContext) -> str:
         if args.path.startswith("sessions/"):
             return self._transcript(args)
-        try:
-            path = ctx.workspace.resolve(args.path)
-        except PathOutsideWorkspace as exc:
-            raise ToolError(str(exc), "use a memory path like MEMORY.md, memory/2025-06-01.md or sessions/<file>.jsonl") from None
-        if not path.is_file():
-            raise ToolError(f"{args.path} does not exist", "take the path from a memory_search hit")
-        chosen, total = await asyncio.to_thread(read_lines, path, args.line, args.count, max_chars=GET_CAP)
+        chosen, total = await asyncio.to_thread(_workspace_lines, ctx, args)
         return _cap(numbered(chosen, args.line) or f"(no lines from line {args.line}; the file has {total})")
 
     def _transcript(self, args: Arguments) -> str:
@@ -156,6 +150,14 @@ class MemoryGet(Tool):
                 if len(out) >= args.count:
                     break
         return _cap("\n".join(out) or "(no conversation records from there)")
+
+
+def _workspace_lines(ctx: ToolContext, args: MemoryGet.Arguments) -> tuple[list[str], int | None]:
+    """The asked lines of a workspace memory file, opened through the workspace's folder descriptors."""
+    fh = pinned_file(ctx, args.path, "use a memory path like MEMORY.md, memory/2025-06-01.md or sessions/<file>.jsonl",
+                     "take the path from a memory_search hit")
+    with fh:
+        return lines_of(fh, os.fstat(fh.fileno()).st_size, args.line, args.count, max_chars=GET_CAP)
 
 
 def _own_transcripts(ctx: ToolContext) -> Callable[[str], bool]:
