@@ -28,6 +28,7 @@ from .events import DeltaBuffer, EventHub
 from .lanes import Lanes
 from .providers.base import ModelResponse, Provider, ProviderError
 from .session import Session, SessionManager
+from .taint import Taint
 from .tools import ToolContext, ToolOutcome, ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -189,7 +190,9 @@ class AgentLoop:
         where = msg.metadata.get("deliver") or {"channel": msg.channel, "chat_id": msg.chat_id}
         ctx = ToolContext(session_key=session.key, channel=where["channel"], chat_id=str(where["chat_id"]),
                           sender_id=msg.sender_id, run_id=msg.id, workspace=self.workspace, send=self.bus.publish_outbound,
-                          owner=acts_for_owner(msg))
+                          owner=acts_for_owner(msg), taint=Taint.of_message(msg.text, msg.metadata))
+        if recovering:  # what the run took in before a restart still taints it
+            ctx.taint.replay(_run_records(session, msg.id))
         if recovering and session.pending_tool_calls():
             await self._run_tools(session, session.pending_tool_calls(), ctx, recovering=True)
 
@@ -252,6 +255,7 @@ class AgentLoop:
             intent, done = session.journal(call["id"])
             if done is not None:
                 outcome = ToolOutcome(done["content"], bool(done.get("is_error")), "replayed")
+                ctx.taint.take_in(outcome.content, call["name"])
             elif intent is not None and self.tools.has_side_effects(call["name"]) and not self.tools.resumable(call["name"]):
                 outcome = ToolOutcome(UNKNOWN_OUTCOME, True, "unknown")
                 session.append("event", name="tool_outcome_unknown", id=call["id"], tool=call["name"])
@@ -273,6 +277,15 @@ def acts_for_owner(msg: InboundMessage) -> bool:
     """Set by whoever published the message (a channel that knows its owners, a trigger that knows
     whose job it runs), never by what the person wrote: absent means a guest."""
     return msg.metadata.get("owner") is True
+
+
+def _run_records(session: Session, run_id: str) -> list[dict[str, Any]]:
+    """The records a run appended after its user turn (runs of a session never interleave)."""
+    for index in range(len(session.records) - 1, -1, -1):
+        record = session.records[index]
+        if record.get("kind") == "user" and record.get("inbound_id") == run_id:
+            return session.records[index + 1:]
+    return []
 
 
 def _reply_metadata(msg: InboundMessage) -> dict[str, Any]:

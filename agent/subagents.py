@@ -68,6 +68,7 @@ class ChildSpec:
     sender_id: str
     owner: bool
     background: bool = False
+    tainted: str = ""  # the untrusted content the parent run had taken in: the child starts tainted
 
     @property
     def key(self) -> str:
@@ -152,7 +153,8 @@ class Subagents:
                          depth=spec.depth, background=spec.background, task=spec.task[:200],
                          budget={"turns": spec.turns, "tokens": spec.tokens})
         msg = InboundMessage(id=_run_id(spec), channel=spec.channel, chat_id=spec.chat_id, sender_id=spec.sender_id,
-                             session_key=spec.key, text=spec.task, metadata={"owner": spec.owner})
+                             session_key=spec.key, text=spec.task,
+                             metadata={"owner": spec.owner, "tainted": spec.tainted})
         async with self._slot(spec.depth):
             try:
                 text, kind = await self._loop(spec.depth).respond(session, msg, "subagent")

@@ -60,6 +60,11 @@ class CronTool(Tool):
             return None
         return f"scheduling a job that will send to {target}, not to this chat"
 
+    def lasting_effect(self, args: Arguments, ctx: ToolContext) -> str | None:
+        if args.action == "add":
+            return "schedules a cron job whose text will run later as a new turn (marked untrusted)"
+        return "removes a cron job" if args.action == "remove" else None
+
     def summarize(self, args: Arguments) -> str:
         when = args.at or args.every or args.cron or ""
         return f"cron {args.action} {args.id or ''}{when} {(args.message or '')[:120]}".strip()
