@@ -88,7 +88,7 @@ class CronTool(Tool):
                 raise ToolError("add needs a 'message'", "say what should happen when the job fires")
             job = service.add(message=args.message, at=args.at, every=args.every, cron=args.cron, tz=args.tz,
                               name=args.name, deliver=args.deliver if args.deliver is not None else _here(ctx),
-                              created_by=mine)
+                              created_by=mine, tainted="; ".join(ctx.taint.sources))
         except CronError as exc:
             raise ToolError(exc.message, "correct the argument it names and call cron again") from None
         public = job.public()
