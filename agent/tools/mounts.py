@@ -99,7 +99,7 @@ def _create(path: Path, folder: bool) -> None:
 
 def bwrap_argv(status: MountStatus, root: Path, read_only: list[Path], *, network: bool) -> list[str]:
     """The bubblewrap prefix: the host's tree as it is, `read_only` pinned read-only, maybe no network."""
-    argv = [status.bwrap, "--dev-bind", "/", "/", "--die-with-parent"]
+    argv = [status.bwrap, "--dev-bind", "/", "/"]
     if not network:
         argv.append("--unshare-net")
     pins: set[Path] = set()
