@@ -23,8 +23,10 @@ from agent.approvals import ApprovalBroker
 from agent.events import EventHub
 from agent.taint import Taint
 from agent.tools import ToolContext, ToolError, ToolRegistry
-from agent.tools.mounts import mount_status
+from agent.tools.mounts import MountStatus, mount_status
+from agent.tools.sandbox import SandboxPolicy
 from agent.tools.shell import Exec, child_env
+from config.schema import ExecSettings
 from tests.test_attacks_exec import Box, box  # noqa: F401  (box is a fixture)
 from tests.untrusted_support import plain_exec
 
@@ -155,6 +157,19 @@ async def test_in_a_tainted_run_the_approval_prompt_names_the_untrusted_content(
     assert request["reason"].startswith("untrusted content entered this run before this call (read_file: file "
                                         "inbox/mail.md"), request
     assert "may change the agent's own files" in request["summary"] and request["tainted"]
+
+
+def test_without_the_mount_layer_guest_and_tainted_runs_ask_for_every_program(ws: Box) -> None:
+    tool = Exec(ExecSettings(), sandbox=SandboxPolicy.for_paths(ws.paths),
+                mounts=lambda: MountStatus(False, "simulated: no bubblewrap"))
+    args = Exec.Arguments(argv=["cat", "notes.txt"])
+    assert tool.needs_approval(args, owner(ws)) is None  # the owner's own untainted run: as before
+    guest = tool.needs_approval(args, replace(ws.ctx, owner=False))
+    assert guest and "simulated: no bubblewrap" in guest and "a guest's" in guest
+    tainted = Taint()
+    tainted.add("web_fetch: http://example.test/")
+    assert "this run is tainted" in (tool.needs_approval(args, owner(ws, taint=tainted)) or "")
+    assert ws.tool().needs_approval(args, owner(ws, taint=tainted)) is None  # with the mounts: nothing to ask
 
 
 # the environment -------------------------------------------------------------------------------

@@ -123,9 +123,10 @@ class Exec(Tool):
             wanted.append("use the network")
         if wanted:
             return "the program may " + " and ".join(wanted)
-        if (ctx.taint.tainted or not ctx.owner) and not self._mounts().available:
-            return ("this host cannot keep the agent's own files read-only for programs "
-                    f"({self._mounts().detail}), and this run is {'tainted' if ctx.taint.tainted else 'a guest’s'}")
+        if (ctx.taint.tainted or not ctx.owner) and not (mounts := self._mounts()).available:
+            whose = "tainted" if ctx.taint.tainted else "a guest's"
+            return (f"this host cannot keep the agent's own files read-only for programs ({mounts.detail}), "
+                    f"and this run is {whose}")
         return None
 
     def _mounts(self) -> MountStatus:
