@@ -25,6 +25,7 @@ from .untrusted import TAG
 _OPENING = re.compile(rf'<{TAG} id="[0-9a-f]{{16}}" source="([^"\n]*)">')
 SOURCE_SHOWN = 100
 MAX_SOURCES = 5
+WARNING_SOURCES = 200
 
 
 @dataclass
@@ -54,8 +55,10 @@ class Taint:
 
     def warning(self) -> str:
         """The line an approval prompt starts with in a tainted run."""
-        return ("untrusted content entered this run before this call (" + "; ".join(self.sources) +
-                ") and may be what asked for it")
+        shown = "; ".join(self.sources)
+        if len(shown) > WARNING_SOURCES:  # the prompt's own reason must still fit (Telegram shows 500 characters)
+            shown = shown[:WARNING_SOURCES] + "…"
+        return f"untrusted content entered this run before this call ({shown}) and may be what asked for it"
 
     def note(self, reason: str) -> str:
         """`reason` for an approval prompt, led by the warning when the run is tainted."""
@@ -72,10 +75,16 @@ class Taint:
 
     def replay(self, records: Iterable[dict[str, Any]]) -> None:
         """Take in what a run recorded before a restart (its tool results), so recovery keeps the taint."""
+        names: dict[str, str] = {}
         for record in records:
-            if record.get("kind") == "tool_done":
-                self.take_in(str(record.get("content") or ""))
-            elif record.get("kind") == "tool_results":
+            kind = record.get("kind")
+            if kind == "tool_intent":
+                names[str(record.get("id"))] = str(record.get("name") or "")
+            elif kind == "tool_done":
+                self.take_in(str(record.get("content") or ""), names.get(str(record.get("id")), ""))
+            elif kind == "tool_results":
                 for result in record.get("results") or []:
-                    content = result.get("content") if isinstance(result, dict) else None
-                    self.take_in(content if isinstance(content, str) else str(content or ""))
+                    if isinstance(result, dict):
+                        content = result.get("content")
+                        self.take_in(content if isinstance(content, str) else str(content or ""),
+                                     names.get(str(result.get("tool_use_id")), ""))
