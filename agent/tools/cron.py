@@ -112,5 +112,6 @@ def _listing(jobs: list[Any]) -> str:
     for job in jobs:
         p = job.public()
         lines.append(f"- {job.id} \"{job.name}\" {p['describe']} · next {p['nextRun'] or '-'} · {p['state']}"
-                     f"{'' if job.enabled else ' (off)'} · last {p['lastStatus'] or '-'} · to {p['deliver']}")
+                     f"{'' if job.enabled else ' (off)'} · last {p['lastStatus'] or '-'} · to {p['deliver']}"
+                     f"{' · runs as untrusted' if job.tainted else ''}")
     return "\n".join(lines)
