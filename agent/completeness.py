@@ -32,6 +32,7 @@ from .providers.base import Provider
 from .run_view import Span, render_steps, run_user_text, span, start_index
 from .session import Session
 from .tasks import Step, Task, TaskStore
+from .tool_recovery import unknown_outcomes
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +104,9 @@ class CompletenessCheck:
                    analysis=check.analysis[:500], missing=check.missing[:10], supplements=len(supplements),
                    calls=result.calls, tokens=result.tokens)
         if check.is_complete:
-            return Verdict(text=answer + report(check, finished, None))
+            # A call a restart left with an unknown outcome is never part of "verified": the status says so
+            # and the loop names each such call under the answer.
+            return Verdict(text=answer + report(check, finished, None, unknown=len(unknown_outcomes(session, msg.id))))
         if not supplements or round_no >= self.settings.max_rounds:
             why = "still incomplete after the supplementary steps" if rounds else "incomplete"
             self._reopen(finished, f"completeness check: {why}: {'; '.join(check.missing) or check.analysis}")
@@ -163,8 +166,10 @@ class CompletenessCheck:
                 f"  {i}. [{s.status}] {s.text}" + (f" (verified: {s.verification})" if s.verification else "")
                 for i, s in enumerate(task.steps, 1)) + "\n"
         request = run_user_text(session, msg.id)
+        unknown = "".join(f"- {r.get('summary') or r.get('tool')}\n" for r in unknown_outcomes(session, msg.id))
+        unknown = f"Calls cut by a daemon restart, outcome unknown, not repeated:\n{unknown}" if unknown else ""
         return (f"Completeness check.\nGoal: {goal}\n" + (f"Request: {request[:1000]}\n" if request and request != goal else "")
-                + plan + f"Executed calls:\n{render_steps(run.steps)}\nThe agent's final answer:\n{answer[:2000]}\n"
+                + plan + f"Executed calls:\n{render_steps(run.steps)}\n{unknown}The agent's final answer:\n{answer[:2000]}\n"
                 f"Available tools:\n{tools}\nAt most {self.settings.max_supplements} supplements.")
 
     def _emit(self, session: Session, msg: InboundMessage, name: str, **fields: Any) -> None:
@@ -172,8 +177,9 @@ class CompletenessCheck:
         self.events.emit(name, session=session.key, run_id=msg.id, **fields)
 
 
-def report(check: Check | None, task: Task | None, problem: str | None) -> str:
-    """The block under a multi-step answer: what was done, how it was verified, what remains."""
+def report(check: Check | None, task: Task | None, problem: str | None, *, unknown: int = 0) -> str:
+    """The block under a multi-step answer: what was done, how it was verified, what remains;
+    `unknown` calls of the run (cut by a restart) keep "complete" from standing unqualified."""
     if task is not None:
         done = "; ".join(f"{s.text}" for s in task.steps if s.status == "done") or "no step verified"
         verified = "; ".join(s.verification for s in task.steps if s.verification) or "(no verification recorded)"
@@ -182,7 +188,10 @@ def report(check: Check | None, task: Task | None, problem: str | None) -> str:
         verified = (check.verification if check else "") or "(not stated)"
     if check is not None and check.verification and task is not None:
         verified = f"{verified} — check: {check.verification}"
-    if problem is None:
+    if problem is None and unknown:
+        remains = f"{unknown} call(s) cut by a daemon restart have an unknown outcome (listed below)"
+        status = "complete apart from calls whose outcome is unknown, which are not verified"
+    elif problem is None:
         remains, status = "nothing", "complete"
     else:
         remains = "; ".join(check.missing) if check and check.missing else (check.analysis if check else "unknown")

@@ -37,12 +37,20 @@ class EventHub:
 class DeltaBuffer:
     """Text deltas that arrive in one event-loop step go out as one event: a single read of a model
     stream often holds several, and every event is a frame to each watching client. The owner
-    calls `flush()` when the stream ends, so no delta is ever emitted after what follows it."""
+    calls `flush()` when the stream ends, so no delta is ever emitted after what follows it.
+    `restart()` (called by a provider whose attempt failed after some text) drops what is not yet
+    sent and tells the watchers that the text so far is not part of the answer."""
 
-    def __init__(self, emit: Callable[[str], None]) -> None:
+    def __init__(self, emit: Callable[[str], None], on_restart: Callable[[], None] | None = None) -> None:
         self._emit = emit
+        self._on_restart = on_restart
         self._parts: list[str] = []
         self._scheduled = False
+
+    def restart(self) -> None:
+        self._parts.clear()
+        if self._on_restart is not None:
+            self._on_restart()
 
     def __call__(self, text: str) -> None:
         if not text:

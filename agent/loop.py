@@ -7,8 +7,9 @@ and strictly serially within a session (lanes).
 
 Crash safety comes from the session log: a user turn is recorded once per inbound id; each
 tool call is journalled (intent before, done after); so a message replayed after a restart
-continues where its log stopped — a completed call is never executed again, and a side-
-effecting call with an intent but no result is reported to the model as unknown.
+continues where its log stopped — a completed call is never executed again, and a call with an
+intent but no result is resolved as its tool declares (agent/tool_recovery.py): run again,
+checked and finished, or reported unknown to the model and, under the answer, to the user.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from .lanes import Lanes
 from .providers.base import ModelResponse, Provider, ProviderError
 from .session import Session, SessionManager
 from .taint import Taint
+from .tool_recovery import crash_point, resolve, unknown_notice, unknown_outcomes
 from .tools import ToolContext, ToolOutcome, ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -36,11 +38,6 @@ log = logging.getLogger(__name__)
 TRUNCATED_CALL = (
     "Not run: this tool call was cut off by the output limit before its arguments were complete. "
     "Make it smaller: write large files in parts (write_file for the first part, then edit_file to append)."
-)
-UNKNOWN_OUTCOME = (
-    "The daemon restarted while this call was running, so its outcome is unknown. It was NOT "
-    "re-run because it has side effects. Check its effect (e.g. read the file, list the folder) "
-    "before deciding whether to run it again."
 )
 
 
@@ -171,7 +168,14 @@ class AgentLoop:
         self.bus.publish_outbound(out, answers=msg.id)
 
     async def respond(self, session: Session, msg: InboundMessage, mode: Mode = "normal") -> tuple[str, str]:
-        """Run the tool loop for `msg` and return (final text, kind)."""
+        """Run the tool loop for `msg` and return (final text, kind); calls a restart left with an
+        unknown outcome are named under the answer, so the person knows to check them."""
+        text, kind = await self._respond(session, msg, mode)
+        if kind == "reply":
+            text += unknown_notice(unknown_outcomes(session, msg.id))
+        return text, kind
+
+    async def _respond(self, session: Session, msg: InboundMessage, mode: Mode) -> tuple[str, str]:
         recovering = msg.id in session.inbound_seqs
         if recovering:
             finished = session.final_answer(msg.id)
@@ -250,27 +254,25 @@ class AgentLoop:
         session.append("tool_results", results=results, run_id=ctx.run_id)
 
     async def _run_tool(self, session: Session, call: dict[str, Any], ctx: ToolContext, recovering: bool) -> dict[str, Any]:
-        outcome = None
-        if recovering:
-            intent, done = session.journal(call["id"])
-            if done is not None:
-                outcome = ToolOutcome(done["content"], bool(done.get("is_error")), "replayed")
-                ctx.taint.take_in(outcome.content, call["name"])
-            elif intent is not None and self.tools.has_side_effects(call["name"]) and not self.tools.resumable(call["name"]):
-                outcome = ToolOutcome(UNKNOWN_OUTCOME, True, "unknown")
-                session.append("event", name="tool_outcome_unknown", id=call["id"], tool=call["name"])
+        outcome = await resolve(self.tools, self.events, session, call, ctx) if recovering else None
+        if outcome is not None:  # a result recorded before the restart taints the run as it did then
+            ctx.taint.take_in(outcome.content, call["name"])
         if outcome is None:
-            side_effects = self.tools.has_side_effects(call["name"])
-            session.append("tool_intent", durable=side_effects, id=call["id"], name=call["name"], input=call.get("input"))
-            if side_effects:  # the intent survives a power cut before the effect can happen
+            # A call whose outcome matters after a crash keeps its intent through a power cut.
+            durable = self.tools.has_side_effects(call["name"]) or self.tools.recovery(call["name"]) != "rerun"
+            session.append("tool_intent", durable=durable, id=call["id"], name=call["name"], input=call.get("input"))
+            if durable:  # the intent survives a power cut before the effect can happen
                 await session.flush()
+            crash_point(f"after_intent:{call['name']}")
             outcome = await self.tools.execute(call, ctx)
-            session.append("tool_done", durable=side_effects, id=call["id"], content=outcome.content,
+            crash_point(f"after_effect:{call['name']}")
+            session.append("tool_done", durable=durable, id=call["id"], content=outcome.content,
                            is_error=outcome.is_error, status=outcome.status)
         return {"tool_use_id": call["id"], "content": outcome.content, "is_error": outcome.is_error}
 
     def _delta_sink(self, session_key: str, run_id: str) -> DeltaBuffer:
-        return DeltaBuffer(lambda text: self.events.emit("text_delta", session=session_key, run_id=run_id, text=text))
+        return DeltaBuffer(lambda text: self.events.emit("text_delta", session=session_key, run_id=run_id, text=text),
+                           lambda: self.events.emit("text_restart", session=session_key, run_id=run_id))
 
 
 def acts_for_owner(msg: InboundMessage) -> bool:

@@ -21,6 +21,7 @@ from urllib.parse import quote, unquote
 
 from .durability import Durability
 from .errors import DomainError
+from .history_view import readable_history
 from .providers.base import text_of
 from .redact import redact
 from .untrusted import neutralise_markers
@@ -447,22 +448,8 @@ class Session:
         return ""
 
     def history(self, limit: int = 200) -> list[Record]:
-        """Readable history for clients: user and assistant text plus internal events."""
-        out: list[Record] = []
-        for record in self.records:
-            kind = record["kind"]
-            if kind == "user":
-                out.append({"role": "user", "text": record["text"], "ts": record.get("ts", 0.0)})
-            elif kind == "assistant":
-                text = text_of(record["content"])
-                tools = [b["name"] for b in record["content"] if b.get("type") == "tool_use"]
-                out.append({"role": "assistant", "text": text, "tools": tools, "ts": record.get("ts", 0.0)})
-            elif kind == "event":
-                entry = {"role": "event", "name": record.get("name"), "ts": record.get("ts", 0.0)}
-                if record.get("text"):
-                    entry["text"] = record["text"]
-                out.append(entry)
-        return out[-limit:]
+        """Readable history for clients: user and assistant text, tool steps, internal events."""
+        return readable_history(self.records, limit)
 
 
 def user_blocks(record: Record) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ prints a table:
    warm, with and without consolidated history.
 
     .venv/bin/python -m bench.context_bench [--turns 50]
+    .venv/bin/python -m bench.context_bench --first-request   # only 1., per section and per tool
 """
 
 from __future__ import annotations
@@ -57,6 +58,40 @@ def common_prefix(a: bytes, b: bytes) -> int:
         else:
             hi = mid - 1
     return lo
+
+
+HELLO_GOAL = 12_000  # bytes; tests/test_request_size_e2e.py holds the daemon to it
+
+
+def compact_size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+async def first_request(fake: FakeAnthropic, home: Path) -> tuple[dict[str, Any], int]:
+    """The body and size (Content-Length) of a fresh session's first request saying "hello"."""
+    proc = DaemonProcess(home, anthropic_url=fake.base_url)
+    proc.init()
+    proc.start()
+    try:
+        async with proc.client() as client:
+            fake.reset()
+            await client.chat("hello", session="hello")
+    finally:
+        proc.kill()
+    return fake.requests[0], int(fake.headers[0].get("content-length") or 0)
+
+
+def first_request_table(body: dict[str, Any], size: int) -> list[str]:
+    """What the first request is made of: the sections, then each tool, largest first."""
+    rows = [("whole request (Content-Length)", size, f"goal < {HELLO_GOAL:,} B: {'met' if size < HELLO_GOAL else 'NOT met'}")]
+    rows += [(section, compact_size(body.get(section, [])), f"{len(body.get(section, []))} entries")
+             for section in ("tools", "system", "messages")]
+    for tool in sorted(body.get("tools", []), key=compact_size, reverse=True):
+        rows.append((f"  tool {tool['name']}", compact_size(tool), f"description {len(tool.get('description', ''))} chars"))
+    width = max(len(r[0]) for r in rows)
+    lines = [f"{'part'.ljust(width)}  {'bytes':>7}  detail", f"{'-' * width}  {'-' * 7}  {'-' * 30}"]
+    lines += [f"{name.ljust(width)}  {n:>7,}  {detail}" for name, n, detail in rows]
+    return lines
 
 
 def section_sizes(body: dict[str, Any]) -> dict[str, int]:
@@ -160,7 +195,13 @@ def build_times(total: int) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=50)
+    parser.add_argument("--first-request", action="store_true", help="only the first request's size table")
     args = parser.parse_args(argv)
+    if args.first_request:
+        with FakeAnthropic() as fake, tempfile.TemporaryDirectory() as tmp:
+            body, size = asyncio.run(first_request(fake, Path(tmp) / "home"))
+        print("\n".join(first_request_table(body, size)))
+        return 0 if size < HELLO_GOAL else 1
     with FakeAnthropic() as fake, tempfile.TemporaryDirectory() as tmp:
         result = asyncio.run(conversation(args.turns, fake, Path(tmp) / "home"))
     hello = result["hello"]
@@ -169,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     small = build_times(1_000)
     large = build_times(10_000)
     rows = [
-        ("first request, fresh session, \"hello\"", f"{result['hello_bytes']:,} B (goal < 16 KB)",
+        ("first request, fresh session, \"hello\"", f"{result['hello_bytes']:,} B (goal < {HELLO_GOAL:,} B)",
          f"tools {parts['tools']:,} B ({len(hello.get('tools', []))} tools) · system {parts['system']:,} B "
          f"· messages {parts['messages']:,} B"),
         (f"prefix share, {args.turns}-turn tool conversation", f"{100 * statistics.mean(shares):.2f} % avg (goal >= 99 %)",

@@ -2,15 +2,38 @@
 
 Inbound: `chat.send` publishes to the bus. Outbound: a reply becomes a `chat` event with
 state final (or error) for the clients watching that session.
+
+Replies are numbered per session (`seq`, kept in the state database with the reply) so a
+client that lost its connection asks for what came after the last number it saw (connect
+`resume`, docs/protocol.md). A reply no client of its session received is not delivered:
+`send` waits until one has it — a client that subscribes or resumes — so the outbox row stays
+pending meanwhile and is sent again after a restart.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+import asyncio
+import json
+import sqlite3
+import time
+from typing import Any, Callable, Protocol
 
 from agent.bus import OutboundMessage
 
 from .base import Channel
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS gateway_chat (
+    session TEXT NOT NULL,
+    seq INTEGER NOT NULL,                      -- per session, from 1
+    outbox_id TEXT NOT NULL UNIQUE,            -- the reply's outbox row: a replayed reply keeps its number
+    payload TEXT NOT NULL,                     -- the `chat` event as clients get it
+    created_at REAL NOT NULL,
+    PRIMARY KEY (session, seq)
+);
+"""
+# Replies kept per session for clients catching up; older ones are read with chat.history.
+KEEP = 500
 
 
 class EventSink(Protocol):
@@ -24,8 +47,12 @@ NAME = "gateway"
 class GatewayChatChannel(Channel):
     name = NAME
 
-    def __init__(self, server: EventSink) -> None:
+    def __init__(self, server: EventSink, db: sqlite3.Connection) -> None:
         self.server = server
+        self.db = db
+        db.executescript(SCHEMA)
+        # session -> seq -> resolved once a client of the session has that reply
+        self._waiting: dict[str, dict[int, asyncio.Future[None]]] = {}
 
     async def start(self) -> None:
         return None  # the WebSocket server is started by the daemon
@@ -34,11 +61,63 @@ class GatewayChatChannel(Channel):
         return None
 
     async def send(self, msg: OutboundMessage) -> None:
-        state = "error" if msg.kind == "error" else "final"
+        """Return once a client of the session has the reply (then the dispatcher marks it delivered)."""
         # The chat id is the address (a gateway session); it differs from session_key when a
         # trigger (cron job in cron:<id>) delivers to a session people watch, e.g. gateway:main.
         target = msg.chat_id or msg.session_key
-        self.server.broadcast("chat", {
-            "session": target, "runId": msg.in_reply_to, "state": state,
-            "kind": msg.kind, "text": msg.text,
-        }, target)
+        payload = self._numbered(msg, target)
+        if self.server.broadcast("chat", payload, target) > 0:
+            return
+        seq = int(payload["seq"])
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(target, {})[seq] = waiter
+        try:
+            await waiter
+        finally:
+            waiting = self._waiting.get(target, {})
+            waiting.pop(seq, None)
+            if not waiting:
+                self._waiting.pop(target, None)
+
+    def _numbered(self, msg: OutboundMessage, target: str) -> dict[str, Any]:
+        """The reply's `chat` event with its number: the same number when the reply is sent again."""
+        row = self.db.execute("SELECT payload FROM gateway_chat WHERE outbox_id = ?", (msg.id,)).fetchone()
+        if row is not None:
+            return dict(json.loads(row[0]))
+        seq = self.last_seq(target) + 1
+        payload = {"session": target, "runId": msg.in_reply_to, "state": "error" if msg.kind == "error" else "final",
+                   "kind": msg.kind, "text": msg.text, "seq": seq}
+        self.db.execute("INSERT INTO gateway_chat(session, seq, outbox_id, payload, created_at) VALUES (?, ?, ?, ?, ?)",
+                        (target, seq, msg.id, json.dumps(payload, ensure_ascii=False), time.time()))
+        self.db.execute("DELETE FROM gateway_chat WHERE session = ? AND seq <= ?", (target, seq - KEEP))
+        return payload
+
+    def last_seq(self, session: str) -> int:
+        """The number of the session's latest reply (0: none yet)."""
+        return int(self.db.execute("SELECT MAX(seq) FROM gateway_chat WHERE session = ?", (session,)).fetchone()[0] or 0)
+
+    def waiting_sessions(self) -> list[str]:
+        """Sessions with a reply no client has had yet."""
+        return sorted(self._waiting)
+
+    def catch_up(self, session: str, since: int | None, deliver: Callable[[dict[str, Any]], bool]) -> int:
+        """Hand one client what it has not seen of a session: every kept reply numbered after
+        `since`, or without `since` only the replies no client has had yet. A reply `deliver`
+        accepted counts as delivered. Returns how many were handed over."""
+        if since is None:
+            seqs = sorted(self._waiting.get(session, {}))
+            rows = [r for s in seqs for r in self.db.execute(
+                "SELECT payload FROM gateway_chat WHERE session = ? AND seq = ?", (session, s))]
+        else:
+            rows = self.db.execute("SELECT payload FROM gateway_chat WHERE session = ? AND seq > ? ORDER BY seq",
+                                   (session, since)).fetchall()
+        sent = 0
+        for (raw,) in rows:
+            payload = json.loads(raw)
+            if not deliver(payload):
+                continue
+            sent += 1
+            waiter = self._waiting.get(session, {}).get(int(payload["seq"]))
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
+        return sent

@@ -18,7 +18,8 @@ from .paths import Paths
 from .schema import Settings
 
 ENV_PREFIX = "CLAWGATE_"
-_NOT_KEYS = {"CLAWGATE_HOME"}
+# Variables that are not settings: the home folder, and the crash point of crash tests (agent/tool_recovery.py).
+_NOT_KEYS = {"CLAWGATE_HOME", "CLAWGATE_CRASH_AT"}
 
 
 class ConfigError(Exception):

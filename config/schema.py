@@ -6,11 +6,13 @@ config file and `CLAWGATE_*` environment variables only override them.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import field_validator  # zone checks (cron, heartbeat)
+from pydantic import ValidationInfo
 
 from .mcp import McpSettings
 
@@ -34,6 +36,7 @@ class GatewaySettings(_Section):
         "idle sockets cannot exhaust the daemon's file descriptors"))
     event_loop: Literal["auto", "uvloop", "asyncio"] = Field("auto", description=(
         "the daemon's event loop: uvloop when installed (auto), or the standard asyncio loop"))
+    tick_seconds: float = Field(30.0, ge=0.1, le=3600, description="how often every client gets a `tick` event")
 
 
 class AnthropicSettings(_Section):
@@ -146,10 +149,27 @@ class TranscriptionSettings(_Section):
     timeout_seconds: float = Field(60.0, gt=0)
 
 
+CLOUD_FILE_BYTES = 20 * 1024 * 1024   # Telegram's cloud Bot API serves bots files up to 20 MB
+LOCAL_FILE_BYTES = 2000 * 1024 * 1024  # a self-hosted Bot API server: Telegram's 2000 MB file limit
+
+
+def _bot_api_url(value: str | None) -> str | None:
+    """A Bot API server's address with or without the trailing /bot (or slash); kept ending in /bot,
+    which is what the Telegram library appends the token to (files are served at .../file/bot)."""
+    if value is None or not value.strip():
+        return None
+    url = value.strip().rstrip("/")
+    if not re.match(r"^https?://[^/\s]+", url):
+        raise ValueError(f"base_url {value!r} is not an http(s) URL; give the Bot API server's address, "
+                         "e.g. http://127.0.0.1:8081/bot")
+    return url if url.endswith("/bot") else url + "/bot"
+
+
 class TelegramSettings(_Section):
     enabled: bool | None = None  # None: on when a token is present
     token: str | None = None  # normally from TELEGRAM_BOT_TOKEN
-    base_url: str | None = None
+    base_url: str | None = Field(None, description=(
+        "a self-hosted Bot API server, with or without the trailing /bot, e.g. http://127.0.0.1:8081"))
     allow_from: list[str] = Field(default_factory=list)
     # The person this agent works for (user ids or @usernames): always admitted, the only ones who
     # may approve risky tool calls, and the only ones whose runs see everyone's data. Paired and
@@ -174,8 +194,9 @@ class TelegramSettings(_Section):
     pairing_check_seconds: float = Field(2.0, gt=0, description="how often approvals made by the CLI are noticed")
     ack_reaction: str = Field("👀", max_length=8, description="reaction put on a message once it is accepted; empty: none")
     files_dir: str = Field("inbox", min_length=1, description="workspace folder for documents users send")
-    max_file_bytes: int = Field(20 * 1024 * 1024, ge=1, le=20 * 1024 * 1024,
-                                description="largest document accepted (the Bot API serves at most 20 MB)")
+    max_file_bytes: int = Field(CLOUD_FILE_BYTES, ge=1, le=LOCAL_FILE_BYTES, description=(
+        "largest document accepted: up to 20 MiB with Telegram's own Bot API (all it serves to bots), "
+        "up to 2000 MiB with a self-hosted Bot API server in base_url"))
     # Webhook mode (instead of long polling): Telegram POSTs updates to webhook_url, which a reverse
     # proxy forwards to webhook_listen:webhook_port. Empty: long polling.
     webhook_url: str | None = Field(None, pattern=r"^https?://", description="public URL Telegram posts updates to")
@@ -185,6 +206,18 @@ class TelegramSettings(_Section):
                                        description="checked on every webhook request; default: derived from the token")
     # Voice notes are refused unless this is set; then they are transcribed and read as text.
     transcription: TranscriptionSettings | None = None
+
+    _base_url = field_validator("base_url")(_bot_api_url)
+
+    @field_validator("max_file_bytes")
+    @classmethod
+    def _file_limit(cls, value: int, info: ValidationInfo) -> int:
+        """A limit the server cannot serve is refused here, never cut silently: what is set is honoured."""
+        base_url = info.data.get("base_url")
+        if (base_url is None or "://api.telegram.org/" in base_url) and value > CLOUD_FILE_BYTES:
+            raise ValueError(f"above the 20 MiB ({CLOUD_FILE_BYTES}) that Telegram's Bot API serves to bots; "
+                             "lower it, or point base_url at a self-hosted Bot API server (up to 2000 MiB)")
+        return value
 
 
 class ChannelSettings(_Section):

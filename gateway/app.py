@@ -227,7 +227,9 @@ class App:
         # the gateway and the channels
         self.server = GatewayServer(settings.gateway, build_methods(self.services))
         self.events.subscribe(self.server.on_event)
-        self.channels: dict[str, Channel] = {"gateway": GatewayChatChannel(self.server)}
+        gateway_chat = GatewayChatChannel(self.server, self.db)
+        self.server.backlog = gateway_chat  # a (re)connecting client catches up on the replies it missed
+        self.channels: dict[str, Channel] = {"gateway": gateway_chat}
         if (telegram := build_telegram(settings.channels.telegram, self.services, self.db,
                                        workspace=workspace.root)) is not None:
             self.channels["telegram"] = telegram

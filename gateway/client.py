@@ -29,12 +29,15 @@ class GatewayError(Exception):
 
 class GatewayClient:
     def __init__(self, url: str, token: str | None, *, subscribe: list[str] | str | None = None,
-                 events: list[str] | None = None, open_timeout: float = 10.0) -> None:
-        """`open_timeout`: how long the WebSocket handshake may take (a refused connection fails at once)."""
+                 events: list[str] | None = None, open_timeout: float = 10.0,
+                 resume: dict[str, int] | None = None) -> None:
+        """`open_timeout`: how long the WebSocket handshake may take (a refused connection fails at once).
+        `resume`: session -> number of the last reply seen; the replies after it are sent again."""
         self.open_timeout = open_timeout
         self.url = url
         self.token = token
         self.subscribe = subscribe
+        self.resume = resume
         self.wanted = events  # event names to receive (None: all), e.g. ["chat"] for a plain chat client
         self.ws: ClientConnection | None = None
         self.hello: dict[str, Any] = {}
@@ -48,6 +51,8 @@ class GatewayClient:
             params["subscribe"] = self.subscribe
         if self.wanted is not None:
             params["events"] = self.wanted
+        if self.resume:
+            params["resume"] = self.resume
         self.hello = await self.request("connect", params)
         return self
 

@@ -22,7 +22,7 @@ def check_mcp(paths: Paths, settings: Settings, offline: bool) -> list[tuple[str
     workspace = Path(settings.agent.workspace).expanduser() if settings.agent.workspace else paths.default_workspace
     out: list[tuple[str, str, str, str]] = []
     if settings.mcp.servers:
-        from agent.mcp.connection import describe, probe  # the SDK is slow to import: only when needed
+        from agent.mcp.connection import ProbeFailed, probe  # the SDK is slow to import: only when needed
     for name, server in settings.mcp.servers.items():
         label = f"mcp {name}"
         if not server.enabled:
@@ -33,11 +33,16 @@ def check_mcp(paths: Paths, settings: Settings, offline: bool) -> list[tuple[str
             continue
         quick = server.model_copy(update={"startup_timeout_seconds": min(server.startup_timeout_seconds, PROBE_SECONDS)})
         try:
-            count = asyncio.run(probe(name, quick, cwd=workspace, stderr_file=paths.logs / f"mcp-{name}.log"))
-        except Exception as exc:
-            out.append((label, "fail", f"did not start: {describe(exc, server)}",
+            count, task_only = asyncio.run(probe(name, quick, cwd=workspace,
+                                                 stderr_file=paths.logs / f"mcp-{name}.log"))
+        except ProbeFailed as exc:
+            out.append((label, "fail", f"did not start: {exc}",
                         f"fix mcp.servers.{name} in config.toml; the server's own messages are in "
                         f"{paths.logs / f'mcp-{name}.log'}"))
             continue
-        out.append((label, "ok", f"started and listed {count} tool(s)", ""))
+        detail = f"started and listed {count} tool(s)"
+        if task_only:
+            detail += (f"; {len(task_only)} more not offered to the model, they run only as MCP tasks: "
+                       f"{', '.join(task_only[:5])}")
+        out.append((label, "ok", detail, ""))
     return out

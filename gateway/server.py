@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import time
 from http import HTTPStatus
-from typing import Any, cast
+from typing import Any, Callable, Protocol, cast
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -83,6 +84,16 @@ def _admitted_connections(admission: Admission) -> type[ServerConnection]:
     return AdmittedConnection
 
 
+class ChatBacklog(Protocol):
+    """The gateway chat channel's numbered replies (channels/gateway_chat.py), for catching a client up."""
+
+    def catch_up(self, session: str, since: int | None, deliver: Callable[[dict[str, Any]], bool]) -> int: ...
+
+    def waiting_sessions(self) -> list[str]: ...
+
+    def last_seq(self, session: str) -> int: ...
+
+
 class GatewayServer:
     def __init__(self, settings: GatewaySettings, methods: MethodTable) -> None:
         self.settings = settings
@@ -96,6 +107,7 @@ class GatewayServer:
         self.admission = Admission(settings.max_unauthenticated)
         self._site = StaticSite()
         self._origins: set[str] = set(settings.allowed_origins)
+        self.backlog: ChatBacklog | None = None  # set by the daemon once the chat channel exists
 
     @property
     def port(self) -> int:
@@ -139,19 +151,29 @@ class GatewayServer:
 
     # events ------------------------------------------------------------------
     def broadcast(self, name: str, payload: dict[str, Any], session: str | None = None) -> int:
+        """Send an event to the clients watching `session` (all with None); how many took it."""
         if session is None:
             targets = list(self.connections)
         else:
             targets = list(self._watch_all | self._watchers.get(session, set()))
-        for conn in targets:
-            conn.event(name, payload)
-        return len(targets)
+        return sum(conn.event(name, payload) for conn in targets)
+
+    def _catch_up(self, conn: Connection, session: str) -> None:
+        """Hand a client the replies of `session` it missed: after its `resume` number, else the undelivered."""
+        if self.backlog is not None:
+            self.backlog.catch_up(session, conn.resume.pop(session, None), lambda payload: conn.event("chat", payload))
+
+    def last_chat_seq(self, session: str) -> int:
+        return self.backlog.last_seq(session) if self.backlog is not None else 0
 
     def on_event(self, event: Event) -> None:
         """Hub subscriber: translate run events into protocol events."""
         kind, session = event["type"], event.get("session")
         if kind == "text_delta":
             self.broadcast("chat", {"session": session, "runId": event["run_id"], "state": "delta", "text": event["text"]}, session)
+        elif kind == "text_restart":  # the streamed text so far is not the answer: a retry starts it again
+            self.broadcast("chat", {"session": session, "runId": event["run_id"], "state": "delta", "text": "",
+                                    "restart": True}, session)
         elif kind in AGENT_STREAMS:
             payload = {k: v for k, v in event.items() if k not in ("type", "run_id")}
             payload.update(stream=kind, runId=event.get("run_id"))
@@ -170,9 +192,10 @@ class GatewayServer:
             self.broadcast("checkpoint", {**payload, "action": CHECKPOINT_ACTIONS[kind]}, session)
 
     async def _ticker(self) -> None:
+        """A liveness beat; `ts` is epoch seconds (wall clock) so clients can show and compare it."""
         while True:
-            await asyncio.sleep(30)
-            self.broadcast("tick", {"ts": asyncio.get_running_loop().time()})
+            await asyncio.sleep(self.settings.tick_seconds)
+            self.broadcast("tick", {"ts": time.time()})
 
     # one client --------------------------------------------------------------
     async def _serve(self, ws: ServerConnection) -> None:
@@ -185,9 +208,13 @@ class GatewayServer:
             self._watch_all.add(conn)
         try:
             async for data in ws:
-                frame = await self._dispatch(conn, data)
-                if frame is not None:
-                    conn.send(frame)
+                conn.hold()  # the response first, then the events the request caused (docs/protocol.md)
+                try:
+                    frame = await self._dispatch(conn, data)
+                    if frame is not None:
+                        conn.send(frame)
+                finally:
+                    conn.release()
         except ConnectionClosed:
             pass
         finally:
@@ -219,6 +246,10 @@ class GatewayServer:
             return None
         except ConnectionClosed:
             return None
+        if isinstance(first, bytes):
+            # 1003: a data type this endpoint does not accept (RFC 6455 7.4.1); say which one it wants
+            await ws.close(1003, "binary frame refused: send connect as a JSON text frame (websocat: use --text)")
+            return None
         try:
             request = protocol.parse_request(first)
         except protocol.ProtocolError:
@@ -237,7 +268,9 @@ class GatewayServer:
             return None
         self.admission.done(ws)  # authenticated: no longer counts against the unauthenticated limit
         wanted = request.params.get("events")
+        resume = request.params.get("resume") or {}
         problem = _events_problem(wanted) if wanted is not None else None
+        problem = problem or _resume_problem(resume)
         if problem is not None:  # before the connection is registered anywhere
             await ws.send(protocol.response_error(request.id, protocol.INVALID_PARAMS, problem))
             await ws.close(1008, "invalid connect params")
@@ -245,13 +278,20 @@ class GatewayServer:
         conn = Connection(ws, self.settings.send_queue, self._watchers)
         conn.wanted = frozenset(wanted) if wanted is not None else None
         conn.client = request.params.get("client") if isinstance(request.params.get("client"), dict) else {}
+        conn.resume = dict(resume)
+        conn.on_subscribe = self._catch_up
+        conn.chat_seq = self.last_chat_seq
         subscribe = request.params.get("subscribe")
         if subscribe == "*" or (isinstance(subscribe, list) and "*" in subscribe):
             conn.all_sessions = True
+            for session in sorted(set(resume) | set(self.backlog.waiting_sessions() if self.backlog else ())):
+                self._catch_up(conn, session)
         elif isinstance(subscribe, list):
             for session in subscribe:
                 if isinstance(session, str):
                     conn.subscribe(session)
+        for session in list(conn.resume):  # a resumed session is watched too
+            conn.subscribe(session)
         await ws.send(protocol.response_ok(request.id, {
             "protocol": protocol.PROTOCOL_VERSION,
             "server": {"name": "clawgate", "version": __version__},
@@ -259,6 +299,14 @@ class GatewayServer:
             "events": EVENTS,
         }))
         return conn
+
+
+def _resume_problem(resume: Any) -> str | None:
+    """Why a connect's `resume` is unusable, in one line; None when it is fine."""
+    if not isinstance(resume, dict) or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0 for k, v in resume.items()):
+        return "connect: resume: must map session keys to the last reply number seen, e.g. {\"main\": 12}"
+    return None
 
 
 def _events_problem(wanted: Any) -> str | None:

@@ -35,12 +35,20 @@ def test_next_after_is_strictly_after_a_fire_time() -> None:
 
 
 @pytest.mark.parametrize("field, names", [
-    ("1-5", "mon-fri"), ("0", "sun"), ("7", "sun"), ("0,6", "sat,sun"), ("*/2", "tue,thu,sat,sun"),
-    ("sun-sat", "mon-sun"), ("MON", "mon"), ("mon-fri/2", "mon,wed,fri"), ("*", "*"),
+    ("1-5", "Mon Tue Wed Thu Fri"), ("0", "Sun"), ("7", "Sun"), ("0,6", "Sat Sun"), ("*/2", "Tue Thu Sat Sun"),
+    ("sun-sat", "Mon Tue Wed Thu Fri Sat Sun"), ("MON", "Mon"), ("mon-fri/2", "Mon Wed Fri"),
+    ("*", "Mon Tue Wed Thu Fri Sat Sun"), ("fri-sun", "Fri Sat Sun"), ("sat-mon", "Sat Sun Mon"),
+    ("5-1/2", "Fri Sun"), ("?", "Mon Tue Wed Thu Fri Sat Sun"), ("monday-wednesday", "Mon Tue Wed"),
 ])
-def test_day_of_week_numbers_are_read_the_crontab_way(field: str, names: str) -> None:
-    # apscheduler 3 counts 0 as Monday; a pasted crontab means Sunday. We store names.
-    assert Schedule.cron(f"0 9 * * {field}").expr == f"0 9 * * {names}"
+def test_day_of_week_is_read_the_crontab_way(field: str, names: str) -> None:
+    # 0 and 7 are Sunday; a range that ends before it starts wraps around the week
+    plan = Schedule.cron(f"0 9 * * {field}", "UTC")
+    t, days = utc(2025, 3, 2, 12, 0), set()  # a Sunday
+    for _ in range(14):
+        t = plan.next_after(t)
+        days.add(datetime.fromtimestamp(t, timezone.utc).strftime("%a"))
+    order = "Mon Tue Wed Thu Fri Sat Sun".split()
+    assert sorted(days, key=order.index) == sorted(names.split(), key=order.index)
 
 
 def test_sunday_zero_really_fires_on_sunday() -> None:
@@ -69,9 +77,13 @@ def test_at_forms() -> None:
 
 @pytest.mark.parametrize("call, words", [
     (lambda: Schedule.cron("0 9 * *"), "4 field(s)"),
-    (lambda: Schedule.cron("61 * * * *"), "higher than the maximum"),
+    (lambda: Schedule.cron("61 * * * *"), "bad minute field '61'; use 0-59"),
     (lambda: Schedule.cron("0 9 * * funday"), "day-of-week"),
-    (lambda: Schedule.cron("0 9 * * 3-1"), "low-high"),
+    (lambda: Schedule.cron("0 9 31 2 *"), "bad day-of-month field '31'"),
+    (lambda: Schedule.cron("0 ? * * *"), "only for day-of-month or day-of-week"),
+    (lambda: Schedule.cron("@fortnightly"), "unknown macro; use one of @yearly"),
+    (lambda: Schedule.cron("0 9 * * mon#6"), "bad day-of-week field 'mon#6'"),
+    (lambda: Schedule.cron("*/0 * * * *"), "bad minute field"),
     (lambda: Schedule.cron("0 9 * * *", "Mars/Olympus"), "unknown time zone 'Mars/Olympus'"),
     (lambda: Schedule.once("2001-01-01T00:00"), "in the past"),
     (lambda: Schedule.once("tomorrowish"), "ISO-8601"),

@@ -271,3 +271,29 @@ def test_config_reads_openai_compat_and_its_key_from_the_environment(tmp_path):
     with pytest.raises(ConfigError) as info:
         load_settings(Paths(tmp_path), {"CLAWGATE_PROVIDERS__OPENAI_COMPAT": '{"model": "llama3.1"}'})
     assert "providers.openai_compat.base_url" in str(info.value) and "\n" not in str(info.value)
+
+
+async def test_duplicate_tool_call_ids_from_the_server_are_made_unique_before_they_are_stored(daemon_factory):
+    """A server that numbers its calls anew in each reply (and one that repeats an id within a reply):
+    the stored ids are unique, so the next request is not refused (the fake refuses duplicates)."""
+    twice = {"message": {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_0", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a.txt"}'}},
+        {"id": "call_0", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "b.txt"}'}},
+    ]}, "finish_reason": "tool_calls"}
+    with FakeOpenAI() as local:
+        local.enqueue(chat_tool_call("list_dir", {"path": "."}, call_id="call_0"), twice,
+                      chat_text("a.txt says A, b.txt says B."))
+        daemon = daemon_factory({"CLAWGATE_PROVIDERS__OPENAI_COMPAT": json.dumps({"base_url": local.base_url,
+                                                                                   "model": "local"})}, model=False)
+        (daemon.workspace / "a.txt").write_text("A")
+        (daemon.workspace / "b.txt").write_text("B")
+        async with daemon.client() as client:
+            final = await client.chat("what do a.txt and b.txt say?")
+        assert final["state"] == "final" and final["text"] == "a.txt says A, b.txt says B.", final
+        assert len(local.requests) == 3
+        last = local.requests[-1]["messages"]
+        ids = [c["id"] for m in last for c in m.get("tool_calls") or []]
+        assert ids[0] == "call_0" and len(set(ids)) == 3
+        results = {m["tool_call_id"]: m["content"] for m in last if m["role"] == "tool"}
+        assert set(results) == set(ids)  # every result answers its own call
+        assert "1\tA\n" in results[ids[1]] and "1\tB\n" in results[ids[2]]

@@ -106,7 +106,8 @@ async def test_same_idempotency_key_twice_is_answered_once_even_across_restart(d
             if frame["event"] == "chat" and frame["payload"]["state"] == "final":
                 break
         second = await client.request("chat.send", {"session": "d", "text": "once", "idempotencyKey": "k1"})
-    assert first["status"] == "accepted" and second == {"runId": first["runId"], "status": "duplicate"}
+    # seq: the number of the session's last reply when the retry came (the first answer's)
+    assert first["status"] == "accepted" and second == {"runId": first["runId"], "status": "duplicate", "seq": 1}
     daemon.restart()
     async with daemon.client() as client:
         third = await client.request("chat.send", {"session": "d", "text": "once", "idempotencyKey": "k1"})

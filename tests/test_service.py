@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import configparser
 import os
-import shlex
+import shutil
 import stat
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from config.paths import Paths
+from gateway.cli.service import unit_text
 from tests.harness import ROOT, DaemonProcess
 
 
@@ -25,6 +29,150 @@ def parse_unit(text: str) -> configparser.ConfigParser:
     return unit
 
 
+# --- a small reader of systemd.syntax(7), enough to read back what the unit says ----------------
+_ESCAPES = {"\\": "\\", '"': '"', "'": "'", "n": "\n", "t": "\t", "r": "\r", "s": " ", "a": "\a", "b": "\b",
+            "f": "\f", "v": "\v"}
+
+
+def systemd_words(value: str) -> list[str]:
+    """Words as systemd's extract_first_word(UNQUOTE | CUNESCAPE) splits a value: quotes group,
+    backslash escapes are C escapes (in and out of quotes)."""
+    words: list[str] = []
+    i, n = 0, len(value)
+    while True:
+        while i < n and value[i] in " \t":
+            i += 1
+        if i >= n:
+            return words
+        word: list[str] = []
+        quote: str | None = None
+        while i < n:
+            ch = value[i]
+            if quote and ch == quote:
+                quote, i = None, i + 1
+                continue
+            if not quote and ch in " \t":
+                break
+            if not quote and ch in "\"'":
+                quote, i = ch, i + 1
+                continue
+            if ch == "\\":
+                code = value[i + 1]
+                if code == "x":
+                    word.append(chr(int(value[i + 2:i + 4], 16)))
+                    i += 4
+                    continue
+                assert code in _ESCAPES, f"unknown escape \\{code} in {value!r}"
+                word.append(_ESCAPES[code])
+                i += 2
+                continue
+            word.append(ch)
+            i += 1
+        assert quote is None, f"unterminated quote in {value!r}"
+        words.append("".join(word))
+
+
+def specifiers(value: str) -> str:
+    """systemd expands %x specifiers; the unit must only use %% (a literal %)."""
+    out, i = [], 0
+    while i < len(value):
+        if value[i] == "%":
+            assert value[i + 1:i + 2] == "%", f"an unescaped specifier in {value!r}"
+            out.append("%")
+            i += 2
+        else:
+            out.append(value[i])
+            i += 1
+    return "".join(out)
+
+
+def dollars(word: str) -> str:
+    """ExecStart= arguments expand $VAR; the unit must only use $$ (a literal $)."""
+    out, i = [], 0
+    while i < len(word):
+        if word[i] == "$":
+            assert word[i + 1:i + 2] == "$", f"a variable would be expanded in {word!r}"
+            out.append("$")
+            i += 2
+        else:
+            out.append(word[i])
+            i += 1
+    return "".join(out)
+
+
+def read_unit(text: str) -> dict[str, dict[str, list[str]]]:
+    """Sections of key -> raw values (a key may repeat); comments and blank lines skipped."""
+    sections: dict[str, dict[str, list[str]]] = {}
+    current: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("["):
+            current = sections.setdefault(line.strip("[]"), {})
+            continue
+        key, sep, value = line.partition("=")
+        assert sep and not line.endswith("\\"), f"not a setting: {line!r}"
+        current.setdefault(key.strip(), []).append(value.strip())
+    return sections
+
+
+def service_command(unit: dict[str, dict[str, list[str]]]) -> list[str]:
+    """What systemd runs: the program path as written (it must be one systemd accepts), then the arguments."""
+    (raw,) = unit["Service"]["ExecStart"]
+    program, *args = systemd_words(specifiers(raw))
+    assert program.startswith("/") and not any(c in program for c in "\"'\\$") and program.isprintable(), program
+    return [program, *(dollars(a) for a in args)]
+
+
+def service_env(unit: dict[str, dict[str, list[str]]]) -> dict[str, str]:
+    pairs = [w for raw in unit["Service"].get("Environment", []) for w in systemd_words(specifiers(raw))]
+    return dict(p.split("=", 1) for p in pairs)
+
+
+AWKWARD = ["with space", "100% sure", 'say "hi"', "it's", "back\\slash", "ünïcödé ✓ 日本", "$HOME and ${X}",
+           "all of it % \" ' \\ $ é"]
+
+
+@pytest.mark.parametrize("name", AWKWARD)
+def test_units_for_awkward_paths_read_back_as_written(tmp_path: Path, name: str) -> None:
+    home = tmp_path / f"home {name}"
+    python = tmp_path / f"venv {name}" / "bin" / "python3"
+    python.parent.mkdir(parents=True)
+    python.symlink_to(sys.executable)
+    home.mkdir()
+    text = unit_text(Paths(home), python=str(python))
+    unit = read_unit(text)
+    command = service_command(unit)
+    expected = [str(python), "-m", "gateway.cli", "gateway"]
+    assert command in (expected, ["/usr/bin/env", *expected]), command
+    assert service_env(unit) == {"CLAWGATE_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+    assert specifiers(unit["Service"]["WorkingDirectory"][0]) == str(home)
+    assert specifiers(unit["Service"]["EnvironmentFile"][0]) == f"-{home}/gateway.env"
+    # a user manager has no network-online.target: no ordering on it
+    settings = [v for section in unit.values() for values in section.values() for v in values]
+    assert not any("network-online" in v for v in settings) and "After" not in unit["Unit"] and "Wants" not in unit["Unit"]
+    # the command really runs (through env(1) where the path needs it)
+    ran = subprocess.run([*command[:-3], "-c", "import sys; print(sys.executable)"], capture_output=True, text=True,
+                         timeout=60)
+    assert ran.returncode == 0 and ran.stdout.strip() == str(python), ran.stderr
+    # systemd's own reader, where the machine has it
+    if shutil.which("systemd-analyze"):
+        folder = tmp_path / "units"
+        folder.mkdir()
+        (folder / "clawgate.service").write_text(text, encoding="utf-8")
+        verify = subprocess.run(["systemd-analyze", "verify", str(folder / "clawgate.service")],
+                                capture_output=True, text=True, timeout=120)
+        assert verify.returncode == 0 and "clawgate.service" not in verify.stdout + verify.stderr, verify.stderr
+
+
+def test_a_home_systemd_cannot_hold_is_one_line(tmp_path: Path) -> None:
+    proc = DaemonProcess(tmp_path / "home ", anthropic_url=None)  # a trailing space: systemd trims it
+    out = cli(proc, "gateway", "install", "--print")
+    assert out.returncode == 2 and out.stdout == "" and out.stderr.count("\n") == 1, out.stderr
+    assert "cannot be written in a systemd unit" in out.stderr and "Traceback" not in out.stderr
+
+
 def no_systemctl(tmp_path: Path) -> dict[str, str]:
     empty = tmp_path / "empty-bin"
     empty.mkdir(exist_ok=True)
@@ -36,9 +184,9 @@ def test_print_shows_the_unit(tmp_path: Path) -> None:
     out = cli(proc, "gateway", "install", "--print")
     assert out.returncode == 0, out.stderr
     unit = parse_unit(out.stdout)["Service"]
-    assert shlex.split(unit["ExecStart"]) == [sys.executable, "-m", "gateway.cli", "gateway"]
+    assert service_command(read_unit(out.stdout)) == [sys.executable, "-m", "gateway.cli", "gateway"]
     assert unit["Restart"] == "on-failure" and "5" in unit["RestartPreventExitStatus"].split()
-    assert f"\nEnvironment=CLAWGATE_HOME={proc.home}\n" in out.stdout
+    assert service_env(read_unit(out.stdout))["CLAWGATE_HOME"] == str(proc.home)
     assert f"EnvironmentFile=-{proc.home}/gateway.env" in out.stdout
     assert parse_unit(out.stdout)["Install"]["WantedBy"] == "default.target"
     assert not (tmp_path / "xdg").exists()
@@ -101,10 +249,10 @@ def test_the_unit_respects_the_single_instance_lock(daemon, tmp_path: Path) -> N
     assert status.returncode == 0 and f"running (pid {daemon.proc.pid})" in status.stdout
     # What systemd would run, with the environment the unit gives it: the lock refuses it (exit 5,
     # which RestartPreventExitStatus lists, so systemd does not retry it forever).
-    unit = parse_unit(cli(daemon, "gateway", "install", "--print").stdout)["Service"]
-    service_env = {k: v for k, v in os.environ.items() if not k.startswith("CLAWGATE_")}
-    service_env.update(line.split("=", 1) for line in (daemon.home / "gateway.env").read_text().splitlines()
+    unit = read_unit(cli(daemon, "gateway", "install", "--print").stdout)
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("CLAWGATE_")}
+    environment.update(line.split("=", 1) for line in (daemon.home / "gateway.env").read_text().splitlines()
                        if "=" in line and not line.startswith("#"))
-    service_env["CLAWGATE_HOME"] = str(daemon.home)
-    ran = subprocess.run(shlex.split(unit["ExecStart"]), env=service_env, capture_output=True, text=True, timeout=60)
+    environment["CLAWGATE_HOME"] = str(daemon.home)
+    ran = subprocess.run(service_command(unit), env=environment, capture_output=True, text=True, timeout=60)
     assert ran.returncode == 5 and "already running" in ran.stderr

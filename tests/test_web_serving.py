@@ -6,16 +6,18 @@ No browser needed: these hold on any machine. tests/test_web_e2e.py drives the p
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import http.client
 import json
+import re
 
 import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from gateway.web import page_origins, page_url
+from gateway.web import CSP, page_origins, page_url
 from tests.fakes.anthropic_api import text
-from tests.harness import TOKEN, DaemonProcess
+from tests.harness import ROOT, TOKEN, DaemonProcess
 
 
 def get(daemon: DaemonProcess, path: str, method: str = "GET") -> http.client.HTTPResponse:
@@ -109,3 +111,26 @@ def test_page_origins_are_loopback_plus_a_specific_bind_address():
     assert page_origins("0.0.0.0", 8) == page_origins("::", 8) == loopback  # wildcard: list others in config
     assert page_origins("192.168.1.5", 8) == loopback | {"http://192.168.1.5:8"}
     assert page_url("0.0.0.0", 8) == "http://127.0.0.1:8/" and page_url("fd00::2", 8) == "http://[fd00::2]:8/"
+
+
+def test_the_vendored_renderer_and_sanitizer_are_served_as_published(daemon):
+    """marked and DOMPurify are plain static files (no build step): served as scripts under the
+    same CSP, their licence headers intact, and the versions README names are the ones shipped."""
+    readme = (ROOT / "README.md").read_text()
+    versions = (ROOT / "gateway/web/static/vendor/VERSIONS").read_text()
+    for asset, header in (("marked.umd.js", "marked v{v} - a markdown parser"),
+                          ("purify.min.js", "@license DOMPurify {v} |")):
+        name = "marked" if asset.startswith("marked") else "dompurify"
+        version = re.search(rf"^{name} (\S+) ", versions, re.M).group(1)
+        assert f"{name} {version}" in readme, f"README's dependency section does not name {name} {version}"
+        response, body = get_body(daemon, f"/static/vendor/{asset}")
+        assert response.status == 200 and response.getheader("Content-Type").startswith("text/javascript")
+        assert response.getheader("Content-Security-Policy") == CSP
+        assert header.format(v=version) in body[:400].decode()
+        digest = hashlib.sha256(body).hexdigest()
+        assert f"{digest}  {asset}" in versions, f"{asset} differs from the published file recorded in VERSIONS"
+    for licence in ("marked.LICENSE.md", "dompurify.LICENSE"):
+        response, body = get_body(daemon, f"/static/vendor/{licence}")
+        assert response.status == 200 and b"License" in body
+    assert get(daemon, "/static/vendor/../app.js").status == 404
+    assert get(daemon, "/static/vendor/").status == 404

@@ -19,6 +19,7 @@ import time
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import IO, Any, Callable, Literal
+from urllib.parse import urlsplit
 
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -30,6 +31,7 @@ from config.mcp import McpServerSettings
 
 from ..tools.base import ToolError
 from ..untrusted import wrap_untrusted
+from .tool import needs_task
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +89,7 @@ class McpConnection:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # one line, never a traceback: it is the server's problem, not ours
-                error = describe(exc, self.settings) + (f" (HTTP {self._http_status})" if self._http_status else "")
+                error = self.explain(exc)
                 # A server that keeps failing the same way is logged once, then every 10th try.
                 if not self._stopping.is_set() and (error != self.error or self.attempt % 10 == 0):
                     log.error("mcp server %s did not %s: %s", self.name, "restart" if self._ever_up else "start", error)
@@ -159,6 +161,17 @@ class McpConnection:
         """Server notifications: a changed tool list is read again by the watcher."""
         if isinstance(message, ToolListChangedNotification):
             self._relist.set()
+
+    def explain(self, exc: BaseException) -> str:
+        """One line about a failed start: for an HTTP server, the status it answered and its URL
+        (without query or credentials), which the SDK's own error leaves out."""
+        text = describe(exc, self.settings)
+        if self.settings.url is None:
+            return text
+        where = public_url(self.settings.url)
+        if self._http_status:
+            return f"{text} (HTTP {self._http_status} from {where})"
+        return f"{text} ({where})"
 
     async def _note_status(self, response: Any) -> None:
         """Remember a refusal (401, 403, 5xx): the SDK reports it only as "an error response"."""
@@ -265,15 +278,35 @@ class McpConnection:
         return out
 
 
-async def probe(name: str, settings: McpServerSettings, *, cwd: Path, stderr_file: Path) -> int:
-    """Start the server once, hand-shake and count its tools, then stop it (`clawgate doctor`).
-    Raises what a start would; `describe` makes that one line."""
+class ProbeFailed(Exception):
+    """A server did not start for `clawgate doctor`; the text is the one line to show."""
+
+
+async def probe(name: str, settings: McpServerSettings, *, cwd: Path, stderr_file: Path) -> tuple[int, list[str]]:
+    """Start the server once, hand-shake and list its tools, then stop it (`clawgate doctor`).
+    Returns the number of tools offered to the model and the names of those skipped because they
+    can only run as MCP tasks; raises ProbeFailed with the line the daemon would log."""
     connection = McpConnection(name, settings, cwd=cwd, stderr_file=stderr_file, on_tools=lambda c, t: None)
-    async with AsyncExitStack() as stack:
-        session = await connection.open(stack)
-        tools = await connection.list_tools(session)
+    try:
+        async with AsyncExitStack() as stack:
+            session = await connection.open(stack)
+            tools = await connection.list_tools(session)
+    except Exception as exc:
+        raise ProbeFailed(connection.explain(exc)) from None
     allowed = None if settings.tools is None else set(settings.tools)
-    return sum(1 for tool in tools if allowed is None or tool.name in allowed)
+    listed = [tool for tool in tools if allowed is None or tool.name in allowed]
+    task_only = [tool.name for tool in listed if needs_task(tool)]
+    return len(listed) - len(task_only), task_only
+
+
+def public_url(url: str) -> str:
+    """The URL to show: scheme, host, port and path; user info, query and fragment can hold secrets."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
 def describe(exc: BaseException, settings: McpServerSettings) -> str:

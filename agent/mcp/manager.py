@@ -3,7 +3,9 @@
 Why the registry is updated here rather than at build time: a server's tools are only known once
 it runs, and may change when it restarts. Tools of a server that is down stay registered (they
 answer "down, restarting"), so the model's tool list does not flicker with every crash; a tool
-the restarted server no longer offers is removed, a new one added.
+the restarted server no longer offers is removed, a new one added. A tool that can only be called
+as an MCP task (`execution.taskSupport` "required") is never offered: clawgate calls tools directly,
+and such a call would fail every time.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from config.mcp import McpSettings
 
 from ..redact import register_secrets
 from ..tools.registry import ToolRegistry
-from .tool import McpTool, tool_name
+from .tool import McpTool, needs_task, tool_name
 
 if TYPE_CHECKING:
     from .connection import McpConnection
@@ -33,6 +35,7 @@ class McpManager:
         self.registry = registry
         self.connections: dict[str, McpConnection] = {}
         self._names: dict[str, dict[str, str]] = {}  # server -> its tool -> registered name
+        self._task_only: dict[str, set[str]] = {}  # server -> tools skipped as task-only (warned once)
         if any(server.enabled for server in settings.servers.values()):
             # The SDK takes seconds to import on a loaded machine: only a daemon that uses it pays.
             from .connection import McpConnection
@@ -70,6 +73,13 @@ class McpManager:
         taken = set(self.registry.names) - set(previous.values())
         for remote in listed:
             if allowed is not None and remote.name not in allowed:
+                continue
+            if needs_task(remote):
+                if remote.name not in self._task_only.setdefault(connection.name, set()):
+                    log.warning("mcp server %s: tool %r skipped: it can only be called as an MCP task "
+                                "(execution.taskSupport = required), which clawgate does not support",
+                                connection.name, remote.name[:80])
+                    self._task_only[connection.name].add(remote.name)
                 continue
             schema = remote.input_schema if isinstance(remote.input_schema, dict) else {}
             if schema.get("type") != "object":

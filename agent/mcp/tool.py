@@ -42,6 +42,14 @@ class McpArgs(BaseModel):
     _down: str = PrivateAttr("")
 
 
+def needs_task(remote: Any) -> bool:
+    """True when the server accepts calls of this tool only as MCP tasks (spec 2025-11-25: tool
+    `execution.taskSupport` "required"; the SDK's `Tool.execution.task_support`). "optional" and
+    "forbidden" tools take a direct call, the only kind clawgate makes."""
+    execution = getattr(remote, "execution", None)
+    return getattr(execution, "task_support", None) == "required"
+
+
 def tool_name(server: str, tool: str, taken: set[str]) -> str:
     """`mcp_<server>_<tool>` in the characters the Messages API allows, unique among `taken`.
 

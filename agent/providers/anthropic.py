@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 from config.schema import AnthropicSettings
 
 from .anthropic_http import DirectStream
-from .base import ModelRequest, ModelResponse, ProviderError, TextCallback
+from .base import ModelRequest, ModelResponse, ProviderError, TextCallback, restart_preview
 from .body import BodyEncoder
-from .stream import StreamAccumulator
+from .stream import StreamAccumulator, StreamCut, json_events
 
 if TYPE_CHECKING:
     import anthropic
@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 _UNSET = object()
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
 RETRYABLE_TYPES = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
+# An error inside a 200 answer (an `error` event, a JSON error body) is explained by its type.
+STATUS_OF_TYPE = {"authentication_error": 401, "permission_error": 403, "not_found_error": 404,
+                  "request_too_large": 413, "invalid_request_error": 400}
 
 
 def _block(block: Any) -> dict[str, Any]:
@@ -131,12 +134,16 @@ class AnthropicProvider:
                 status, kind = exc.status_code, _error_type(exc)
                 # An error event in the middle of a stream arrives with the stream's HTTP 200.
                 if status not in RETRYABLE_STATUS and kind not in RETRYABLE_TYPES:
-                    raise ProviderError(_explain(status, exc)) from None
+                    explained = STATUS_OF_TYPE.get(kind, status) if status == 200 else status
+                    raise ProviderError(_explain(explained, exc)) from None
                 error: ProviderError = ProviderError(f"{kind or f'HTTP {status}'} from the model API", retryable=True)
                 delay = _retry_after(exc.response) if exc.response is not None and status != 200 else None
             except (anthropic.APITimeoutError, anthropic.APIConnectionError, httpx2.TransportError) as exc:
                 # Transport errors raised while a stream is being read are not wrapped by the SDK.
                 error = ProviderError(f"cannot reach the model API: {type(exc).__name__}", retryable=True)
+                delay = None
+            except StreamCut as exc:  # a partial reply is never the answer: ask again
+                error = ProviderError(str(exc), retryable=True)
                 delay = None
             if attempt + 1 >= attempts:
                 raise error
@@ -156,15 +163,23 @@ class AnthropicProvider:
             folded = StreamAccumulator(on_text)
             if self._direct is _UNSET:
                 self._direct = self._prepare_direct(self.client)
-            if isinstance(self._direct, DirectStream):
-                await self._direct.send(body, folded.feed)
-            else:
-                stream = await self.client.post("/v1/messages", content=body, cast_to=Message, stream=True,
-                                                stream_cls=AsyncStream[object], options=_json_body())
-                async with stream:
-                    async for event in stream:
-                        folded.feed(event)
-            return folded.response((time.perf_counter() - started) * 1000)
+            try:
+                if isinstance(self._direct, DirectStream):
+                    await self._direct.send(body, folded.feed)
+                else:
+                    stream = await self.client.post("/v1/messages", content=body, cast_to=Message, stream=True,
+                                                    stream_cls=AsyncStream[object], options=_json_body())
+                    async with stream:
+                        if _is_json(stream.response.headers.get("content-type")):
+                            await self._fold_json(stream.response, folded)
+                        else:
+                            async for event in stream:
+                                folded.feed(event)
+                return folded.response((time.perf_counter() - started) * 1000)
+            except Exception:  # (not a cancellation: a stopped run keeps what it showed)
+                if folded.shown:  # the text shown so far is not the answer
+                    restart_preview(on_text)
+                raise
         message = await self.client.post("/v1/messages", content=body, cast_to=Message, options=_json_body())
         if on_text is not None:
             for block in message.content:
@@ -184,6 +199,19 @@ class AnthropicProvider:
             latency_ms=(time.perf_counter() - started) * 1000,
         )
 
+    async def _fold_json(self, response: Any, folded: StreamAccumulator) -> None:
+        """A JSON body answering a streaming request, on the SDK's path (anthropic_http.py on ours)."""
+        raw = await response.aread()
+        for event in json_events(raw):
+            if event["type"] == "error":
+                raise self.client._make_status_error(_error_message(event), body=event, response=response)
+            folded.feed(event)
+
+
+def _is_json(content_type: str | None) -> bool:
+    """A JSON body where an event stream was asked for (a proxy that ignores `stream`, an error)."""
+    return (content_type or "").split(";")[0].strip().lower() == "application/json"
+
 
 def _json_body() -> Any:
     """Request options for a body sent as ready bytes (BodyEncoder): the SDK is told what they are."""
@@ -197,6 +225,11 @@ def _error_type(exc: Any) -> str:
         if isinstance(error, dict) and isinstance(error.get("type"), str):
             return error["type"]
     return ""
+
+
+def _error_message(body: dict[str, Any]) -> str:
+    """The message of an error envelope, for the one line the user sees."""
+    return str((body.get("error") or {}).get("message") or body)
 
 
 def _retry_after(response: Any) -> float | None:

@@ -12,11 +12,16 @@ connection and read errors), so the provider's retry policy cannot tell the two 
 
 Only for a client whose transport for the URL is the SDK's aiohttp one; any other client (a
 test's mock transport, plain httpx) keeps the SDK's whole path.
+
+A JSON body where the event stream was asked for is read whole (stream.json_events): a complete
+message is the answer, an error envelope that error, anything else retryable.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
+
+from .stream import json_events
 
 if TYPE_CHECKING:
     import anthropic
@@ -80,6 +85,16 @@ class DirectStream:
         try:
             if not 200 <= response.status < 300:
                 raise self.client._make_status_error_from_response(self._response(response, await response.read()))
+            if response.content_type == "application/json":  # no event stream: one whole body (stream.py)
+                with map_aiohttp_exceptions():
+                    raw = await response.read()
+                for event in json_events(raw):
+                    if event["type"] == "error":
+                        message = str(event["error"].get("message") or event)
+                        raise self.client._make_status_error(message, body=event,
+                                                             response=self._response(response, raw))
+                    feed(event)
+                return
             with map_aiohttp_exceptions():  # a read that fails midway is the SDK's read error, as there
                 async for sse in SSEDecoder().aiter_bytes(response.content.iter_any()):
                     if sse.event is None or sse.event == "ping":

@@ -8,6 +8,15 @@ from typing import Any, Callable, Protocol
 TextCallback = Callable[[str], None]
 
 
+def restart_preview(on_text: TextCallback | None) -> None:
+    """Tell the receiver of streamed text that what it got so far is not part of the answer: the
+    attempt failed and the reply starts again (a retry, a fallback model) or ends in an error.
+    A receiver that shows a live preview has a `restart()` method; a plain callable needs none."""
+    restart = getattr(on_text, "restart", None)
+    if callable(restart):
+        restart()
+
+
 @dataclass
 class ModelRequest:
     model: str

@@ -24,7 +24,7 @@ import httpx
 
 from config.schema import OpenAICompatSettings
 
-from .base import ModelRequest, ModelResponse, ProviderError, TextCallback, text_of
+from .base import ModelRequest, ModelResponse, ProviderError, TextCallback, restart_preview, text_of
 from .openai_stream import ChatStreamAccumulator, SseLines, StreamError
 
 log = logging.getLogger(__name__)
@@ -51,9 +51,10 @@ class OpenAICompatProvider:
     async def complete(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelResponse:
         body = to_chat_request(request, self.settings.model, stream=self.stream)
         attempts = self.settings.max_retries + 1
+        taken = tool_use_ids(request.messages)
         for attempt in range(attempts):
             try:
-                return await self._once(body, on_text)
+                return await self._attempt(body, on_text, taken)
             except httpx.TransportError as exc:  # timeouts, refused connections, broken streams
                 error = ProviderError(f"cannot reach the OpenAI-compatible API at {self.settings.base_url}: "
                                       f"{type(exc).__name__}", retryable=True)
@@ -68,7 +69,25 @@ class OpenAICompatProvider:
             await self._sleep(wait)
         raise AssertionError("unreachable")
 
-    async def _once(self, body: dict[str, Any], on_text: TextCallback | None) -> ModelResponse:
+    async def _attempt(self, body: dict[str, Any], on_text: TextCallback | None, taken: set[str]) -> ModelResponse:
+        """One call; when it fails after some text was streamed, the preview is told to start again."""
+        if on_text is None:
+            return await self._once(body, None, taken)
+        shown = False
+
+        def relay(text: str) -> None:
+            nonlocal shown
+            shown = True
+            on_text(text)
+
+        try:
+            return await self._once(body, relay, taken)
+        except Exception:  # (not a cancellation: a stopped run keeps what it showed)
+            if shown:
+                restart_preview(on_text)
+            raise
+
+    async def _once(self, body: dict[str, Any], on_text: TextCallback | None, taken: set[str]) -> ModelResponse:
         started = time.perf_counter()
         async with self._client.stream("POST", "chat/completions", json=body) as reply:
             if reply.status_code != 200:
@@ -77,15 +96,16 @@ class OpenAICompatProvider:
                     raise ProviderError(_explain(reply, self.settings.base_url))
                 raise ProviderError(f"HTTP {reply.status_code} from the OpenAI-compatible API", retryable=True)
             if body.get("stream") and "text/event-stream" in reply.headers.get("content-type", ""):
-                return await _read_stream(reply, on_text, started)
+                return await _read_stream(reply, on_text, started, taken)
             await reply.aread()
-            response = from_chat_response(_json(reply), (time.perf_counter() - started) * 1000)
+            response = from_chat_response(_json(reply), (time.perf_counter() - started) * 1000, taken)
         if on_text is not None and response.text:
             on_text(response.text)
         return response
 
 
-async def _read_stream(reply: httpx.Response, on_text: TextCallback | None, started: float) -> ModelResponse:
+async def _read_stream(reply: httpx.Response, on_text: TextCallback | None, started: float,
+                       taken: set[str]) -> ModelResponse:
     folded, sse = ChatStreamAccumulator(on_text), SseLines()
     try:
         async for line in reply.aiter_lines():
@@ -101,7 +121,7 @@ async def _read_stream(reply: httpx.Response, on_text: TextCallback | None, star
         raise ProviderError(f"The OpenAI-compatible API broke off its answer ({exc}).", retryable=True) from None
     if not folded.complete:
         raise ProviderError("The OpenAI-compatible API's stream ended before the answer was complete.", retryable=True)
-    return from_chat_response(folded.as_completion(), (time.perf_counter() - started) * 1000)
+    return from_chat_response(folded.as_completion(), (time.perf_counter() - started) * 1000, taken)
 
 
 def _json(reply: httpx.Response) -> dict[str, Any]:
@@ -211,7 +231,27 @@ def _arguments(raw: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def from_chat_response(data: dict[str, Any], latency_ms: float = 0.0) -> ModelResponse:
+def tool_use_ids(messages: list[dict[str, Any]]) -> set[str]:
+    """The tool-call ids already in a conversation: a new call must not reuse one."""
+    return {b["id"] for m in messages if isinstance(m.get("content"), list)
+            for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_use" and b.get("id")}
+
+
+def _unique(call_id: str, taken: set[str]) -> str:
+    """`call_id`, or with a numbered suffix when it is already used. Some servers number their calls
+    anew in every reply (`call_0`, ...) or repeat an id within one; stored as is, the conversation
+    would hold one id twice and the next request be refused (OpenAI, Anthropic, vLLM all check)."""
+    if call_id not in taken:
+        return call_id
+    n = 2
+    while f"{call_id}_{n}" in taken:
+        n += 1
+    return f"{call_id}_{n}"
+
+
+def from_chat_response(data: dict[str, Any], latency_ms: float = 0.0, taken: set[str] | None = None) -> ModelResponse:
+    """The reply in Anthropic's shape; tool-call ids made unique against `taken` (the conversation's)."""
+    used = set(taken or ())
     choice = data["choices"][0] if isinstance(data["choices"][0], dict) else {}
     message = choice.get("message") or {}
     content: list[dict[str, Any]] = []
@@ -223,6 +263,8 @@ def from_chat_response(data: dict[str, Any], latency_ms: float = 0.0) -> ModelRe
         if not function.get("name"):
             continue
         call_id = re.sub(r"[^A-Za-z0-9_-]", "_", str(call.get("id") or "")) or f"call_{n}_{int(time.time() * 1000)}"
+        call_id = _unique(call_id, used)
+        used.add(call_id)
         content.append({"type": "tool_use", "id": call_id,
                         "name": function["name"], "input": _arguments(function.get("arguments"))})
     finish = choice.get("finish_reason")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -35,6 +35,24 @@ class ToolError(Exception):
 
     def render(self) -> str:
         return f"error: {self.problem}" + (f"\nfix: {self.fix}" if self.fix else "")
+
+
+# How a call cut by a crash (its intent saved, its result not) is resolved when the daemon restarts:
+#   "rerun"   — safe to run again: it only reads, or repeating it continues recorded work (spawn);
+#   "check"   — the tool compares the world with what the call meant (`Tool.check`) and the call is run
+#               again only when its effect is missing (write_file, edit_file);
+#   "unknown" — an outward effect (exec, a message, a web request, a cron change): never repeated, the
+#               model and the user are told its outcome is unknown.
+Recovery = Literal["rerun", "check", "unknown"]
+
+
+@dataclass
+class Checked:
+    """What `Tool.check` found after a restart. done: True the effect is in place, False it is
+    missing and running the call again is safe, None it cannot be told; note says what was seen."""
+
+    done: bool | None
+    note: str
 
 
 @dataclass
@@ -67,9 +85,8 @@ class Tool(ABC):
     Arguments: ClassVar[type[Args]]
     # Tools with side effects are journalled durably and never re-run blindly after a crash.
     side_effects: ClassVar[bool] = False
-    # Re-running a call with the same id continues its recorded work instead of repeating it (a
-    # sub-agent resumes from its own log), so after a crash it is re-run rather than reported unknown.
-    resumable: ClassVar[bool] = False
+    # How a call cut by a crash is resolved (see Recovery); None: "unknown" with side effects, else "rerun".
+    recovery: ClassVar[Recovery | None] = None
     # Several calls of one turn may run at the same time when every one of them says so.
     concurrent: ClassVar[bool] = False
 
@@ -89,6 +106,10 @@ class Tool(ABC):
         """What an approval prompt shows: complete (the prompt itself says when it has to cut)."""
         return f"{self.name} {args.model_dump_json()}"
 
+    async def check(self, args: Any, ctx: ToolContext) -> Checked:
+        """For recovery "check": whether this call's effect is already in place after a restart."""
+        return Checked(None, f"{self.name} has no way to check its effect")
+
     @abstractmethod
     async def run(self, args: Any, ctx: ToolContext) -> str:
         """Do the work; raise ToolError for failures the model should fix."""
@@ -98,9 +119,16 @@ class Tool(ABC):
 
 
 def _clean_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """Pydantic's schema minus titles: fewer tokens, same meaning."""
+    """Pydantic's schema minus titles, and an optional field (`X | None = None`) shown as plain X:
+    the model omits what it does not set, and validation still accepts an explicit null. About a
+    tenth of the tool definitions' bytes, sent with every request, for the same meaning."""
     def strip(node: Any) -> Any:
         if isinstance(node, dict):
+            options = node.get("anyOf")
+            if (isinstance(options, list) and len(options) == 2 and {"type": "null"} in options
+                    and "default" in node and node["default"] is None):
+                kept = next(o for o in options if o != {"type": "null"})
+                node = {**kept, **{k: v for k, v in node.items() if k not in ("anyOf", "default")}}
             return {k: strip(v) for k, v in node.items() if k != "title"}
         if isinstance(node, list):
             return [strip(v) for v in node]

@@ -22,13 +22,11 @@ TRIGGER_CHANNELS = ("cron", "heartbeat", "recovery")
 class CronTool(Tool):
     name = "cron"
     description = (
-        "Schedule work for later, list scheduled jobs, or remove one. action=add needs 'message' (what you will "
-        "be asked to do when it fires, written so it makes sense on its own, e.g. 'Remind the user to call Anna') "
-        "and exactly one schedule: 'at' (one-shot: ISO-8601 time like 2026-03-01T09:00, 'HH:MM' for the next such "
-        "time, or '+20m'), 'every' (interval like '30m', '1d') or 'cron' (crontab 'minute hour day month "
-        "day-of-week' with day names, e.g. '0 9 * * mon-fri'), plus 'tz' (IANA zone like Europe/Berlin) for "
-        "at/cron when the user gave local times. The result is delivered to this chat unless 'deliver' says "
-        "otherwise (telegram:<chat_id>, gateway:<session>, none). action=list shows jobs; action=remove needs 'id'."
+        "Schedule work, list jobs or remove one (by id). add: 'message' is what you will be told to do when it "
+        "fires, self-contained (e.g. 'Remind the user to call Anna'), plus one of 'at' (once: 2026-03-01T09:00, "
+        "'HH:MM' or '+20m'), 'every' ('30m', '1d') or 'cron' (crontab, e.g. '0 9 * * mon-fri'); 'tz' (e.g. "
+        "Europe/Berlin) for the user's local times. Delivered to this chat unless 'deliver' is "
+        "telegram:<chat_id>, gateway:<session> or none."
     )
     side_effects = True
 

@@ -19,7 +19,7 @@ from workspace.guard import PathOutsideWorkspace
 
 from ..fsio import atomic_write_async, read_bytes_async
 from ..untrusted import wrap_untrusted
-from .base import Args, Tool, ToolContext, ToolError
+from .base import Args, Checked, Tool, ToolContext, ToolError
 from .ledger import WrittenLedger, digest
 from .protected import protected_reason
 
@@ -88,15 +88,14 @@ def numbered(lines: list[str], first: int) -> str:
 class ReadFile(Tool):
     name = "read_file"
     description = (
-        "Read a text file from the workspace. Use it before editing a file or to check a result. "
-        "Returns numbered lines; use offset/limit for long files. Files you did not write come back "
-        "marked as untrusted data."
+        "Read a workspace text file as numbered lines (offset/limit for long files). Files you did not "
+        "write come back marked as untrusted data."
     )
 
     class Arguments(Args):
-        path: str = Field(description="file path relative to the workspace")
-        offset: int = Field(1, ge=1, description="first line to return (1-based)")
-        limit: int = Field(400, ge=1, le=5000, description="how many lines to return")
+        path: str
+        offset: int = Field(1, ge=1, description="first line, 1-based")
+        limit: int = Field(400, ge=1, le=5000, description="lines")
 
     def __init__(self, cap_bytes: int = 64_000, ledger: WrittenLedger | None = None) -> None:
         self.cap = cap_bytes
@@ -164,14 +163,15 @@ def _lasting_write(ctx: ToolContext, path: str) -> str | None:
 class WriteFile(Tool):
     name = "write_file"
     description = (
-        "Create or overwrite a text file in the workspace with the given content (parents are created). "
-        "For small changes to an existing file prefer edit_file."
+        "Create or overwrite a workspace text file with the complete content (parents are created). "
+        "For small changes prefer edit_file."
     )
     side_effects = True
+    recovery = "check"
 
     class Arguments(Args):
-        path: str = Field(description="file path relative to the workspace")
-        content: str = Field(description="the complete new content of the file")
+        path: str
+        content: str
 
     def __init__(self, ledger: WrittenLedger | None = None) -> None:
         self.ledger = ledger
@@ -193,19 +193,30 @@ class WriteFile(Tool):
             self.ledger.record(ctx.workspace.relative(path), data)
         return f"{'overwrote' if existed else 'created'} {ctx.workspace.relative(path)} ({len(args.content.encode())} bytes)"
 
+    async def check(self, args: Arguments, ctx: ToolContext) -> Checked:
+        """Done when the file holds exactly the intended bytes; otherwise writing them again is safe."""
+        path = _resolve(ctx, args.path)
+        data = args.content.encode("utf-8")
+        if not path.is_file() or await read_bytes_async(path) != data:
+            return Checked(False, f"{args.path} does not have the intended content yet")
+        if self.ledger is not None:
+            self.ledger.record(ctx.workspace.relative(path), data)
+        return Checked(True, f"{ctx.workspace.relative(path)} already has the intended content ({len(data)} bytes)")
+
 
 class EditFile(Tool):
     name = "edit_file"
     description = (
-        "Replace an exact piece of text in a workspace file. old_text must occur exactly once "
-        "(include surrounding lines to make it unique). Use it for targeted changes."
+        "Replace exact text in a workspace file: old_text must occur exactly once (include surrounding "
+        "lines to make it unique)."
     )
     side_effects = True
+    recovery = "check"
 
     class Arguments(Args):
-        path: str = Field(description="file path relative to the workspace")
-        old_text: str = Field(min_length=1, description="the exact text to replace, occurring once")
-        new_text: str = Field(description="the replacement text")
+        path: str
+        old_text: str = Field(min_length=1)
+        new_text: str
 
     def __init__(self, ledger: WrittenLedger | None = None) -> None:
         self.ledger = ledger
@@ -236,13 +247,29 @@ class EditFile(Tool):
             self.ledger.record(relative, new.encode("utf-8"))
         return f"edited {ctx.workspace.relative(path)}"
 
+    async def check(self, args: Arguments, ctx: ToolContext) -> Checked:
+        """Done when the replacement is there and the old text is gone; missing when the old text is
+        there once (the edit can run); anything else cannot be told apart from someone else's change."""
+        path = _resolve(ctx, args.path)
+        if not path.is_file():
+            return Checked(None, f"{args.path} is not an existing file")
+        text = (await read_bytes_async(path)).decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
+        old, new = args.old_text, args.new_text
+        if new and new in text and (old in new or old not in text):
+            return Checked(True, f"{ctx.workspace.relative(path)} already has the replacement text")
+        if not new and old not in text:
+            return Checked(True, f"the text to remove is no longer in {ctx.workspace.relative(path)}")
+        if text.count(old) == 1:
+            return Checked(False, f"{args.path} still has the text to replace")
+        return Checked(None, f"{args.path} has neither the text to replace (once) nor the replacement")
+
 
 class ListDir(Tool):
     name = "list_dir"
     description = "List a workspace directory: names with a trailing / for folders, and file sizes."
 
     class Arguments(Args):
-        path: str = Field(".", description="directory relative to the workspace")
+        path: str = "."
 
     async def run(self, args: Arguments, ctx: ToolContext) -> str:
         path = _resolve(ctx, args.path)

@@ -30,8 +30,8 @@ RECORD_CAP = 4_000
 
 class MemoryAppend(Tool):
     name = "memory_append"
-    description = ("Remember one lasting fact (a line in MEMORY.md: preferences, decisions, conventions); "
-                   "daily=true appends a note to today's log memory/YYYY-MM-DD.md instead. No secrets.")
+    description = ("Remember one lasting fact (preference, decision, convention) as a line of MEMORY.md; "
+                   "daily=true: a note in today's log instead. No secrets.")
     side_effects = True
 
     class Arguments(Args):
@@ -59,8 +59,7 @@ class MemoryAppend(Tool):
 
 class MemoryReplace(Tool):
     name = "memory_replace"
-    description = ("Correct or remove one fact in MEMORY.md: `old` is exact text from one line, `new` "
-                   "replaces it (empty new removes the line).")
+    description = "Correct a MEMORY.md fact: `old` is exact text of one line; empty `new` removes the line."
     side_effects = True
 
     class Arguments(Args):
@@ -82,8 +81,7 @@ class MemoryReplace(Tool):
 
 class MemorySearchTool(Tool):
     name = "memory_search"
-    description = ("Keyword search over MEMORY.md, the daily logs and past conversation transcripts. "
-                   "Returns file:line hits; read around a hit with memory_get.")
+    description = "Keyword search of MEMORY.md, daily logs and past transcripts; file:line hits for memory_get."
 
     class Arguments(Args):
         query: str = Field(min_length=1, max_length=500)
@@ -106,14 +104,14 @@ class MemorySearchTool(Tool):
 
 class MemoryGet(Tool):
     name = "memory_get"
-    description = ("Read part of a memory file or transcript named by a memory_search hit or a [memory] / "
-                   "[compacted] note (e.g. memory/2025-06-01.md, sessions/main.jsonl), from `line` or `seq`.")
+    description = ("Read a file named by a memory_search hit or a [memory]/[compacted] note (memory/2025-06-01.md, "
+                   "sessions/main.jsonl) from `line` (or transcript record `seq`).")
 
     class Arguments(Args):
         path: str = Field(min_length=1, max_length=500)
         line: int = Field(1, ge=1)
         seq: int | None = Field(None, ge=1)
-        count: int = Field(40, ge=1, le=400, description="how many lines or records")
+        count: int = Field(40, ge=1, le=400, description="lines or records")
 
     def __init__(self, sessions: Path | None = None) -> None:
         self.sessions = sessions

@@ -12,16 +12,15 @@ from .base import Args, Tool, ToolContext, ToolError
 class Message(Tool):
     name = "message"
     description = (
-        "Send a message now, before your final answer: a progress note to the current chat, or "
-        "(with the user's approval) a message to another channel/chat. Your final answer is sent "
-        "automatically; do not repeat it with this tool."
+        "Send a message now: a progress note to this chat, or (approved by the user) to another channel/chat. "
+        "Your final answer is sent anyway; never repeat it here."
     )
     side_effects = True
 
     class Arguments(Args):
         text: str = Field(min_length=1, max_length=20000)
-        channel: str | None = Field(None, description="channel name, e.g. 'telegram'; default: the current one")
-        chat_id: str | None = Field(None, description="chat id in that channel; default: the current chat")
+        channel: str | None = Field(None, description="e.g. 'telegram'; default: this one")
+        chat_id: str | None = Field(None, description="default: this chat")
 
     def needs_approval(self, args: Arguments, ctx: ToolContext) -> str | None:
         if (args.channel or ctx.channel) != ctx.channel or (args.chat_id or ctx.chat_id) != ctx.chat_id:

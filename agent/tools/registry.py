@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import logging
 import time
 from dataclasses import dataclass, replace
@@ -18,7 +19,7 @@ from pydantic import ValidationError
 from ..approvals import ApprovalBroker, ApprovalRequest
 from ..audit import AuditLog
 from ..events import EventHub
-from .base import Tool, ToolContext, ToolError
+from .base import Recovery, Tool, ToolContext, ToolError
 
 log = logging.getLogger(__name__)
 
@@ -72,9 +73,12 @@ class ToolRegistry:
         tool = self._tools.get(name)
         return True if tool is None else tool.side_effects
 
-    def resumable(self, name: str) -> bool:
+    def recovery(self, name: str) -> Recovery:
+        """How a call of this tool cut by a crash is resolved (an unknown tool: never repeated)."""
         tool = self._tools.get(name)
-        return tool is not None and tool.resumable
+        if tool is None:
+            return "unknown"
+        return tool.recovery or ("unknown" if tool.side_effects else "rerun")
 
     def concurrent(self, calls: list[dict[str, Any]]) -> bool:
         """Whether these calls of one turn may run at the same time (each tool says so)."""
@@ -145,6 +149,38 @@ class ToolRegistry:
         return await self.approvals.ask(request)
 
 
-def _short(args: dict[str, Any]) -> str:
-    text = ", ".join(f"{k}={str(v)[:60]}" for k, v in args.items())
-    return text[:200]
+SUMMARY_CAP = 200  # characters of a step summary in events
+VALUE_CAP = 60     # characters kept of one string value
+
+
+def _clip(value: Any, depth: int = 0) -> Any:
+    """A JSON-safe copy of an argument value with long strings and lists cut (a summary, not the data)."""
+    if isinstance(value, str):
+        return value if len(value) <= VALUE_CAP else value[:VALUE_CAP] + "…"
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if depth >= 2:
+        return _clip(json.dumps(value, ensure_ascii=False, default=str))
+    if isinstance(value, dict):
+        return {str(k): _clip(v, depth + 1) for k, v in list(value.items())[:8]}
+    if isinstance(value, (list, tuple)):
+        return [_clip(v, depth + 1) for v in list(value)[:8]]
+    return _clip(str(value))
+
+
+def _short(args: Any) -> str:
+    """The call's arguments as a JSON object text (clients parse it), cut to SUMMARY_CAP characters.
+
+    Arguments that do not fit are left out whole and counted under "…", so the text always parses."""
+    if not isinstance(args, dict):
+        args = {"input": args}
+    shown: dict[str, Any] = {}
+    items = list(args.items())
+    for i, (key, value) in enumerate(items):
+        candidate = {**shown, str(key): _clip(value)}
+        left = len(items) - i - 1
+        if len(json.dumps({**candidate, "…": left} if left else candidate, ensure_ascii=False)) > SUMMARY_CAP:
+            shown["…"] = len(items) - i
+            break
+        shown = candidate
+    return json.dumps(shown, ensure_ascii=False)

@@ -74,24 +74,20 @@ _DRAIN_SECONDS = 0.5  # after the program ends or is killed: how long output alr
 class Exec(Tool):
     name = "exec"
     description = (
-        "Run a program in the workspace and return its exit code and output. argv is the program "
-        "and its arguments as a list; there is no shell (no pipes, globbing or ';'). Programs not "
-        "on the allowlist ask the user first. Use it to run tests, scripts and inspection commands. "
-        "Slow programs (builds, test suites, downloads): pass background: true and a timeout; you get a "
-        "job id at once and the result is added to the conversation when the program ends. A call "
-        "still running after a short while moves to the background by itself."
+        "Run a program in the workspace; returns exit code and output. argv: program and arguments, no "
+        "shell (no pipes, globs or ';'). Programs off the allowlist ask the user first. Slow ones (builds, "
+        "tests, downloads): background=true with a timeout returns a job id; the result joins the "
+        "conversation when done. Long calls move to the background by themselves."
     )
     side_effects = True
 
     class Arguments(Args):
-        argv: list[str] = Field(min_length=1, description="program and arguments, e.g. ['python3', 'script.py']")
-        cwd: str = Field(".", description="working directory relative to the workspace")
-        timeout: float | None = Field(None, gt=0, le=3600, description="seconds before the program is killed")
-        background: bool = Field(False, description="run in the background: returns a job id at once; the "
-                                                    "result arrives in the conversation when the program ends")
-        write_protected: bool = Field(False, description="the program may change SOUL.md, AGENTS.md, USER.md, "
-                                      "TOOLS.md, HEARTBEAT.md, MEMORY.md, skills/ or HOME dotfiles (asks the owner)")
-        network: bool = Field(False, description="the program may use the network (asks the owner)")
+        argv: list[str] = Field(min_length=1, description="e.g. ['python3', 'script.py']")
+        cwd: str = "."
+        timeout: float | None = Field(None, gt=0, le=3600)
+        background: bool = False
+        write_protected: bool = Field(False, description="may change prompt files, skills/, HOME dotfiles (asks the owner)")
+        network: bool = Field(False, description="may use the network (asks the owner)")
 
     def __init__(self, settings: ExecSettings, *, sandbox: SandboxPolicy | None = None,
                  status: Callable[[], SandboxStatus] = sandbox_status,

@@ -15,23 +15,22 @@ if TYPE_CHECKING:
 class Spawn(Tool):
     name = "spawn"
     description = (
-        "Start a sub-agent for one self-contained job (research, a contained change, a check) and get back only "
-        "its short result: its searching and trying stay out of this conversation. It sees nothing of this "
-        "conversation, so put everything it needs in `task`. Several spawn calls in one turn run at the same "
-        "time. background=true returns at once; the result arrives later as a [sub-agent report] message."
+        "Run a sub-agent on one self-contained job (research, a contained change, a check); only its short "
+        "result comes back. It sees nothing of this chat: `task` holds all it needs (goal, inputs, files, what "
+        "to return, how to check). Spawns of one turn run in parallel; background=true: the result comes later "
+        "as a [sub-agent report]."
     )
     # Journalled durably like any side effect, but re-running the same call resumes the child from its
     # own log (or returns its recorded result), so a restart continues it instead of calling it unknown.
     side_effects = True
-    resumable = True
+    recovery = "rerun"
     concurrent = True
 
     class Arguments(Args):
-        task: str = Field(min_length=1, max_length=20_000,
-                          description="the whole job: goal, inputs, files, what to return, how to check it")
-        background: bool = Field(False, description="return at once; the result comes later as a message")
-        max_turns: int | None = Field(None, ge=1, description="fewer model calls than the configured limit")
-        max_tokens: int | None = Field(None, ge=1000, description="fewer tokens than the configured limit")
+        task: str = Field(min_length=1, max_length=20_000)
+        background: bool = False
+        max_turns: int | None = Field(None, ge=1, description="model calls, below the configured limit")
+        max_tokens: int | None = Field(None, ge=1000, description="below the configured limit")
 
     def __init__(self, subagents: "Subagents", *, depth: int = 0) -> None:
         self.subagents = subagents

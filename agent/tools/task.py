@@ -18,25 +18,23 @@ from .base import Args, Tool, ToolContext, ToolError
 class TaskTool(Tool):
     name = "task"
     description = (
-        "Manage your plan for multi-step work; it survives restarts and is shown to you each turn. "
-        "Actions: 'plan' (goal + steps) creates a task; 'start' marks step N in progress; 'complete' marks "
-        "step N done and needs 'verification' (how you checked it); 'note' records verified progress or a "
-        "learned constraint; 'finish' ends the task (status completed|failed|cancelled, with 'result'); "
-        "'show' returns the task. Work on one step at a time and keep the plan current."
+        "Your plan for multi-step work, kept across restarts and shown to you each turn. plan: goal + steps; "
+        "start: step N; complete: step N + verification (how you checked it); note: text (verified progress or "
+        "a learned constraint); finish: status + result (what was done, how verified, what remains); show."
     )
     # Plans are state: after a crash mid-call the model checks with 'show' instead of repeating.
     side_effects = True
 
     class Arguments(Args):
         action: Literal["plan", "start", "complete", "note", "finish", "show"]
-        goal: str | None = Field(None, description="plan: what the whole task must achieve")
-        steps: list[str] | None = Field(None, description="plan: the ordered steps")
-        step: int | None = Field(None, ge=1, description="start/complete: 1-based step number")
-        verification: str | None = Field(None, description="complete: how the step's result was checked")
-        text: str | None = Field(None, description="note: the progress note")
-        status: Literal["completed", "failed", "cancelled"] | None = Field(None, description="finish: final status")
-        result: str | None = Field(None, description="finish: what was done, how it was verified, what remains")
-        task_id: str | None = Field(None, description="which task; default: the session's current task")
+        goal: str | None = None
+        steps: list[str] | None = None
+        step: int | None = Field(None, ge=1, description="1-based")
+        verification: str | None = None
+        text: str | None = None
+        status: Literal["completed", "failed", "cancelled"] | None = None
+        result: str | None = None
+        task_id: str | None = Field(None, description="default: the current task")
 
     def __init__(self, store: TaskStore) -> None:
         self.store = store

@@ -2,7 +2,7 @@
 
 The store owns each job's `next_run_at`; apscheduler's AsyncIOScheduler is the timer that
 wakes us at that moment (a one-shot DateTrigger per job, re-armed after every fire), and
-the Schedule (apscheduler's cron/interval arithmetic) says what comes next. Because the
+the Schedule (crontab arithmetic on cronsim, or an interval) says what comes next. Because the
 due time is stored, one code path covers both a normal fire and a restart after downtime:
 
 - every fire time passed since `next_run_at` is counted; the latest runs once if it is
@@ -12,6 +12,11 @@ due time is stored, one code path covers both a normal fire and a restart after 
   is deduplicated by the inbox instead of running twice;
 - a job whose previous run is still open (unanswered in the inbox) is not started again;
 - a failed run backs the job off; `max_failures` in a row disable it, with a message.
+
+@reboot jobs run once per daemon start: `start` makes the start time their due time. A start
+after an unclean exit (a crash, SIGKILL) within the same machine boot continues the previous
+start instead of counting as a new one, so a crash loop does not repeat them, and a run the
+crash cut short keeps its id (`cron:<job>:<start time>`) and is deduplicated by the inbox.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ if TYPE_CHECKING:
     from agent.bus import MessageBus
 
 log = logging.getLogger(__name__)
+BOOT_ID = "/proc/sys/kernel/random/boot_id"  # Linux: a new value at every boot of the machine
 OVERLAP_RETRY = 5.0      # a one-shot whose previous (manual) run is still going checks again this soon
 LOST_AFTER = 60.0        # an unanswered run whose session lane is idle this long has been lost
 
@@ -61,6 +67,11 @@ class CronService:
     def start(self, scheduler: "AsyncIOScheduler") -> int:
         """Arm every enabled job at its stored due time (past ones fire at once and settle misfires)."""
         self.scheduler = scheduler
+        started = self._daemon_start()
+        for job in self.store.jobs():
+            if job.enabled and job.plan.reboot and job.reboot_at != started:
+                job.reboot_at, job.next_run_at = started, started
+                self.store.save(job)
         jobs = [j for j in self.store.jobs() if j.enabled and j.next_run_at is not None]
         for job in jobs:
             self._arm(job)
@@ -68,6 +79,21 @@ class CronService:
 
     def stop(self) -> None:
         self._closed = True
+        if self.scheduler is not None:  # a clean stop: the next start is a new one for @reboot jobs
+            mark = self.store.meta("daemon") or {}
+            self.store.set_meta("daemon", {**mark, "clean": True})
+
+    def _daemon_start(self) -> float:
+        """This daemon start's time; after an unclean exit in the same boot, the previous start's."""
+        boot = _boot_id()
+        last = self.store.meta("daemon") or {}
+        if boot and last.get("boot") == boot and last.get("clean") is False:
+            started = float(last["started"])
+            log.info("cron: restarted after an unclean exit; @reboot jobs are not run again")
+        else:
+            started = self.clock()
+        self.store.set_meta("daemon", {"boot": boot, "started": started, "clean": False})
+        return started
 
     # management (gateway methods, CLI, the agent's tool) ---------------------------
     def add(self, *, message: str, cron: str | None = None, tz: str | None = None, every: Any = None,
@@ -159,7 +185,7 @@ class CronService:
             self._arm(job)  # woken early; wait for the stored time
             return None
         plan = job.plan
-        due = [job.next_run_at] if plan.kind == "at" else plan.due_times(job.next_run_at, now)
+        due = [job.next_run_at] if plan.kind == "at" or plan.reboot else plan.due_times(job.next_run_at, now)
         latest = due[-1]
         in_grace = now - latest <= job.grace_seconds
         earlier = due[:-1] if in_grace else due
@@ -186,7 +212,7 @@ class CronService:
                 self._emit("skipped", job, scheduledAt=latest, reason="previous run still running")
         if retry_at is None:
             job.next_run_at = plan.next_after(now)
-            if job.next_run_at is None:
+            if job.next_run_at is None and not plan.reboot:
                 job.state = "done"
                 job.note = "ran once" if run_id else "missed its only run"
         self.store.save(job)
@@ -319,3 +345,12 @@ class CronService:
     def _emit(self, action: str, job: Job, **fields: Any) -> None:
         self.events.emit("cron", action=action, job=job.id, name=job.name, enabled=job.enabled,
                          nextRunAt=job.next_run_at, **fields)
+
+
+def _boot_id() -> str:
+    """Which boot of the machine this is; "" where unknown (then every daemon start is a new one)."""
+    try:
+        with open(BOOT_ID, encoding="ascii") as f:
+            return f.read().strip()
+    except OSError:
+        return ""

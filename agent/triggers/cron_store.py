@@ -34,6 +34,10 @@ CREATE TABLE IF NOT EXISTS cron_runs (
     result TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS cron_runs_job ON cron_runs(job_id, started_at);
+CREATE TABLE IF NOT EXISTS cron_meta (
+    key TEXT PRIMARY KEY,            -- "daemon": the current daemon start, for @reboot jobs
+    value TEXT NOT NULL              -- JSON
+);
 """
 OPEN = ("queued", "running")
 # Jobs stored before jobs recorded whether their creating run had read untrusted content: nobody
@@ -108,6 +112,15 @@ class CronStore:
             cur = self.db.execute("DELETE FROM cron_jobs WHERE id=?", (job_id,))
             self.db.execute("DELETE FROM cron_runs WHERE job_id=?", (job_id,))
         return cur.rowcount == 1
+
+    # the daemon's starts (@reboot) ---------------------------------------------
+    def meta(self, key: str) -> dict[str, Any] | None:
+        row = self.db.execute("SELECT value FROM cron_meta WHERE key=?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def set_meta(self, key: str, value: dict[str, Any]) -> None:
+        self.db.execute("INSERT INTO cron_meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                        (key, json.dumps(value)))
 
     # runs ----------------------------------------------------------------------
     def record(self, run: Run) -> bool:

@@ -1,12 +1,9 @@
 """Schedules: parse what a user typed into a Schedule, and compute its fire times.
 
-Three kinds: a crontab expression with an optional IANA zone, an `every` interval anchored
-at the job's creation (so its phase survives restarts), and a one-shot `at` time. The
-arithmetic comes from apscheduler's triggers (cron fields, zones, DST); this module only
-validates input and turns every mistake into one line that names the fix.
-
-Day-of-week numbers are read the standard crontab way (0 and 7 are Sunday) and rewritten
-as names, because apscheduler 3 counts 0 as Monday; docs and examples use names.
+Three kinds: a crontab expression (or macro, or @reboot) with an optional IANA zone, an
+`every` interval anchored at the job's creation (so its phase survives restarts), and a
+one-shot `at` time. Cron expressions mean what crontab(5) says (crontab.py, on cronsim);
+this module validates input and turns every mistake into one line that names the fix.
 """
 
 from __future__ import annotations
@@ -19,15 +16,13 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from apscheduler.triggers.cron import CronTrigger
 from tzlocal import get_localzone
+
+from .crontab import REBOOT, CrontabError, canonical, next_fire
 
 Kind = Literal["cron", "every", "at"]
 MIN_EVERY = 1.0
 MAX_DUE = 10_000  # fire times counted when a long outage is recorded as missed
-CRON_HINT = "use 5 fields 'minute hour day month day-of-week', e.g. '0 9 * * mon-fri'"
-DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")  # crontab order: 0 = Sunday
-APS_DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")  # apscheduler 3 order: 0 = Monday
 _UNITS = {
     "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
     "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
@@ -74,55 +69,6 @@ def parse_duration(text: str | float | int, what: str = "duration") -> float:
     return seconds
 
 
-def _dow_names(field: str) -> str:
-    """Rewrite a crontab day-of-week field as a list of day names, read the crontab way (0/7 = Sunday)."""
-    if field in ("*", "?"):
-        return "*"
-    days: set[int] = set()
-    for item in field.split(","):
-        rng, _, step_text = item.partition("/")
-        step = int(step_text) if step_text.isdigit() and int(step_text) > 0 else None
-        if step_text and step is None:
-            raise ScheduleError(f"invalid day-of-week {field!r}: bad step {step_text!r}; {CRON_HINT}")
-        if rng == "*":
-            lo, hi = 0, 6
-        else:
-            a, _, b = rng.partition("-")
-            lo = _day(a, field)
-            hi = _day(b, field) if b else (6 if step else lo)
-            if hi == 0 and b.strip() == "7":
-                hi = 7
-            if lo > hi:
-                raise ScheduleError(f"invalid day-of-week range {rng!r}; write it low-high, e.g. mon-fri")
-        days.update(d % 7 for d in range(lo, hi + 1, step or 1))
-    return _compress(sorted(APS_DAYS.index(DAYS[d]) for d in days))
-
-
-def _compress(indexes: list[int]) -> str:
-    """Day indexes in apscheduler's order (0 = Monday) as 'mon-fri,sun'."""
-    parts: list[str] = []
-    i = 0
-    while i < len(indexes):
-        j = i
-        while j + 1 < len(indexes) and indexes[j + 1] == indexes[j] + 1:
-            j += 1
-        if j - i >= 2:
-            parts.append(f"{APS_DAYS[indexes[i]]}-{APS_DAYS[indexes[j]]}")
-        else:
-            parts.extend(APS_DAYS[k] for k in indexes[i:j + 1])
-        i = j + 1
-    return ",".join(parts)
-
-
-def _day(token: str, field: str) -> int:
-    token = token.strip().lower()
-    if token.isdigit() and 0 <= int(token) <= 7:
-        return 0 if int(token) == 7 else int(token)
-    if token[:3] in DAYS and len(token) >= 3:
-        return DAYS.index(token[:3])
-    raise ScheduleError(f"invalid day-of-week {field!r}; use names sun..sat (or numbers 0-7, 0 and 7 = Sunday)")
-
-
 @dataclass(frozen=True)
 class Schedule:
     kind: Kind
@@ -135,14 +81,21 @@ class Schedule:
     # construction --------------------------------------------------------------
     @classmethod
     def cron(cls, expr: str, tz: str | None = None) -> "Schedule":
+        """A crontab expression or macro; @reboot runs once at each daemon start (see CronService)."""
         expr = " ".join(str(expr).split())
-        fields = expr.split(" ")
-        if len(fields) != 5:
-            raise ScheduleError(f"invalid cron expression {expr!r}: {len(fields)} field(s); {CRON_HINT}")
-        fields[4] = _dow_names(fields[4])
-        schedule = cls("cron", expr=" ".join(fields), tz=tz or None)
-        schedule._cron_trigger()  # validate now, not at the first run
-        return schedule
+        zone(tz)  # an unknown zone is named before anything else
+        if expr.lower() == REBOOT:
+            return cls("cron", expr=REBOOT, tz=tz or None)
+        try:
+            canonical(expr)  # validate now, not at the first run
+        except CrontabError as exc:
+            raise ScheduleError(str(exc)) from None
+        return cls("cron", expr=expr, tz=tz or None)
+
+    @property
+    def reboot(self) -> bool:
+        """An @reboot job: no fire times of its own; the daemon's start is its one due time."""
+        return self.kind == "cron" and self.expr == REBOOT
 
     @classmethod
     def every(cls, interval: str | float | int, anchor: float | None = None) -> "Schedule":
@@ -202,15 +155,6 @@ class Schedule:
         raise ScheduleError(f"unknown schedule kind {kind!r}")
 
     # arithmetic ----------------------------------------------------------------
-    def _cron_trigger(self) -> CronTrigger:
-        try:
-            return CronTrigger.from_crontab(self.expr, timezone=zone(self.tz))
-        except ScheduleError:
-            raise
-        except (ValueError, TypeError) as exc:
-            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise ScheduleError(f"invalid cron expression {self.expr!r}: {reason}; {CRON_HINT}") from None
-
     def first_run(self, now: float) -> float | None:
         """When a new (or re-enabled) job first fires."""
         return self.at if self.kind == "at" else self.next_after(now)
@@ -222,10 +166,12 @@ class Schedule:
         if self.kind == "every":
             k = max(1, math.floor((t - self.anchor) / self.seconds) + 1)
             return self.anchor + k * self.seconds
-        trigger = self._cron_trigger()
-        after = datetime.fromtimestamp(t, timezone.utc) + timedelta(microseconds=1)
-        nxt = trigger.get_next_fire_time(None, after.astimezone(trigger.timezone))
-        return nxt.timestamp() if nxt else None
+        if self.reboot:
+            return None
+        try:
+            return next_fire(self.expr, zone(self.tz), t)
+        except CrontabError as exc:  # a stored expression this version reads differently
+            raise ScheduleError(str(exc)) from None
 
     def first_at_or_after(self, t: float) -> float | None:
         """The first fire time >= t (used to push a failing job back by its backoff)."""
@@ -243,6 +189,8 @@ class Schedule:
         return times
 
     def describe(self) -> str:
+        if self.reboot:
+            return "@reboot (once at each daemon start)"
         if self.kind == "cron":
             return f"cron '{self.expr}' ({self.tz or 'local time'})"
         if self.kind == "every":

@@ -57,8 +57,9 @@ def make_bot(settings: TelegramSettings) -> Bot:
     return Bot(
         settings.token or "",
         base_url=base_url,
-        # files are served beside the API: https://api.telegram.org/file/bot<token>/<path>
-        base_file_url=base_url[: -len("bot")] + "file/bot" if base_url.endswith("/bot") else None,
+        # files are served beside the API: https://api.telegram.org/file/bot<token>/<path>; the
+        # config keeps base_url ending in /bot whichever way it was written
+        base_file_url=base_url.removesuffix("bot") + "file/bot",
         # 16 connections is plenty (Telegram allows ~30 messages/s) and measurably faster than a
         # big pool under load; a send waits for a free connection rather than failing.
         request=HTTPXRequest(connection_pool_size=16, read_timeout=timeout, write_timeout=timeout,

@@ -49,9 +49,11 @@ class HistoryParams(SessionParam):
     limit: int = Field(200, ge=1, le=5000)
 
 
-@method("chat.send", ChatSend, "send a message to a session; acks {runId} at once, the answer follows as chat events")
+@method("chat.send", ChatSend, "send a message to a session; acks {runId, seq} at once, the answer follows as "
+                               "chat events (resume after seq to catch up)")
 async def chat_send(services: Services, conn: Connection, p: ChatSend) -> dict[str, Any]:
     conn.subscribe(p.session)
+    seq = conn.chat_seq(p.session)  # the answer is numbered after this
     # Whoever holds the gateway token is the owner (it also reads config.toml and state/).
     msg = InboundMessage(channel=GATEWAY_CHANNEL, chat_id=p.session, sender_id=str(conn.client.get("id") or "gateway"),
                          session_key=p.session, text=p.text, metadata={"owner": True})
@@ -59,7 +61,7 @@ async def chat_send(services: Services, conn: Connection, p: ChatSend) -> dict[s
         msg.id = idempotent_id(p.session, p.idempotencyKey)
     accepted = services.intake.publish_inbound(msg)
     await services.intake.durable()
-    return {"runId": msg.id, "status": "accepted" if accepted else "duplicate"}
+    return {"runId": msg.id, "status": "accepted" if accepted else "duplicate", "seq": seq}
 
 
 @method("chat.history", HistoryParams, "the readable history of a session")

@@ -3,7 +3,9 @@
 A chat turn is shown as it happens: tool steps as lines on stderr (the answer alone goes to
 stdout, so `chat -m … > answer.txt` stays clean), streamed turns separated by a newline, and an
 approval addressed to this session asked as y/N on the terminal — without that the run would
-wait silently until the approval timed out.
+wait silently until the approval timed out. A connection lost while waiting for the answer (a
+daemon restart) is re-established and resumed from the last reply number seen, so the answer
+still arrives, once.
 """
 
 from __future__ import annotations
@@ -14,13 +16,16 @@ import os
 import sys
 from typing import Any
 
-from ..client import GatewayClient
+from websockets.exceptions import WebSocketException
+
+from ..client import GatewayClient, GatewayError
 from .errors import EXIT_FAILED, CliError
 from .output import print_json
-from .remote import with_gateway
+from .remote import HELLO_SECONDS, with_gateway
 from .status_view import status_lines
 
 GATEWAY_CHANNEL = "gateway"
+RESUME_SECONDS = 60.0  # how long a chat waiting for its answer tries to get back to a gateway that went away
 
 
 class StdinLines:
@@ -60,18 +65,58 @@ def _note(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+class Link:
+    """The chat's connection to the gateway: after a drop it reconnects and asks for the replies
+    after the last number it saw (connect `resume`, docs/protocol.md)."""
+
+    def __init__(self, client: GatewayClient) -> None:
+        self.client = client
+        self.seen: dict[str, int] = {}  # session -> number of the last reply seen
+        self._opened: list[GatewayClient] = []
+
+    def saw(self, session: str, seq: Any) -> None:
+        if isinstance(seq, int) and seq > self.seen.get(session, -1):
+            self.seen[session] = seq
+
+    async def reconnect(self, session: str) -> bool:
+        """Connect again within RESUME_SECONDS, resuming `session`; False when the gateway stays away."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + RESUME_SECONDS
+        while True:
+            client = GatewayClient(self.client.url, self.client.token, subscribe=[session], events=self.client.wanted,
+                                   resume={session: self.seen.get(session, 0)})
+            try:
+                await asyncio.wait_for(client.__aenter__(), HELLO_SECONDS)
+            except (OSError, asyncio.TimeoutError, WebSocketException, GatewayError):
+                await client.__aexit__(None, None, None)
+                if loop.time() >= deadline:
+                    return False
+                await asyncio.sleep(0.5)
+                continue
+            self._opened.append(client)
+            self.client = client
+            return True
+
+    async def close(self) -> None:
+        """Close the connections this link opened (the first one belongs to its caller)."""
+        for client in self._opened:
+            await client.__aexit__(None, None, None)
+
+
 class TurnView:
     """Prints one run's events: deltas, tool steps, turn breaks, approval questions."""
 
-    def __init__(self, client: GatewayClient, session: str, stream: bool, stdin: StdinLines | None) -> None:
-        self.client, self.session, self.stream, self.stdin = client, session, stream, stdin
+    def __init__(self, link: Link, session: str, stream: bool, stdin: StdinLines | None) -> None:
+        self.link, self.session, self.stream, self.stdin = link, session, stream, stdin
         self.printed = False  # text of the current model turn already on stdout
         self.asking: tuple[str, asyncio.Task[str | None]] | None = None
+        self.resumed = False  # the connection was lost mid-answer: the streamed text may be incomplete
 
     async def run(self, text: str) -> dict[str, Any]:
-        ack = await self.client.request("chat.send", {"session": self.session, "text": text})
+        ack = await self.link.client.request("chat.send", {"session": self.session, "text": text})
         run_id = ack["runId"]
-        events = self.client.events().__aiter__()
+        self.link.saw(self.session, ack.get("seq"))  # the answer is numbered after this
+        events = self.link.client.events().__aiter__()
         next_event: asyncio.Future[dict[str, Any]] | None = None
         try:
             while True:
@@ -87,8 +132,15 @@ class TurnView:
                     continue
                 try:
                     frame = next_event.result()
-                except StopAsyncIteration:
-                    return {"state": "error", "text": "the gateway closed the connection before answering; try again"}
+                except (StopAsyncIteration, WebSocketException, OSError):
+                    next_event = None
+                    _note("  (the connection to the gateway was lost; reconnecting to get the answer…)")
+                    if not await self.link.reconnect(self.session):
+                        return {"state": "error", "text": "the gateway closed the connection before answering and did "
+                                                          f"not come back within {RESUME_SECONDS:g} s; ask again"}
+                    events = self.link.client.events().__aiter__()
+                    self.resumed = True
+                    continue
                 next_event = None
                 final = await self._on(frame, run_id)
                 if final is not None:
@@ -107,13 +159,20 @@ class TurnView:
         if payload.get("runId") != run_id:
             return None
         if name == "chat":
+            self.link.saw(self.session, payload.get("seq"))
             if payload.get("state") == "delta":
+                if payload.get("restart") and self.printed:  # what was printed is not the answer
+                    print(flush=True)
+                    _note("  (the model's answer broke off; it starts again)")
+                    self.printed = False
                 if self.stream:
                     print(payload.get("text", ""), end="", flush=True)
                     self.printed = True
                 return None
             if self.printed:
                 print(flush=True)
+            if self.resumed and self.stream and payload.get("state") == "final":
+                print(payload.get("text", ""), flush=True)  # whole: the streamed part was cut by the reconnect
             return payload
         if name == "agent":
             stream = payload.get("stream")
@@ -166,7 +225,7 @@ class TurnView:
             return
         approve = line.strip().lower() in ("y", "yes")
         # A second connection: this one's reader is busy with the event stream.
-        async with GatewayClient(self.client.url, self.client.token) as other:
+        async with GatewayClient(self.link.client.url, self.link.client.token) as other:
             try:
                 await other.request("approvals.resolve", {"id": approval_id, "approve": approve})
             except Exception as exc:  # e.g. timed out meanwhile: say so, the run goes on
@@ -186,8 +245,11 @@ def cmd_chat(args: argparse.Namespace) -> int:
     stream = args.stream if args.stream is not None else sys.stdout.isatty()
 
     async def one(client: GatewayClient) -> int:
-        view = TurnView(client, args.session, stream, _stdin_for_questions())
-        result = await view.run(args.message)
+        link = Link(client)
+        try:
+            result = await TurnView(link, args.session, stream, _stdin_for_questions()).run(args.message)
+        finally:
+            await link.close()
         if result["state"] == "error":
             raise CliError(result["text"], EXIT_FAILED)
         if not stream:
@@ -196,7 +258,13 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
     async def repl(client: GatewayClient) -> int:
         print(f"clawgate chat — session {args.session!r}. /quit to leave, /new to reset the session.")
-        stdin = StdinLines()
+        link = Link(client)
+        try:
+            return await turns(link, StdinLines())
+        finally:
+            await link.close()
+
+    async def turns(link: Link, stdin: StdinLines) -> int:
         while True:
             print("you> ", end="", flush=True)
             line = await stdin.readline()
@@ -209,11 +277,11 @@ def cmd_chat(args: argparse.Namespace) -> int:
             if line in ("/quit", "/exit"):
                 return 0
             if line == "/new":
-                await client.request("sessions.reset", {"session": args.session})
+                await link.client.request("sessions.reset", {"session": args.session})
                 print("(session reset)")
                 continue
             print("agent> ", end="", flush=True)
-            view = TurnView(client, args.session, True, stdin if sys.stdin.isatty() else None)
+            view = TurnView(link, args.session, True, stdin if sys.stdin.isatty() else None)
             result = await view.run(line)
             if result["state"] == "error":
                 print(f"\n[error] {result['text']}")

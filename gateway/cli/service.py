@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
+import re
 import shutil
 import subprocess
 import sys
@@ -23,6 +23,9 @@ from ..instance import InstanceLock
 from .errors import EXIT_ALREADY_RUNNING, EXIT_FAILED, CliError
 
 UNIT = "clawgate.service"
+# what systemd accepts as the program path of ExecStart= (its string_is_safe); others go through env(1)
+SAFE_EXECUTABLE = re.compile(r"/[^\"'\\$\x00-\x1f\x7f]*")
+ENV_BINARY = "/usr/bin/env"
 # Variables a service needs but cannot inherit from the shell that installed it.
 CARRIED = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "TELEGRAM_BOT_TOKEN")
 
@@ -37,20 +40,63 @@ def env_file(paths: Paths) -> Path:
     return paths.home / "gateway.env"
 
 
-def unit_text(paths: Paths) -> str:
-    """The unit: the current interpreter runs the installed package, so a venv, pipx or uv install all work."""
-    exec_start = shlex.join([sys.executable, "-m", "gateway.cli", "gateway"])
+def _escape(text: str) -> str:
+    """Specifiers: a literal % is %% in every setting that expands them (systemd.unit(5))."""
+    return text.replace("%", "%%")
+
+
+def _quoted(text: str, *, command: bool = False) -> str:
+    """One word for a setting systemd splits into words (ExecStart=, Environment=), per systemd.syntax(7):
+    double-quoted with C escapes, % doubled; in a command line $ is doubled too (it expands variables)."""
+    out = []
+    for ch in text:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch == "%":
+            out.append("%%")
+        elif ch == "$" and command:
+            out.append("$$")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def _path_value(path: Path, what: str) -> str:
+    """A path for a setting that takes the rest of the line as one path (WorkingDirectory=, EnvironmentFile=)."""
+    text = str(path)
+    if text != text.strip() or any(ord(ch) < 0x20 for ch in text) or text.endswith("\\"):
+        raise CliError(f"the {what} path {text!r} cannot be written in a systemd unit (leading or trailing "
+                       "space, a control character or a final backslash); set CLAWGATE_HOME to another folder")
+    return _escape(text)
+
+
+def unit_text(paths: Paths, python: str | None = None) -> str:
+    """The unit: the current interpreter runs the installed package, so a venv, pipx or uv install all work.
+
+    Every path is quoted or escaped per systemd.syntax(7), so a home or venv with spaces, %, quotes,
+    backslashes or non-ASCII letters runs as written."""
+    argv = [python or sys.executable, "-m", "gateway.cli", "gateway"]
+    if not SAFE_EXECUTABLE.fullmatch(argv[0]):
+        # systemd refuses quotes, backslashes and control characters in the executable's own path and
+        # does not undo $$ there; env(1) takes the interpreter as an argument, where all of them work
+        argv.insert(0, ENV_BINARY)
+    exec_start = " ".join(_quoted(word, command=i > 0) for i, word in enumerate(argv))
+    home = _path_value(paths.home, "CLAWGATE_HOME")
     return f"""[Unit]
-Description=clawgate chat agent gateway ({paths.home})
-After=network-online.target
-Wants=network-online.target
+Description=clawgate chat agent gateway ({_escape(str(paths.home)).replace(chr(10), " ")})
+# No network ordering: a user manager cannot order on the system's network-online.target (in a user
+# unit After=/Wants= on it do nothing), and the daemon waits for its peers itself (Telegram polling
+# and the model provider retry until the network is up).
 
 [Service]
 Type=simple
-Environment=CLAWGATE_HOME={paths.home}
+Environment={_quoted("CLAWGATE_HOME=" + str(paths.home))}
 Environment=PYTHONUNBUFFERED=1
+WorkingDirectory={home}
 # API keys and other settings for the service (a user service does not see your shell's variables)
-EnvironmentFile=-{env_file(paths)}
+EnvironmentFile=-{_path_value(env_file(paths), "gateway.env")}
 ExecStart={exec_start}
 Restart=on-failure
 RestartSec=5

@@ -44,14 +44,16 @@ def page_origins(host: str, port: int) -> set[str]:
 
 
 class StaticSite:
-    """index.html at `/`, the other files at `/static/<name>`; anything else is 404."""
+    """index.html at `/`, the other files at `/static/<name>` (vendored libraries at
+    `/static/vendor/<name>`); anything else is 404."""
 
     def __init__(self, folder: Path = STATIC) -> None:
         self.files: dict[str, tuple[bytes, str]] = {}
-        for path in sorted(folder.iterdir()):
-            if path.is_file() and not path.name.startswith("."):
-                kind = _TYPES.get(path.suffix) or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-                self.files[path.name] = (path.read_bytes(), kind)
+        for prefix, where in (("", folder), ("vendor/", folder / "vendor")):
+            for path in sorted(where.iterdir()) if where.is_dir() else ():
+                if path.is_file() and not path.name.startswith("."):
+                    kind = _TYPES.get(path.suffix) or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+                    self.files[prefix + path.name] = (path.read_bytes(), kind)
 
     def answer(self, request: Request) -> Response:
         if getattr(request, "method", "GET") != "GET":

@@ -12,6 +12,8 @@ Switches (files, so a test can flip them while the daemon runs):
 - $FAKE_MCP_FAIL: when this file exists the server exits at start (a server that cannot start);
 - $FAKE_MCP_EXTRA: when this file exists at start, a `multiply` tool is offered too (a tool
   list that changes across a restart).
+- $FAKE_MCP_TASKS=1: two more tools, `long_report` declared with `execution.taskSupport`
+  "required" (callable only as an MCP task) and `quick_report` with "optional".
 
 Run: `python -m tests.fakes.mcp_server` (stdio) or `... --http PORT [--token T]` (streamable
 HTTP on 127.0.0.1; with --token every request must carry `Authorization: Bearer T`).
@@ -27,10 +29,22 @@ from typing import Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import Tool, ToolExecution
+
+
+class _Server(MCPServer):
+    """Lists some tools with a declared task support, which MCPServer's decorator cannot set."""
+
+    task_support: dict[str, str] = {}
+
+    async def list_tools(self) -> list[Tool]:
+        tools = await super().list_tools()
+        return [t.model_copy(update={"execution": ToolExecution(task_support=self.task_support[t.name])})
+                if t.name in self.task_support else t for t in tools]
 
 
 def build() -> MCPServer:
-    server = MCPServer("fake-tools")
+    server = _Server("fake-tools")
 
     @server.tool()
     def add(a: int, b: int) -> int:
@@ -67,6 +81,19 @@ def build() -> MCPServer:
     extra = os.environ.get("FAKE_MCP_EXTRA")
     if extra and Path(extra).exists():
         server.add_tool(multiply)
+
+    if os.environ.get("FAKE_MCP_TASKS") == "1":
+        @server.tool()
+        def long_report(topic: str) -> str:
+            """Write a long report (a task-only tool: it must be called as an MCP task)."""
+            return f"report on {topic}"
+
+        @server.tool()
+        def quick_report(topic: str) -> str:
+            """Write a short report (may be called as a task or directly)."""
+            return f"short report on {topic}"
+
+        server.task_support = {"long_report": "required", "quick_report": "optional"}
 
     @server.tool()
     async def grow(ctx: Context) -> str:

@@ -2,7 +2,8 @@
 
 Records every ``POST /v1/chat/completions`` body and answers from a FIFO script of
 replies (``chat_text`` / ``chat_tool_call``), then by echoing the last user message.
-``fail_next`` makes the next requests fail with an HTTP status first.
+``fail_next`` makes the next requests fail with an HTTP status first. A conversation in which two
+tool calls share an id is refused with HTTP 400, as the real API does.
 
 A request with ``"stream": true`` is answered the way the real API streams: a
 ``text/event-stream`` body of ``data: {chat.completion.chunk}`` events (role first, the
@@ -83,6 +84,10 @@ class FakeOpenAI:
                 with fake._cond:
                     fake.requests.append(body)
                     fake._cond.notify_all()
+                    problem = _duplicate_call_id(body)
+                    if problem is not None:  # refused like the real API, after being recorded
+                        return self._send(400, {"error": {"message": problem, "type": "invalid_request_error",
+                                                          "param": "messages", "code": None}})
                     if fake._fail:
                         status = fake._fail.popleft()
                         return self._send(status, {"error": {"message": f"fake failure {status}", "type": "server_error"}})
@@ -147,6 +152,17 @@ class FakeOpenAI:
     def __exit__(self, *exc: Any) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def _duplicate_call_id(body: dict[str, Any]) -> str | None:
+    """The API refuses a conversation in which two tool calls share an id."""
+    seen: set[str] = set()
+    for i, message in enumerate(body.get("messages") or []):
+        for call in message.get("tool_calls") or []:
+            if call.get("id") in seen:
+                return f"Invalid parameter: Duplicate value for 'tool_call_id' of {call['id']} in message[{i}]."
+            seen.add(call.get("id"))
+    return None
 
 
 def _echo(body: dict[str, Any]) -> str:

@@ -52,9 +52,10 @@ async function start(token) {
     checkpoints,
     new StatusPanel(gateway, main, options),
   ];
-  const refreshAll = () => Promise.all([chat.open(chat.session), ...panels.map((panel) => panel.refresh())]);
+  const refreshAll = () => Promise.all(panels.map((panel) => panel.refresh()));
   // A restarted daemon comes back on the same port: reconnect with the same token and reload
-  // what is shown (events missed meanwhile are covered by reading everything again).
+  // the panels; the chat resumes after the last reply it saw, so an answer given meanwhile
+  // arrives as its own event (gateway.js) instead of the chat being read again.
   gateway.onclose = (event) => {
     const why = event.reason ? `: ${event.reason}` : "";
     setState(`disconnected${why} — reconnecting…`, false);

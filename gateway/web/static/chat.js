@@ -1,7 +1,10 @@
 // The chat column: one session's history, the answer streaming in as `chat` deltas, and the tool
-// steps of the running turn as `agent` events arrive.
+// steps of the running turn as `agent` events arrive. Answers are shown as sanitised Markdown
+// (markdown.js), a run's tool calls as a collapsible block of steps (steps.js).
 
 import { el, clear } from "./dom.js";
+import { renderMarkdown } from "./markdown.js";
+import { addStep, finishStep, stepsBlock } from "./steps.js";
 
 export class ChatView {
   constructor(gateway, root, { onError }) {
@@ -37,13 +40,7 @@ export class ChatView {
     clear(this.log);
     try {
       const { messages } = await this.gateway.request("chat.history", { session, limit: 200 });
-      for (const message of messages) {
-        if (message.role === "user") this.bubble("user", message.text);
-        else if (message.role === "assistant" && message.text) this.bubble("assistant", message.text);
-        else if (message.role === "assistant" && message.tools?.length)
-          this.log.append(el("div", { class: "steps past", text: `tools: ${message.tools.join(", ")}` }));
-        else if (message.role === "event" && message.text) this.bubble("event", message.text);
-      }
+      this.past(messages);
     } catch (error) {
       this.onError(error);
     }
@@ -64,17 +61,44 @@ export class ChatView {
     this.scroll();
   }
 
+  // The history as it was shown live: a run's assistant turns make one block of steps (closed)
+  // and one answer, their texts joined as the streamed answer joined them.
+  past(messages) {
+    let group = null;
+    for (const message of messages) {
+      if (message.role === "assistant") {
+        if (!group || group.runId !== message.runId) {
+          group = { runId: message.runId, steps: stepsBlock({ runId: message.runId, open: false }), texts: [] };
+          group.answer = this.bubble("assistant", "");
+          group.answer.before(group.steps);
+        }
+        for (const step of message.steps || []) addStep(group.steps, step);
+        if (message.text) group.texts.push(message.text);
+        this.markdown(group.answer.querySelector(".text"), group.texts.join("\n\n"));
+        continue;
+      }
+      if (message.role === "event" && !message.text) continue; // not shown, and not the end of a run
+      group = null;
+      if (message.role === "user") this.bubble("user", message.text);
+      else if (message.role === "event") this.bubble("event", message.text);
+    }
+  }
+
   bubble(role, text) {
     const node = el("div", { class: `msg ${role}`, dataset: { role } }, el("div", { class: "text", text }));
     this.log.append(node);
     return node;
   }
 
+  markdown(target, text) {
+    renderMarkdown(target, text, { onError: this.onError });
+  }
+
   // The place a run's steps and answer appear; created by whichever comes first.
   run(runId) {
     let run = this.runs.get(runId);
     if (!run) {
-      const steps = el("ol", { class: "steps", dataset: { run: runId } });
+      const steps = stepsBlock({ runId, open: true });
       const answer = el("div", { class: "msg assistant streaming", dataset: { role: "assistant", run: runId } },
         el("div", { class: "text" }));
       this.log.append(steps, answer);
@@ -89,10 +113,16 @@ export class ChatView {
     const run = this.run(p.runId);
     const target = run.answer.querySelector(".text");
     if (p.state === "delta") {
+      if (p.restart) run.text = ""; // the model call was retried: the preview starts again
       run.text += p.text;
-      target.textContent = run.text;
-    } else {
+      this.markdown(target, run.text);
+    } else if (p.state === "error") {
       target.textContent = p.text;
+      target.classList.remove("md");
+    } else {
+      this.markdown(target, p.text);
+    }
+    if (p.state !== "delta") {
       run.answer.classList.remove("streaming");
       run.answer.classList.add(p.state === "error" ? "error" : "final");
       run.answer.dataset.state = p.state;
@@ -104,18 +134,10 @@ export class ChatView {
     if (p.session !== this.session || !p.runId) return;
     const run = this.run(p.runId);
     if (p.stream === "tool_start") {
-      const item = el("li", { class: "step running", dataset: { tool: p.tool, status: "running" } },
-        el("span", { class: "tool", text: p.tool }), " ", el("span", { class: "summary", text: p.summary || "" }));
-      run.tools.set(p.id, item);
-      run.steps.append(item);
+      run.tools.set(p.id, addStep(run.steps, { tool: p.tool, summary: p.summary, status: "running" }));
     } else if (p.stream === "tool_end") {
       const item = run.tools.get(p.id);
-      if (item) {
-        item.classList.remove("running");
-        item.classList.add(p.status === "ok" ? "ok" : "failed");
-        item.dataset.status = p.status;
-        item.append(el("span", { class: "took", text: ` ${p.status} · ${Math.round(p.duration_ms || 0)} ms` }));
-      }
+      if (item) finishStep(run.steps, item, p.status, p.duration_ms || 0);
     } else if (p.stream === "turn_end" && run.text) {
       run.text += "\n\n"; // the next turn's text starts on its own paragraph
     } else if (p.stream === "run_end") {

@@ -1,6 +1,8 @@
 // A small client of the gateway protocol (docs/protocol.md): one WebSocket, requests matched to
 // responses by id, events handed to listeners. The page is just another client; the token it
-// sends is the only thing that lets it in.
+// sends is the only thing that lets it in. Replies are numbered per session (`seq`): a reconnect
+// resumes after the last number seen, so an answer given while the page was away still arrives,
+// and one that arrives twice is shown once.
 
 export class GatewayError extends Error {
   constructor(code, message) {
@@ -19,6 +21,20 @@ export class Gateway {
     this.listeners = new Map();
     this.onclose = () => {};
     this.hello = null;
+    this.seen = {}; // session -> number of the last reply seen (connect `resume`)
+    this.replies = new Set(); // recent replies received ("session seq runId"), to show each once
+  }
+
+  // Notes a reply's number; false when this very reply was already received.
+  saw(session, seq, runId = "") {
+    if (typeof session !== "string" || !Number.isInteger(seq)) return true;
+    this.seen[session] = Math.max(seq, this.seen[session] ?? 0);
+    if (!runId) return true;
+    const key = `${session} ${seq} ${runId}`;
+    if (this.replies.has(key)) return false;
+    this.replies.add(key);
+    if (this.replies.size > 1000) this.replies.delete(this.replies.values().next().value);
+    return true;
   }
 
   // Resolves with the connect reply; rejects with the server's close reason (e.g. a wrong token).
@@ -28,11 +44,9 @@ export class Gateway {
       this.ws = ws;
       let opened = false;
       ws.onopen = () => {
-        this.request("connect", {
-          auth: { token: this.token },
-          client: { name: "clawgate-web", id: "web" },
-          subscribe: "*",
-        }).then((hello) => {
+        const params = { auth: { token: this.token }, client: { name: "clawgate-web", id: "web" }, subscribe: "*" };
+        if (Object.keys(this.seen).length) params.resume = { ...this.seen };
+        this.request("connect", params).then((hello) => {
           opened = true;
           this.hello = hello;
           resolve(hello);
@@ -64,7 +78,9 @@ export class Gateway {
         reject(new GatewayError("closed", "not connected"));
         return;
       }
-      this.pending.set(id, { resolve, reject });
+      // chat.send reports the session's last reply number: its answer comes after it.
+      const done = method === "chat.send" ? (payload) => { this.saw(params.session ?? "main", payload.seq); resolve(payload); } : resolve;
+      this.pending.set(id, { resolve: done, reject });
       this.ws.send(JSON.stringify({ type: "req", id, method, params }));
     });
   }
@@ -88,6 +104,8 @@ export class Gateway {
       if (frame.ok) waiter.resolve(frame.payload);
       else waiter.reject(new GatewayError(frame.error.code, frame.error.message));
     } else if (frame.type === "event") {
+      const p = frame.payload;
+      if (frame.event === "chat" && p && !this.saw(p.session, p.seq, p.runId)) return;
       for (const listener of this.listeners.get(frame.event) || []) {
         try {
           listener(frame.payload);

@@ -31,6 +31,19 @@ class Reply:
     # A threading.Event: the stream stops after its first text delta until the test sets it (at
     # most 30 s), so that delta reaches the client on its own, whatever the machine's load.
     hold: Any = None
+    # Prompt-cache counts reported in the usage.
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    # Streaming only: the input and cache counts arrive in message_delta alone (message_start says
+    # 0), as some proxies in front of other backends send them.
+    usage_late: bool = False
+    # Streaming only: the body ends cleanly but early, as when a proxy times out or a connection is
+    # cut: "before_stop" sends every event but message_stop; "midway" stops after the first text delta.
+    cut: str | None = None
+    # Answer a streaming request with the whole message as one JSON body (a proxy that ignores `stream`).
+    as_json: bool = False
+    # Send this JSON object with HTTP 200 instead of a message (an error envelope a proxy sends).
+    body: dict | None = None
 
 
 def text(s: str, **kw: Any) -> Reply:

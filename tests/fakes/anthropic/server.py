@@ -237,8 +237,13 @@ class _Handler(BaseHTTPRequestHandler):
         in_tok = reply.input_tokens if reply.input_tokens is not None else max(1, len(raw) // 4)
         out_tok = reply.output_tokens if reply.output_tokens is not None else _estimate_output(content)
         stop = reply.stop_reason or ("tool_use" if reply.tool_calls else "end_turn")
-        if body.get("stream") is True:
-            self._stream(model, content, stop, in_tok, out_tok, reply.hold)
+        if reply.body is not None:
+            self._send(200, _dumps(reply.body).encode())
+            return
+        if body.get("stream") is True and not reply.as_json:
+            events = stream_events(model, content, stop, in_tok, out_tok, cache_read=reply.cache_read_tokens,
+                                   cache_write=reply.cache_write_tokens, usage_late=reply.usage_late)
+            self._stream(events, reply.hold, reply.cut)
             return
         msg = {
             "id": _new_id("msg_"),
@@ -251,19 +256,22 @@ class _Handler(BaseHTTPRequestHandler):
             "usage": {
                 "input_tokens": in_tok,
                 "output_tokens": out_tok,
-                "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": 0,
+                "cache_creation_input_tokens": reply.cache_write_tokens,
+                "cache_read_input_tokens": reply.cache_read_tokens,
             },
         }
         self._send(200, _dumps(msg).encode())
 
-    def _stream(self, model: str, content: list[dict], stop: str, in_tok: int, out_tok: int,
-                hold: threading.Event | None) -> None:
-        """Send the real SSE event sequence as one chunked HTTP/1.1 body (keeps keep-alive)."""
-        events = stream_events(model, content, stop, in_tok, out_tok)
+    def _stream(self, events: list[tuple[str, dict]], hold: threading.Event | None, cut: str | None) -> None:
+        """Send the real SSE event sequence as one chunked HTTP/1.1 body (keeps keep-alive).
+
+        ``cut`` ends the body early but cleanly (the last chunk sent, then the connection closed)."""
         first = next((i for i, (name, data) in enumerate(events)
                       if name == "content_block_delta" and data["delta"]["type"] == "text_delta"), None)
-        if hold is None or first is None:
+        if cut is not None:
+            events = events[:-1] if cut == "before_stop" else events[:(first if first is not None else 0) + 1]
+            self.close_connection = True
+        if hold is None or first is None or first >= len(events):
             self.wfile.write(encode_stream(events, self.close_connection))
             return
         parts = stream_parts(events, self.close_connection)  # the head, then one part per event

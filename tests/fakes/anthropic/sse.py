@@ -19,8 +19,15 @@ def _chunks(s: str, n: int) -> list[str]:
     return [s[k : k + size] for k in range(0, len(s), size)]
 
 
-def stream_events(model: str, content: list[dict], stop: str, in_tok: int, out_tok: int) -> list[tuple[str, dict]]:
-    """The real SSE event sequence for one message, as ``(event name, data)`` pairs."""
+def stream_events(model: str, content: list[dict], stop: str, in_tok: int, out_tok: int, *,
+                  cache_read: int = 0, cache_write: int = 0, usage_late: bool = False) -> list[tuple[str, dict]]:
+    """The real SSE event sequence for one message, as ``(event name, data)`` pairs.
+
+    Like the API, message_delta carries the final, cumulative counts (input and cache included);
+    ``usage_late`` leaves message_start's input and cache counts at 0, as some proxies do.
+    """
+    usage = {"input_tokens": in_tok, "cache_creation_input_tokens": cache_write, "cache_read_input_tokens": cache_read}
+    early = {k: 0 for k in usage} if usage_late else usage
     events: list[tuple[str, dict]] = [
         (
             "message_start",
@@ -34,12 +41,7 @@ def stream_events(model: str, content: list[dict], stop: str, in_tok: int, out_t
                     "content": [],
                     "stop_reason": None,
                     "stop_sequence": None,
-                    "usage": {
-                        "input_tokens": in_tok,
-                        "output_tokens": 1,
-                        "cache_creation_input_tokens": 0,
-                        "cache_read_input_tokens": 0,
-                    },
+                    "usage": {**early, "output_tokens": 1},
                 },
             },
         ),
@@ -67,7 +69,7 @@ def stream_events(model: str, content: list[dict], stop: str, in_tok: int, out_t
             {
                 "type": "message_delta",
                 "delta": {"stop_reason": stop, "stop_sequence": None},
-                "usage": {"output_tokens": out_tok},
+                "usage": {**usage, "output_tokens": out_tok},
             },
         )
     )
