@@ -86,8 +86,8 @@ class Exec(Tool):
         cwd: str = "."
         timeout: float | None = Field(None, gt=0, le=3600)
         background: bool = False
-        write_protected: bool = Field(False, description="may change prompt files, skills/, HOME dotfiles (asks the owner)")
-        network: bool = Field(False, description="may use the network (asks the owner)")
+        write_protected: bool = Field(False, description="may write prompt files, skills/, HOME (asks)")
+        network: bool = Field(False, description="asks")
 
     def __init__(self, settings: ExecSettings, *, sandbox: SandboxPolicy | None = None,
                  status: Callable[[], SandboxStatus] = sandbox_status,
