@@ -1,18 +1,24 @@
 """The completeness check: a before-final hook that will not let "done" go out unverified.
 
-When the model answers without tools at the end of a run that either finished a task as
-completed or made at least `reflection.min_tool_calls` tool calls (a plain multi-step request),
-a separate structured model call reviews the goal, the plan, the calls made with their outcomes
-and the tools available, and answers {is_complete, analysis, verification, missing, supplements}.
+First, deterministically (no model call, agent/open_steps.py): when the session's current task
+still has open steps and the run made tool calls, the answer is not done — the model is told to
+go on (when it worked on the task and rounds are left), or the answer goes out as a progress
+report naming what remains.
+Otherwise, when the model answers without tools at the end of a run that finished a task (or
+completed every step of it), or changed something (a successful call of a tool with effects), or
+made at least `reflection.min_tool_calls` tool calls, a separate structured model call reviews
+the goal, the plan, the calls made with their outcomes and the tools available, and answers
+{is_complete, analysis, verification, missing, supplements}.
 A heartbeat turn is checked only when it finishes a task (its routine answers are not claims).
 - complete: the answer goes out with a short report (done / verified how / remains);
 - incomplete: up to `reflection.max_supplements` supplementary steps are planned (added to the
   task's plan when there is one, the task reopened), the model is told to run them, and the
-  check runs again when it answers — at most `reflection.max_rounds` checks per run;
+  check runs again when it answers — at most `reflection.max_rounds` checks per run (the
+  deterministic rounds count too);
 - no usable answer (malformed twice, model down): fail safe — a task finished in this run is
   reopened, and the report says the work is unverified.
-Events: `reflection` (each check), `reflection_plan` (supplements planned), `reflection_exec`
-(supplements run, before the next check).
+Events: `reflection` (each check; `deterministic: true` for the open-steps one), `reflection_plan`
+(supplements or open steps to run), `reflection_exec` (calls made since, before the next check).
 """
 
 from __future__ import annotations
@@ -24,9 +30,10 @@ from pydantic import BaseModel, Field
 
 from config.schema import ReflectionSettings
 
-from . import structured
+from . import open_steps, structured
 from .bus import InboundMessage
 from .events import EventHub
+from .drift import BOOKKEEPING
 from .loop import Verdict, acts_for_owner
 from .providers.base import Provider
 from .run_view import Span, render_steps, run_user_text, span, start_index
@@ -63,8 +70,10 @@ class Check(BaseModel):
 
 class CompletenessCheck:
     def __init__(self, settings: ReflectionSettings, *, provider: Provider, model: str, tasks: TaskStore,
-                 tools: Callable[[], list[dict[str, Any]]], events: EventHub) -> None:
+                 tools: Callable[[], list[dict[str, Any]]], events: EventHub,
+                 side_effects: Callable[[str], bool] = lambda name: False) -> None:
         self.settings = settings
+        self.side_effects = side_effects  # the tool registry's: does a tool change anything
         self.provider = provider
         self.model = settings.model or model
         self.tasks = tasks
@@ -81,13 +90,16 @@ class CompletenessCheck:
         events = [r for r in session.records[begin:] if r.get("kind") == "event" and r.get("run_id") == msg.id
                   and str(r.get("name", "")).startswith("reflection")]
         rounds = sum(1 for r in events if r.get("name") == "reflection")
-        if finished is None and not rounds and (len(run.actions) < self.settings.min_tool_calls
-                                                or self._active_task_touched(session.key, run_ts)
-                                                or msg.metadata.get("mode") == "heartbeat"):
-            # a short answer, a task still in progress, or a heartbeat's routine: nothing is declared done
-            return None
-        if events and events[-1].get("name") == "reflection_plan":
+        if events and events[-1].get("name") == "reflection_plan":  # a check follows (rounds > 0): report first
             self._exec_report(session, msg, events[-1], run)
+        current = self.tasks.current(session.key)
+        if current is not None and (left := open_steps.gated(current, run, answer, msg.metadata.get("mode", ""))):
+            return self._open_steps(session, msg, current, left, run, answer, rounds + 1)
+        if finished is None and current is not None and run.actions and not open_steps.open_steps(current):
+            finished = current  # every step done, the task not finished yet: the answer is its "done"
+        if finished is None and not rounds and (not self._multi_step(run) or msg.metadata.get("mode") == "heartbeat"):
+            # a lookup (no effect, few calls), a plain reply, or a heartbeat's routine: nothing is declared done
+            return None
         goal = finished.goal if finished else run_user_text(session, msg.id)
         result = await structured.ask(self.provider, model=self.model, system=CHECK_SYSTEM, max_tokens=1024,
                                       prompt=self._prompt(goal, session, msg, finished, run, answer), schema=Check)
@@ -113,6 +125,28 @@ class CompletenessCheck:
             return Verdict(text=answer + report(check, finished, why))
         self._plan(session, msg, finished, check, supplements, round_no)
         return Verdict(resume=True)
+
+    # open steps: deterministic, no model call (agent/open_steps.py) --------------------------
+    def _open_steps(self, session: Session, msg: InboundMessage, task: Task, left: list[tuple[int, Step]], run: Span,
+                    answer: str, round_no: int) -> Verdict:
+        missing = [f"step {i}: {s.text}"[:200] for i, s in left]
+        self._emit(session, msg, "reflection", round=round_no, ok=True, is_complete=False, deterministic=True,
+                   analysis=f"{len(left)} of {len(task.steps)} steps of task {task.id} are open",
+                   missing=missing[:10], supplements=0, calls=0, tokens=0)
+        mode = str(msg.metadata.get("mode", ""))
+        if not open_steps.may_continue(run, mode, round_no, self.settings.max_rounds):
+            return Verdict(text=open_steps.progress_report(task, left, answer))
+        session.append("user", text=open_steps.continue_note(task, left), owner=acts_for_owner(msg), reflection=True)
+        self._emit(session, msg, "reflection_plan", round=round_no, task=task.id, deterministic=True,
+                   supplements=[{"action": s.text[:200], "reason": "an open step of the plan", "tool": ""}
+                                for _, s in left[: self.settings.max_supplements or len(left)]])
+        return Verdict(resume=True)
+
+    def _multi_step(self, run: Span) -> bool:
+        """Worth a check without a finished task: the run changed something (a successful call of a tool
+        with effects: a file written, a command run, a message sent), or made several calls."""
+        changed = any(not a.is_error and a.name not in BOOKKEEPING and self.side_effects(a.name) for a in run.actions)
+        return changed or len(run.actions) >= self.settings.min_tool_calls
 
     # steps -----------------------------------------------------------------------------------
     def _plan(self, session: Session, msg: InboundMessage, task: Task | None, check: Check,
@@ -153,10 +187,6 @@ class CompletenessCheck:
         done = [t for t in self.tasks.all() if t.session_key == session_key and t.status == "completed"
                 and t.updated_at >= since]
         return max(done, key=lambda t: t.updated_at) if done else None
-
-    def _active_task_touched(self, session_key: str, since: float) -> bool:
-        task = self.tasks.current(session_key)
-        return task is not None and task.updated_at >= since
 
     def _prompt(self, goal: str, session: Session, msg: InboundMessage, task: Task | None, run: Span, answer: str) -> str:
         tools = "\n".join(f"- {t['name']}: {str(t.get('description', '')).split('. ')[0][:160]}" for t in self.tools())

@@ -209,12 +209,14 @@ class ContextBuilder:
         return "\n".join(lines)
 
     def _attach_followups(self, session: Session) -> None:
-        """Mid-run, store the follow-up lines after the latest tool results (once per request)."""
-        if not self.followups or _last_llm_kind(session) != "tool_results":
+        """Mid-run, store the follow-up lines before each request that does not carry them yet: after
+        tool results, and after whatever else was added since the model's last turn (a drift note, a
+        check's turn). A user turn's runtime block carries them already; a retry finds its note."""
+        if not self.followups or not _needs_followup(session):
             return
         lines = [line for contribute in self.followups if (line := contribute(session))]
         if lines:
-            session.append("note", text="[runtime] " + "\n".join(lines))
+            session.append("note", text="[runtime] " + "\n".join(lines), followup=True)
 
     def messages(self, session: Session, start: int | None = None) -> list[dict[str, Any]]:
         """The model's view: window from the consolidation pointer, compacted, pointer block first."""
@@ -259,11 +261,19 @@ def sender_label(sender_id: str | None, meta: Mapping[str, Any] | None) -> str |
     return f"@{username}" if username else f"id {ident}"
 
 
-def _last_llm_kind(session: Session) -> str | None:
+def _needs_followup(session: Session) -> bool:
+    """Something for the model was added since its last turn, and none of it carries the follow-ups:
+    neither a user turn with its runtime block nor a follow-up note."""
+    added = False
     for record in reversed(session.records[-64:]):
-        if record["kind"] in LLM_KINDS:
-            return str(record["kind"])
-    return None
+        kind = record["kind"]
+        if kind == "assistant":
+            return added
+        if (kind == "user" and record.get("context")) or (kind == "note" and record.get("followup")):
+            return False
+        if kind in LLM_KINDS:
+            added = True
+    return False
 
 
 def _run_start(session: Session) -> int:

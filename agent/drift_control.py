@@ -42,6 +42,7 @@ from .tasks import Task, TaskStore
 
 log = logging.getLogger(__name__)
 Rung = Literal["reflect", "restore", "reset"]
+CONTINUATION_CHANNEL = "drift"  # the message that continues a run after a restore (agent/drift_restore.py)
 
 REFLECT_SYSTEM = (
     "You review an AI agent's long-running work for drift: loops, side quests, growing scope. Judge only from "
@@ -112,7 +113,7 @@ class DriftControl:
         corrections = [r for r in session.records[begin:] if r.get("kind") == "event" and r.get("name") == "drift_correction"]
         since = start_index(session, seq=int(corrections[-1]["seq"]) + 1) if corrections else begin
         recent = span(session, since)  # soft signals: since the last correction
-        goal = task.goal if task else run_user_text(session, msg.id)
+        goal = task.goal if task else _request(session, msg, begin)
         view = RunView(goal=goal, actions=recent.actions, turns=recent.turns, total_tool_calls=len(whole.actions),
                        total_turns=whole.turns, elapsed_seconds=self._run_seconds(session, msg),
                        history_tokens=self.context.compactor.estimate_tokens(session, session.window_start),
@@ -231,6 +232,15 @@ class DriftControl:
     # bookkeeping -----------------------------------------------------------------------------
     def _begin(self, session: Session, msg: InboundMessage, task: Task | None) -> int:
         run_start = start_index(session, seq=session.inbound_seqs.get(msg.id, 0))
+        if task is None and msg.channel == CONTINUATION_CHANNEL:
+            # the continuation after a restore: the ladder's records carried in front of it belong to its span,
+            # so drift after the restore goes on to a reset (one restore per span)
+            index = run_start
+            while index > 0 and session.records[index - 1].get("kind") == "event":
+                index -= 1
+                if session.records[index].get("name") == "branch":
+                    return index
+            return run_start
         if task is None:
             return run_start
         return min(run_start, start_index(session, ts=task.created_at))
@@ -250,6 +260,18 @@ class DriftControl:
         name = {"signal": "drift_signal"}.get(action, f"drift_{action}")
         session.append("event", name=name, run_id=msg.id, turn=turn, **fields)
         self.events.emit("drift", session=session.key, run_id=msg.id, action=action, turn=turn, **fields)
+
+
+def _request(session: Session, msg: InboundMessage, begin: int) -> str:
+    """What a run without a task was asked: its message, or, for the continuation after a restore, the
+    request the restore recorded (the continuation's own text lists what failed: scored for relevance,
+    it would make the failing calls look on-goal)."""
+    first = session.records[begin] if begin < len(session.records) else {}
+    if msg.channel == CONTINUATION_CHANNEL and first.get("name") == "branch":
+        request = (first.get("drift") or {}).get("request")
+        if request:
+            return str(request)
+    return run_user_text(session, msg.id)
 
 
 def _plan_text(task: Task) -> str:

@@ -4,8 +4,9 @@ Drift control decides inside the running loop (an after-turn hook), where the se
 cannot be swapped. So the rung happens in three steps, each safe to repeat after a crash:
 
 1. decide (`decide`, in the after-turn hook): choose the newest verified step checkpoint of the
-   current task; write a pending marker (`state/checkpoints/drift/`, an index so a restart finds
-   it), then the decision into the session log: the run's final answer, a short report, carrying
+   current task, else the newest checkpoint before the drift began (within the run without a
+   task, holding the task with one: turn checkpoints make sure there is one); write a pending
+   marker (`state/checkpoints/drift/`, an index so a restart finds it), then the decision into the session log: the run's final answer, a short report, carrying
    the plan (`drift_restore`). The run ends with that report.
 2. restore (`settle`, an after-run hook in the session's lane): put back the files this session
    wrote since the point, the task, then replace the log — the commit point. The decision was
@@ -32,16 +33,17 @@ from urllib.parse import quote
 from .bus import InboundMessage, MessageBus
 from .checkpoints import CheckpointService
 from .drift import Signal
-from .drift_control import RestoreDecision
+from .drift_control import CONTINUATION_CHANNEL, RestoreDecision
 from .errors import DomainError
 from .events import EventHub
 from .fsio import atomic_write_bytes
 from .loop import acts_for_owner
+from .run_view import run_user_text
 from .session import Record, Session, SessionManager
 from .tasks import Task
 
 log = logging.getLogger(__name__)
-CHANNEL = "drift"
+CHANNEL = CONTINUATION_CHANNEL
 
 
 class DriftRestore:
@@ -65,16 +67,25 @@ class DriftRestore:
     # 1. decide (inside the run) ------------------------------------------------------------
     def decide(self, session: Session, msg: InboundMessage, task: Task | None, *, signal: Signal, turn: int,
                avoid: list[str]) -> RestoreDecision | None:
-        if task is None:
-            return None  # without a task there is no verified step to go back to
-        cp = self.checkpoints.last_good(session.key, task.id)
+        """The point: the task's last verified step; else (no task, or no step verified yet) the newest
+        checkpoint before the drift began — the end of the last model turn without a signal — within
+        the run (without a task) or holding the task. None: there is none."""
+        cp = self.checkpoints.last_good(session.key, task.id) if task is not None else None
+        verified = cp is not None
+        if cp is None:
+            began = _drift_began(session, msg, task)
+            floor = session.inbound_seqs.get(msg.id, 0) - 1 if task is None else 0  # the point before the message
+            cp = self.checkpoints.before_drift(session.key, before=began, floor=floor,
+                                               task_id=task.id if task else None) if began is not None else None
         if cp is None:
             return None
         paths = self.checkpoints.written_after(cp)
         reflection = next((r for r in reversed(session.records) if r.get("name") == "drift_reflection"
                            and r.get("assessment")), None)
         plan: dict[str, Any] = {
-            "checkpoint": cp.id, "step": cp.step, "steps": len(task.steps), "description": cp.description,
+            "checkpoint": cp.id, "step": cp.step if verified else None, "steps": len(task.steps) if task else 0,
+            "description": cp.description, "task": task is not None,
+            "request": "" if task else run_user_text(session, msg.id),
             "signal": signal.name, "why": f"{signal.name}: {signal.detail}", "turn": turn, "avoid": avoid,
             "reflection": f"{reflection['assessment']} Next: {reflection.get('next_action', '')}" if reflection else "",
             "paths": paths, "files": self.checkpoints.drift_changes(cp, paths),
@@ -82,8 +93,8 @@ class DriftRestore:
             "continuation": "drift:" + uuid.uuid4().hex[:16], "run": msg.id, "metadata": continuation_metadata(msg),
         }
         files = len(plan["files"]["written"]) + len(plan["files"]["removed"])
-        report = (f"I was going in circles ({plan['why']}). I'm going back to the checkpoint after step "
-                  f"{cp.step}/{len(task.steps)} ({cp.description}) and continuing from there with a different approach."
+        report = (f"I was going in circles ({plan['why']}). I'm going back to {_point(plan)} and continuing from there "
+                  "with a different approach."
                   + (f" The {files} file(s) I changed since then will be put back as they were." if files else ""))
         self._mark(session.key, plan)
         session.append("assistant", durable=True, run_id=msg.id, drift_restore=plan,
@@ -179,6 +190,30 @@ def _plan_of(record: Record, field: str, continuation: str) -> bool:
     return isinstance(plan, dict) and plan.get("continuation") == continuation
 
 
+def _drift_began(session: Session, msg: InboundMessage, task: Task | None) -> int | None:
+    """The seq of the model turn in which the span's first drift signal fired (the task's, or this run's)."""
+    records = session.records
+    for index, record in enumerate(records):
+        if record.get("kind") != "event" or record.get("name") != "drift_signal":
+            continue
+        if task is None and record.get("run_id") != msg.id:
+            continue
+        if task is not None and float(record.get("ts", 0)) < task.created_at:
+            continue
+        turn = next((r for r in reversed(records[:index]) if r.get("kind") == "assistant"), None)
+        return int(turn["seq"]) if turn is not None else int(record["seq"])
+    return None
+
+
+def _point(plan: dict[str, Any]) -> str:
+    """Where the work goes back to, in words."""
+    if plan.get("step"):
+        return f"the checkpoint after step {plan['step']}/{plan['steps']} ({plan['description']})"
+    if plan.get("task", True):
+        return f"the point in the task before the drift began ({plan['description']})"
+    return f"the point in this request before the drift began ({plan['description']})"
+
+
 def continuation_metadata(msg: InboundMessage) -> dict[str, Any]:
     """The original message's metadata, its delivery target and owner/guest flag made explicit:
     the continuation acts for the same person with the same rights, and answers in the same place."""
@@ -190,7 +225,7 @@ def continuation_metadata(msg: InboundMessage) -> dict[str, Any]:
 
 def continuation_text(plan: dict[str, Any], error: str | None) -> str:
     """What the model reads when it continues: what was undone, why, and what not to repeat."""
-    point = f"the checkpoint after step {plan['step']}/{plan['steps']} ({plan['description']})"
+    point = _point(plan)
     avoid = list(plan.get("avoid") or [])
     if plan.get("reflection"):
         avoid.append(f"reflection: {plan['reflection']}")
@@ -198,7 +233,8 @@ def continuation_text(plan: dict[str, Any], error: str | None) -> str:
     if error is not None:
         return (f"[clawgate] Drift control meant to take this work back to {point}, because it was going in "
                 f"circles ({plan['why']}), but the restore failed: {error}. Nothing was undone.\n{dont}"
-                "Step back and continue the task with a different approach.")
+                f"Step back and continue the {'task' if plan.get('task', True) else 'request'} "
+                "with a different approach.")
     files = plan.get("files") or {}
     changed = []
     if files.get("removed"):
@@ -212,5 +248,11 @@ def continuation_text(plan: dict[str, Any], error: str | None) -> str:
     if plan.get("irreversible"):
         lines.append("Not undone (it left the workspace): " + "; ".join(plan["irreversible"]) + ".")
     lines.append(dont.rstrip("\n"))
-    lines.append(f"Continue the task from the step after step {plan['step']}, with a different approach.")
+    if plan.get("step"):
+        lines.append(f"Continue the task from the step after step {plan['step']}, with a different approach.")
+    elif plan.get("task", True):
+        lines.append("Continue the task from there, with a different approach.")
+    else:
+        lines.append("Continue the request from there, with a different approach. "
+                     f"The request was: {plan['request'][:2000]}")
     return "\n".join(lines)

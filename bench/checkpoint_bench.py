@@ -2,10 +2,14 @@
 
 In-process on real files (the same CheckpointService the daemon wires), playing the records a
 run appends: 100 tasks of 10 steps, each step writes one workspace file and completes the step
-(a step checkpoint with a workspace snapshot). Prints a table:
+(a step checkpoint with a workspace snapshot). Before each step the run makes two more model
+turns, as drift control's turn checkpoints (`checkpoints.every_turns` = 1) see them: a read that
+changes nothing, and a command that changes one file (its changes recorded for replay).
+Prints a table:
 
 1. checkpoint cost per step: the extra time the step-boundary append takes (snapshot + JSON),
-   median and p95, fsync on and off;
+   median and p95, fsync on and off; the same for a turn checkpoint after the read, and for the
+   command's turn (the two snapshots around the command plus its turn checkpoint);
 2. restore (conversation and files) of the checkpoint at step 1,000 from step 1,010, and of
    the one at step 500 (more files to write back);
 3. disk used by checkpoints per 1,000 steps (the workspace's own first copy not counted).
@@ -22,7 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -36,6 +40,21 @@ from config.schema import CheckpointSettings  # noqa: E402
 
 def _du(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def _turn(session: Any, call: str, name: str, args: dict[str, Any], effect: Callable[[], Any] | None) -> float:
+    """One model turn with one tool call; the time of the appends that take checkpoints or snapshots
+    (the intent and result of a command, the tool results), in ms."""
+    session.append("assistant", content=[{"type": "tool_use", "id": call, "name": name, "input": args}])
+    started = time.perf_counter()
+    session.append("tool_intent", id=call, name=name, input=args)
+    spent = time.perf_counter() - started
+    if effect is not None:
+        effect()
+    started = time.perf_counter()
+    session.append("tool_done", id=call, content="ok", is_error=False, status="ok")
+    session.append("tool_results", results=[{"tool_use_id": call, "content": "ok"}])
+    return (spent + time.perf_counter() - started) * 1000
 
 
 def run(files: int, steps: int, fsync: bool, where: str | None) -> dict[str, Any]:
@@ -58,6 +77,8 @@ def run(files: int, steps: int, fsync: bool, where: str | None) -> dict[str, Any
         costs: list[float] = []
         cpu_costs: list[float] = []
         plain: list[float] = []
+        read_costs: list[float] = []
+        exec_costs: list[float] = []
         step_ids: dict[int, str] = {}
         task: Task | None = None
         n = 0
@@ -68,6 +89,10 @@ def run(files: int, steps: int, fsync: bool, where: str | None) -> dict[str, Any
                             steps=[Step(text=f"edit file {n + j}") for j in range(10)])
                 tasks.save(task)
             assert task is not None
+            read_costs.append(_turn(session, f"toolu_r{n}", "read_file", {"path": "dir0/file0.txt"}, None))
+            target = ws / f"dir{(n + 7) % 20}" / f"file{(n * 7) % files}.txt"
+            exec_costs.append(_turn(session, f"toolu_x{n}", "exec", {"argv": ["touch", str(target)]},
+                                    lambda: target.write_text(f"command {n}\n" + "z" * 1000)))
             call = f"toolu_{n}"
             args = {"action": "complete", "step": k + 1, "verification": "read back"}
             session.append("assistant", content=[{"type": "tool_use", "id": call, "name": "task", "input": args}])
@@ -97,7 +122,9 @@ def run(files: int, steps: int, fsync: bool, where: str | None) -> dict[str, Any
             # back to the end for the next measurement (restoring the newest one the same way)
             service.restore(step_ids[steps + 10], "both", confirm=True)
         base = statistics.median(plain)
-        return {"median": statistics.median(costs) - base, "cpu": statistics.median(cpu_costs), "p95": sorted(costs)[int(len(costs) * 0.95)] - base,
+        # the three appends of a turn, less what three appends that take nothing cost
+        return {"read": statistics.median(read_costs) - 3 * base, "exec": statistics.median(exec_costs) - 3 * base,
+                "median": statistics.median(costs) - base, "cpu": statistics.median(cpu_costs), "p95": sorted(costs)[int(len(costs) * 0.95)] - base,
                 "restore": timings, "disk": disk * 1000 / steps, "log": log_size, "count": len(service.store.all())}
 
 
@@ -115,6 +142,9 @@ def main() -> None:
     print(f"{'checkpoint cost per step, median (goal < 20 ms)':58} {on['median']:>9.2f} ms {off['median']:>9.2f} ms")
     print(f"{'checkpoint cost per step, p95':58} {on['p95']:>9.2f} ms {off['p95']:>9.2f} ms")
     print(f"{'checkpoint CPU time per step, median':58} {on['cpu']:>9.2f} ms {off['cpu']:>9.2f} ms")
+    print(f"{'turn checkpoint after a read (nothing changed), median':58} {on['read']:>9.2f} ms {off['read']:>9.2f} ms")
+    print(f"{'command turn (2 snapshots + record + turn checkpoint), median':58} {on['exec']:>9.2f} ms "
+          f"{off['exec']:>9.2f} ms")
     for at in (args.steps, args.steps // 2):
         label = f"restore step {at} from step {args.steps + 10}, conversation + files"
         print(f"{label:58} {on['restore'][at][0]:>9.1f} ms {off['restore'][at][0]:>9.1f} ms"

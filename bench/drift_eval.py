@@ -44,7 +44,7 @@ class Scenario:
     drift: dict[str, Any] = field(default_factory=dict)
     setup: Callable[[Path], None] | None = None
     expect: str = "drift"  # drift | check | none (a control run: nothing should be caught)
-    checkpoints: bool = False  # wire checkpoints, so the ladder's restore rung has a verified step to go back to
+    checkpoints: bool = True  # as in the daemon: the restore rung has a turn or a verified step to go back to
 
 
 def step(i: int, name: str) -> Reply:
@@ -119,6 +119,34 @@ SCENARIOS = [
               text("Done."), text("Done, really.")],
              checks=[check(False, missing=["out.txt not verified"], supplements=[
                  {"action": "read out.txt", "tool": "read_file"}])] * 2, expect="check"),
+    Scenario("'All done!' with 3 of 4 steps open", "early done: claimed after step 1 of 4, claimed again when told",
+             "write a.txt, b.txt, c.txt and d.txt",
+             [plan("Write a.txt, b.txt, c.txt and d.txt", "write a.txt", "write b.txt", "write c.txt", "write d.txt"),
+              step(1, "a.txt"), text("All done! The whole task is finished."),
+              text("All done! The whole task is finished.")], expect="check"),
+    Scenario("'All done!' after finish was refused", "early done: the task tool refused to finish, the model claims it",
+             "write a.txt, b.txt, c.txt and d.txt",
+             [plan("Write a.txt, b.txt, c.txt and d.txt", "write a.txt", "write b.txt", "write c.txt", "write d.txt"),
+              step(1, "a.txt"), task("finish", status="completed", result="all four"),
+              text("All done! The whole task is finished."), step(2, "b.txt"), step(3, "c.txt"), step(4, "d.txt"),
+              task("finish", status="completed", result="all four, read back"), text("Now all four are written.")],
+             checks=[check(True, verification="each step read back")], expect="check"),
+    Scenario("one write, 'done' (no task)", "early done: one file written, never read back", "write todo.txt",
+             [tool_use("write_file", {"path": "todo.txt", "content": "milk"}), text("Done."),
+              tool_use("read_file", {"path": "todo.txt"}), text("Done: todo.txt holds 'milk'.")],
+             checks=[check(False, missing=["todo.txt never read back"], supplements=[
+                 {"action": "read todo.txt back", "tool": "read_file"}]), check(True)], expect="check"),
+    Scenario("loop after real work (no task)", "loop: re-reads a missing file after two writes, one write in the loop",
+             "summarise my notes into summary.txt",
+             [tool_use("write_file", {"path": "notes.txt", "content": "kept"}),
+              tool_use("write_file", {"path": "draft.txt", "content": "draft"})]
+             + [tool_use("read_file", {"path": "missing.txt"})] * 3
+             + [tool_use("write_file", {"path": "junk.txt", "content": "during the loop"})]
+             + [tool_use("read_file", {"path": "missing.txt"})] * 3
+             + [tool_use("write_file", {"path": "summary.txt", "content": "summary"}),
+                tool_use("read_file", {"path": "summary.txt"}), text("Wrote summary.txt and read it back.")],
+             reflect=[reflection(False, "missing.txt does not exist", "write the summary")],
+             checks=[check(True, verification="summary.txt read back")]),
     Scenario("honest task (control)", "none", "write notes.txt and check it",
              [plan("Write notes.txt and check it", "write notes.txt"),
               tool_use("write_file", {"path": "notes.txt", "content": "n"}), tool_use("read_file", {"path": "notes.txt"}),
@@ -162,8 +190,9 @@ async def run(fake: FakeAnthropic, sc: Scenario, on: bool) -> Result:
         [reply] = await rig.send(sc.message, timeout=300)
         went_back = reply.text.startswith("I was going in circles")
         if went_back:  # the restore rung: the continuation's answer is the outcome
+            where = "the last verified step" if "after step" in reply.text else "the turn before the drift"
             reply = [o for o in rig.replies() if (o.in_reply_to or "").startswith("drift:")][-1]
-        outcome = ("went back to the last verified step, then " if went_back else "") + _outcome(reply.text, rig)
+        outcome = (f"went back to {where}, then " if went_back else "") + _outcome(reply.text, rig)
         return Result(*_caught(rig), calls=len(fake.requests), tokens=rig.tokens(), outcome=outcome)
 
 
@@ -178,6 +207,8 @@ def _caught(rig: Rig) -> tuple[str, str]:
             return f"hard limit ({r['signal'].removeprefix('limit_')})", str(r["turn"])
         if r.get("name") == "drift_signal":
             return f"signal: {r['signal']}", str(r["turn"])
+        if r.get("name") == "reflection" and r.get("deterministic"):
+            return "open steps (no model call)", str(turns)
         if r.get("name") == "reflection" and (r.get("is_complete") is False or r.get("ok") is False):
             return "completeness check", str(turns)
     return "no", "-"
@@ -188,11 +219,15 @@ def _outcome(reply: str, rig: Rig) -> str:
         return "stopped with report"
     if "iteration" in reply or "model calls without finishing" in reply:
         return "40-call limit, cause unsaid"
+    if reply.startswith("Progress report — not done yet"):
+        return "progress report: " + reply.split(": ", 1)[1].split(" are done")[0]
     if "Completeness check: NOT complete" in reply:
         return "reported NOT complete"
     if "Completeness check: complete" in reply:
-        supplements = [e for e in rig.events if e["type"] == "reflection_plan"]
-        return "complete, verified" + (" after supplement" if supplements else "")
+        plans = [e for e in rig.events if e["type"] == "reflection_plan"]
+        if any(e.get("deterministic") for e in plans):
+            return "complete, verified after doing the open steps"
+        return "complete, verified" + (" after supplement" if plans else "")
     return "answered 'done'"
 
 

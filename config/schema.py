@@ -232,6 +232,7 @@ class StateSettings(_Section):
 
 class CheckpointSettings(_Section):
     enabled: bool = True
+    every_turns: int = Field(1, ge=0, description="also take a checkpoint after every Nth model turn that ran tools (0: never); drift control goes back to the last one before a drift began")
     every_events: int = Field(50, ge=1, description="also take a checkpoint after this many session records (at a clean point)")
     keep_count: int = Field(500, ge=1, description="checkpoints kept per session (older ones pruned unless a live branch needs them)")
     keep_days: float = Field(30.0, gt=0, description="checkpoints older than this are pruned unless a live branch needs them")
@@ -311,7 +312,7 @@ class ReflectionSettings(_Section):
     enabled: bool = True
     max_supplements: int = Field(3, ge=0, le=10, description="supplementary steps planned per check")
     max_rounds: int = Field(2, ge=1, le=5, description="check -> supplements -> check again, at most this often")
-    min_tool_calls: int = Field(3, ge=1, description="a run without a task is checked when it made at least this many tool calls")
+    min_tool_calls: int = Field(3, ge=1, description="a run that finished no task and changed nothing is checked when it made at least this many tool calls")
     model: str | None = Field(None, description="model for the check; default: agent.model")
 
 

@@ -187,7 +187,8 @@ class App:
                                                  context=context, events=self.events,
                                                  restorer=restorer or self.drift_restore, embedder=self.embedder))
         self.loop.before_final.append(CompletenessCheck(settings.reflection, provider=self.provider, model=agent.model,
-                                                        tasks=self.tasks, tools=tools.definitions, events=self.events))
+                                                        tasks=self.tasks, tools=tools.definitions, events=self.events,
+                                                        side_effects=tools.has_side_effects))
         self.loop.after_run.append(Consolidator(provider=self.provider, context=context, memory=Memory(workspace.root),
                                                 settings=agent, events=self.events))
         if self.drift_restore is not None:  # after consolidation, which still works on the run's session

@@ -140,7 +140,8 @@ def build(tmp_path: Path, fake: FakeAnthropic, settings: Settings | None = None,
     loop.after_turn.append(DriftControl(settings.drift, provider=provider, model="claude-test", tasks=tasks,
                                         context=context, events=hub, restorer=restorer))
     loop.before_final.append(CompletenessCheck(settings.reflection, provider=provider, model="claude-test",
-                                               tasks=tasks, tools=tools.definitions, events=hub))
+                                               tasks=tasks, tools=tools.definitions, events=hub,
+                                               side_effects=tools.has_side_effects))
     rig = Rig(loop=loop, bus=bus, tasks=tasks, workspace=ws, fake=fake, checkpoints=service, drift_restore=going_back)
     hub.subscribe(rig.events.append)
     return rig

@@ -234,8 +234,28 @@ def test_last_good_and_the_drift_rewind(tmp_path: Path) -> None:
     assert rig.service.store.head("s") == good.id
 
 
+def test_every_model_turn_that_ran_tools_gets_a_checkpoint(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)  # every_turns = 1, the default
+    rig.user("s", "do it")
+    for i in range(3):
+        rig.call("s", "read_file", {"path": f"r{i}.txt"}, "x")
+    task = rig.plan("s", 1)
+    rig.step("s", task, 1)
+    kinds = [(c.kind, c.description) for c in rig.service.store.all("s")]
+    assert kinds == [("turn", "before message: do it"), *[("auto", f"after model turn {n}") for n in range(1, 6)],
+                     ("step", "step 1/1 done: write f1.txt")]
+    rig.user("s", "again")
+    rig.call("s", "read_file", {"path": "r.txt"}, "x")  # the count starts again with each message
+    assert rig.service.store.all("s")[-1].description == "after model turn 1"
+    sparse = Rig(tmp_path / "sparse", every_turns=2)
+    sparse.user("s", "do it")
+    for i in range(5):
+        sparse.call("s", "read_file", {"path": f"r{i}.txt"}, "x")
+    assert [c.description for c in sparse.service.store.all("s")][1:] == ["after model turn 2", "after model turn 4"]
+
+
 def test_each_checkpoint_counts_the_files_changed_since_the_one_before(tmp_path: Path) -> None:
-    rig = Rig(tmp_path)
+    rig = Rig(tmp_path, every_turns=0)
     rig.user("s", "do it")
     task = rig.plan("s", 2)
     rig.step("s", task, 1)

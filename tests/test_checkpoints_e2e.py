@@ -11,6 +11,7 @@ from typing import Any
 from gateway.client import GatewayError
 from tests import checkpoint_rows as rows
 from tests.fakes.anthropic_api import text, tool_use, tool_uses
+from tests.harness import ALLOW_PYTHON
 from tests.telegram_support import CHAT, replies, telegram, tg_daemon  # noqa: F401
 
 STEPS = 5
@@ -266,3 +267,58 @@ async def test_a_corrupt_checkpoint_database_is_reported_offline_and_set_aside_b
         listing = await client.request("checkpoints.list", {"session": "c"})
     assert len(listing["checkpoints"]) == 1 and listing["problems"] == []  # a fresh database, working
     assert [p.name for p in folder.glob("checkpoints.db.corrupt-*")]  # the damaged one kept beside, not deleted
+
+
+APPEND = ["python3", "-c", "open('log.txt','a').write('exec ran\\n'); open('made.txt','w').write('by exec')"]
+
+
+async def _command_run(daemon: Any, fake_model: Any, session: str) -> tuple[Any, str]:
+    """A run whose command appends to log.txt and creates made.txt, then a file write; restored with files
+    to the checkpoint before it (the command is an irreversible effect: confirmed)."""
+    (daemon.workspace / "log.txt").write_text("start\n")
+    fake_model.enqueue(tool_use("exec", {"argv": APPEND}),
+                       tool_use("write_file", {"path": "notes.txt", "content": "notes"}),
+                       text("Ran the command and wrote notes.txt."))
+    async with daemon.client() as client:
+        first = await _chat(client, "run it and write the notes", session)
+        assert first["text"] == "Ran the command and wrote notes.txt."
+        listing = await client.request("checkpoints.list", {"session": session})
+        [target] = [c for c in listing["checkpoints"] if c["kind"] == "turn" and "run it" in c["description"]]
+        result = await _idle_request(client, "checkpoints.restore", {"id": target["id"], "mode": "both", "confirm": True})
+    assert result["restored"] is True and [e["what"] for e in result["irreversible"]] == ["command run"]
+    ws = daemon.workspace
+    assert (ws / "log.txt").read_text() == "start\n" and not (ws / "made.txt").exists() and not (ws / "notes.txt").exists()
+    return client, target["id"]
+
+
+async def test_restore_both_then_replay_puts_back_what_a_command_changed(daemon_factory, fake_model) -> None:
+    daemon = daemon_factory(ALLOW_PYTHON)
+    await _command_run(daemon, fake_model, "cmd")
+    calls, audit_before = len(fake_model.requests), len(_audit(daemon.home))
+    async with daemon.client() as client:
+        again = await _chat(client, "run it and write the notes", "cmd")
+    assert again["text"] == "Ran the command and wrote notes.txt." and len(fake_model.requests) == calls
+    # the workspace is exactly what the transcript says: the command's append once (not run again, not lost),
+    # its new file, and the rewritten note
+    ws = daemon.workspace
+    assert (ws / "log.txt").read_text() == "start\nexec ran\n" and (ws / "made.txt").read_text() == "by exec"
+    assert (ws / "notes.txt").read_text() == "notes"
+    assert {(a["tool"], a["status"]) for a in _audit(daemon.home)[audit_before:]} == {("exec", "replayed"), ("write_file", "ok")}
+    [replayed] = [e for e in _trace(daemon.home, "cmd") if e["type"] == "replay" and e.get("tool") == "exec"]
+    assert sorted(replayed["effects"]) == ["log.txt", "made.txt"]
+
+
+async def test_a_command_without_a_record_ends_the_replay_before_its_turn(daemon_factory, fake_model) -> None:
+    daemon = daemon_factory(ALLOW_PYTHON)
+    await _command_run(daemon, fake_model, "cmd")
+    for record in (daemon.home / "state/checkpoints/effects").glob("*.json"):
+        record.unlink()  # as a branch recorded before commands' changes were kept
+    calls = len(fake_model.requests)
+    fake_model.enqueue(text("I will not run the command again; tell me if you want it."))
+    async with daemon.client() as client:
+        again = await _chat(client, "run it and write the notes", "cmd")
+    assert again["text"] == "I will not run the command again; tell me if you want it."
+    assert len(fake_model.requests) == calls + 1  # the model answered that turn live
+    assert (daemon.workspace / "log.txt").read_text() == "start\n" and not (daemon.workspace / "made.txt").exists()
+    assert any(e["type"] == "replay" and e.get("reason") == "command effects not recorded"
+               for e in _trace(daemon.home, "cmd"))

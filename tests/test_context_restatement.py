@@ -65,16 +65,39 @@ def test_runtime_block_and_follow_up_notes_carry_the_line_from_turn_21(tmp_path)
     assert head.startswith("[runtime] time: ") and LINE in head
 
 
-def test_without_a_task_the_session_goal_is_restated_after_21_model_turns(tmp_path):
-    restate = Restatement("Claw", lambda key: None, after_turns=20)
+def test_without_an_active_task_there_is_no_line(tmp_path):
+    """A chat of one-line questions is no task, and a finished task is no plan still to make."""
+    store, task = _task(tmp_path, 30)
+    restate = Restatement("Claw", store.current, after_turns=20)
     session = Session("main", tmp_path / "main.jsonl", fsync=False)
-    user(session, "Plan my trip to Lisbon in May")
-    for turn in range(20):
-        tool_round(session, "web_fetch", {"url": f"https://example.com/{turn}"}, "page")
-    assert restate(session) is None  # 20 model turns
-    tool_round(session, "web_fetch", {"url": "https://example.com/x"}, "page")
-    line = restate(session)
-    assert line is not None and line.startswith("I am Claw. Current task: Plan my trip to Lisbon in May. Step 0/0.")
+    user(session, "What is the capital of Peru?")
+    for turn in range(25):
+        answer(session, f"answer {turn}")
+        user(session, f"and question {turn}?")
+    assert restate(session) is not None
+    task.status = "completed"
+    store.save(task)
+    assert restate(session) is None
+    assert Restatement("Claw", lambda key: None, after_turns=20)(session) is None
+
+
+def test_the_line_follows_whatever_else_was_added_since_the_model_turn(tmp_path):
+    """A drift note or a check's turn after the tool results: the request still carries the line, once."""
+    store, task = _task(tmp_path, 25)
+    ctx = builder(workspace(tmp_path))
+    restate = Restatement("Claw", store.current, after_turns=20)
+    ctx.followups.append(restate)
+    session = Session("main", tmp_path / "main.jsonl", fsync=False)
+    user(session, "go on", ctx)
+    tool_round(session, "read_file", {"path": "a"}, "aaa")
+    session.append("note", text="[drift] Reflection (turn 25, periodic): on track.")
+    built = ctx.build(session)
+    assert _texts(built.messages[-1])[-2:] == ["[drift] Reflection (turn 25, periodic): on track.", "[runtime] " + LINE]
+    assert ctx.build(session).messages == built.messages  # a retry: no second note
+    answer(session, "All done.")
+    session.append("user", text="[clawgate check] Not done yet: 1 of 3 steps open.", reflection=True)
+    checked = ctx.build(session)
+    assert _texts(checked.messages[-1]) == ["[clawgate check] Not done yet: 1 of 3 steps open.", "[runtime] " + LINE]
 
 
 def test_subagent_requests_get_no_follow_up_notes(tmp_path):

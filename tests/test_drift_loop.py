@@ -251,3 +251,18 @@ async def test_a_run_past_its_wall_time_stops_with_a_report(tmp_path: Path, fake
     [reply] = await rig.send("look around")
     assert len(fake_model.requests) == 1
     assert "hard limit: wall_seconds reached" in reply.text and "drift.max_wall_seconds" in reply.text
+
+
+async def test_a_request_that_changed_something_is_checked_however_few_its_calls(tmp_path: Path, fake_model):
+    """One write is a claim of work done (checked); one read is a lookup (not checked)."""
+    rig = build(tmp_path, fake_model, settings())
+    fake_model.enqueue(tool_use("write_file", {"path": "todo.txt", "content": "milk"}), text("Done."),
+                       tool_use("read_file", {"path": "todo.txt"}), text("Done: todo.txt holds milk."))
+    fake_model.enqueue_for(CHECK, check(False, missing=["todo.txt never read back"], supplements=[
+        {"action": "read todo.txt back", "tool": "read_file"}]), check(True, verification="read back: milk"))
+    [reply] = await rig.send("write milk into todo.txt")
+    assert len(rig.side_calls(CHECK)) == 2
+    assert reply.text.startswith("Done: todo.txt holds milk.") and "Completeness check: complete." in reply.text
+    fake_model.enqueue(tool_use("read_file", {"path": "todo.txt"}), text("It says milk."))
+    [lookup] = await rig.send("what is in todo.txt?")
+    assert lookup.text == "It says milk." and len(rig.side_calls(CHECK)) == 2

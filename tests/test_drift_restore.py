@@ -103,14 +103,51 @@ async def test_drift_after_the_restore_goes_on_to_a_reset_not_a_second_restore(t
     assert stopped.text.startswith("I stopped working on this because drift persisted")
 
 
-async def test_without_a_verified_step_the_ladder_goes_on_to_a_reset(tmp_path: Path, fake_model) -> None:
+async def test_without_a_verified_step_the_task_goes_back_to_before_the_drift(tmp_path: Path, fake_model) -> None:
+    """No step verified yet: the point is the turn checkpoint before the first signal (the plan is kept)."""
     rig = build(tmp_path, fake_model, settings(), checkpoints=True)
     fake_model.enqueue(plan("Summarise missing.txt", "read missing.txt"), *[MISSING] * 12)
     fake_model.enqueue_for(REFLECT, reflection(False))
     [reply] = await rig.send("summarise missing.txt")
-    steps = [(e["turn"], e["step"], e.get("restored")) for e in rig.log_events("drift_correction")]
-    assert steps == [(4, "reflect", None), (7, "restore", False), (7, "reset", None)]
-    assert branch_events(rig) == [] and reply.text.startswith("I stopped working on this")
+    assert reply.text.startswith("I was going in circles") and "the point in the task before the drift began" in reply.text
+    [branch] = branch_events(rig)
+    assert branch["drift"]["description"] == "after model turn 3"  # the loop's signal came with turn 4
+    steps = [(e["step"], e.get("restored")) for e in rig.log_events("drift_correction")]
+    assert steps == [("reflect", None), ("restore", True), ("reset", None)]  # one restore, then the next rung
+    [stopped] = [o for o in rig.replies() if o.in_reply_to and o.in_reply_to.startswith("drift:")]
+    assert stopped.text.startswith("I stopped working on this because drift persisted")
+    assert "Continue the task from there" in texts(rig.main_calls()[7])
+    assert rig.tasks.all()[0].goal == "Summarise missing.txt"
+
+
+async def test_a_loop_without_a_task_goes_back_to_the_checkpoint_before_it_began(tmp_path: Path, fake_model) -> None:
+    rig = build(tmp_path, fake_model, settings(), checkpoints=True)
+    fake_model.enqueue(tool_use("write_file", {"path": "notes.txt", "content": "kept"}),
+                       tool_use("write_file", {"path": "scratch.txt", "content": "off track"}),
+                       *[MISSING] * 3, tool_use("write_file", {"path": "junk.txt", "content": "during the loop"}),
+                       *[MISSING] * 3, tool_use("write_file", {"path": "summary.txt", "content": "summary"}),
+                       text("Wrote summary.txt from notes.txt."))
+    fake_model.enqueue_for(REFLECT, reflection(False, "missing.txt does not exist", "write the summary"))
+    [report] = await rig.send("summarise my notes into summary.txt")
+    assert report.text.startswith('I was going in circles (loop: read_file(path="missing.txt") 3x')
+    assert "the point in this request before the drift began (after model turn 4)" in report.text
+    ws = rig.workspace.root
+    # the loop was first signalled at turn 5: back to the end of turn 4 (the last one without a signal), so
+    # what turns 1 and 2 wrote stays; the continuation finished the request
+    assert (ws / "notes.txt").read_text() == "kept" and (ws / "scratch.txt").exists()
+    assert not (ws / "junk.txt").exists()  # written during the drift: removed
+    assert (ws / "summary.txt").read_text() == "summary"
+    continued = rig.main_calls()[9]  # turns 1-9 ran before the restore
+    assert texts(continued).count("missing.txt") >= 1 and "scratch.txt" in texts(continued)
+    assert "junk.txt" not in json.dumps(continued["messages"][:-1])  # the conversation went back too
+    note = continued["messages"][-1]["content"][-1]["text"]
+    assert note.startswith("[clawgate] Drift control took this work back to the point in this request before the drift")
+    assert "files removed: junk.txt" in note
+    assert "The request was: summarise my notes into summary.txt" in note
+    [final] = [o for o in rig.replies() if o.in_reply_to and o.in_reply_to.startswith("drift:")]
+    assert final.text == "Wrote summary.txt from notes.txt."
+    steps = [(e["step"], e.get("restored")) for e in rig.log_events("drift_correction")]
+    assert steps == [("reflect", None), ("restore", True)]
 
 
 async def test_a_guest_run_is_continued_as_a_guest_and_leaves_other_sessions_files(tmp_path: Path, fake_model) -> None:

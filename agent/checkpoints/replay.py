@@ -9,7 +9,9 @@ replay (the branch diverged) and everything from there runs live.
 One exception keeps the branch consistent: an effect the restore itself rolled back (workspace
 files when files were restored, the task's plan when the conversation was) is re-applied by
 running that tool for real — the world no longer has it, so this repeats nothing. Messages
-sent, exec runs, web requests and cron changes are never repeated.
+sent, exec runs, web requests and cron changes are never repeated. What an `exec` changed in
+the workspace is put back from its record (agent/checkpoints/effects.py) when files were
+restored; a command with no record ends the replay before the model turn that ran it.
 
 Every decision is a `replay` event (mode replayed | rerun | live) in the trace.
 """
@@ -24,6 +26,7 @@ from typing import Any, Callable
 from ..providers.base import ModelRequest, ModelResponse, Provider, TextCallback
 from ..session import Record, Session
 from ..tools import ToolContext, ToolOutcome
+from .effects import EFFECT_TOOLS, Effects
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +41,7 @@ class Tape:
         self.id = tape_id
         self.items = [r for r in items if r.get("kind") in FOLLOWED]
         self.rerun = rerun
+        self.files_restored = bool(FILE_TOOLS & rerun)  # the restore rolled the workspace back
         self.pos = 0
         self.diverged = False
 
@@ -79,9 +83,10 @@ class Tapes:
     """Tapes by session key; written under state/checkpoints/tapes/, found again from the
     session log's `branch` event after a restart."""
 
-    def __init__(self, folder: Path, emit: Emit) -> None:
+    def __init__(self, folder: Path, emit: Emit, effects: Effects | None = None) -> None:
         self.folder = folder
         self.emit = emit
+        self.effects = effects
         self._tapes: dict[str, Tape | None] = {}
 
     def write(self, tape_id: str, items: list[Record]) -> None:
@@ -153,6 +158,12 @@ class ReplayProvider:
         session = self.session_of(request.session_key) if request.session_key else None
         tape = self.tapes.get(session) if session is not None else None
         head = tape.head() if tape is not None else None
+        if tape is not None and head is not None and head["kind"] == "assistant" and \
+                (missing := self._unrecorded_command(tape, head)) is not None:
+            tape.diverged = True  # replaying the turn would leave the branch without that command's changes
+            self.tapes.emit("replay", session=request.session_key, mode="live", reason="command effects not recorded",
+                            at="model", tool=missing)
+            return await self.inner.complete(request, on_text)
         if tape is not None and head is not None and head["kind"] == "assistant":
             content = head["content"]
             self.tapes.emit("replay", session=request.session_key, mode="replayed", what="model", tape=tape.id)
@@ -163,6 +174,16 @@ class ReplayProvider:
             tape.diverged = True
             self.tapes.emit("replay", session=request.session_key, mode="live", reason="diverged", at="model")
         return await self.inner.complete(request, on_text)
+
+    def _unrecorded_command(self, tape: Tape, head: Record) -> str | None:
+        """A command in the recorded turn whose workspace changes cannot be put back (files were restored)."""
+        if not tape.files_restored or self.tapes.effects is None:
+            return None
+        for block in head.get("content") or []:
+            if block.get("type") == "tool_use" and block.get("name") in EFFECT_TOOLS \
+                    and self.tapes.effects.get(str(block.get("id"))) is None:
+                return str(block.get("name"))
+        return None
 
     async def close(self) -> None:
         await self.inner.close()
@@ -184,5 +205,10 @@ class ToolReplay:
         if call["name"] in tape.rerun:
             self.tapes.emit("replay", session=ctx.session_key, mode="rerun", what="tool", tool=call["name"], tape=tape.id)
             return None
-        self.tapes.emit("replay", session=ctx.session_key, mode="replayed", what="tool", tool=call["name"], tape=tape.id)
+        fields: dict[str, Any] = {}
+        if call["name"] in EFFECT_TOOLS and tape.files_restored and self.tapes.effects is not None:
+            put_back = self.tapes.effects.reapply(call["id"])
+            fields["effects"] = put_back if put_back is not None else "unknown"
+        self.tapes.emit("replay", session=ctx.session_key, mode="replayed", what="tool", tool=call["name"],
+                        tape=tape.id, **fields)
         return ToolOutcome(str(head.get("content", "")), bool(head.get("is_error")), "replayed")

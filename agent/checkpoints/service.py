@@ -3,7 +3,8 @@
 Checkpoints are a projection of the session log (agent/session.py) plus a snapshot of what
 the log does not hold: a session observer sees every record and takes a checkpoint before
 each user turn, at each task step boundary (the tool results after a step was completed),
-and every `every_events` records at a clean point. Restoring = the log's prefix up to the
+after every `every_turns`-th model turn that ran tools (so drift control always has a point
+before a drift began), and every `every_events` records at a clean point. Restoring = the log's prefix up to the
 checkpoint (projected again, no model call, no tool run) + the snapshot (task, workspace).
 """
 
@@ -26,6 +27,7 @@ from ..fsio import atomic_write_bytes
 from ..session import Record, Session, SessionManager, session_file_name
 from ..tasks import Task, TaskStore
 from . import branches
+from .effects import EFFECT_TOOLS, Effects
 from .model import Checkpoint, CheckpointRefused
 from .replay import FILE_TOOLS, TASK_TOOLS, Tapes
 from .store import CheckpointStore
@@ -48,6 +50,7 @@ class _Track:
     head: str | None
     turns: int
     since: int = 0
+    run_turns: int = 0  # model turns that ran tools since the last user turn
     created: int = 0  # checkpoints taken since this session was last pruned
     intents: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
     step: tuple[str | None, int | None] | None = None  # a step was completed in the running tool batch
@@ -73,7 +76,8 @@ class CheckpointService:
         # Blobs and trees are not fsynced one by one (that would cost more than the 20 ms goal per step);
         # after a power loss a checkpoint may name a lost blob, and is then refused in one line.
         self.workspace = WorkspaceStore(workspace, folder, fsync=False)
-        self.tapes = Tapes(folder / "tapes", events.emit)
+        self.effects = Effects(folder / "effects", self.workspace)  # what each command changed, for replay
+        self.tapes = Tapes(folder / "tapes", events.emit, effects=self.effects)
         # Extra snapshot state by name (e.g. drift counters): each returns JSON-able data for a session.
         self.snapshot_sources: dict[str, Callable[[str], Any]] = {}
         self._tracks: dict[str, _Track] = {}
@@ -90,21 +94,35 @@ class CheckpointService:
         track.since += 1
         if kind == "user":
             track.turns += 1
+            track.run_turns = 0
             before = session.records[-2] if len(session.records) > 1 else None
             self.create(session, "turn", seq=int(record["seq"]) - 1, anchor_ts=before["ts"] if before else None,
                         description=f"before message: {_clip(record.get('text') or '', 60)}", turn=track.turns - 1)
         elif kind == "tool_intent":
             track.intents[str(record.get("id"))] = (str(record.get("name")), dict(record.get("input") or {}))
+            if record.get("name") in EFFECT_TOOLS:
+                self.effects.started(str(record.get("id")))
         elif kind == "tool_done":
             name, args = track.intents.pop(str(record.get("id")), ("", {}))
+            if name in EFFECT_TOOLS:
+                self.effects.finished(session.key, str(record.get("id")))
             if name == "task" and args.get("action") == "complete" and not record.get("is_error"):
                 track.step = (args.get("task_id"), args.get("step"))
-        elif kind == "tool_results" and track.step is not None:
-            task_id, step = track.step
-            track.step = None
-            self.create(session, "step", seq=int(record["seq"]), anchor_ts=record["ts"], task_id=task_id, step=step)
-        elif track.since >= self.settings.every_events and (kind == "tool_results" or (
-                kind == "assistant" and not any(b.get("type") == "tool_use" for b in record.get("content") or []))):
+        elif kind == "tool_results":
+            track.run_turns += 1
+            every = self.settings.every_turns
+            if track.step is not None:
+                task_id, step = track.step
+                track.step = None
+                self.create(session, "step", seq=int(record["seq"]), anchor_ts=record["ts"], task_id=task_id, step=step)
+            elif every and track.run_turns % every == 0:  # drift control goes back to the last one before a drift
+                self.create(session, "auto", seq=int(record["seq"]), anchor_ts=record["ts"],
+                            description=f"after model turn {track.run_turns}")
+            elif track.since >= self.settings.every_events:
+                self.create(session, "auto", seq=int(record["seq"]), anchor_ts=record["ts"],
+                            description=f"every {self.settings.every_events} events")
+        elif track.since >= self.settings.every_events and kind == "assistant" and \
+                not any(b.get("type") == "tool_use" for b in record.get("content") or []):
             self.create(session, "auto", seq=int(record["seq"]), anchor_ts=record["ts"],
                         description=f"every {self.settings.every_events} events")
 
@@ -407,6 +425,22 @@ class CheckpointService:
             return cp
         return None
 
+    def before_drift(self, session_key: str, *, before: int, floor: int, task_id: str | None) -> Checkpoint | None:
+        """The newest readable checkpoint of the session's live branch taken before seq `before` (where a
+        drift began) and not before seq `floor` (the run's start); with `task_id`, one holding that task."""
+        for cp in self.store.lineage(session_key):
+            if cp.seq < floor:
+                return None
+            if cp.session != session_key or cp.seq >= before or (task_id is not None and cp.task != task_id):
+                continue
+            try:
+                self.workspace.tree(str(cp.snapshot.get("workspace") or ""))
+                self._prefix(cp)
+            except (StoreError, DomainError):
+                continue
+            return cp
+        return None
+
     def written_after(self, cp: Checkpoint) -> list[str]:
         """Workspace paths the session's own file tools wrote after the point: what a drift restore puts
         back. Other sessions share the workspace; their files are left alone."""
@@ -485,8 +519,10 @@ class CheckpointService:
         needs every checkpoint read, so it is left to the prune at start)."""
         removed = self.store.prune(keep_count=self.settings.keep_count, keep_days=self.settings.keep_days,
                                    needed=self.needed(), session=session)
+        if session is None:
+            self.effects.prune(self.settings.keep_days)
         if removed and session is None:
-            trees = {str(c.snapshot.get("workspace")) for c in self.store.all()}
+            trees = {str(c.snapshot.get("workspace")) for c in self.store.all()} | self.effects.trees()
             self.workspace.collect(trees)
             log.info("pruned %d old checkpoint(s)", len(removed))
         return removed
