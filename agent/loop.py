@@ -30,6 +30,7 @@ from .events import DeltaBuffer, EventHub
 from .lanes import Lanes
 from .providers.base import ModelResponse, Provider, ProviderError
 from .session import Session, SessionManager
+from .taint import Taint
 from .tool_recovery import crash_point, resolve, unknown_notice, unknown_outcomes
 from .tools import ToolContext, ToolOutcome, ToolRegistry
 
@@ -201,7 +202,10 @@ class AgentLoop:
         ctx = ToolContext(session_key=session.key, channel=where["channel"], chat_id=str(where["chat_id"]),
                           sender_id=msg.sender_id, run_id=msg.id, send=self.bus.publish_outbound, owner=acts_for_owner(msg),
                           workspace=self.workspace if spaces is None else spaces.guard(user), user=user,
-                          scratch=None if spaces is None else spaces.scratch(user))
+                          scratch=None if spaces is None else spaces.scratch(user),
+                          taint=Taint.of_message(msg.text, msg.metadata))
+        if recovering:  # what the run took in before a restart still taints it
+            ctx.taint.replay(_run_records(session, msg.id))
         if recovering and session.pending_tool_calls():
             await self._run_tools(session, session.pending_tool_calls(), ctx, recovering=True)
 
@@ -260,6 +264,8 @@ class AgentLoop:
 
     async def _run_tool(self, session: Session, call: dict[str, Any], ctx: ToolContext, recovering: bool) -> dict[str, Any]:
         outcome = await resolve(self.tools, self.events, session, call, ctx) if recovering else None
+        if outcome is not None:  # a result recorded before the restart taints the run as it did then
+            ctx.taint.take_in(outcome.content, call["name"])
         if outcome is None:
             # A call whose outcome matters after a crash keeps its intent through a power cut.
             durable = self.tools.has_side_effects(call["name"]) or self.tools.recovery(call["name"]) != "rerun"
@@ -315,6 +321,15 @@ def session_user(session: Session) -> str:
         if record.get("kind") == "user" and isinstance(record.get("user"), str):
             return str(record["user"])
     return OWNER if session.acts_for_owner() else f"session:{session.key}"
+
+
+def _run_records(session: Session, run_id: str) -> list[dict[str, Any]]:
+    """The records a run appended after its user turn (runs of a session never interleave)."""
+    for index in range(len(session.records) - 1, -1, -1):
+        record = session.records[index]
+        if record.get("kind") == "user" and record.get("inbound_id") == run_id:
+            return session.records[index + 1:]
+    return []
 
 
 def _reply_metadata(msg: InboundMessage) -> dict[str, Any]:

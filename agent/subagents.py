@@ -69,6 +69,7 @@ class ChildSpec:
     owner: bool
     background: bool = False
     user: str = ""  # whose workspace the parent run worked in (workspace/users.py); the child's too
+    tainted: str = ""  # the untrusted content the parent run had taken in: the child starts tainted
 
     @property
     def key(self) -> str:
@@ -154,7 +155,7 @@ class Subagents:
                          budget={"turns": spec.turns, "tokens": spec.tokens})
         msg = InboundMessage(id=_run_id(spec), channel=spec.channel, chat_id=spec.chat_id, sender_id=spec.sender_id,
                              session_key=spec.key, text=spec.task,
-                             metadata={"owner": spec.owner, "user": spec.user})
+                             metadata={"owner": spec.owner, "user": spec.user, "tainted": spec.tainted})
         async with self._slot(spec.depth):
             try:
                 text, kind = await self._loop(spec.depth).respond(session, msg, "subagent")

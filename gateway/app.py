@@ -49,6 +49,7 @@ from agent.status import Status
 from agent.tasks import TaskStore
 from agent.tools import ToolRegistry
 from agent.tools.cron import CronTool
+from agent.tools.mounts import mount_status
 from agent.tools.sandbox import SandboxPolicy, sandbox_status
 from agent.tools.spawn import Spawn
 from agent.toolset import default_tools
@@ -259,6 +260,7 @@ class App:
         add("queues", self.bus.counts)
         add("clients", lambda: sum(1 for c in self.server.connections if not c.closed))
         add("sandbox", lambda: sandbox_status().line())
+        add("execMounts", lambda: mount_status().line())
         add("eventLoop", event_loop_name)
         add("usage", self.usage.snapshot)
         add("providers", lambda: getattr(self.provider, "breaker_states", list)())
@@ -287,6 +289,8 @@ class App:
             loop.run_in_executor(None, _warm, getattr(self.provider, "warm", None))
             sandbox = sandbox_status()
             (log.info if sandbox.available else log.warning)("%s", sandbox.line())
+            mounts = mount_status()
+            (log.info if mounts.available else log.warning)("%s", mounts.line())
             if self.unconfigured:
                 log.warning("no model provider configured: set ANTHROPIC_API_KEY and restart; chats will be told how")
             await self._stopped.wait()

@@ -27,6 +27,7 @@ from workspace.guard import PathOutsideWorkspace
 from ..untrusted import wrap_untrusted
 from .base import Args, Checked, Tool, ToolContext, ToolError
 from .ledger import WrittenLedger, digest
+from .protected import protected_reason
 
 COUNT_LIMIT = 50 * 1024 * 1024  # in a larger file the lines after the ones asked for are not counted
 LINE_BYTES = 1024 * 1024  # a longer line is cut here (what is shown is capped far below it anyway)
@@ -206,18 +207,18 @@ class ReadFile(Tool):
         return out or "(empty file)"
 
 
-def _guest_prompt_write(ctx: ToolContext, path: str) -> str | None:
-    """A guest's run may not silently change what steers the owner's sessions."""
-    if ctx.owner:
-        return None
-    try:
-        real = ctx.workspace.resolve(path)
-    except PathOutsideWorkspace:
-        return None  # refused when it runs
-    if ctx.workspace.steers_prompt(real):
-        return (f"{ctx.workspace.relative(real)} is part of every session's instructions; a guest's request to "
-                "change it needs the owner's approval")
-    return None
+def _protected_write(ctx: ToolContext, path: str) -> str | None:
+    """Nobody's run changes what steers the owner's sessions without the owner's yes (exec's
+    sandbox keeps the same files read-only, agent/tools/protected.py)."""
+    reason = protected_reason(ctx.workspace, path)
+    if reason and not ctx.owner:
+        return f"{reason} (asked by a guest's run)"
+    return reason
+
+
+def _lasting_write(ctx: ToolContext, path: str) -> str | None:
+    """In a tainted run the memory logs count as well."""
+    return protected_reason(ctx.workspace, path, memory=True)
 
 
 class WriteFile(Tool):
@@ -237,7 +238,10 @@ class WriteFile(Tool):
         self.ledger = ledger
 
     def needs_approval(self, args: Arguments, ctx: ToolContext) -> str | None:
-        return _guest_prompt_write(ctx, args.path)
+        return _protected_write(ctx, args.path)
+
+    def lasting_effect(self, args: Arguments, ctx: ToolContext) -> str | None:
+        return _lasting_write(ctx, args.path)
 
     async def run(self, args: Arguments, ctx: ToolContext) -> str:
         data = args.content.encode("utf-8")
@@ -285,7 +289,10 @@ class EditFile(Tool):
         self.ledger = ledger
 
     def needs_approval(self, args: Arguments, ctx: ToolContext) -> str | None:
-        return _guest_prompt_write(ctx, args.path)
+        return _protected_write(ctx, args.path)
+
+    def lasting_effect(self, args: Arguments, ctx: ToolContext) -> str | None:
+        return _lasting_write(ctx, args.path)
 
     async def run(self, args: Arguments, ctx: ToolContext) -> str:
         raw, new, relative = await asyncio.to_thread(self._edit, ctx, args)

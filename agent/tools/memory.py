@@ -43,6 +43,9 @@ class MemoryAppend(Tool):
             return None
         return "MEMORY.md is part of every session's instructions; a guest's fact needs the owner's approval"
 
+    def lasting_effect(self, args: Arguments, ctx: ToolContext) -> str | None:
+        return "writes " + ("today's memory log" if args.daily else "MEMORY.md, which is in every session's prompt")
+
     async def run(self, args: Arguments, ctx: ToolContext) -> str:
         memory = Memory(ctx.workspace.root)
         if args.daily:
@@ -65,6 +68,9 @@ class MemoryReplace(Tool):
 
     def needs_approval(self, args: Arguments, ctx: ToolContext) -> str | None:
         return None if ctx.owner else "MEMORY.md is part of every session's instructions; a guest's change needs the owner's approval"
+
+    def lasting_effect(self, args: Arguments, ctx: ToolContext) -> str | None:
+        return "changes MEMORY.md, which is in every session's prompt"
 
     async def run(self, args: Arguments, ctx: ToolContext) -> str:
         try:
