@@ -71,7 +71,9 @@ def test_a_guest_cannot_read_the_owners_files_by_tools_exec_or_memory(tg_daemon,
              "    except OSError as exc:\n        out.append('DENIED ' + type(exc).__name__)\n"
              f"try:\n    out.append(' '.join(os.listdir({str(daemon.workspace)!r})))\n"
              "except OSError as exc:\n    out.append('DENIED ' + type(exc).__name__)\n"
-             "open(os.path.join(os.environ['HOME'], '.gitconfig'), 'w').write('[core]\\n\\tpager = evil\\n')\n"
+             "try:\n    open(os.path.join(os.environ['HOME'], '.gitconfig'), 'w').write('[core]\\n\\tpager = evil\\n')\n"
+             "    out.append('HOMEWRITE ok')\n"
+             "except OSError as exc:\n    out.append('HOMEWRITE refused ' + type(exc).__name__)\n"
              "print('\\n'.join(out))\n")
     fake_model.responder = Router({
         "GUEST-LOOK": [
@@ -116,7 +118,8 @@ def test_a_guest_cannot_read_the_owners_files_by_tools_exec_or_memory(tg_daemon,
     home, tmp = printed
     assert Path(home).parent.parent == scratch and Path(tmp).parent == Path(home).parent, script
     assert not Path(home).is_relative_to(daemon.workspace) and not Path(home).is_relative_to(_guest_root(daemon))
-    assert (Path(home) / ".gitconfig").exists()  # the guest planted it in their own HOME …
+    # HOME is read-only for programs (the mount layer): not even the guest's own dotfiles can be planted …
+    assert "HOMEWRITE refused OSError" in script and not (Path(home) / ".gitconfig").exists(), script
     asyncio.run(_owner_chat(daemon, "OWNER-HOME: where is my home?"))
     owner_run = tool_results(_requests_for(fake_model, "OWNER-HOME")[-1:])[-1]
     assert f"HOME={scratch / 'owner' / 'home'}" in owner_run and "GITCONFIG False" in owner_run  # … never the owner's
