@@ -61,3 +61,20 @@ def test_undo_puts_back_only_the_sessions_own_files_in_the_callers_own_workspace
     assert reply.startswith("Went back 1 step(s)") and "1 file(s) restored" in reply, reply
     assert not (guest / "f2.txt").exists() and (guest / "f1.txt").exists() and (guest / "other.txt").exists()
     assert (rig.workspace / "owner.txt").exists() and not (rig.workspace / "f1.txt").exists()
+
+
+def test_an_explicit_restore_puts_back_only_what_the_session_changed(tmp_path: Path) -> None:
+    """`checkpoints.restore` (gateway, CLI, web page) in the owner's shared workspace: the session's
+    own write goes back, while a file another session wrote after the point stays."""
+    from tests.test_checkpoints import Rig
+
+    rig = Rig(tmp_path)
+    rig.user("s", "write a file")
+    point = rig.service.store.lineage("s")[0]
+    rig.call("s", "write_file", {"path": "mine.txt", "content": "x"}, "created",
+             effect=lambda: (rig.workspace / "mine.txt").write_text("x"))
+    (rig.workspace / "other-session.txt").write_text("written by another session meanwhile")
+    result = rig.service.restore(point.id, "files", confirm=True)
+    assert result["restored"], result
+    assert not (rig.workspace / "mine.txt").exists()
+    assert (rig.workspace / "other-session.txt").read_text() == "written by another session meanwhile"

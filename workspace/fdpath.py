@@ -25,6 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+import aiofiles
+import aiofiles.os
+
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 MAX_LINKS = 40  # as the kernel's own limit (ELOOP)
 
@@ -216,14 +219,7 @@ def write_atomic(folder: int, name: str, data: bytes, *, mode: int | None = 0o60
     relative to the folder's descriptor, so a link or a swapped folder cannot redirect it. A
     symlink at `name` is replaced, not written through. `mode` None keeps the old file's bits.
     """
-    if mode is None:
-        try:
-            old = os.stat(name, dir_fd=folder, follow_symlinks=False)
-            mode = stat.S_IMODE(old.st_mode) if stat.S_ISREG(old.st_mode) else 0o600
-        except FileNotFoundError:
-            mode = 0o600
-    tmp = f".{name[:200]}.{secrets.token_hex(6)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=folder)
+    fd, tmp, mode = _temp_in(folder, name, mode)
     try:
         try:
             view = memoryview(data)
@@ -243,6 +239,50 @@ def write_atomic(folder: int, name: str, data: bytes, *, mode: int | None = 0o60
         raise
     if fsync:
         os.fsync(folder)
+
+
+def _temp_in(folder: int, name: str, mode: int | None) -> tuple[int, str, int]:
+    """A new temp file beside `name` in the open `folder` (O_EXCL | O_NOFOLLOW): its descriptor,
+    its name and the mode the final file gets (`mode` None keeps the old file's bits)."""
+    if mode is None:
+        try:
+            old = os.stat(name, dir_fd=folder, follow_symlinks=False)
+            mode = stat.S_IMODE(old.st_mode) if stat.S_ISREG(old.st_mode) else 0o600
+        except FileNotFoundError:
+            mode = 0o600
+    tmp = f".{name[:200]}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=folder)
+    return fd, tmp, mode
+
+
+async def read_all_async(loc: Location, limit: int = -1) -> bytes:
+    """`read_all` off the event loop (aiofiles): the name is opened through the held folder first."""
+    fd = open_regular(loc)
+    async with aiofiles.open(fd, "rb", closefd=True) as fh:
+        return await fh.read(limit)
+
+
+async def write_atomic_async(folder: int, name: str, data: bytes, *, mode: int | None = 0o600,
+                             fsync: bool = True) -> None:
+    """`write_atomic` off the event loop (aiofiles), with the same guarantees: the temp file is made
+    in the held folder and renamed over `name` relative to that folder's descriptor."""
+    fd, tmp, mode = _temp_in(folder, name, mode)
+    try:
+        async with aiofiles.open(fd, "wb", closefd=True) as fh:
+            await fh.write(data)
+            await fh.flush()
+            os.fchmod(fd, mode)
+            if fsync:
+                await aiofiles.os.wrap(os.fsync)(fd)
+        await aiofiles.os.rename(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=folder)
+        except FileNotFoundError:
+            pass
+        raise
+    if fsync:
+        await aiofiles.os.wrap(os.fsync)(folder)
 
 
 def walk(root: Path) -> Iterator[tuple[str, os.stat_result, str | None]]:

@@ -291,7 +291,7 @@ class CheckpointService:
         cp = self.get(cp_id)
         if self.busy(cp.session):
             raise Conflict(f"session {cp.session!r} is busy; wait for the answer or stop it first")
-        return self._restore(cp, mode, confirm=confirm)
+        return self._restore(cp, mode, confirm=confirm, only=set(self.own_changes_after(cp)))
 
     def _restore(self, cp: Checkpoint, mode: str, *, confirm: bool, only: set[str] | None = None) -> dict[str, Any]:
         """`only`: the workspace paths to put back (None: the whole workspace of the checkpoint's person)."""
@@ -423,7 +423,8 @@ class CheckpointService:
 
     def undo(self, key: str, steps: int = 1, *, confirm: bool = False, user: str | None = None) -> dict[str, Any]:
         """Back `steps` step boundaries: the conversation, and of the files only those this session's own
-        file tools wrote since (never what another session — or another person — wrote meanwhile).
+        file tools and recorded commands changed since (never what another session — or another
+        person — wrote meanwhile).
         `user`: who asks (None: the owner, on the machine); a point in another person's workspace is refused."""
         if steps < 1:
             raise DomainError("give a number of steps of 1 or more, e.g. /undo 2")
@@ -437,7 +438,7 @@ class CheckpointService:
         target = targets[steps - 1]
         if user is not None and str(target.snapshot.get("user") or "") != user:
             raise Forbidden("that point is in another person's workspace; only they can undo it")
-        return self._restore(target, "both", confirm=confirm, only=set(self.written_after(target)))
+        return self._restore(target, "both", confirm=confirm, only=set(self.own_changes_after(target)))
 
     # for drift control (agent/drift_restore.py) ----------------------------------------------
     def last_good(self, session_key: str, task_id: str) -> Checkpoint | None:
@@ -482,6 +483,18 @@ class CheckpointService:
                 real = os.path.realpath(os.path.join(root, path)) if path else ""
                 if real.startswith(root + os.sep) and (rel := real[len(root) + 1:]) not in paths:
                     paths.append(rel)
+        return paths
+
+    def own_changes_after(self, cp: Checkpoint) -> list[str]:
+        """What the session itself changed after the point: its file tools' paths and the paths its
+        commands changed as recorded (effects.py). A restore or /undo puts back these and nothing
+        else, so another session's work in the same workspace is never undone by it."""
+        paths = self.written_after(cp)
+        for record in self.sessions.get(cp.session).records:
+            if int(record.get("seq", 0)) > cp.seq and record.get("kind") == "tool_intent" \
+                    and record.get("name") in EFFECT_TOOLS:
+                effect = self.effects.get(str(record.get("id")))
+                paths += [str(p) for p in (effect or {}).get("paths", []) if str(p) not in paths]
         return paths
 
     def drift_changes(self, cp: Checkpoint, paths: list[str]) -> dict[str, list[str]]:

@@ -19,9 +19,10 @@ import stat
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
+import aiofiles
 from pydantic import Field
 
-from workspace.fdpath import Location, open_folder, open_regular, write_atomic
+from workspace.fdpath import Location, open_folder, open_regular, write_atomic_async
 from workspace.guard import PathOutsideWorkspace
 
 from ..untrusted import wrap_untrusted
@@ -245,19 +246,20 @@ class WriteFile(Tool):
 
     async def run(self, args: Arguments, ctx: ToolContext) -> str:
         data = args.content.encode("utf-8")
-        # A worker thread: a large file written (and fsynced) by one session must not stall the others.
-        existed, relative = await asyncio.to_thread(self._write, ctx, args.path, data)
+        existed, relative = await self._write(ctx, args.path, data)
         if self.ledger is not None:
             self.ledger.record(relative, data)
         return f"{'overwrote' if existed else 'created'} {relative} ({len(data)} bytes)"
 
     @staticmethod
-    def _write(ctx: ToolContext, path: str, data: bytes) -> tuple[bool, str]:
-        with _locate(ctx, path, create_folders=True) as loc:
+    async def _write(ctx: ToolContext, path: str, data: bytes) -> tuple[bool, str]:
+        # Off the event loop (a worker thread for the walk, aiofiles for the bytes and the fsync):
+        # a large file written by one session must not stall the others.
+        with await asyncio.to_thread(_locate, ctx, path, create_folders=True) as loc:
             old = loc.lstat()
             if old is not None and stat.S_ISDIR(old.st_mode):
                 raise ToolError(f"{path} is a directory", "choose a file name inside it")
-            write_atomic(loc.folder, loc.name, data, mode=None)
+            await write_atomic_async(loc.folder, loc.name, data, mode=None)
             return old is not None, loc.relative
 
     async def check(self, args: Arguments, ctx: ToolContext) -> Checked:
@@ -295,7 +297,7 @@ class EditFile(Tool):
         return _lasting_write(ctx, args.path)
 
     async def run(self, args: Arguments, ctx: ToolContext) -> str:
-        raw, new, relative = await asyncio.to_thread(self._edit, ctx, args)
+        raw, new, relative = await self._edit(ctx, args)
         # Editing one line of someone else's file does not make the rest of it the agent's text:
         # only a file the agent wrote before stays the agent's after the edit.
         if self.ledger is not None and self.ledger.wrote(relative, raw):
@@ -303,15 +305,16 @@ class EditFile(Tool):
         return f"edited {relative}"
 
     @staticmethod
-    def _edit(ctx: ToolContext, args: Arguments) -> tuple[bytes, bytes, str]:
-        """The old bytes, the new bytes and the path, read and written in one pinned folder."""
-        with _locate(ctx, args.path) as loc:
+    async def _edit(ctx: ToolContext, args: Arguments) -> tuple[bytes, bytes, str]:
+        """The old bytes, the new bytes and the path, read and written in one pinned folder
+        (off the event loop: the walk in a worker thread, the bytes through aiofiles)."""
+        with await asyncio.to_thread(_locate, ctx, args.path) as loc:
             old = loc.lstat()
             if old is None or stat.S_ISDIR(old.st_mode):
                 raise ToolError(f"{args.path} is not an existing file", "create it with write_file")
             fd = _open_file(loc, args.path)
-            with open(fd, "rb") as fh:
-                raw = fh.read()
+            async with aiofiles.open(fd, "rb", closefd=True) as fh:
+                raw = await fh.read()
             text = raw.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # as text mode reads it
             count = text.count(args.old_text)
             if count == 0:
@@ -320,7 +323,7 @@ class EditFile(Tool):
             if count > 1:
                 raise ToolError(f"old_text occurs {count} times", "include more surrounding lines so it occurs once")
             new = text.replace(args.old_text, args.new_text, 1).encode("utf-8")
-            write_atomic(loc.folder, loc.name, new, mode=None)
+            await write_atomic_async(loc.folder, loc.name, new, mode=None)
             return raw, new, loc.relative
 
     async def check(self, args: Arguments, ctx: ToolContext) -> Checked:

@@ -44,13 +44,19 @@ def protected_reason(workspace: WorkspaceGuard, user_path: str, *, memory: bool 
     protected entries, so a symlink to SOUL.md (or from it) is caught either way.
     """
     root = workspace.root
-    try:
-        real = workspace.resolve(user_path)
+    lexical = Path(os.path.normpath(root / user_path))
+    try:  # the real path by the same descriptor walk the write will take (no realpath race)
+        with workspace.locate(user_path) as loc:
+            real = root / loc.relative
     except ValueError:
         return None  # refused when it runs
-    lexical = Path(os.path.normpath(root / user_path))
+    except OSError:  # a folder on the way is missing (it will be created) or changed meanwhile
+        real = lexical
     for entry, folder in protected_entries(root, memory=memory):
-        targets = {entry, Path(os.path.realpath(entry))}
+        try:
+            targets = {entry, Path(os.path.realpath(entry))}
+        except OSError:  # a program is swapping folders under it right now: its name still counts
+            targets = {entry}
         for candidate in (real, lexical):
             if any(candidate == t or (folder and t in candidate.parents) for t in targets):
                 return f"{workspace.relative(entry)} {_what(entry, root)}; writing it needs the owner's approval"
