@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from config.schema import AnthropicSettings
 
 from .anthropic_http import DirectStream
+from .anthropic_private import missing_private_names
 from .base import ModelRequest, ModelResponse, ProviderError, TextCallback, restart_preview
 from .body import BodyEncoder
 from .stream import StreamAccumulator, StreamCut, json_events
@@ -74,6 +75,11 @@ class AnthropicProvider:
                 # idle connection on each request: a tenth of a message's CPU with 16 sessions at once.
                 http_client=self._http_client or anthropic.DefaultAioHttpClient(timeout=self.settings.timeout_seconds),
             )
+            if missing := missing_private_names(self._client):
+                # anthropic_private.py: an SDK other than the pinned line; its public path still works
+                log.warning("anthropic SDK %s lacks %s; using its public request path (slower, same replies)",
+                            anthropic.__version__, ", ".join(missing))
+                self._direct = None
 
     def _prepare_direct(self, client: "anthropic.AsyncAnthropic") -> DirectStream | None:
         """The parts of a message request that the SDK builds the same way every time, built once by
