@@ -12,9 +12,9 @@ import pytest
 from agent.providers.anthropic import AnthropicProvider
 from agent.providers.anthropic_http import DirectStream
 from agent.providers.anthropic_private import PRIVATE_NAMES, missing_private_names
-from agent.providers.base import ModelRequest
+from agent.providers.base import ModelRequest, ProviderError
 from config.schema import AnthropicSettings
-from tests.fakes.anthropic_api import FakeAnthropic, text
+from tests.fakes.anthropic_api import FakeAnthropic, Reply, text
 
 REQUEST = ModelRequest(model="claude-test", system=[{"type": "text", "text": "s"}],
                        messages=[{"role": "user", "content": "hi"}])
@@ -67,5 +67,32 @@ async def test_a_missing_private_name_falls_back_to_the_public_path(fake: FakeAn
         reply = await provider.complete(REQUEST, on_text=deltas.append)
         assert reply.text == "public path reply" and "".join(deltas) == "public path reply"
         assert provider._direct is None and len(fake.requests) == 1
+    finally:
+        await provider.close()
+
+
+@pytest.mark.parametrize("kind,retried", [("overloaded_error", True), ("invalid_request_error", False)])
+async def test_without_the_private_error_factory_an_error_envelope_is_still_that_error(
+        fake: FakeAnthropic, monkeypatch: pytest.MonkeyPatch, kind: str, retried: bool) -> None:
+    """The public path reads a JSON error body too; with the SDK's factory gone it raises the public
+    APIStatusError, which the retry policy judges the same way."""
+    import anthropic
+
+    name = "_make_status_error"
+    owner = next(cls for cls in anthropic.AsyncAnthropic.__mro__ if name in vars(cls))
+    monkeypatch.delattr(owner, name)
+    provider = AnthropicProvider(AnthropicSettings(api_key="test", base_url=fake.base_url, max_retries=1,
+                                                   retry_base_seconds=0.01))
+    fake.enqueue(Reply(body={"type": "error", "error": {"type": kind, "message": "said by the proxy"}}),
+                 text("after the error"))
+    try:
+        if retried:
+            assert (await provider.complete(REQUEST)).text == "after the error"
+            assert provider._direct is None and len(fake.requests) == 2
+        else:
+            with pytest.raises(ProviderError) as info:
+                await provider.complete(REQUEST)
+            assert "said by the proxy" in str(info.value) and not info.value.retryable
+            assert len(fake.requests) == 1
     finally:
         await provider.close()

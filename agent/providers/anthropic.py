@@ -210,8 +210,19 @@ class AnthropicProvider:
         raw = await response.aread()
         for event in json_events(raw):
             if event["type"] == "error":
-                raise self.client._make_status_error(_error_message(event), body=event, response=response)
+                raise _status_error(self.client, _error_message(event), event, response)
             folded.feed(event)
+
+
+def _status_error(client: Any, message: str, body: dict[str, Any], response: Any) -> Exception:
+    """The SDK's typed error for an error envelope; the public base class when the private factory is
+    gone (this is the path taken then, anthropic_private.py), which the retry policy reads the same."""
+    import anthropic
+
+    make = getattr(client, "_make_status_error", None)
+    if make is None:
+        return anthropic.APIStatusError(message, response=response, body=body)
+    return make(message, body=body, response=response)
 
 
 def _is_json(content_type: str | None) -> bool:
