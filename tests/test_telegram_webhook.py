@@ -86,3 +86,22 @@ async def test_wrong_secret_path_method_and_body_each_get_their_status(
         accepted = await client.post(url, json=UPDATE, headers=good)
         assert accepted.status_code == 200 and accepted.headers.get("connection", "").lower() == "close"
     assert handled == [9]
+
+
+async def test_a_client_too_slow_with_its_headers_or_body_is_cut_off() -> None:
+    async def handle(update) -> None:  # type: ignore[no-untyped-def]
+        raise AssertionError("a slow request reached the handler")
+
+    server = WebhookServer(Bot("1:T"), handle, host="127.0.0.1", port=0, path="/hook", secret=SECRET, read_seconds=1)
+    await server.start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(b"POST /hook HTTP/1.1\r\nHost: x\r\n")  # and the rest never comes
+        assert await asyncio.wait_for(reader.read(), 30) == b""  # closed by the server, no request
+        writer.close()
+        head = (f"POST /hook HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n"
+                f"X-Telegram-Bot-Api-Secret-Token: {SECRET}\r\n\r\n" + "{" * 10).encode()
+        answer = await _raw(server.port, head)  # 10 of the 100 bytes announced
+        assert answer.startswith(b"HTTP/1.1 408"), answer[:80]
+    finally:
+        await server.stop()

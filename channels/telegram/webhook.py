@@ -7,7 +7,8 @@ answers a redelivery once. Updates are handled one at a time, in arrival order.
 
 Served by aiohttp.web (already a dependency: the model SDK's transport), which parses HTTP and
 refuses malformed requests (400) itself. This module only decides: one path, POST only, Telegram's
-secret-token header compared in constant time, a 1 MiB body limit, a read deadline, and one
+secret-token header compared in constant time, a 1 MiB body limit, read deadlines for the
+headers and the body, and one
 request per connection. Every refusal is a bare status with an empty body. TLS is the reverse
 proxy's job (Telegram only calls https URLs).
 """
@@ -38,8 +39,9 @@ def default_secret(token: str) -> str:
 
 class WebhookServer:
     def __init__(self, bot: Bot, handle: Callable[[Update], Awaitable[None]], *, host: str, port: int, path: str,
-                 secret: str) -> None:
+                 secret: str, read_seconds: float = READ_SECONDS) -> None:
         self.bot, self.handle = bot, handle
+        self.read_seconds = read_seconds
         self.host, self.path, self.secret = host, path or "/", secret
         self._want_port = port
         self._runner: web.AppRunner | None = None
@@ -54,7 +56,9 @@ class WebhookServer:
         # One catch-all route, so the checks below run in a fixed order for every path and method.
         app = web.Application(client_max_size=MAX_BODY)
         app.router.add_route("*", "/{tail:.*}", self._serve)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # aiohttp's keep-alive timer also runs while a request's headers arrive and is not reset by
+        # each byte: a client trickling its headers is closed after read_seconds.
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, keepalive_timeout=self.read_seconds)
         await runner.setup()
         try:
             await web.TCPSite(runner, self.host, self._want_port).start()
@@ -86,7 +90,7 @@ class WebhookServer:
             log.warning("webhook request without the right secret token refused")
             return 403
         try:
-            body = await asyncio.wait_for(request.read(), READ_SECONDS)
+            body = await asyncio.wait_for(request.read(), self.read_seconds)
         except asyncio.TimeoutError:
             return 408
         except web.HTTPRequestEntityTooLarge:  # a chunked body that grew past the limit
