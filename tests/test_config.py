@@ -9,7 +9,7 @@ import pytest
 
 from config.loader import ConfigError, env_overrides, load
 from config.paths import Paths
-from tests.harness import ROOT
+from tests.harness import ROOT, DaemonProcess, free_port
 
 
 def test_defaults_without_any_file(tmp_path):
@@ -145,3 +145,27 @@ def test_config_errors_never_echo_a_secret(tmp_path, name, value, names):
     assert len(result.stderr.strip().splitlines()) == 1 and names in result.stderr
     assert "DO-NOT-PRINT" not in result.stderr + result.stdout
     assert "<secret, not shown>" in result.stderr
+
+
+def test_a_command_line_flag_beats_the_environment_which_beats_the_file(tmp_path):
+    """defaults < config.toml < CLAWGATE_* < flags, in the real daemon: it listens where --port says."""
+    import socket
+
+    file_port, env_port, flag_port = free_port(), free_port(), free_port()
+    daemon = DaemonProcess(tmp_path, anthropic_url=None, env={"CLAWGATE_GATEWAY__PORT": str(env_port)})
+    daemon.init()
+    config = tmp_path / "config.toml"
+    text = config.read_text()
+    assert "\nport = 18789\n" in text
+    config.write_text(text.replace("\nport = 18789\n", f"\nport = {file_port}\n", 1))
+    assert load(tmp_path, environ={})[1].gateway.port == file_port
+    assert load(tmp_path, environ={"CLAWGATE_GATEWAY__PORT": str(env_port)})[1].gateway.port == env_port
+    daemon.start(args=("--port", str(flag_port)))
+    try:
+        with socket.create_connection(("127.0.0.1", flag_port), timeout=10):
+            pass
+        for port in (file_port, env_port):
+            with pytest.raises(ConnectionRefusedError):
+                socket.create_connection(("127.0.0.1", port), timeout=10).close()
+    finally:
+        daemon.kill()
