@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, BinaryIO, Callable, Iterable
+
+from workspace.fdpath import locate, open_regular
 
 from .session import record_problem
 
@@ -32,7 +35,7 @@ CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
 TOKEN = re.compile(rf"[{CJK}]+|[^\W{CJK}]+")
 SNIPPET = 240
 log = logging.getLogger(__name__)
-# Terms arrive space-joined from tokenize(); "_" and all of \\w stay inside a term, diacritics kept.
+# Terms arrive space-joined from tokenize(); "_" and all of \w stay inside a term, diacritics kept.
 _COLUMNS = "body, file UNINDEXED, line UNINDEXED, seq UNINDEXED, text UNINDEXED"
 _TOKENIZER = "unicode61 remove_diacritics 0 tokenchars '_'"
 
@@ -111,10 +114,10 @@ class MemorySearch:
         self.workspace = workspace
         self.sessions = sessions
         self._cache: dict[Path, _FileIndex] = {}
-        self._db = self._open()
+        self._db = self._open_index()
 
     @staticmethod
-    def _open() -> sqlite3.Connection:
+    def _open_index() -> sqlite3.Connection:
         db = sqlite3.connect(":memory:", check_same_thread=False)  # sequential use, from any one thread
         db.execute(f"CREATE VIRTUAL TABLE docs USING fts5({_COLUMNS}, tokenize=\"{_TOKENIZER}\")")
         return db
@@ -152,7 +155,7 @@ class MemorySearch:
         except sqlite3.Error:
             pass  # closing a broken connection may fail; it is dropped either way
         self._cache.clear()
-        self._db = self._open()
+        self._db = self._open_index()
 
     def _search(self, terms: list[str], limit: int, visible: Callable[[str], bool] | None) -> list[Hit]:
         files = self.files()
@@ -187,23 +190,32 @@ class MemorySearch:
         self._db.executemany("DELETE FROM docs WHERE rowid = ?", [(rowid,) for rowid in cached.rowids])
         cached.rowids.clear()
 
+    def _open(self, path: Path) -> BinaryIO:
+        """Workspace files through the workspace's folder descriptors (a link out is not read);
+        transcripts, in the daemon's own state folder, by path."""
+        if not path.is_relative_to(self.workspace):
+            return open(path, "rb")
+        with locate(self.workspace, str(path)) as loc:
+            return open(open_regular(loc), "rb")
+
     def _index(self, name: str, path: Path) -> bool:
-        """Bring one file's rows up to date; False when it is gone."""
+        """Bring one file's rows up to date; False when it is gone (or a link out of the workspace)."""
         try:
-            stat = path.stat()
-        except FileNotFoundError:
+            fh = self._open(path)
+        except (OSError, ValueError):  # gone, or a link out of the workspace (PathOutsideWorkspace)
             if (gone := self._cache.pop(path, None)) is not None:
                 self._drop_rows(gone)
             return False
-        cached = self._cache.get(path)
-        if cached and cached.size == stat.st_size and cached.mtime_ns == stat.st_mtime_ns:
-            return True
-        jsonl = path.suffix in (".jsonl", ".archived")
-        if cached is None or not jsonl or stat.st_size < cached.size:
-            if cached is not None:
-                self._drop_rows(cached)
-            cached = _FileIndex()
-        with open(path, "rb") as fh:
+        with fh:
+            stat = os.fstat(fh.fileno())
+            cached = self._cache.get(path)
+            if cached and cached.size == stat.st_size and cached.mtime_ns == stat.st_mtime_ns:
+                return True
+            jsonl = path.suffix in (".jsonl", ".archived")
+            if cached is None or not jsonl or stat.st_size < cached.size:
+                if cached is not None:
+                    self._drop_rows(cached)
+                cached = _FileIndex()
             fh.seek(cached.size)
             data = fh.read()
         complete = data[: data.rfind(b"\n") + 1] if jsonl else data  # a torn last line waits for its end

@@ -69,6 +69,12 @@ class DaemonProcess:
     def workspace(self) -> Path:
         return self.home / "workspace"
 
+    def guest_workspace(self, user: str) -> Path:
+        """The own workspace of the guest `user` ("telegram:555"): what that guest's runs see."""
+        from workspace.users import folder_name
+
+        return self.home / "workspaces" / folder_name(user)
+
     def init(self) -> None:
         subprocess.run([sys.executable, "-m", "gateway.cli", "init", "--yes"], env=self.env, cwd=ROOT,
                        check=True, capture_output=True, text=True)

@@ -49,7 +49,8 @@ def test_a_document_is_saved_under_a_safe_name_and_named_to_the_model(tg_daemon,
     update = telegram.inject_document(CHAT, b"quarterly numbers\n", "../../etc/My Report (final).txt",
                                       mime_type="text/plain", caption="keep this")
     telegram.wait_for(lambda: "Saved and read." in replies(telegram, CHAT), timeout=20)
-    saved = list((daemon.workspace / "inbox").iterdir())
+    saved = list((daemon.guest_workspace(f"telegram:{CHAT}") / "inbox").iterdir())  # the sender's own workspace
+    assert not (daemon.workspace / "inbox").exists()
     assert len(saved) == 1 and saved[0].read_bytes() == b"quarterly numbers\n"
     assert saved[0].name.endswith("-My_Report_final_.txt") and ".." not in saved[0].name
     said = user_texts(fake_model.requests[0])[-1]

@@ -5,7 +5,8 @@
   after the last sent chunk instead of sending any part twice;
 - updates handled outside the inbox (commands, button presses), so a redelivered one is not
   acted on twice;
-- users already refused once, so a stranger gets one refusal and then silence.
+- users already refused once, so a stranger gets one refusal and then silence;
+- the numeric id each owner named by username had at first contact (ownership stays with the id).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ CREATE TABLE IF NOT EXISTS telegram_state (key TEXT PRIMARY KEY, value TEXT NOT 
 CREATE TABLE IF NOT EXISTS telegram_sent (outbound_id TEXT PRIMARY KEY, chunks INTEGER NOT NULL, updated_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS telegram_seen (key TEXT PRIMARY KEY, seen_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS telegram_refused (user_id TEXT PRIMARY KEY, refused_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS telegram_owner_ids (username TEXT PRIMARY KEY, user_id TEXT NOT NULL, bound_at REAL NOT NULL);
 """
 
 
@@ -81,3 +83,13 @@ class ChannelState:
 
     def mark_refused(self, user_id: str) -> None:
         self.db.execute("INSERT OR IGNORE INTO telegram_refused(user_id, refused_at) VALUES(?, ?)", (user_id, self.clock()))
+
+    # owners named by username ------------------------------------------------------------
+    def owner_ids(self) -> dict[str, str]:
+        """username -> the id it was bound to at first contact."""
+        return {str(name): str(uid) for name, uid in self.db.execute("SELECT username, user_id FROM telegram_owner_ids")}
+
+    def bind_owner(self, username: str, user_id: str) -> None:
+        """Bind once; a later id with the same username never replaces the first."""
+        self.db.execute("INSERT OR IGNORE INTO telegram_owner_ids(username, user_id, bound_at) VALUES(?, ?, ?)",
+                        (username, user_id, self.clock()))
