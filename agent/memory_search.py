@@ -33,6 +33,7 @@ from .session import record_problem
 
 CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
 TOKEN = re.compile(rf"[{CJK}]+|[^\W{CJK}]+")
+CJK_START = re.compile(rf"[{CJK}]")
 SNIPPET = 240
 log = logging.getLogger(__name__)
 # Terms arrive space-joined from tokenize(); "_" and all of \w stay inside a term, diacritics kept.
@@ -43,7 +44,7 @@ _TOKENIZER = "unicode61 remove_diacritics 0 tokenchars '_'"
 def tokenize(text: str) -> list[str]:
     out: list[str] = []
     for token in TOKEN.findall(text.lower()):
-        if re.match(rf"[{CJK}]", token):
+        if CJK_START.match(token):
             out.extend([token] if len(token) == 1 else [token[i:i + 2] for i in range(len(token) - 1)])
         else:
             out.append(token)
@@ -115,6 +116,7 @@ class MemorySearch:
         self.sessions = sessions
         self._cache: dict[Path, _FileIndex] = {}
         self._db = self._open_index()
+        self._next_rowid = 1
 
     @staticmethod
     def _open_index() -> sqlite3.Connection:
@@ -156,6 +158,7 @@ class MemorySearch:
             pass  # closing a broken connection may fail; it is dropped either way
         self._cache.clear()
         self._db = self._open_index()
+        self._next_rowid = 1
 
     def _search(self, terms: list[str], limit: int, visible: Callable[[str], bool] | None) -> list[Hit]:
         files = self.files()
@@ -221,10 +224,11 @@ class MemorySearch:
         complete = data[: data.rfind(b"\n") + 1] if jsonl else data  # a torn last line waits for its end
         lines = complete.decode("utf-8", errors="replace").splitlines()
         docs = _jsonl_docs(lines, cached.lines, cached.recall_ids) if jsonl else _markdown_docs(lines, 0)
-        for doc in docs:
-            cursor = self._db.execute("INSERT INTO docs (body, file, line, seq, text) VALUES (?, ?, ?, ?, ?)",
-                                      (" ".join(doc.terms), name, doc.line, doc.seq, doc.text))
-            cached.rowids.append(int(cursor.lastrowid or 0))
+        rows = [(self._next_rowid + n, " ".join(doc.terms), name, doc.line, doc.seq, doc.text)
+                for n, doc in enumerate(docs)]
+        self._db.executemany("INSERT INTO docs (rowid, body, file, line, seq, text) VALUES (?, ?, ?, ?, ?, ?)", rows)
+        cached.rowids.extend(row[0] for row in rows)
+        self._next_rowid += len(rows)
         cached.lines += complete.count(b"\n") if jsonl else 0
         cached.size += len(complete)
         cached.mtime_ns = stat.st_mtime_ns if len(complete) == len(data) else 0
