@@ -86,6 +86,7 @@ async def test_wrong_secret_path_method_and_body_each_get_their_status(
         assert handled == []
         accepted = await client.post(url, json=UPDATE, headers=good)
         assert accepted.status_code == 200 and accepted.headers.get("connection", "").lower() == "close"
+        assert "server" not in accepted.headers and "server" not in wrong.headers  # no library or version named
     assert handled == [9]
 
 

@@ -56,6 +56,7 @@ class WebhookServer:
         # One catch-all route, so the checks below run in a fixed order for every path and method.
         app = web.Application(client_max_size=MAX_BODY)
         app.router.add_route("*", "/{tail:.*}", self._serve)
+        app.on_response_prepare.append(_no_server_header)
         # aiohttp's keep-alive timer also runs while a request's headers arrive and is not reset by
         # each byte: a client trickling its headers is closed after read_seconds.
         runner = web.AppRunner(app, access_log=None, handle_signals=False, keepalive_timeout=self.read_seconds)
@@ -111,3 +112,8 @@ class WebhookServer:
             except Exception as exc:
                 log.exception("update %d could not be handled (%s); skipped", update.update_id, exc)
         return 200
+
+
+async def _no_server_header(request: web.Request, response: web.StreamResponse) -> None:
+    """A public endpoint does not tell scanners which HTTP library (and version) answers it."""
+    response.headers.popall("Server", None)
