@@ -17,9 +17,10 @@ from gateway.client import GatewayClient, GatewayError
 from tests.fakes.anthropic_api import FakeAnthropic, last_user_text, text, tool_use
 from tests.fakes.telegram_api import FakeTelegram
 from tests.harness import ROOT, DaemonProcess, free_port
+from tests.waiting import DEFAULT_TIMEOUT, wait_until_async
 
 
-async def until(client: GatewayClient, match: Callable[[dict[str, Any]], bool], timeout: float = 10.0,
+async def until(client: GatewayClient, match: Callable[[dict[str, Any]], bool], timeout: float = DEFAULT_TIMEOUT,
                 seen: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The first event frame that matches, within `timeout` seconds (every frame goes to `seen`)."""
     async def scan() -> dict[str, Any]:
@@ -41,15 +42,12 @@ async def runs(client: GatewayClient, job_id: str) -> list[dict[str, Any]]:
 
 
 async def wait_runs(client: GatewayClient, job_id: str, ok: Callable[[list[dict[str, Any]]], bool],
-                    timeout: float = 10.0) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + timeout
-    while True:
+                    timeout: float = DEFAULT_TIMEOUT) -> list[dict[str, Any]]:
+    async def matching() -> tuple[list[dict[str, Any]]] | None:
         found = await runs(client, job_id)
-        if ok(found):
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"runs of {job_id} never matched: {found}")
-        await asyncio.sleep(0.1)
+        return (found,) if ok(found) else None  # a tuple: an empty list that matches is still truthy
+    (found,) = await wait_until_async(matching, f"the runs of {job_id} to match", timeout=timeout, interval=0.1)
+    return found
 
 
 def cli(daemon: DaemonProcess, *args: str):
@@ -146,7 +144,7 @@ async def test_overlapping_runs_are_prevented(daemon, fake_model) -> None:
     fake_model.enqueue_for("slow job", text("finally done", delay=2.6))
     async with daemon.client() as client:
         job = (await client.request("cron.add", {"message": "slow job", "every": "1s"}))["job"]
-        found = await wait_runs(client, job["id"], lambda r: any(x["status"] == "ok" for x in r), timeout=12)
+        found = await wait_runs(client, job["id"], lambda r: any(x["status"] == "ok" for x in r))
         await client.request("cron.remove", {"id": job["id"]})
     # The job's first run got the slow reply. (Runs are listed newest first, and a later tick may
     # already have run and finished quickly before the job was removed.)
