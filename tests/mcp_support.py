@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from tests.harness import ROOT, DaemonProcess, free_port
+from tests.waiting import DEFAULT_TIMEOUT, wait_until_async
 
 
 def stdio_server_env(tmp: Path, name: str = "fake", **settings: Any) -> dict[str, str]:
@@ -38,27 +38,21 @@ async def mcp_status(daemon: DaemonProcess, name: str = "fake") -> dict[str, Any
 
 
 async def wait_status(daemon: DaemonProcess, check: Callable[[dict[str, Any]], bool], name: str = "fake",
-                      timeout: float = 60.0) -> dict[str, Any]:
-    """Poll the daemon's status until the server's entry satisfies `check` (generous deadline)."""
-    deadline = time.monotonic() + timeout
-    entry: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        entry = await mcp_status(daemon, name)
-        if check(entry):
-            return entry
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"mcp server {name} never reached the expected state; last: {entry}")
+                      timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+    """Poll the daemon's status until the server's entry satisfies `check`."""
+    async def entry() -> dict[str, Any] | None:
+        found = await mcp_status(daemon, name)
+        return found if check(found) else None
+    return await wait_until_async(entry, f"mcp server {name} to reach the expected state", timeout=timeout,
+                                  interval=0.1, describe=lambda: daemon.log_text()[-2000:])
 
 
-async def wait_pending_approval(daemon: DaemonProcess, timeout: float = 60.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
+async def wait_pending_approval(daemon: DaemonProcess, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
     async with daemon.client() as client:
-        while time.monotonic() < deadline:
+        async def first() -> dict[str, Any] | None:
             pending = (await client.request("approvals.list"))["pending"]
-            if pending:
-                return pending[0]
-            await asyncio.sleep(0.1)
-    raise AssertionError("no approval request appeared")
+            return pending[0] if pending else None
+        return await wait_until_async(first, "an approval request", timeout=timeout, interval=0.1)
 
 
 @contextmanager
