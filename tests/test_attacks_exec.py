@@ -8,7 +8,6 @@ then. Each attack also runs once without the sandbox where that proves the attac
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from config.schema import ExecSettings
 from tests.harness import REAL_PYTHON_PATH
 from workspace.guard import WorkspaceGuard
 from tests.untrusted_support import plain_exec
+from tests.waiting import wait_until_async
 
 CONFIG_SECRET = "config-secret-7f3a9c"
 STATE_SECRET = "state-secret-2b8e41"
@@ -251,11 +251,8 @@ def sleepers(marker: str) -> list[psutil.Process]:
     return found
 
 
-async def wait_until_gone(marker: str, deadline: float = 15.0) -> list[psutil.Process]:
-    end = time.monotonic() + deadline
-    while (left := sleepers(marker)) and time.monotonic() < end:
-        await asyncio.sleep(0.05)
-    return left
+async def wait_until_gone(marker: str) -> None:
+    await wait_until_async(lambda: not sleepers(marker), f"the background `sleep {marker}` to be killed")
 
 
 @pytest.mark.parametrize("sandbox", ["auto", "off"])
@@ -265,11 +262,11 @@ async def test_background_children_die_with_the_call(box, sandbox):
     out = await box.run(["sh", "-c", f"sleep {marker} & echo started"], sandbox=sandbox, timeout=20)
     assert plain_exec(out) == "exit code 0\nstarted\n"
     assert time.monotonic() - started < 10  # the sleeper held the output pipe open: it must not be waited for
-    assert await wait_until_gone(marker) == []
+    await wait_until_gone(marker)
     marker = f"48.{os.getpid()}"
     out = await box.run(["sh", "-c", f"sleep {marker} & echo started; sleep 30"], sandbox=sandbox, timeout=0.5)
     assert out.startswith("timed out after 0.5s") and "started" in out
-    assert await wait_until_gone(marker) == []
+    await wait_until_gone(marker)
 
 
 # without a sandbox -----------------------------------------------------------------------

@@ -48,11 +48,9 @@ async def _no_other_client(daemon: DaemonProcess) -> None:
     """Wait until the daemon has seen every earlier client go (a close it has not read yet would
     still count as a listener)."""
     async with _client(daemon, events=["tick"]) as probe:
-        for _ in range(1200):
-            if (await probe.request("status"))["clients"] == 1:
-                return
-            await asyncio.sleep(0.05)
-    raise AssertionError("an earlier client is still connected")
+        async def alone() -> bool:
+            return (await probe.request("status"))["clients"] == 1
+        await wait_until_async(alone, "every earlier client to be gone", interval=0.05)
 
 
 async def _finals(client: GatewayClient, run_id: str) -> list[dict[str, Any]]:

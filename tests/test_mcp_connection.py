@@ -17,6 +17,7 @@ from agent.mcp.connection import McpConnection
 from agent.tools import ToolError
 from config.mcp import McpServerSettings
 from tests.harness import ROOT
+from tests.waiting import wait_until_async
 
 
 def fake_settings(tmp_path: Path, **extra: Any) -> McpServerSettings:
@@ -68,10 +69,7 @@ async def test_a_tool_list_changed_notification_is_followed(tmp_path) -> None:
         await asyncio.wait_for(conn.first_try(), 90)
         assert "multiply" not in listed[-1]
         await conn.call("grow", {})
-        deadline = time.monotonic() + 30
-        while "multiply" not in listed[-1]:
-            assert time.monotonic() < deadline, listed
-            await asyncio.sleep(0.05)
+        await wait_until_async(lambda: "multiply" in listed[-1], "the re-read tool list", describe=lambda: repr(listed))
         assert (await conn.call("multiply", {"a": 6, "b": 7})).content[0].text == "42"
         assert conn.state == "up" and conn.restarts == 0  # read again without a restart
     finally:
