@@ -14,6 +14,7 @@ from pathlib import Path
 from tests.fakes.anthropic.request_text import tool_results
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
 from tests.harness import ROOT, DaemonProcess
+from tests.waiting import wait_until
 
 PYTHON_42 = {"argv": ["python3", "-c", "print(42)"]}  # python3 is not on the default allowlist: approval
 
@@ -135,16 +136,13 @@ def test_approvals_commands_answer_a_chat_without_a_terminal(daemon, fake_model:
                             cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     try:
-        deadline = time.monotonic() + 30
-        pending: list[str] = []
-        while not pending:
-            assert time.monotonic() < deadline, "the approval never showed in `clawgate approvals list`"
+        def listed_pending() -> tuple[str, list[str]] | None:
             listed = daemon.cli("approvals", "list")
             assert listed.returncode == 0, listed.stderr
-            pending = re.findall(r"^(ap_\w+)\s", listed.stdout, re.M)
-            if not pending:
-                time.sleep(0.2)
-        assert "python3 -c 'print(42)'" in listed.stdout
+            found = re.findall(r"^(ap_\w+)\s", listed.stdout, re.M)
+            return (listed.stdout, found) if found else None
+        listing, pending = wait_until(listed_pending, "the approval in `clawgate approvals list`", interval=0.2)
+        assert "python3 -c 'print(42)'" in listing
         approved = daemon.cli("approvals", "approve", pending[0])
         assert approved.returncode == 0 and f"approved {pending[0]}" in approved.stdout
         out, err = chat.communicate(timeout=30)
