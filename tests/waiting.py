@@ -56,3 +56,10 @@ async def wait_until_async(check: Callable[[], T | Awaitable[T]], what: str, *, 
         if time.monotonic() > deadline:
             raise _failure(what, timeout, last, describe)
         await asyncio.sleep(interval)
+
+
+def wait_past(seconds: float) -> None:
+    """Before a negative check ("nothing more was sent"): give whatever is due `seconds` from now (a
+    retry's backoff, a poll's timeout) its chance, twice over, since a loaded machine runs it late.
+    Not a condition wait: an event that must not happen has nothing to wait for."""
+    time.sleep(2 * seconds)
