@@ -8,13 +8,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from tests.harness import ROOT, DaemonProcess, free_port
-from tests.waiting import DEFAULT_TIMEOUT, wait_until_async
+from tests.waiting import DEFAULT_TIMEOUT, wait_until, wait_until_async
 
 
 def stdio_server_env(tmp: Path, name: str = "fake", **settings: Any) -> dict[str, str]:
@@ -64,14 +63,14 @@ def http_server(tmp: Path, token: str) -> Iterator[str]:
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
-        while True:
+        def listening() -> bool:
+            assert proc.poll() is None, "the HTTP MCP server exited"
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
+                return True
             except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, "the HTTP MCP server did not start"
-                time.sleep(0.1)
+                return False
+        wait_until(listening, "the HTTP MCP server to listen", interval=0.1)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         os.killpg(proc.pid, signal.SIGKILL)

@@ -8,13 +8,12 @@ import re
 import select
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from tests.fakes.anthropic.request_text import tool_results
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
 from tests.harness import ROOT, DaemonProcess
-from tests.waiting import wait_until
+from tests.waiting import DEFAULT_TIMEOUT, wait_until
 
 PYTHON_42 = {"argv": ["python3", "-c", "print(42)"]}  # python3 is not on the default allowlist: approval
 
@@ -29,22 +28,22 @@ class Terminal:
         os.close(slave)
         self.seen = ""
 
-    def read_until(self, pattern: str, timeout: float = 30.0) -> str:
-        deadline = time.monotonic() + timeout
-        while not re.search(pattern, self.seen):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.close()
-                raise AssertionError(f"no {pattern!r} on the terminal within {timeout} s; it shows:\n{self.seen}")
-            ready, _, _ = select.select([self.master], [], [], min(left, 0.5))
+    def read_until(self, pattern: str, timeout: float = DEFAULT_TIMEOUT) -> str:
+        def shown() -> bool:
+            ready, _, _ = select.select([self.master], [], [], 0.5)
             if ready:
                 try:
                     chunk = os.read(self.master, 4096)
                 except OSError:  # the child closed the pty
                     chunk = b""
-                if not chunk and self.proc.poll() is not None:
-                    continue
                 self.seen += chunk.decode(errors="replace")
+            return bool(re.search(pattern, self.seen))
+        try:
+            wait_until(shown, f"{pattern!r} on the terminal", timeout=timeout, interval=0.01,
+                       describe=lambda: f"it shows:\n{self.seen}")
+        except AssertionError:
+            self.close()
+            raise
         return self.seen
 
     def type(self, line: str) -> None:
