@@ -88,16 +88,13 @@ async def test_every_provider_paused_answers_one_clear_line_at_once(daemon_facto
     async with daemon.client() as client:
         first = await client.chat("hello")
         assert first["state"] == "error" and "Every model provider failed" in first["text"]
-        started = time.monotonic()
-        second = await client.chat("hello again")
-        elapsed = time.monotonic() - started
+        second = await asyncio.wait_for(client.chat("hello again"), DEADLINE)  # answered, not hung
         assert second["state"] == "error"
         line = second["text"]
         assert line.startswith("No model provider is available right now: anthropic is paused until ")
         assert "(in " in line and "Send your message again after that." in line and "\n" not in line
         assert "after 1 failed call(s): overloaded_error from the model API." in line
         assert len(fake_model.requests) == 1  # the paused provider was not asked
-        assert elapsed < 30  # answered, not hung (a turn takes well under a second here)
 
 
 async def test_rejected_requests_do_not_trip_the_breaker(daemon_factory, fake_model: FakeAnthropic):
