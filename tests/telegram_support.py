@@ -12,6 +12,7 @@ from config.schema import TelegramSettings
 from gateway.dispatcher import Dispatcher
 from tests.fakes.telegram_api import FakeTelegram
 from tests.harness import DaemonProcess
+from tests.waiting import DEFAULT_TIMEOUT
 
 CHAT = 4242
 POLL_TIMEOUT = 1  # the daemons' long poll here, in seconds: an unblocked daemon polls again within it
@@ -55,7 +56,7 @@ def replies(fake: FakeTelegram, chat: int) -> list[str]:
     return [m["plain_text"] for m in fake.sent if m["chat_id"] == chat and not m["text"].startswith(("⚙️", "⏳"))]
 
 
-def wait_handled(fake: FakeTelegram, update_id: int, timeout: float = 30.0) -> None:
+def wait_handled(fake: FakeTelegram, update_id: int, timeout: float = DEFAULT_TIMEOUT) -> None:
     """Until the daemon confirmed `update_id` (it polled again after handling it)."""
     fake.wait_for(lambda: fake.confirmed_offset > update_id, timeout)
 
