@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test setup browser bench clean
+.PHONY: run test setup browser sandbox-tools bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,8 +31,17 @@ browser:
 	    >/dev/null 2>&1 || echo "chromium could not be installed; the browser tests will fail (apt-get install chromium)"; \
 	fi
 
+# exec's mount layer (agent/tools/mounts.py: the agent's own files read-only, no network for programs)
+# is bubblewrap; its tests need it. Installed the same way as chromium: when missing and we may.
+sandbox-tools:
+	@if ! command -v bwrap >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing bubblewrap for exec's sandbox (apt-get, once)"; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap; } \
+	    >/dev/null 2>&1 || echo "bubblewrap could not be installed; exec's mount-layer tests will fail"; \
+	fi
+
 # The slowest 15 tests are printed at the end, so a slow test is seen where it is added.
-test: $(STAMP) browser
+test: $(STAMP) browser sandbox-tools
 	$(BIN)/python -m pytest --durations=15
 
 bench: $(STAMP)

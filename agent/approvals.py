@@ -28,6 +28,7 @@ class ApprovalRequest:
     reason: str
     sender_id: str = ""
     owner: bool = False  # asked by the owner's run (guests' requests are shown to the owner, not to them)
+    tainted: str = ""  # the untrusted content that entered the run before this call ("" when none did)
     id: str = field(default_factory=lambda: new_id("ap_"))
 
     def to_dict(self) -> dict[str, Any]:

@@ -204,7 +204,9 @@ class BackgroundJobs:
             sender_id=entry.sender, session_key=entry.session,
             text=(f"[clawgate] Background job {entry.id} ({entry.summary}) has ended; its result is attached "
                   "below. Tell the user briefly what came of it, and go on if the work needs a next step."),
-            metadata={"deliver": entry.deliver, "owner": entry.owner, "bg_job": entry.id},
+            # the result it reads is a program's output (untrusted data): the run starts tainted
+            metadata={"deliver": entry.deliver, "owner": entry.owner, "bg_job": entry.id,
+                      "tainted": f"background job {entry.id} result ({entry.summary[:60]})"},
         ))
 
     # control ---------------------------------------------------------------------------------

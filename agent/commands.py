@@ -39,13 +39,14 @@ class CommandRouter:
         self.status = status
         self.checkpoints = checkpoints
 
-    def handle(self, name: str, session_key: str, args: str = "") -> str | None:
+    def handle(self, name: str, session_key: str, args: str = "", *, user: str | None = None) -> str | None:
         """The reply to `/name args` in `session_key`; None when the loop itself answers (a stop does,
-        in order, through the bus). Unknown names get the list of commands."""
+        in order, through the bus). Unknown names get the list of commands. `user`: who sent it (whose
+        workspace /undo may touch; None: the owner on the machine)."""
         if name not in NAMES:
             return f"Unknown command /{name}. " + self._list()
         if name == "undo":
-            return self._undo(session_key, args)
+            return self._undo(session_key, args, user)
         return getattr(self, f"_{name}")(session_key)
 
     def _list(self) -> str:
@@ -97,7 +98,7 @@ class CommandRouter:
         return "\n".join(["Active tasks:"] + [f"• {task.status_line()}" for task in tasks])
 
 
-    def _undo(self, key: str, args: str) -> str:
+    def _undo(self, key: str, args: str, user: str | None = None) -> str:
         """/undo [N] [confirm]: back N step boundaries of the current task, conversation and files.
         Effects that cannot be undone are listed first and need `confirm`."""
         if self.checkpoints is None:
@@ -109,7 +110,7 @@ class CommandRouter:
             return "Usage: /undo [N] [confirm] — e.g. /undo 2 goes back two steps."
         steps = int(numbers[0]) if numbers else 1
         try:
-            result = self.checkpoints.undo(key, steps, confirm=confirm)
+            result = self.checkpoints.undo(key, steps, confirm=confirm, user=user)
         except DomainError as exc:
             return f"Cannot undo: {exc.message}."
         effects = result["irreversible"]

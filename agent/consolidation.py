@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from typing import Any
+from typing import Any, Callable
 
 from config.schema import AgentSettings
 
@@ -60,10 +60,13 @@ ITEM_CAP = 1_500
 
 class Consolidator:
     def __init__(self, *, provider: Provider, context: ContextBuilder, memory: Memory, settings: AgentSettings,
-                 events: EventHub | None = None) -> None:
+                 events: EventHub | None = None, memory_for: Callable[[Session, Any], Memory] | None = None) -> None:
+        """`memory_for(session, msg)`: the memory of the person the run acted for (a guest's summaries go
+        to the guest's own daily log, never the owner's); without it, always `memory`."""
         self.provider = provider
         self.context = context
         self.memory = memory
+        self.memory_for = memory_for
         self.settings = settings
         self.events = events
 
@@ -72,9 +75,9 @@ class Consolidator:
         return int(self.settings.context_tokens * self.settings.consolidate_at)
 
     async def __call__(self, session: Session, msg: Any) -> None:
-        await self.maybe_consolidate(session)
+        await self.maybe_consolidate(session, None if self.memory_for is None else self.memory_for(session, msg))
 
-    async def maybe_consolidate(self, session: Session) -> dict[str, Any] | None:
+    async def maybe_consolidate(self, session: Session, memory: Memory | None = None) -> dict[str, Any] | None:
         """Consolidate when the window's estimate reaches the threshold; the new record or None."""
         start = session.window_start
         tokens = self.context.compactor.estimate_tokens(session, start)
@@ -84,7 +87,7 @@ class Consolidator:
         if cut is None:
             log.info("session %s: %d tokens in one turn; nothing to consolidate yet", session.key, tokens)
             return None
-        return await self.consolidate(session, start, cut)
+        return await self.consolidate(session, start, cut, memory)
 
     def choose_cut(self, session: Session, start: int) -> int | None:
         """The earliest safe boundary that leaves at most half the threshold in the window."""
@@ -104,7 +107,9 @@ class Consolidator:
             tail -= sizes[offset]
         return start + candidates[-1]
 
-    async def consolidate(self, session: Session, start: int, cut: int) -> dict[str, Any] | None:
+    async def consolidate(self, session: Session, start: int, cut: int,
+                          memory: Memory | None = None) -> dict[str, Any] | None:
+        memory = memory or self.memory
         part = session.llm_messages(start)[: cut - start]
         first, last = session.message_seq(start), session.message_seq(cut) - 1
         transcript = f"sessions/{session.path.name}"
@@ -114,8 +119,8 @@ class Consolidator:
         try:
             summary = await self.summarise(part, previous)
             summary = keep_identifiers(summary, part)
-            path = self.memory.log(f"{summary}\n\n(full transcript: {transcript}, seq {first}–{last})", title=title)
-            where = self.memory.relative(path)
+            path = memory.log(f"{summary}\n\n(full transcript: {transcript}, seq {first}–{last})", title=title)
+            where = memory.relative(path)
             pointer = (f"[memory] The earlier part of this conversation ({transcript}, up to seq {last}) was "
                        f"consolidated; its summary follows (also in {where}). For details use memory_search, or "
                        f"memory_get(path=\"{transcript}\", seq=N).\n{summary}")
@@ -123,11 +128,11 @@ class Consolidator:
         except Exception as exc:  # any failure to summarise: archive verbatim instead
             reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
             try:
-                archive = self.memory.archive(f"{session.key}-seq{first}-{last}", render(part, cap=None, header=(
+                archive = memory.archive(f"{session.key}-seq{first}-{last}", render(part, cap=None, header=(
                     f"# Archived conversation part\nsession {session.key} · {transcript} seq {first}–{last}\n"
                     f"Summarising failed: {reason}\n")))
-                where = self.memory.relative(archive)
-                self.memory.log(f"Summarising failed ({reason}); the raw part was archived to {where}.", title=title)
+                where = memory.relative(archive)
+                memory.log(f"Summarising failed ({reason}); the raw part was archived to {where}.", title=title)
             except OSError as io_error:
                 log.error("session %s: consolidation skipped, archive not writable: %s", session.key, io_error)
                 return None

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping
 
+from workspace.fdpath import locate, read_all
+
 from .compaction import Compactor
 from .providers.base import ModelRequest
 from .session import LLM_KINDS, Session
@@ -69,14 +71,21 @@ class Layer:
     text: str
 
 
-def read_capped(path: Path, cap: int) -> str | None:
+def read_capped(path: Path, cap: int, *, within: Path | None = None) -> str | None:
     """A workspace file's text, cut at `cap` characters with a visible marker; None if missing.
 
     HTML comments are notes for the human editing the file and are not sent to the model.
+    With `within` (the workspace root) the file is opened through folder descriptors from it
+    (workspace/fdpath.py): a link out of the workspace reads as missing, never as its target.
     """
     try:
-        text = COMMENT.sub("", path.read_text(encoding="utf-8")).strip()
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, UnicodeDecodeError):
+        if within is None:
+            raw = path.read_text(encoding="utf-8")
+        else:
+            with locate(within, str(path)) as loc:
+                raw = read_all(loc).decode("utf-8")
+        text = COMMENT.sub("", raw).strip()
+    except (OSError, ValueError):  # missing, a folder, a link out (PathOutsideWorkspace), not UTF-8
         return None
     if not text:
         return None
@@ -107,7 +116,10 @@ class ContextBuilder:
         # Called last before each request is built; may append to the log what must reach the model
         # now (a background job's result), after the follow-ups, so the request includes it.
         self.injectors: list[Callable[[Session], None]] = []
-        self._frozen: dict[tuple[str, Mode], tuple[int, list[dict[str, Any]]]] = {}
+        # The workspace of the guest a session's runs act for (None: the owner's). A guest's prompt has
+        # the agent's identity and notes, but the guest's own MEMORY.md and no USER.md (the owner's profile).
+        self.guest_root: Callable[[Session], Path | None] | None = None
+        self._frozen: dict[tuple[str, Mode], tuple[int, list[dict[str, Any]], Path | None]] = {}
         self._files: dict[str, tuple[tuple[int, int, int], str | None]] = {}  # layer file -> (stat stamp, text)
 
     # layers ------------------------------------------------------------------
@@ -122,16 +134,18 @@ class ContextBuilder:
         stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
         cached = self._files.get(name)
         if cached is None or cached[0] != stamp:
-            cached = self._files[name] = (stamp, read_capped(path, self.caps.get(name, DEFAULT_CAP)))
+            cached = self._files[name] = (stamp, read_capped(path, self.caps.get(name, DEFAULT_CAP),
+                                                                within=self.workspace))
         return cached[1]
 
     def _group(self, name: str, files: tuple[str, ...]) -> Layer | None:
         parts = [f"# {file}\n{text}" for file in files if (text := self._file(file))]
         return Layer(name, "\n\n".join(parts)) if parts else None
 
-    def layers(self, mode: Mode = "normal") -> list[Layer]:
-        """normal: all layers; subagent: platform + workspace notes; heartbeat: HEARTBEAT.md + tasks."""
-        platform = PLATFORM_RULES.format(workspace=self.workspace)
+    def layers(self, mode: Mode = "normal", guest: Path | None = None) -> list[Layer]:
+        """normal: all layers; subagent: platform + workspace notes; heartbeat: HEARTBEAT.md + tasks.
+        `guest`: the guest's own workspace, whose MEMORY.md replaces the owner's USER.md and MEMORY.md."""
+        platform = PLATFORM_RULES.format(workspace=guest or self.workspace)
         if mode == "subagent":
             found = [self._group("workspace", ("AGENTS.md", "TOOLS.md"))]
             return [Layer("platform", platform + "\n\n" + SUBAGENT_RULES), *[layer for layer in found if layer]]
@@ -144,12 +158,16 @@ class ContextBuilder:
             return layers
         found = [
             self._group("identity", ("SOUL.md", "AGENTS.md")),
-            self._group("user", ("USER.md", "TOOLS.md")),
-            self._group("memory", ("MEMORY.md",)),
+            self._group("user", ("USER.md", "TOOLS.md") if guest is None else ("TOOLS.md",)),
+            self._group("memory", ("MEMORY.md",)) if guest is None else self._guest_memory(guest),
         ]
         index = self.skills_index()
         return [Layer("platform", platform), *[layer for layer in found if layer],
                 *([Layer("skills", index)] if index else [])]
+
+    def _guest_memory(self, root: Path) -> Layer | None:
+        text = read_capped(root / "MEMORY.md", self.caps.get("MEMORY.md", DEFAULT_CAP))
+        return Layer("memory", f"# MEMORY.md\n{text}") if text else None
 
     def skills_index(self) -> str | None:
         skills = load_skills(self.workspace / "skills")
@@ -165,8 +183,8 @@ class ContextBuilder:
                 "and follow it (the most specific one; one at a time). If none matches, load none.\n"
                 + "\n".join(lines))
 
-    def system_blocks(self, mode: Mode = "normal") -> list[dict[str, Any]]:
-        blocks: list[dict[str, Any]] = [{"type": "text", "text": layer.text} for layer in self.layers(mode)]
+    def system_blocks(self, mode: Mode = "normal", guest: Path | None = None) -> list[dict[str, Any]]:
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": layer.text} for layer in self.layers(mode, guest)]
         blocks[-1] = {**blocks[-1], "cache_control": CACHE}
         return blocks
 
@@ -186,9 +204,10 @@ class ContextBuilder:
         """The frozen system prompt; a heartbeat run re-reads its task states once per run."""
         stamp = _run_start(session) if mode == "heartbeat" else 0
         key = (session.key, mode)
+        guest = self.guest_root(session) if self.guest_root is not None else None
         frozen = self._frozen.get(key)
-        if frozen is None or frozen[0] != stamp:
-            frozen = self._frozen[key] = (stamp, self.system_blocks(mode))
+        if frozen is None or frozen[0] != stamp or frozen[2] != guest:  # a group: another person speaks now
+            frozen = self._frozen[key] = (stamp, self.system_blocks(mode, guest), guest)
         return frozen[1]
 
     def runtime_block(self, session: Session, *, channel: str, chat_id: str, sender_id: str | None = None,

@@ -22,6 +22,7 @@ from typing import Any, Awaitable, Callable
 
 from config.schema import AgentSettings
 from workspace.guard import WorkspaceGuard
+from workspace.users import OWNER, Workspaces
 
 from .bus import InboundMessage, MessageBus, OutboundMessage
 from .context import ContextBuilder, Mode
@@ -29,6 +30,7 @@ from .events import DeltaBuffer, EventHub
 from .lanes import Lanes
 from .providers.base import ModelResponse, Provider, ProviderError
 from .session import Session, SessionManager
+from .taint import Taint
 from .tool_recovery import crash_point, resolve, unknown_notice, unknown_outcomes
 from .tools import ToolContext, ToolOutcome, ToolRegistry
 
@@ -51,7 +53,10 @@ class Verdict:
 
 class AgentLoop:
     def __init__(self, *, bus: MessageBus, sessions: SessionManager, provider: Provider, tools: ToolRegistry,
-                 context: ContextBuilder, events: EventHub, settings: AgentSettings, workspace: WorkspaceGuard) -> None:
+                 context: ContextBuilder, events: EventHub, settings: AgentSettings, workspace: WorkspaceGuard,
+                 workspaces: Workspaces | None = None) -> None:
+        """`workspaces` gives each guest a workspace of their own (the daemon always passes it);
+        without it every run works in `workspace`."""
         self.bus = bus
         self.sessions = sessions
         self.provider = provider
@@ -60,6 +65,7 @@ class AgentLoop:
         self.events = events
         self.settings = settings
         self.workspace = workspace
+        self.workspaces = workspaces
         self.lanes: Lanes[str, InboundMessage] = Lanes(self._handle, settings.max_concurrent)
         self._stopping: set[str] = set()
         self._responding: set[str] = set()
@@ -185,15 +191,21 @@ class AgentLoop:
             if msg.attachments:  # a photo the model sees (session.user_blocks)
                 origin["attachments"] = msg.attachments
             session.append("user", text=msg.text, inbound_id=msg.id, channel=msg.channel, chat_id=msg.chat_id,
-                           sender_id=msg.sender_id, owner=acts_for_owner(msg), **origin,
+                           sender_id=msg.sender_id, owner=acts_for_owner(msg), user=run_user(msg, session), **origin,
                            context=self.context.runtime_block(session, channel=msg.channel, chat_id=msg.chat_id,
                                                              sender_id=msg.sender_id, meta=msg.metadata))
         # Triggered runs (cron, heartbeat, resume) act for the person they deliver to: approvals
         # and the message tool go there, not to the trigger's own channel name.
         where = msg.metadata.get("deliver") or {"channel": msg.channel, "chat_id": msg.chat_id}
+        spaces = self.workspaces
+        user = run_user(msg, session) if spaces is not None else OWNER  # ctx.user names whose `workspace` it is
         ctx = ToolContext(session_key=session.key, channel=where["channel"], chat_id=str(where["chat_id"]),
-                          sender_id=msg.sender_id, run_id=msg.id, workspace=self.workspace, send=self.bus.publish_outbound,
-                          owner=acts_for_owner(msg))
+                          sender_id=msg.sender_id, run_id=msg.id, send=self.bus.publish_outbound, owner=acts_for_owner(msg),
+                          workspace=self.workspace if spaces is None else spaces.guard(user), user=user,
+                          scratch=None if spaces is None else spaces.scratch(user),
+                          taint=Taint.of_message(msg.text, msg.metadata))
+        if recovering:  # what the run took in before a restart still taints it
+            ctx.taint.replay(_run_records(session, msg.id))
         if recovering and session.pending_tool_calls():
             await self._run_tools(session, session.pending_tool_calls(), ctx, recovering=True)
 
@@ -252,6 +264,8 @@ class AgentLoop:
 
     async def _run_tool(self, session: Session, call: dict[str, Any], ctx: ToolContext, recovering: bool) -> dict[str, Any]:
         outcome = await resolve(self.tools, self.events, session, call, ctx) if recovering else None
+        if outcome is not None:  # a result recorded before the restart taints the run as it did then
+            ctx.taint.take_in(outcome.content, call["name"])
         if outcome is None:
             # A call whose outcome matters after a crash keeps its intent through a power cut.
             durable = self.tools.has_side_effects(call["name"]) or self.tools.recovery(call["name"]) != "rerun"
@@ -274,6 +288,48 @@ def acts_for_owner(msg: InboundMessage) -> bool:
     """Set by whoever published the message (a channel that knows its owners, a trigger that knows
     whose job it runs), never by what the person wrote: absent means a guest."""
     return msg.metadata.get("owner") is True
+
+
+# Messages no person typed: the rights and workspace of their run come from the message's metadata
+# or, failing that, from the last person heard from in the session.
+INTERNAL_CHANNELS = frozenset({"cron", "heartbeat", "recovery", "background", "subagent", "drift"})
+
+
+def run_user(msg: InboundMessage, session: Session) -> str:
+    """Whose workspace a run works in: OWNER for the owner, "<channel>:<sender>" for a guest. Set by the
+    publisher (metadata "user": a cron job's creator, a sub-agent's person), else the person who wrote
+    the message, else (a message nobody typed) the last person heard from in the session. Never the
+    owner's for a guest's run: a guest with no known identity gets a workspace of the session's own."""
+    if acts_for_owner(msg):
+        return OWNER
+    named = msg.metadata.get("user")
+    if isinstance(named, str) and named:
+        return named
+    if msg.channel not in INTERNAL_CHANNELS:
+        where = msg.metadata.get("deliver") or {"channel": msg.channel}
+        return f"{where['channel']}:{msg.sender_id}"
+    for record in reversed(session.records):
+        if record.get("kind") == "user" and isinstance(record.get("user"), str) and record.get("user"):
+            return str(record["user"])
+    return f"session:{session.key}"
+
+
+def session_user(session: Session) -> str:
+    """The person a session's runs last acted for, as recorded with each user turn (OWNER for the owner).
+    A log from before per-person workspaces: the owner only if its last user turn was the owner's."""
+    for record in reversed(session.records):
+        if record.get("kind") == "user" and isinstance(record.get("user"), str):
+            return str(record["user"])
+    return OWNER if session.acts_for_owner() else f"session:{session.key}"
+
+
+def _run_records(session: Session, run_id: str) -> list[dict[str, Any]]:
+    """The records a run appended after its user turn (runs of a session never interleave)."""
+    for index in range(len(session.records) - 1, -1, -1):
+        record = session.records[index]
+        if record.get("kind") == "user" and record.get("inbound_id") == run_id:
+            return session.records[index + 1:]
+    return []
 
 
 def _reply_metadata(msg: InboundMessage) -> dict[str, Any]:

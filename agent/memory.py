@@ -7,15 +7,22 @@
 - memory/archive/: raw transcript parts written when a summary could not be made.
 
 Search over these files and the session transcripts lives in memory_search.py.
+
+The files are opened through folder descriptors from the workspace root (workspace/fdpath.py):
+a `memory/` folder or a log file swapped for a symlink cannot make the daemon append the
+conversation to a file outside the workspace, or read one into a tool result.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 import time
 from pathlib import Path
 from typing import Callable
+
+from workspace.fdpath import locate, read_all
 
 from .redact import redact
 from .fsio import atomic_write_text
@@ -32,23 +39,30 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def append_text(path: Path, text: str) -> None:
-    """Append with O_APPEND and fsync: earlier content is never rewritten."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+def append_text(path: Path, text: str, *, within: Path | None = None) -> None:
+    """Append with O_APPEND and fsync: earlier content is never rewritten.
+
+    With `within` (the workspace root) the file is opened relative to its folder found from
+    that root, never through a symlink; PathOutsideWorkspace or OSError is raised instead.
+    """
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+    if within is None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, flags, 0o600)
+    else:
+        within.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with locate(within, str(path), create_folders=True) as loc:
+            fd = os.open(loc.name, flags | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600, dir_fd=loc.folder)
     try:
-        if os.fstat(fd).st_size and not _ends_with_newline(path):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"{path.name} is not a regular file")
+        if st.st_size and os.pread(fd, 1, st.st_size - 1) != b"\n":
             text = "\n" + text
         os.write(fd, text.encode("utf-8"))
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _ends_with_newline(path: Path) -> bool:
-    with open(path, "rb") as fh:
-        fh.seek(-1, os.SEEK_END)
-        return fh.read(1) == b"\n"
 
 
 class Memory:
@@ -67,11 +81,24 @@ class Memory:
     def relative(self, path: Path) -> str:
         return path.relative_to(self.workspace).as_posix()
 
+    def _read(self, path: Path) -> str:
+        """A memory file's text ("" when there is none), read through the workspace's descriptors."""
+        try:
+            with locate(self.workspace, str(path)) as loc:
+                return read_all(loc).decode("utf-8")
+        except FileNotFoundError:
+            return ""
+
+    def _exists(self, path: Path) -> bool:
+        try:
+            with locate(self.workspace, str(path)) as loc:
+                return loc.lstat() is not None
+        except FileNotFoundError:
+            return False
+
     # MEMORY.md -----------------------------------------------------------------
     def facts(self) -> list[str]:
-        if not self.memory_file.exists():
-            return []
-        return [line[2:] for line in self.memory_file.read_text(encoding="utf-8").splitlines() if line.startswith("- ")]
+        return [line[2:] for line in self._read(self.memory_file).splitlines() if line.startswith("- ")]
 
     def append_fact(self, fact: str) -> str:
         """Add one fact as a "- " line; an identical fact is not added twice."""
@@ -83,16 +110,16 @@ class Memory:
                                 "and put details in a workspace file you reference")
         if fact in self.facts():
             return f"already in MEMORY.md: {fact}"
-        if not self.memory_file.exists():
-            append_text(self.memory_file, MEMORY_HEADER)
-        append_text(self.memory_file, f"- {fact}\n")
+        if not self._exists(self.memory_file):
+            append_text(self.memory_file, MEMORY_HEADER, within=self.workspace)
+        append_text(self.memory_file, f"- {fact}\n", within=self.workspace)
         return f"added to MEMORY.md: {fact}"
 
     def replace_fact(self, old: str, new: str) -> str:
         """Replace the one line containing `old` exactly (or delete it when `new` is empty)."""
         if not old.strip():
             raise MemoryProblem("old is empty; copy the exact text of the fact to change")
-        text = self.memory_file.read_text(encoding="utf-8") if self.memory_file.exists() else ""
+        text = self._read(self.memory_file)
         lines = text.splitlines(keepends=True)
         hits = [i for i, line in enumerate(lines) if old in line]
         if not hits:
@@ -112,7 +139,7 @@ class Memory:
             after = "(removed)"
         else:
             lines[index] = after + "\n"
-        atomic_write_text(self.memory_file, "".join(lines))
+        atomic_write_text(self.memory_file, "".join(lines), within=self.workspace)
         return f"MEMORY.md line {index + 1}: {before!r} -> {after!r}"
 
     # daily log and archive ----------------------------------------------------
@@ -124,12 +151,12 @@ class Memory:
         """Append an entry to today's log (created with a heading if new)."""
         now = self.clock()
         path = self.daily_path(now)
-        if not path.exists():
-            append_text(path, f"# {path.stem}\n")
+        if not self._exists(path):
+            append_text(path, f"# {path.stem}\n", within=self.workspace)
         stamp = time.strftime("%H:%M", time.localtime(now))
         body = redact(text.strip())
         entry = f"\n## {stamp} · {title}\n{body}\n" if title else f"\n- {stamp} {one_line(body)}\n"
-        append_text(path, entry)
+        append_text(path, entry, within=self.workspace)
         return path
 
     def archive(self, name: str, text: str) -> Path:
@@ -137,8 +164,8 @@ class Memory:
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._") or "archive"
         path = self.folder / "archive" / f"{safe}.md"
         counter = 1
-        while path.exists():
+        while self._exists(path):
             counter += 1
             path = path.with_name(f"{safe}-{counter}.md")
-        atomic_write_text(path, redact(text))
+        atomic_write_text(path, redact(text), within=self.workspace)
         return path

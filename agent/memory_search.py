@@ -3,33 +3,48 @@
 Documents are lines of MEMORY.md and memory/**/*.md, and the user / assistant / tool-result
 records of the session transcripts (JSONL, one record per line). Hits carry the file and
 line (and seq for transcripts) so the agent can read the surrounding text back with
-memory_get. No embeddings, no index service: parsed files are cached by size and mtime,
-and a transcript that only grew (append-only) is parsed from where it was left.
-CJK text has no spaces, so it is indexed as character bigrams.
+memory_get. No embeddings, no index service: the index is an SQLite FTS5 table in memory,
+ranked by its bm25() (k1 1.2, b 0.75, as the in-Python scorer it replaced, which
+bench/memory_search_bench.py compares it with). The files stay the source of truth: each file's
+rows are replaced when its size or mtime changes, a transcript that only grew (append-only) is
+parsed from where it was left, and an index SQLite reports as damaged is dropped and rebuilt from
+the files. Text is tokenised here (CJK has no spaces, so it is indexed as character bigrams) and
+stored as space-joined terms, so FTS5 only splits on those spaces.
+
+A guest's search (a `visible` filter) is ranked in a temporary table holding only the files it
+may see: bm25()'s statistics over the whole index would let score changes reveal what the hidden
+files contain.
 """
 
 from __future__ import annotations
 
 import json
-import math
+import logging
+import os
 import re
-from collections import Counter
+import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, BinaryIO, Callable, Iterable
+
+from workspace.fdpath import locate, open_regular
 
 from .session import record_problem
 
 CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
 TOKEN = re.compile(rf"[{CJK}]+|[^\W{CJK}]+")
-K1, B = 1.2, 0.75
+CJK_START = re.compile(rf"[{CJK}]")
 SNIPPET = 240
+log = logging.getLogger(__name__)
+# Terms arrive space-joined from tokenize(); "_" and all of \w stay inside a term, diacritics kept.
+_COLUMNS = "body, file UNINDEXED, line UNINDEXED, seq UNINDEXED, text UNINDEXED"
+_TOKENIZER = "unicode61 remove_diacritics 0 tokenchars '_'"
 
 
 def tokenize(text: str) -> list[str]:
     out: list[str] = []
     for token in TOKEN.findall(text.lower()):
-        if re.match(rf"[{CJK}]", token):
+        if CJK_START.match(token):
             out.extend([token] if len(token) == 1 else [token[i:i + 2] for i in range(len(token) - 1)])
         else:
             out.append(token)
@@ -40,8 +55,7 @@ def tokenize(text: str) -> list[str]:
 class Doc:
     line: int
     text: str
-    terms: Counter[str]
-    length: int
+    terms: list[str]
     seq: int | None = None
 
 
@@ -50,7 +64,7 @@ class _FileIndex:
     size: int = 0
     mtime_ns: int = 0
     lines: int = 0
-    docs: list[Doc] = field(default_factory=list)
+    rowids: list[int] = field(default_factory=list)  # this file's rows in the FTS table
     recall_ids: set[str] = field(default_factory=set)  # memory_search/get calls: not indexed (no echoes)
 
 
@@ -101,6 +115,14 @@ class MemorySearch:
         self.workspace = workspace
         self.sessions = sessions
         self._cache: dict[Path, _FileIndex] = {}
+        self._db = self._open_index()
+        self._next_rowid = 1
+
+    @staticmethod
+    def _open_index() -> sqlite3.Connection:
+        db = sqlite3.connect(":memory:", check_same_thread=False)  # sequential use, from any one thread
+        db.execute(f"CREATE VIRTUAL TABLE docs USING fts5({_COLUMNS}, tokenize=\"{_TOKENIZER}\")")
+        return db
 
     def files(self) -> list[tuple[str, Path]]:
         found: list[tuple[str, Path]] = []
@@ -121,60 +143,104 @@ class MemorySearch:
         terms = list(dict.fromkeys(tokenize(query)))
         if not terms:
             return []
-        corpus = [(name, doc) for name, path in self.files() if visible is None or visible(name)
-                  for doc in self._index(path).docs]
-        if not corpus:
+        try:
+            return self._search(terms, limit, visible)
+        except sqlite3.DatabaseError as exc:  # a damaged index: the files are the truth, build it again
+            log.warning("memory search index unusable (%s); rebuilding it from the memory files", exc)
+            self.rebuild()
+            return self._search(terms, limit, visible)
+
+    def rebuild(self) -> None:
+        """Forget the index; the next search reads every file again."""
+        try:
+            self._db.close()
+        except sqlite3.Error:
+            pass  # closing a broken connection may fail; it is dropped either way
+        self._cache.clear()
+        self._db = self._open_index()
+        self._next_rowid = 1
+
+    def _search(self, terms: list[str], limit: int, visible: Callable[[str], bool] | None) -> list[Hit]:
+        files = self.files()
+        self._forget_gone({path for _, path in files})
+        names = [name for name, path in files if self._index(name, path) and (visible is None or visible(name))]
+        self._db.commit()  # FTS5 merges the new rows into its index at commit
+        if not names:
             return []
-        total = len(corpus)
-        average = sum(doc.length for _, doc in corpus) / total or 1.0
-        df = {t: sum(1 for _, doc in corpus if t in doc.terms) for t in terms}
-        idf = {t: math.log(1 + (total - n + 0.5) / (n + 0.5)) for t, n in df.items() if n}
-        hits: list[Hit] = []
-        for name, doc in corpus:
-            score = 0.0
-            for term, weight in idf.items():
-                tf = doc.terms.get(term, 0)
-                if tf:
-                    score += weight * tf * (K1 + 1) / (tf + K1 * (1 - B + B * doc.length / average))
-            if score > 0:
-                hits.append(Hit(name, doc.line, round(score, 4), _snippet(doc.text, terms), doc.seq))
-        hits.sort(key=lambda h: (-h.score, h.file, h.line))
-        return hits[:limit]
+        match = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+        schema, table = "main", "docs"
+        if visible is not None:  # ranked among the visible files only (see the module docstring)
+            schema, table = "temp", "scope"
+            self._db.execute("DROP TABLE IF EXISTS temp.scope")
+            self._db.execute(f"CREATE VIRTUAL TABLE temp.scope USING fts5({_COLUMNS}, tokenize=\"{_TOKENIZER}\")")
+            self._db.execute("INSERT INTO temp.scope SELECT body, file, line, seq, text FROM docs WHERE file IN "
+                             "(SELECT value FROM json_each(?))", (json.dumps(names),))
+        try:
+            rows = self._db.execute(
+                f"SELECT file, line, seq, text, -bm25({table}) FROM {schema}.{table} WHERE {table} MATCH ? "
+                f"ORDER BY bm25({table}), file, line LIMIT ?", (match, limit)).fetchall()
+        finally:
+            if visible is not None:
+                self._db.execute("DROP TABLE IF EXISTS temp.scope")
+        return [Hit(file, line, round(score, 4), _snippet(text, terms), seq) for file, line, seq, text, score in rows]
 
     # indexing ------------------------------------------------------------------
-    def _index(self, path: Path) -> _FileIndex:
+    def _forget_gone(self, present: set[Path]) -> None:
+        for path in [p for p in self._cache if p not in present]:
+            self._drop_rows(self._cache.pop(path))
+
+    def _drop_rows(self, cached: _FileIndex) -> None:
+        self._db.executemany("DELETE FROM docs WHERE rowid = ?", [(rowid,) for rowid in cached.rowids])
+        cached.rowids.clear()
+
+    def _open(self, path: Path) -> BinaryIO:
+        """Workspace files through the workspace's folder descriptors (a link out is not read);
+        transcripts, in the daemon's own state folder, by path."""
+        if not path.is_relative_to(self.workspace):
+            return open(path, "rb")
+        with locate(self.workspace, str(path)) as loc:
+            return open(open_regular(loc), "rb")
+
+    def _index(self, name: str, path: Path) -> bool:
+        """Bring one file's rows up to date; False when it is gone (or a link out of the workspace)."""
         try:
-            stat = path.stat()
-        except FileNotFoundError:
-            self._cache.pop(path, None)
-            return _FileIndex()
-        cached = self._cache.get(path)
-        if cached and cached.size == stat.st_size and cached.mtime_ns == stat.st_mtime_ns:
-            return cached
-        jsonl = path.suffix in (".jsonl", ".archived")
-        if cached is None or not jsonl or stat.st_size < cached.size:
-            cached = _FileIndex()
-        with open(path, "rb") as fh:
+            fh = self._open(path)
+        except (OSError, ValueError):  # gone, or a link out of the workspace (PathOutsideWorkspace)
+            if (gone := self._cache.pop(path, None)) is not None:
+                self._drop_rows(gone)
+            return False
+        with fh:
+            stat = os.fstat(fh.fileno())
+            cached = self._cache.get(path)
+            if cached and cached.size == stat.st_size and cached.mtime_ns == stat.st_mtime_ns:
+                return True
+            jsonl = path.suffix in (".jsonl", ".archived")
+            if cached is None or not jsonl or stat.st_size < cached.size:
+                if cached is not None:
+                    self._drop_rows(cached)
+                cached = _FileIndex()
             fh.seek(cached.size)
             data = fh.read()
         complete = data[: data.rfind(b"\n") + 1] if jsonl else data  # a torn last line waits for its end
         lines = complete.decode("utf-8", errors="replace").splitlines()
-        if jsonl:
-            cached.docs.extend(_jsonl_docs(lines, cached.lines, cached.recall_ids))
-        else:
-            cached.docs.extend(_markdown_docs(lines, 0))
+        docs = _jsonl_docs(lines, cached.lines, cached.recall_ids) if jsonl else _markdown_docs(lines, 0)
+        rows = [(self._next_rowid + n, " ".join(doc.terms), name, doc.line, doc.seq, doc.text)
+                for n, doc in enumerate(docs)]
+        self._db.executemany("INSERT INTO docs (rowid, body, file, line, seq, text) VALUES (?, ?, ?, ?, ?, ?)", rows)
+        cached.rowids.extend(row[0] for row in rows)
+        self._next_rowid += len(rows)
         cached.lines += complete.count(b"\n") if jsonl else 0
         cached.size += len(complete)
         cached.mtime_ns = stat.st_mtime_ns if len(complete) == len(data) else 0
         self._cache[path] = cached
-        return cached
+        return True
 
 
 def _markdown_docs(lines: list[str], offset: int) -> Iterable[Doc]:
     for number, line in enumerate(lines, start=offset + 1):
         terms = tokenize(line)
         if terms and not line.startswith("# "):
-            yield Doc(number, line.strip(), Counter(terms), len(terms))
+            yield Doc(number, line.strip(), terms)
 
 
 def _jsonl_docs(lines: list[str], offset: int, skip: set[str]) -> Iterable[Doc]:
@@ -188,7 +254,7 @@ def _jsonl_docs(lines: list[str], offset: int, skip: set[str]) -> Iterable[Doc]:
         text = record_text(record, skip)
         terms = tokenize(text)
         if terms:
-            yield Doc(number, text, Counter(terms), len(terms), record.get("seq"))
+            yield Doc(number, text, terms, record.get("seq"))
 
 
 def _snippet(text: str, terms: list[str]) -> str:

@@ -1,4 +1,9 @@
-"""Skills: `skills/<name>/SKILL.md` with YAML frontmatter. Only the index enters the prompt."""
+"""Skills: `skills/<name>/SKILL.md` with YAML frontmatter. Only the index enters the prompt.
+
+The skills folder is `<workspace>/skills`; SKILL.md files are read through folder descriptors
+from the workspace root (workspace/fdpath.py), so a skill linked out of the workspace is
+skipped with a warning instead of putting an outside file into the prompt or a tool result.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+
+from workspace.fdpath import locate, read_all
 
 log = logging.getLogger(__name__)
 _warned: dict[Path, str] = {}
@@ -22,8 +29,14 @@ class Skill:
     path: Path
 
     def body(self) -> str:
-        text = self.path.read_text(encoding="utf-8")
-        return _split(text)[1].strip()
+        return _split(_read(self.path))[1].strip()
+
+
+def _read(path: Path) -> str:
+    """A SKILL.md's text, read from the workspace root (`skills/`'s parent) through descriptors."""
+    root = path.parent.parent.parent
+    with locate(root, str(path)) as loc:
+        return read_all(loc).decode("utf-8")
 
 
 def _split(text: str) -> tuple[str, str]:
@@ -62,7 +75,7 @@ def _frontmatter(path: Path) -> tuple[str, str]:
     cached = _parsed.get(path)
     if cached is not None and cached[0] == stamp:
         return cached[1]
-    meta = yaml.safe_load(_split(path.read_text(encoding="utf-8"))[0]) or {}
+    meta = yaml.safe_load(_split(_read(path))[0]) or {}
     if not isinstance(meta, dict):
         raise ValueError("frontmatter is not a mapping")
     name, description = meta.get("name"), meta.get("description")

@@ -68,6 +68,8 @@ class ChildSpec:
     sender_id: str
     owner: bool
     background: bool = False
+    user: str = ""  # whose workspace the parent run worked in (workspace/users.py); the child's too
+    tainted: str = ""  # the untrusted content the parent run had taken in: the child starts tainted
 
     @property
     def key(self) -> str:
@@ -152,7 +154,8 @@ class Subagents:
                          depth=spec.depth, background=spec.background, task=spec.task[:200],
                          budget={"turns": spec.turns, "tokens": spec.tokens})
         msg = InboundMessage(id=_run_id(spec), channel=spec.channel, chat_id=spec.chat_id, sender_id=spec.sender_id,
-                             session_key=spec.key, text=spec.task, metadata={"owner": spec.owner})
+                             session_key=spec.key, text=spec.task,
+                             metadata={"owner": spec.owner, "user": spec.user, "tainted": spec.tainted})
         async with self._slot(spec.depth):
             try:
                 text, kind = await self._loop(spec.depth).respond(session, msg, "subagent")
@@ -223,7 +226,7 @@ class Subagents:
         self.bus.publish_inbound(InboundMessage(
             id=f"subagent:{spec.key}", channel=CHANNEL, chat_id=spec.chat_id, sender_id=spec.sender_id,
             session_key=spec.parent_key, text=report_text(spec, result),
-            metadata={"owner": spec.owner, "subagent": {"child": spec.key, "status": result.status},
+            metadata={"owner": spec.owner, "user": spec.user, "subagent": {"child": spec.key, "status": result.status},
                       "deliver": None if spec.channel in TRIGGER_CHANNELS else {"channel": spec.channel, "chat_id": spec.chat_id}},
         ))
         path.unlink(missing_ok=True)
@@ -268,9 +271,11 @@ class Subagents:
             context = ContextBuilder(main.context.workspace, tools=tools.definitions, model=main.context.model,
                                      max_tokens=main.context.max_tokens, caps=main.context.caps,
                                      compactor=main.context.compactor)
+            context.guest_root = main.context.guest_root  # a guest's child is told the guest's workspace path
             settings = main.settings.model_copy(update={"max_iterations": self.settings.max_turns + 1})
             loop = AgentLoop(bus=main.bus, sessions=self.sessions, provider=main.provider, tools=tools, context=context,
-                             events=main.events, settings=settings, workspace=main.workspace)
+                             events=main.events, settings=settings, workspace=main.workspace,
+                             workspaces=main.workspaces)
             loop.after_turn.append(self._over_budget)
             self._loops[depth] = loop
         return self._loops[depth]

@@ -1,4 +1,9 @@
-"""Load settings: embedded defaults < config.toml < CLAWGATE_* environment variables.
+"""Load settings: embedded defaults < config.toml < CLAWGATE_* environment variables (< CLI flags,
+which the commands apply to the loaded settings).
+
+The environment layer is pydantic-settings' env source (prefix, `__` nesting, JSON for list and
+table settings); this module reads config.toml itself for its own one-line errors, merges the two,
+and validates the result once.
 
 Every failure becomes a `ConfigError` whose message is one line naming the key, the
 value and what is expected, because a traceback is not an answer a user can act on.
@@ -6,6 +11,7 @@ value and what is expected, because a traceback is not an answer a user can act 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tomllib
@@ -26,30 +32,65 @@ class ConfigError(Exception):
     """A user-fixable configuration problem, rendered as a single line."""
 
 
-def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
-    """Turn `CLAWGATE_A__B=v` variables into a nested dict; JSON for lists and tables."""
-    tree: dict[str, Any] = {}
+def _env_names(environ: Mapping[str, str]) -> dict[str, str]:
+    """The CLAWGATE_* variables that name settings, checked for shape: an unknown section or an
+    empty key part is an error here, because pydantic-settings would silently ignore it."""
+    found: dict[str, str] = {}
     for name, raw in environ.items():
         if not name.startswith(ENV_PREFIX) or name in _NOT_KEYS:
             continue
         path = [part.lower() for part in name[len(ENV_PREFIX):].split("__")]
         if not all(path):
             raise ConfigError(f"config error: environment variable {name} has an empty key part; use CLAWGATE_SECTION__KEY")
-        value: Any = raw
-        if raw.strip()[:1] in ("[", "{"):
+        if path[0] not in Settings.model_fields:
+            raise ConfigError(f"config error: unknown key {path[0]!r}; unset {name} or check its spelling")
+        found[name] = raw
+    return found
+
+
+def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The settings given as `CLAWGATE_A__B=v` variables, as a nested dict, read by pydantic-settings
+    against the schema (JSON for list and table settings, the text as it is for the others)."""
+    named = _env_names(environ)
+    if not named:
+        return {}
+    # Deferred: pydantic-settings costs ~30 ms to import, and most runs set no CLAWGATE_* setting.
+    from pydantic_settings import SettingsError
+
+    try:
+        return _read_env(named)
+    except SettingsError:
+        for name, raw in named.items():  # which variable: each alone (only on this error path)
             try:
-                value = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                shown = "<secret, not shown>" if is_secret_path(path) else repr(raw)
-                raise ConfigError(f"config error: {name}={shown} is not valid JSON ({exc.msg}); fix it: write lists as '[\"a\",\"b\"]'") from None
-        node = tree
-        for part in path[:-1]:
-            existing = node.setdefault(part, {})
-            if not isinstance(existing, dict):
-                raise ConfigError(f"config error: {name} nests under a key that is not a table")
-            node = existing
-        node[path[-1]] = value
-    return tree
+                _read_env({name: raw})
+            except SettingsError as exc:
+                raise ConfigError(_json_error(name, raw, exc.__cause__)) from None
+        raise ConfigError("config error: the CLAWGATE_* variables are not valid together; check them") from None
+
+
+def _read_env(named: Mapping[str, str]) -> dict[str, Any]:
+    from pydantic_settings import EnvSettingsSource
+
+    source = EnvSettingsSource(_env_layer(), case_sensitive=False, env_prefix=ENV_PREFIX, env_nested_delimiter="__")
+    source.env_vars = {name.lower(): raw for name, raw in named.items()}  # this mapping, not os.environ
+    return source()
+
+
+@functools.cache
+def _env_layer() -> type[Any]:
+    """The schema as pydantic-settings' model type, so its env source knows every field's type."""
+    from pydantic_settings import BaseSettings
+
+    return type("EnvLayer", (BaseSettings, Settings), {})
+
+
+def _json_error(name: str, raw: str, cause: BaseException | None) -> str:
+    path = [part.lower() for part in name[len(ENV_PREFIX):].split("__")]
+    secret = is_secret_path(path) or any(word in raw.lower() for word in _SECRET_WORDS)
+    shown = "<secret, not shown>" if secret else repr(raw)
+    why = f" ({cause.msg})" if isinstance(cause, json.JSONDecodeError) else ""
+    return (f"config error: {name}={shown} is not valid JSON{why}, which {'.'.join(path)} (a list or table) needs; "
+            "fix it: write lists as '[\"a\",\"b\"]' and tables as '{\"key\": \"value\"}'")
 
 
 def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

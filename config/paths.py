@@ -27,6 +27,16 @@ class Paths:
         return self.home / "workspace"
 
     @property
+    def guest_workspaces(self) -> Path:
+        """Each guest's own workspace, one folder per person (workspace/users.py)."""
+        return self.home / "workspaces"
+
+    @property
+    def exec_scratch(self) -> Path:
+        """exec's HOME and TMPDIR, one folder per person, outside every workspace."""
+        return self.state / "exec"
+
+    @property
     def state(self) -> Path:
         return self.home / "state"
 

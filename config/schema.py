@@ -116,6 +116,10 @@ class ExecSettings(_Section):
     # Background exec (docs/background.md): a call still running after this many seconds moves to the
     # background so the chat stays free (0: never automatically); `background: true` goes there at once.
     background_after_seconds: float = Field(10.0, ge=0)
+    # exec's programs get only allowlisted environment variables (locale, TERM, TZ, USER …; see
+    # agent/tools/shell.py ENV_ALLOWED); names listed here are passed as well. Never list a secret.
+    env_allowlist: list[str] = Field(default_factory=list,
+                                     description="more environment variable names passed to exec's programs")
     background_timeout_seconds: float = Field(1800.0, gt=0, le=86_400,
                                               description="limit of a background call that names no timeout")
 

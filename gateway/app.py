@@ -33,7 +33,7 @@ from agent.control import SessionControl, TaskControl
 from agent.drift_control import CheckpointRestorer, DriftControl
 from agent.drift_restore import DriftRestore
 from agent.events import EventHub
-from agent.loop import AgentLoop
+from agent.loop import AgentLoop, run_user, session_user
 from agent.mcp import McpManager
 from agent.memory import Memory
 from agent.providers import Provider, UnconfiguredProvider
@@ -49,6 +49,7 @@ from agent.status import Status
 from agent.tasks import TaskStore
 from agent.tools import ToolRegistry
 from agent.tools.cron import CronTool
+from agent.tools.mounts import mount_status
 from agent.tools.sandbox import SandboxPolicy, sandbox_status
 from agent.tools.spawn import Spawn
 from agent.toolset import default_tools
@@ -64,6 +65,7 @@ from config.paths import Paths
 from config.schema import Settings
 from config.token import gateway_token
 from workspace.guard import WorkspaceGuard
+from workspace.users import Workspaces
 
 from . import __version__
 from .api import build_methods
@@ -112,6 +114,8 @@ class App:
             settings.gateway.token = gateway_token(paths, settings, create=True)
             register_secrets([settings.gateway.token])
         workspace = WorkspaceGuard(Path(agent.workspace).expanduser() if agent.workspace else paths.default_workspace)
+        # each guest works in a workspace of their own; exec's HOME/TMPDIR are per person (workspace/users.py)
+        workspaces = Workspaces(workspace, paths.guest_workspaces, paths.exec_scratch)
         fsync = settings.state.fsync
 
         # state and the bus. Durable writes are flushed in batches off the event loop (group commit,
@@ -150,18 +154,20 @@ class App:
                                  compactor=Compactor(keep=agent.compact_keep_messages,
                                                      chunk_chars=int(agent.context_tokens * 4 * agent.compact_chunk_ratio)),
                                  active_tasks=lambda: [task.status_line() for task in self.tasks.active()])
+        context.guest_root = lambda session: None if not (user := session_user(session)) else workspaces.guard(user).root
         # checkpoints: a projection of the session log plus snapshots; restored/forked branches replay
         # recorded answers and tool results (the loop sees a provider and a registry that may answer from the tape)
         self.checkpoints = CheckpointService(
             folder=paths.checkpoints, workspace=workspace.root, sessions=self.sessions, tasks=self.tasks,
             events=self.events, settings=settings.checkpoints, version=__version__,
             busy=lambda key: self.loop.busy(key), invalidate=context.invalidate, fsync=fsync,
-            durability=self.durability)
+            durability=self.durability, roots=lambda user: workspaces.guard(user).root)
         self.sessions.observers += [self.checkpoints.tapes.on_append, self.checkpoints.on_append]
         tools.interceptors.append(ToolReplay(self.checkpoints.tapes, self.sessions.loaded))
         replaying = ReplayProvider(self.provider, self.checkpoints.tapes, self.sessions.loaded)
         self.loop = AgentLoop(bus=self.bus, sessions=self.sessions, provider=replaying, tools=tools,
-                              context=context, events=self.events, settings=agent, workspace=workspace)
+                              context=context, events=self.events, settings=agent, workspace=workspace,
+                              workspaces=workspaces)
         tracker = TaskTracker(self.tasks, remind_after=agent.task_reminder_turns, events=self.events)
         self.events.subscribe(tracker.on_event)
         tools.result_hooks.append(tracker.remind)
@@ -188,8 +194,9 @@ class App:
         self.loop.before_final.append(CompletenessCheck(settings.reflection, provider=self.provider, model=agent.model,
                                                         tasks=self.tasks, tools=tools.definitions, events=self.events,
                                                         side_effects=tools.has_side_effects))
-        self.loop.after_run.append(Consolidator(provider=self.provider, context=context, memory=Memory(workspace.root),
-                                                settings=agent, events=self.events))
+        self.loop.after_run.append(Consolidator(
+            provider=self.provider, context=context, memory=Memory(workspace.root), settings=agent, events=self.events,
+            memory_for=lambda session, msg: Memory(workspaces.guard(run_user(msg, session)).root)))
         if self.drift_restore is not None:  # after consolidation, which still works on the run's session
             self.loop.after_run.append(self.drift_restore.after_run)
         self.loop.after_run.append(self.background.after_run)
@@ -231,7 +238,7 @@ class App:
         self.server.backlog = gateway_chat  # a (re)connecting client catches up on the replies it missed
         self.channels: dict[str, Channel] = {"gateway": gateway_chat}
         if (telegram := build_telegram(settings.channels.telegram, self.services, self.db,
-                                       workspace=workspace.root)) is not None:
+                                       workspace=workspace.root, workspaces=workspaces)) is not None:
             self.channels["telegram"] = telegram
         self.dispatcher = Dispatcher(self.bus, self.channels)
         self._describe_status(workspace)
@@ -253,6 +260,7 @@ class App:
         add("queues", self.bus.counts)
         add("clients", lambda: sum(1 for c in self.server.connections if not c.closed))
         add("sandbox", lambda: sandbox_status().line())
+        add("execMounts", lambda: mount_status().line())
         add("eventLoop", event_loop_name)
         add("usage", self.usage.snapshot)
         add("providers", lambda: getattr(self.provider, "breaker_states", list)())
@@ -281,6 +289,8 @@ class App:
             loop.run_in_executor(None, _warm, getattr(self.provider, "warm", None))
             sandbox = sandbox_status()
             (log.info if sandbox.available else log.warning)("%s", sandbox.line())
+            mounts = mount_status()
+            (log.info if mounts.available else log.warning)("%s", mounts.line())
             if self.unconfigured:
                 log.warning("no model provider configured: set ANTHROPIC_API_KEY and restart; chats will be told how")
             await self._stopped.wait()

@@ -52,8 +52,16 @@ def default_sandbox_status() -> Any:
     return sandbox_status()
 
 
+def default_mount_status() -> Any:
+    """exec's mount layer (agent/tools/mounts.py: bubblewrap, probed with a real child)."""
+    from agent.tools.mounts import mount_status
+
+    return mount_status()
+
+
 def run_checks(paths: Paths, *, offline: bool = False,
                sandbox_status: Callable[[], Any] = default_sandbox_status,
+               mount_status: Callable[[], Any] = default_mount_status,
                disk_usage: Callable[[Path], Any] = shutil.disk_usage,
                environ: dict[str, str] | None = None) -> list[Check]:
     """Every check in order; a broken config skips those that need it."""
@@ -69,6 +77,7 @@ def run_checks(paths: Paths, *, offline: bool = False,
     return [Check("config", "ok", config_detail, "" if paths.config_file.exists() else "`clawgate init` writes one"),
             check_model(settings, offline), check_token(paths, settings), check_port(paths, settings),
             check_telegram(settings, offline), check_workspace(paths, settings), check_sandbox(sandbox_status),
+            check_mounts(mount_status),
             check_database(paths), check_disk(paths, disk_usage),
             *(Check(*found) for found in check_mcp(paths, settings, offline))]  # type: ignore[arg-type]
 
@@ -184,6 +193,15 @@ def check_sandbox(sandbox_status: Callable[[], Any]) -> Check:
     return Check("sandbox", "fail", detail or "not available",
                  fix or "exec then relies on argument checks alone: run on a Linux kernel with Landlock (5.13+), "
                         "see docs/security.md")
+
+
+def check_mounts(mount_status: Callable[[], Any]) -> Check:
+    """A warning, not a failure: without bubblewrap exec still runs, asking more often."""
+    report = mount_status()
+    if report.available:
+        return Check("mounts", "ok", report.detail)
+    return Check("mounts", "warn", report.detail + "; guests' and tainted runs' exec calls then ask the owner",
+                 "apt-get install bubblewrap (see docs/security.md, \"Approval by effect\")")
 
 
 def _sandbox_fields(report: Any) -> tuple[bool, str, str]:

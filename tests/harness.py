@@ -69,6 +69,12 @@ class DaemonProcess:
     def workspace(self) -> Path:
         return self.home / "workspace"
 
+    def guest_workspace(self, user: str) -> Path:
+        """The own workspace of the guest `user` ("telegram:555"): what that guest's runs see."""
+        from workspace.users import folder_name
+
+        return self.home / "workspaces" / folder_name(user)
+
     def init(self) -> None:
         subprocess.run([sys.executable, "-m", "gateway.cli", "init", "--yes"], env=self.env, cwd=ROOT,
                        check=True, capture_output=True, text=True)
@@ -82,9 +88,9 @@ class DaemonProcess:
         """The token clients must send: the configured one, or the one the daemon generated."""
         return self.token if self.token is not None else (self.home / "state/gateway.token").read_text().strip()
 
-    def start(self, timeout: float = 60.0) -> "DaemonProcess":
+    def start(self, timeout: float = 60.0, *, args: tuple[str, ...] = ()) -> "DaemonProcess":
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gateway.cli", "gateway"], env=self.env, cwd=ROOT,
+            [sys.executable, "-m", "gateway.cli", "gateway", *args], env=self.env, cwd=ROOT,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
         )
         ready = threading.Event()

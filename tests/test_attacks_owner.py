@@ -48,7 +48,9 @@ def test_a_guest_cannot_approve_their_own_exec_and_the_owner_is_asked(tg_daemon,
     assert all(a["text"] != "Approved." for a in telegram.callback_answers)
     telegram.inject_callback(OWNER, OWNER, data, prompt["message_id"])
     telegram.wait_for(lambda: "done" in replies(telegram, GUEST))
-    assert (daemon.workspace / "pwned.txt").exists()  # the owner's yes is what ran it
+    # the owner's yes is what ran it, in the guest's own workspace
+    assert (daemon.guest_workspace(f"telegram:{GUEST}") / "pwned.txt").exists()
+    assert not (daemon.workspace / "pwned.txt").exists()
 
 
 def test_a_guest_cannot_read_the_owners_conversations(tg_daemon, telegram, fake_model) -> None:
@@ -110,5 +112,7 @@ def test_a_guest_needs_the_owners_approval_to_rewrite_the_prompt_files(tg_daemon
     telegram.wait_for(lambda: "attempted" in replies(telegram, GUEST), timeout=20)
     assert (daemon.workspace / "SOUL.md").read_text() == soul
     assert "555" not in (daemon.workspace / "MEMORY.md").read_text()
-    assert (daemon.workspace / "notes/guest.md").read_text() == "fine"  # ordinary files need no approval
+    own = daemon.guest_workspace(f"telegram:{GUEST}")
+    assert (own / "notes/guest.md").read_text() == "fine"  # ordinary files need no approval, in the guest's own workspace
+    assert not (own / "SOUL.md").exists() and not (daemon.workspace / "notes").exists()
     assert all(m["chat_id"] == OWNER for m in _buttons(telegram))

@@ -369,6 +369,10 @@ async def test_workspace_templates_the_owner_wrote_are_read_as_data(tmp_path: Pa
         return (await tools.execute({"id": "r", "name": name, "input": args}, tool_context(root))).content
 
     assert parse(await call("read_file", path="SOUL.md"))[1] == "file SOUL.md (not written by the agent)"
+    # a prompt file is written only with the owner's approval (no approval channel: not written)
+    assert "SOUL.md is part of every session's instructions" in await call("write_file", path="SOUL.md", content="x")
+    assert (root / "SOUL.md").read_text() != "x"
+    tools.approvals = ApprovalBroker(EventHub(), mode="allow")  # the owner approves
     await call("write_file", path="SOUL.md", content="I am Claw.\n")  # the agent rewrites it: its own text now
     assert await call("read_file", path="SOUL.md") == "    1\tI am Claw."
     assert "SOUL.md" in json.loads((tmp_path / "written.json").read_text())

@@ -77,6 +77,8 @@ async def test_an_idle_session_is_woken_once_and_a_stale_wake_is_skipped(tmp_pat
     job = _adopt(jobs, _finished("exit code 1\nfailed"))
     await wait_until_async(lambda: intake.published, "the result to be published")
     [wake] = intake.published
+    tainted = wake.metadata.pop("tainted")
+    assert tainted.startswith(f"background job {job} result")  # the wake-up reads a program's output: tainted
     assert wake.channel == CHANNEL and wake.metadata == {"deliver": {"channel": "telegram", "chat_id": "42"},
                                                          "owner": False, "bg_job": job}
     assert [e["type"] for e in seen] == ["bg_job_start", "bg_job_end"] and seen[1]["status"] == "done"

@@ -36,6 +36,7 @@ def test_a_guest_cannot_use_background_exec_to_skip_approval(tg_daemon, telegram
     telegram.inject_callback(OWNER, OWNER, deny, prompt["message_id"])
     telegram.wait_for(lambda: "could not" in replies(telegram, GUEST), timeout=30)
     assert not (daemon.workspace / "pwned.txt").exists()
+    assert not (daemon.guest_workspace(f"telegram:{GUEST}") / "pwned.txt").exists()
     assert not events_named(daemon.home, "bg_job_start", KEY), "a denied call never becomes a job"
     assert "not run: the user did not approve" in json.dumps(fake_model.requests[-1])
 
@@ -50,7 +51,7 @@ def test_a_guest_cannot_use_background_exec_to_skip_approval(tg_daemon, telegram
     telegram.inject_message(GUEST, "/status", user_id=GUEST)
     telegram.wait_for(lambda: any("Background job bg-" in r and "python3" in r for r in replies(telegram, GUEST)),
                       timeout=30)
-    (daemon.workspace / "release").write_text("go")
+    (daemon.guest_workspace(f"telegram:{GUEST}") / "release").write_text("go")  # the guest's job runs in their own
     telegram.wait_for(lambda: "Guest build finished." in replies(telegram, GUEST), timeout=60)
     [wake] = [r for r in session_records(daemon.home, KEY) if r["kind"] == "user" and r.get("channel") == "background"]
     assert wake["owner"] is False and wake["deliver"] == {"channel": "telegram", "chat_id": str(GUEST)}

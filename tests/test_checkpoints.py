@@ -373,7 +373,7 @@ def test_an_unchanged_workspace_is_recognised_without_reading_a_file_and_any_cha
     first = store.snapshot()
     looked_up: list[str] = []
     real = store._blob_for
-    monkeypatch.setattr(store, "_blob_for", lambda rel, st, full: looked_up.append(rel) or real(rel, st, full))
+    monkeypatch.setattr(store, "_blob_for", lambda rel, st: looked_up.append(rel) or real(rel, st))
     assert store.snapshot() == first and looked_up == []  # the same stat everywhere: no lookup at all
     # same size, new content, an mtime that moved: a new tree holding the new content
     (root / "a.txt").write_text("ONE")
@@ -398,7 +398,7 @@ def test_a_snapshot_that_failed_midway_is_not_mistaken_for_the_previous_one(tmp_
     (root / "a.txt").write_text("two, longer")
     real = store._blob_for
 
-    def unreadable(rel, st, full):  # type: ignore[no-untyped-def]
+    def unreadable(rel, st):  # type: ignore[no-untyped-def]
         raise PermissionError(f"cannot read {rel}")
 
     monkeypatch.setattr(store, "_blob_for", unreadable)

@@ -233,7 +233,8 @@ def test_undo_on_telegram_goes_back_steps(tg_daemon, telegram, fake_model) -> No
         return None if last.startswith("Cannot undo: I'm still working") else last
     reply = wait_until(undo, "/undo to find the chat idle", interval=0.1)
     assert reply.startswith("Went back 2 step(s): step 1/3 done"), reply
-    ws = daemon.workspace
+    ws = daemon.guest_workspace(f"telegram:{CHAT}")  # no owner configured: the chat is a guest's, in its own workspace
+    assert not (daemon.workspace / "out").exists()
     assert (ws / "out/step1.txt").exists() and not (ws / "out/step2.txt").exists()
     assert not (ws / "out/step3.txt").exists()
     task = json.loads(next((daemon.home / "state/tasks").glob("t_*.json")).read_text())

@@ -9,7 +9,7 @@ import pytest
 
 from config.loader import ConfigError, env_overrides, load
 from config.paths import Paths
-from tests.harness import ROOT
+from tests.harness import ROOT, DaemonProcess, free_port
 
 
 def test_defaults_without_any_file(tmp_path):
@@ -68,7 +68,21 @@ def test_non_loopback_with_token_is_allowed(tmp_path):
 
 
 def test_env_overrides_ignore_home_and_nest():
-    assert env_overrides({"CLAWGATE_HOME": "/x", "CLAWGATE_A__B__C": "1"}) == {"a": {"b": {"c": "1"}}}
+    env = {"CLAWGATE_HOME": "/x", "CLAWGATE_CRASH_AT": "y", "CLAWGATE_MCP__SERVERS__FS__COMMAND": "fs-server",
+           "CLAWGATE_GATEWAY": '{"port": 1}', "CLAWGATE_GATEWAY__HOST": "127.0.0.2", "OTHER__X": "1"}
+    assert env_overrides(env) == {"mcp": {"servers": {"fs": {"command": "fs-server"}}},
+                                  "gateway": {"port": 1, "host": "127.0.0.2"}}
+
+
+def test_a_string_setting_takes_brackets_literally_and_a_list_setting_needs_json(tmp_path):
+    """pydantic-settings parses JSON only where the setting is a list or table."""
+    _, settings = load(tmp_path, environ={"CLAWGATE_AGENT__NAME": "[bot]"})
+    assert settings.agent.name == "[bot]"
+    with pytest.raises(ConfigError) as info:
+        load(tmp_path, environ={"CLAWGATE_GATEWAY__ALLOWED_ORIGINS": "http://localhost:3000"})
+    message = str(info.value)
+    assert "CLAWGATE_GATEWAY__ALLOWED_ORIGINS='http://localhost:3000' is not valid JSON" in message
+    assert "gateway.allowed_origins" in message and "\n" not in message
 
 
 def test_cli_bad_config_prints_one_line_and_no_traceback(tmp_path):
@@ -117,12 +131,13 @@ SECRET = "sk-ant-api03-DO-NOT-PRINT-0123456789abcdef"
 
 @pytest.mark.parametrize("name,value,names", [
     ("CLAWGATE_PROVIDERS__ANTHROPIC", SECRET, "providers.anthropic"),  # a string where a table belongs
-    ("CLAWGATE_PROVIDERS__ANTHROPIC__API_KEY", f'["{SECRET}"]', "providers.anthropic.api_key"),
+    ("CLAWGATE_PROVIDERS__ANTHROPIC", f'{{"api_key": ["{SECRET}"]}}', "providers.anthropic.api_key"),
     ("CLAWGATE_PROVIDERS__OPENAI_COMPAT", f'{{"base_url": "x", "model": "m", "api_key": ["{SECRET}"]}}',
      "providers.openai_compat.api_key"),
-    ("CLAWGATE_CHANNELS__TELEGRAM__TOKEN", f'{{"t": "{SECRET}"}}', "channels.telegram.token"),
-    ("CLAWGATE_GATEWAY__TOKEN", f'["{SECRET}"]', "gateway.token"),
-    ("CLAWGATE_GATEWAY__TOKEN", f'["{SECRET}"', "CLAWGATE_GATEWAY__TOKEN"),  # not even valid JSON
+    ("CLAWGATE_CHANNELS__TELEGRAM", f'{{"token": {{"t": "{SECRET}"}}}}', "channels.telegram.token"),
+    ("CLAWGATE_GATEWAY", f'{{"token": ["{SECRET}"]}}', "gateway.token"),
+    ("CLAWGATE_GATEWAY", f'{{"token": "{SECRET}"', "CLAWGATE_GATEWAY"),  # not even valid JSON
+    ("CLAWGATE_MCP__SERVERS", f'{{"x": {{"command": "c", "env": {{"K": "{SECRET}"}}', "CLAWGATE_MCP__SERVERS"),
 ])
 def test_config_errors_never_echo_a_secret(tmp_path, name, value, names):
     result = _cli(tmp_path, "status", env={name: value})
@@ -130,3 +145,27 @@ def test_config_errors_never_echo_a_secret(tmp_path, name, value, names):
     assert len(result.stderr.strip().splitlines()) == 1 and names in result.stderr
     assert "DO-NOT-PRINT" not in result.stderr + result.stdout
     assert "<secret, not shown>" in result.stderr
+
+
+def test_a_command_line_flag_beats_the_environment_which_beats_the_file(tmp_path):
+    """defaults < config.toml < CLAWGATE_* < flags, in the real daemon: it listens where --port says."""
+    import socket
+
+    file_port, env_port, flag_port = free_port(), free_port(), free_port()
+    daemon = DaemonProcess(tmp_path, anthropic_url=None, env={"CLAWGATE_GATEWAY__PORT": str(env_port)})
+    daemon.init()
+    config = tmp_path / "config.toml"
+    text = config.read_text()
+    assert "\nport = 18789\n" in text
+    config.write_text(text.replace("\nport = 18789\n", f"\nport = {file_port}\n", 1))
+    assert load(tmp_path, environ={})[1].gateway.port == file_port
+    assert load(tmp_path, environ={"CLAWGATE_GATEWAY__PORT": str(env_port)})[1].gateway.port == env_port
+    daemon.start(args=("--port", str(flag_port)))
+    try:
+        with socket.create_connection(("127.0.0.1", flag_port), timeout=10):
+            pass
+        for port in (file_port, env_port):
+            with pytest.raises(ConnectionRefusedError):
+                socket.create_connection(("127.0.0.1", port), timeout=10).close()
+    finally:
+        daemon.kill()

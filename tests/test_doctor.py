@@ -48,12 +48,12 @@ def test_a_healthy_home_passes_with_the_key_checked_against_the_api(home, fake_m
     code, checks, raw = run_doctor(home)
     assert code == 0, raw
     assert [c for c in checks] == ["config", "model", "token", "port", "telegram", "workspace", "sandbox",
-                                   "database", "disk"]
+                                   "mounts", "database", "disk"]
     assert checks["model"]["status"] == "ok" and "key accepted" in checks["model"]["detail"]
     assert fake_model.requests == []  # count_tokens, not a paid message (test_rejected_key_fails proves the call)
     assert checks["telegram"]["status"] == "skip" and checks["port"]["status"] == "ok"
     out = text_doctor(home)
-    assert out.returncode == 0 and len(out.stdout.splitlines()) == 9
+    assert out.returncode == 0 and len(out.stdout.splitlines()) == 10
     assert all(line.split()[0] in ("ok", "WARN", "skip") for line in out.stdout.splitlines()), out.stdout
 
 
@@ -164,6 +164,14 @@ def test_sandbox_unavailable_fails_and_missing_module_is_skipped(home) -> None:
     assert doctor.exit_code(list(checks.values())) == 1
     assert _checks(home, sandbox_status=lambda: (True, "bubblewrap 0.8"))["sandbox"].status == "ok"
     assert _checks(home, sandbox_status=lambda: None)["sandbox"].status == "skip"
+
+
+def test_missing_bubblewrap_warns_with_the_fix(home) -> None:
+    from agent.tools.mounts import MountStatus
+
+    check = _checks(home, mount_status=lambda: MountStatus(False, "bubblewrap is not installed"))["mounts"]
+    assert check.status == "warn" and "bubblewrap" in check.fix and "ask the owner" in check.detail
+    assert _checks(home)["mounts"].status == "ok"  # this machine has it (`make test` installs it)
 
 
 def test_low_disk_space_fails_then_warns(home) -> None:

@@ -69,3 +69,43 @@ async def test_memory_search_tool_renders_hits(tmp_path):
     assert not out.is_error and unwrap(out.content).startswith("MEMORY.md:")
     none = await tools.execute({"id": "n", "name": "memory_search", "input": {"query": "zebra"}}, tool_context(root))
     assert none.content.startswith("no matches for 'zebra'")
+
+
+def test_the_index_follows_rewrites_and_deletions_of_the_files(tmp_path):
+    root, sessions, log, _ = _corpus(tmp_path)
+    index = MemorySearch(root, sessions)
+    assert index.search("nginx certificate")[0].file == f"memory/{log.name}"
+    log.write_text("# log\n- renewed the apache certificate\n")
+    assert [h.file for h in index.search("nginx")] == []
+    assert index.search("apache")[0].line == 2
+    (sessions / "work.jsonl").unlink()
+    assert index.search("quota") == [] and index.search("staging")[0].file == "MEMORY.md"
+
+
+def test_a_damaged_index_is_rebuilt_from_the_files(tmp_path, caplog):
+    root, sessions, _, _ = _corpus(tmp_path)
+    index = MemorySearch(root, sessions)
+    before = index.search("disk quota backups")
+    assert before
+    index._db.execute("UPDATE docs_data SET block = x'0102030405060708'")  # FTS5's own pages, garbled
+    index._db.commit()
+    assert index.search("disk quota backups") == before
+    assert any("rebuilding it from the memory files" in r.getMessage() for r in caplog.records)
+
+
+def test_a_guest_ranking_does_not_depend_on_files_it_cannot_see(tmp_path):
+    """bm25() over the whole index would let a guest read the owner's memory from its scores."""
+    root = workspace(tmp_path)
+    sessions = tmp_path / "sessions"
+    guest = Session("guest", sessions / "guest.jsonl", fsync=False)
+    user(guest, "how do I restart kubernetes pods")
+    user(guest, "and what about the database")
+    own = lambda name: name == "sessions/guest.jsonl"  # noqa: E731
+    scores = {}
+    for memory_text in ("", "- kubernetes cluster notes\n" * 40):
+        (root / "MEMORY.md").write_text("# Memory\n- unrelated line\n" + memory_text)
+        index = MemorySearch(root, sessions)
+        scores[bool(memory_text)] = ([h.score for h in index.search("kubernetes", visible=own)],
+                                     [h.score for h in index.search("kubernetes") if h.file != "MEMORY.md"])
+    assert scores[True][0] == scores[False][0] and scores[True][0]  # the guest's own view: unchanged
+    assert scores[True][1] != scores[False][1]  # the owner's (whole-index) view does change

@@ -23,7 +23,7 @@ def test_base_url_with_or_without_bot(tg_daemon, telegram: FakeTelegram, fake_mo
     telegram.inject_document(CHAT, b"numbers\n", "report.txt", mime_type="text/plain", caption="keep this")
     telegram.wait_for(lambda: "Got your file." in replies(telegram, CHAT), timeout=30)
     # the file came from the file URL beside the API (…/file/bot<token>/…), not a crash
-    saved = list((daemon.workspace / "inbox").iterdir())
+    saved = list((daemon.guest_workspace(f"telegram:{CHAT}") / "inbox").iterdir())  # the sender's own workspace
     assert len(saved) == 1 and saved[0].read_bytes() == b"numbers\n"
     assert "Traceback" not in daemon.log_text()
 
@@ -47,7 +47,7 @@ def test_a_file_limit_above_20_mib_is_honoured_with_a_self_hosted_server(tg_daem
     fake_model.enqueue(text("Stored the big one."))
     telegram.inject_document(CHAT, big, "big.bin", caption="keep it")
     telegram.wait_for(lambda: "Stored the big one." in replies(telegram, CHAT), timeout=60)
-    (saved,) = (daemon.workspace / "inbox").iterdir()
+    (saved,) = (daemon.guest_workspace(f"telegram:{CHAT}") / "inbox").iterdir()
     assert saved.stat().st_size == len(big) == 21 * 1024 * 1024
     telegram.inject_document(CHAT, b"x", "huge.bin", declared_size=limit + 1)
     telegram.wait_for(lambda: any("too large" in r for r in replies(telegram, CHAT)), timeout=30)

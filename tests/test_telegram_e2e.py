@@ -27,7 +27,9 @@ from tests.waiting import DEFAULT_TIMEOUT, wait_past
 # conversation -------------------------------------------------------------------------------------
 def test_conversation_with_a_tool_call(tg_daemon, telegram: FakeTelegram, fake_model: FakeAnthropic) -> None:
     daemon = tg_daemon()
-    (daemon.workspace / "notes.txt").write_text("hello")
+    own = daemon.guest_workspace(f"telegram:{CHAT}")  # no owner configured: the chat is a guest's, with its own files
+    own.mkdir(parents=True)
+    (own / "notes.txt").write_text("hello")
     fake_model.enqueue(tool_use("list_dir", {"path": "."}), text("I see **notes.txt** in `.`"))
     telegram.inject_message(CHAT, "what is in my workspace?")
     telegram.wait_for(lambda: len(replies(telegram, CHAT)) == 1)

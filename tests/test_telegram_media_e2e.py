@@ -5,6 +5,7 @@ line, accepted messages get a reaction, and webhook mode keeps the accept-then-c
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import socket
 import sqlite3
@@ -48,7 +49,8 @@ def test_a_document_is_saved_under_a_safe_name_and_named_to_the_model(tg_daemon,
     update = telegram.inject_document(CHAT, b"quarterly numbers\n", "../../etc/My Report (final).txt",
                                       mime_type="text/plain", caption="keep this")
     telegram.wait_for(lambda: "Saved and read." in replies(telegram, CHAT), timeout=20)
-    saved = list((daemon.workspace / "inbox").iterdir())
+    saved = list((daemon.guest_workspace(f"telegram:{CHAT}") / "inbox").iterdir())  # the sender's own workspace
+    assert not (daemon.workspace / "inbox").exists()
     assert len(saved) == 1 and saved[0].read_bytes() == b"quarterly numbers\n"
     assert saved[0].name.endswith("-My_Report_final_.txt") and ".." not in saved[0].name
     said = user_texts(fake_model.requests[0])[-1]
@@ -96,6 +98,14 @@ def test_webhook_mode_answers_and_a_message_sent_while_down_is_retried_until_acc
         raise AssertionError("a request without the secret was accepted")
     except urllib.error.HTTPError as exc:
         assert exc.code == 403
+    for method, length, status in (("POST", 2 * 1024 * 1024, 413), ("GET", 0, 405)):
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)  # the body is never sent:
+        connection.putrequest(method, "/tg-hook")                               # refused on the headers
+        connection.putheader("Content-Length", str(length))
+        connection.putheader("X-Telegram-Bot-Api-Secret-Token", default_secret(telegram.token))
+        connection.endheaders()
+        assert connection.getresponse().status == status
+        connection.close()
 
 
 async def test_the_webhook_answers_503_until_the_update_is_stored() -> None:

@@ -2,6 +2,9 @@
 
 A path is allowed only if its fully resolved real path (symlinks followed) lies inside the
 workspace's real path. `..`, absolute paths elsewhere and symlinks pointing out are refused.
+`resolve` answers by path (for exec's checks and approvals); the file tools open files with
+`locate`, which pins the path to a folder descriptor (workspace/fdpath.py) so that nothing
+swapped in between the check and the use can lead them out.
 """
 
 from __future__ import annotations
@@ -10,8 +13,9 @@ import os
 from pathlib import Path
 
 
-class PathOutsideWorkspace(ValueError):
-    """Raised for any path that would reach outside the workspace."""
+from .fdpath import Location, PathOutsideWorkspace, locate
+
+__all__ = ["Location", "PathOutsideWorkspace", "PROMPT_FILES", "WorkspaceGuard"]
 
 
 # Files that become part of every session's system prompt (agent/context.py), plus the skills:
@@ -43,6 +47,11 @@ class WorkspaceGuard:
                 f"{user_path!r} is outside the workspace {self.root}; use a path relative to the workspace"
             )
         return real
+
+    def locate(self, user_path: str, *, create_folders: bool = False) -> Location:
+        """`user_path` pinned to an open folder descriptor and a name in it; raises
+        PathOutsideWorkspace (one line) for a path leading out, OSError for the rest."""
+        return locate(self.root, user_path, create_folders=create_folders)
 
     def relative(self, real: Path) -> str:
         return "." if real == self.root else str(real.relative_to(self.root))

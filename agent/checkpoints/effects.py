@@ -20,7 +20,7 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import quote
 
 from ..fsio import atomic_write_bytes
@@ -31,32 +31,38 @@ EFFECT_TOOLS = frozenset({"exec"})
 
 
 class Effects:
-    def __init__(self, folder: Path, workspace: WorkspaceStore) -> None:
+    """Each person has a workspace of their own: `files_of(user)` gives the store of the workspace a
+    command ran in, and a record names that person so its replay puts files back in the same one."""
+
+    def __init__(self, folder: Path, files_of: Callable[[str], WorkspaceStore]) -> None:
         self.folder = folder
-        self.workspace = workspace
-        self._before: dict[str, str] = {}  # call id -> the workspace tree when it started
+        self.files_of = files_of
+        self._before: dict[str, tuple[str, str]] = {}  # call id -> (person, the workspace tree when it started)
 
     def _path(self, call_id: str) -> Path:
         return self.folder / (quote(call_id, safe="") + ".json")
 
-    def started(self, call_id: str) -> None:
+    def started(self, call_id: str, user: str = "") -> None:
         try:
-            self._before[call_id] = self.workspace.snapshot()
+            self._before[call_id] = (user, self.files_of(user).snapshot())
         except (OSError, StoreError) as exc:  # the command still runs; its replay will go live
             log.warning("workspace snapshot before command %s failed: %s", call_id, exc)
 
     def finished(self, session_key: str, call_id: str) -> None:
-        before = self._before.pop(call_id, None)
-        if before is None:
+        started = self._before.pop(call_id, None)
+        if started is None:
             return
+        user, before = started
+        files = self.files_of(user)
         try:
-            after = self.workspace.snapshot()
-            old, new = self.workspace.tree(before), self.workspace.tree(after)
+            after = files.snapshot()
+            old, new = files.tree(before), files.tree(after)
         except (OSError, StoreError) as exc:
             log.warning("workspace snapshot after command %s failed: %s", call_id, exc)
             return
         paths = sorted(p for p in set(old) | set(new) if old.get(p) != new.get(p))
-        record = {"session": session_key, "id": call_id, "tree": after, "paths": paths, "time": time.time()}
+        record = {"session": session_key, "id": call_id, "user": user, "tree": after, "paths": paths,
+                  "time": time.time()}
         self.folder.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(self._path(call_id), json.dumps(record).encode(), fsync=False)
 
@@ -75,7 +81,7 @@ class Effects:
         paths = [str(p) for p in record["paths"]]
         if paths:
             try:
-                self.workspace.restore(str(record["tree"]), only=set(paths))
+                self.files_of(str(record.get("user") or "")).restore(str(record["tree"]), only=set(paths))
             except (OSError, StoreError) as exc:
                 log.warning("could not put back what command %s changed: %s", call_id, exc)
                 return None

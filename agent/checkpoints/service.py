@@ -21,7 +21,7 @@ from typing import Any, Callable, Literal, Sequence
 from config.schema import CheckpointSettings
 
 from ..durability import Durability
-from ..errors import Conflict, DomainError, NotFound
+from ..errors import Conflict, DomainError, Forbidden, NotFound
 from ..events import EventHub
 from ..fsio import atomic_write_bytes
 from ..session import Record, Session, SessionManager, session_file_name
@@ -55,13 +55,16 @@ class _Track:
     intents: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
     step: tuple[str | None, int | None] | None = None  # a step was completed in the running tool batch
     tree: tuple[str, dict[str, list[object]]] | None = None  # the previous checkpoint's workspace tree (id, files)
+    user: str = ""  # whose workspace the session's runs work in ("" the owner's; workspace/users.py)
 
 
 class CheckpointService:
     def __init__(self, *, folder: Path, workspace: Path, sessions: SessionManager, tasks: TaskStore, events: EventHub,
                  settings: CheckpointSettings, version: str, busy: Callable[[str], bool],
                  invalidate: Callable[[str], None], fsync: bool = True, durability: Durability | None = None,
-                 repair: bool = True) -> None:
+                 repair: bool = True, roots: Callable[[str], Path] | None = None) -> None:
+        """`roots(user)`: the workspace root of a person ("" the owner: `workspace`); a session's
+        checkpoints snapshot and restore the workspace of the person its runs act for, never another's."""
         self.settings = settings
         self.version = version
         self.sessions = sessions
@@ -76,7 +79,10 @@ class CheckpointService:
         # Blobs and trees are not fsynced one by one (that would cost more than the 20 ms goal per step);
         # after a power loss a checkpoint may name a lost blob, and is then refused in one line.
         self.workspace = WorkspaceStore(workspace, folder, fsync=False)
-        self.effects = Effects(folder / "effects", self.workspace)  # what each command changed, for replay
+        self.folder = folder
+        self.roots = roots or (lambda user: workspace)
+        self._stores: dict[str, WorkspaceStore] = {"": self.workspace}
+        self.effects = Effects(folder / "effects", self.files_of)  # what each command changed, for replay
         self.tapes = Tapes(folder / "tapes", events.emit, effects=self.effects)
         # Extra snapshot state by name (e.g. drift counters): each returns JSON-able data for a session.
         self.snapshot_sources: dict[str, Callable[[str], Any]] = {}
@@ -93,6 +99,8 @@ class CheckpointService:
         kind = record.get("kind")
         track.since += 1
         if kind == "user":
+            if isinstance(record.get("user"), str):  # the loop names the person; other user records keep it
+                track.user = str(record["user"])
             track.turns += 1
             track.run_turns = 0
             before = session.records[-2] if len(session.records) > 1 else None
@@ -101,7 +109,7 @@ class CheckpointService:
         elif kind == "tool_intent":
             track.intents[str(record.get("id"))] = (str(record.get("name")), dict(record.get("input") or {}))
             if record.get("name") in EFFECT_TOOLS:
-                self.effects.started(str(record.get("id")))
+                self.effects.started(str(record.get("id")), track.user)
         elif kind == "tool_done":
             name, args = track.intents.pop(str(record.get("id")), ("", {}))
             if name in EFFECT_TOOLS:
@@ -130,7 +138,8 @@ class CheckpointService:
         track = self._tracks.get(session.key)
         if track is None:
             earlier = session.records[:-1] if session.records and session.records[-1] is record else session.records
-            track = _Track(head=self.store.head(session.key), turns=sum(1 for r in earlier if r.get("kind") == "user"))
+            track = _Track(head=self.store.head(session.key), turns=sum(1 for r in earlier if r.get("kind") == "user"),
+                           user=_user_of(session.records))
             self._tracks[session.key] = track
         return track
 
@@ -144,13 +153,15 @@ class CheckpointService:
             done = task.steps[step - 1]
             verified = done.status == "done" and bool(done.verification.strip())
             description = description or f"step {step}/{len(task.steps)} done: {_clip(done.text, 60)}"
-        tree = self.workspace.snapshot()
-        changed = self._changed_files(track, tree)
+        files = self.files_of(track.user)
+        tree = files.snapshot()
+        changed = self._changed_files(track, tree, files)
         snapshot: dict[str, Any] = {
             "task": task.to_dict() if task else None,
             "drift": {"task_turns": task.turns if task else 0, "task_resumes": task.resume_attempts if task else 0},
             "seeds": {},  # nothing random decides a run; ids are fresh per branch on purpose
             "workspace": tree,
+            "user": track.user,
             "messages": session.message_count,
             "changed": changed[:MAX_CHANGED_LISTED] if changed is not None else None,
             "changedCount": len(changed) if changed is not None else None,
@@ -173,16 +184,27 @@ class CheckpointService:
             self.prune(session.key)
         return cp
 
-    def _changed_files(self, track: _Track, tree: str) -> list[str] | None:
+    def files_of(self, user: str) -> WorkspaceStore:
+        """The snapshot store of `user`'s workspace (one content store shared by all)."""
+        files = self._stores.get(user)
+        if files is None:
+            files = self._stores[user] = WorkspaceStore(self.roots(user), self.folder, fsync=False)
+        return files
+
+    def _files(self, cp: Checkpoint) -> WorkspaceStore:
+        """The workspace a checkpoint snapshotted (checkpoints from before per-person workspaces: the owner's)."""
+        return self.files_of(str(cp.snapshot.get("user") or ""))
+
+    def _changed_files(self, track: _Track, tree: str, files: WorkspaceStore) -> list[str] | None:
         """Workspace paths that differ from the branch's previous checkpoint (None: there is none, or
         its tree cannot be read). The previous tree is kept per session, so this costs no I/O per step."""
-        now = self.workspace.tree(tree)  # the snapshot just taken: in memory
+        now = files.tree(tree)  # the snapshot just taken: in memory
         before = track.tree
         if before is None and track.head:
             try:
                 parent = self.store.get(track.head)
                 sha = str(parent.snapshot.get("workspace") or "") if parent else ""
-                before = (sha, self.workspace.tree(sha)) if sha else None
+                before = (sha, files.tree(sha)) if sha else None
             except (CheckpointRefused, StoreError):
                 before = None
         track.tree = (tree, now)
@@ -230,8 +252,8 @@ class CheckpointService:
                 session.records.append(record)
             history = session.history(limit=20)
         try:
-            files = self.workspace.diff(str(cp.snapshot.get("workspace"))).to_dict()
-            file_count = len(self.workspace.tree(str(cp.snapshot.get("workspace"))))
+            files = self._files(cp).diff(str(cp.snapshot.get("workspace"))).to_dict()
+            file_count = len(self._files(cp).tree(str(cp.snapshot.get("workspace"))))
         except StoreError as exc:
             files, file_count = {"error": str(exc)}, 0  # type: ignore[dict-item]
         return {"checkpoint": cp.summary(), "task": cp.snapshot.get("task"), "drift": cp.snapshot.get("drift"),
@@ -269,9 +291,10 @@ class CheckpointService:
         cp = self.get(cp_id)
         if self.busy(cp.session):
             raise Conflict(f"session {cp.session!r} is busy; wait for the answer or stop it first")
-        return self._restore(cp, mode, confirm=confirm)
+        return self._restore(cp, mode, confirm=confirm, only=set(self.own_changes_after(cp)))
 
-    def _restore(self, cp: Checkpoint, mode: str, *, confirm: bool) -> dict[str, Any]:
+    def _restore(self, cp: Checkpoint, mode: str, *, confirm: bool, only: set[str] | None = None) -> dict[str, Any]:
+        """`only`: the workspace paths to put back (None: the whole workspace of the checkpoint's person)."""
         effects = self.irreversible_after(cp)
         result: dict[str, Any] = {"checkpoint": cp.summary(), "mode": mode, "irreversible": effects}
         if effects and not confirm:
@@ -279,7 +302,7 @@ class CheckpointService:
         tree = str(cp.snapshot.get("workspace") or "")
         if mode in ("files", "both"):
             try:
-                self.workspace.tree(tree)  # the snapshot is readable before anything changes
+                self._files(cp).tree(tree)  # the snapshot is readable before anything changes
             except StoreError as exc:
                 raise Conflict(f"{exc}; restore with mode=conversation instead") from None
         if mode in ("conversation", "both"):
@@ -290,7 +313,7 @@ class CheckpointService:
             self._tracks.pop(cp.session, None)
         if mode in ("files", "both"):
             try:
-                result["files"] = self.workspace.restore(tree).to_dict()
+                result["files"] = self._files(cp).restore(tree, only=only).to_dict()
             except StoreError as exc:
                 raise Conflict(f"{exc}; restore with mode=conversation instead") from None
         self.events.emit("checkpoint_restored", session=cp.session, id=cp.id, mode=mode, irreversible=len(effects))
@@ -398,7 +421,11 @@ class CheckpointService:
         before = next((c for c in lineage if c.seq < steps[-1].seq and c.kind != "step"), None)
         return steps[1:] + ([before] if before else [])
 
-    def undo(self, key: str, steps: int = 1, *, confirm: bool = False) -> dict[str, Any]:
+    def undo(self, key: str, steps: int = 1, *, confirm: bool = False, user: str | None = None) -> dict[str, Any]:
+        """Back `steps` step boundaries: the conversation, and of the files only those this session's own
+        file tools and recorded commands changed since (never what another session — or another
+        person — wrote meanwhile).
+        `user`: who asks (None: the owner, on the machine); a point in another person's workspace is refused."""
         if steps < 1:
             raise DomainError("give a number of steps of 1 or more, e.g. /undo 2")
         targets = self.step_targets(key)
@@ -408,7 +435,10 @@ class CheckpointService:
             raise DomainError(f"only {len(targets)} step(s) can be undone in the current task")
         if self.busy(key):
             raise Conflict("I'm still working; send /stop first (or wait), then /undo")
-        return self._restore(targets[steps - 1], "both", confirm=confirm)
+        target = targets[steps - 1]
+        if user is not None and str(target.snapshot.get("user") or "") != user:
+            raise Forbidden("that point is in another person's workspace; only they can undo it")
+        return self._restore(target, "both", confirm=confirm, only=set(self.own_changes_after(target)))
 
     # for drift control (agent/drift_restore.py) ----------------------------------------------
     def last_good(self, session_key: str, task_id: str) -> Checkpoint | None:
@@ -418,7 +448,7 @@ class CheckpointService:
             if cp.session != session_key or cp.kind != "step" or not cp.verified or cp.task != task_id:
                 continue
             try:
-                self.workspace.tree(str(cp.snapshot.get("workspace") or ""))
+                self._files(cp).tree(str(cp.snapshot.get("workspace") or ""))
                 self._prefix(cp)
             except (StoreError, DomainError):
                 continue
@@ -443,8 +473,8 @@ class CheckpointService:
 
     def written_after(self, cp: Checkpoint) -> list[str]:
         """Workspace paths the session's own file tools wrote after the point: what a drift restore puts
-        back. Other sessions share the workspace; their files are left alone."""
-        root = str(self.workspace.root)
+        back (and what /undo puts back). Other sessions share the workspace; their files are left alone."""
+        root = os.path.realpath(self._files(cp).root)
         paths: list[str] = []
         for record in self.sessions.get(cp.session).records:
             if int(record.get("seq", 0)) > cp.seq and record.get("kind") == "tool_intent" \
@@ -455,9 +485,21 @@ class CheckpointService:
                     paths.append(rel)
         return paths
 
+    def own_changes_after(self, cp: Checkpoint) -> list[str]:
+        """What the session itself changed after the point: its file tools' paths and the paths its
+        commands changed as recorded (effects.py). A restore or /undo puts back these and nothing
+        else, so another session's work in the same workspace is never undone by it."""
+        paths = self.written_after(cp)
+        for record in self.sessions.get(cp.session).records:
+            if int(record.get("seq", 0)) > cp.seq and record.get("kind") == "tool_intent" \
+                    and record.get("name") in EFFECT_TOOLS:
+                effect = self.effects.get(str(record.get("id")))
+                paths += [str(p) for p in (effect or {}).get("paths", []) if str(p) not in paths]
+        return paths
+
     def drift_changes(self, cp: Checkpoint, paths: list[str]) -> dict[str, list[str]]:
         """What putting `paths` back to the point would write and remove (nothing changes)."""
-        return self.workspace.diff(str(cp.snapshot.get("workspace") or ""), only=set(paths)).to_dict()
+        return self._files(cp).diff(str(cp.snapshot.get("workspace") or ""), only=set(paths)).to_dict()
 
     def rewind_for_drift(self, cp_id: str, *, paths: list[str], fields: dict[str, Any],
                          after: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -468,7 +510,7 @@ class CheckpointService:
         cp = self.get(cp_id)
         effects = len(self.irreversible_after(cp))
         try:
-            files = self.workspace.restore(str(cp.snapshot.get("workspace") or ""), only=set(paths)).to_dict()
+            files = self._files(cp).restore(str(cp.snapshot.get("workspace") or ""), only=set(paths)).to_dict()
         except StoreError as exc:
             raise Conflict(f"{exc}; the checkpoint's files cannot be put back") from None
         self._rewind_tasks(cp)
@@ -523,9 +565,19 @@ class CheckpointService:
             self.effects.prune(self.settings.keep_days)
         if removed and session is None:
             trees = {str(c.snapshot.get("workspace")) for c in self.store.all()} | self.effects.trees()
+            # one content store for every person's workspace: each one's latest tree is a base to keep
+            trees |= {tree for files in self._stores.values() if (tree := files.latest)}
             self.workspace.collect(trees)
             log.info("pruned %d old checkpoint(s)", len(removed))
         return removed
+
+
+def _user_of(records: Sequence[Record]) -> str:
+    """The person the session's runs last worked for, as the loop recorded it ("" the owner)."""
+    for record in reversed(records):
+        if record.get("kind") == "user" and isinstance(record.get("user"), str):
+            return str(record["user"])
+    return ""
 
 
 def _clip(text: str, n: int) -> str:

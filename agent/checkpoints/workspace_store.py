@@ -10,20 +10,30 @@ A snapshot must cost little per step on a large workspace, so files whose size, 
 inode have not changed since the last walk are not read again (a stat cache); only changed
 files are hashed and stored. Restoring writes back only what differs, removes files created
 after the point, and brings deleted ones back.
+
+The workspace is walked, read and written through folder descriptors (workspace/fdpath.py)
+without following any symlink: a link is recorded and restored as a link, and a folder that a
+program in the workspace swaps for a link mid-walk is skipped, never followed out of it.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import logging
 import os
 import stat
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
+
+from workspace.fdpath import Location, locate, open_regular, walk, write_atomic
 
 from ..fsio import atomic_write_bytes
+
+log = logging.getLogger(__name__)
 
 MAX_FILE_BYTES = 64 * 1024 * 1024  # larger files are left out of snapshots (and left alone on restore)
 FULL_EVERY = 50  # a delta chain is at most this long
@@ -53,6 +63,11 @@ class WorkspaceStore:
         self._signature: list[tuple[str, int, int, int, int]] = []
         self._resolved: dict[str, Tree] = {}  # a few trees read back recently
 
+    @property
+    def latest(self) -> str | None:
+        """The tree the next snapshot is stored against (a base collect() must keep)."""
+        return self._last[0] if self._last else None
+
     # snapshot ------------------------------------------------------------------------------
     def snapshot(self) -> str:
         """Store the workspace's current files; returns the tree id (same files, same id)."""
@@ -64,14 +79,16 @@ class WorkspaceStore:
             return self._last[0]
         tree: Tree = {}
         seen: set[str] = set()
-        for rel, st, full in found:
+        for rel, st, link in found:
             seen.add(rel)
-            if stat.S_ISLNK(st.st_mode):
-                tree[rel] = ["link", os.readlink(full)]
+            if link is not None:
+                tree[rel] = ["link", link]
                 continue
             if st.st_size > MAX_FILE_BYTES:
                 continue
-            tree[rel] = [self._blob_for(rel, st, full), stat.S_IMODE(st.st_mode)]
+            sha = self._blob_for(rel, st)
+            if sha is not None:  # None: replaced since the walk (by a link?); left out of this snapshot
+                tree[rel] = [sha, stat.S_IMODE(st.st_mode)]
         for gone in set(self._cache) - seen:
             del self._cache[gone]
         last = self._last
@@ -89,31 +106,32 @@ class WorkspaceStore:
         self._signature = signature
         return sha
 
-    def _walk(self) -> Iterable[tuple[str, os.stat_result, str]]:
-        root = str(self.root)
-        cut = len(root) + 1
-        stack = [root]
-        while stack:
-            folder = stack.pop()
-            try:
-                entries = list(os.scandir(folder))
-            except FileNotFoundError:
-                continue
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False):  # the type comes with the listing: no stat
-                    stack.append(entry.path)
-                    continue
-                st = entry.stat(follow_symlinks=False)
-                if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
-                    yield entry.path[cut:], st, entry.path
+    def _walk(self) -> Iterable[tuple[str, os.stat_result, str | None]]:
+        """Every file and link: relative path, own status, link target (None for a file)."""
+        return walk(self.root)
 
-    def _blob_for(self, rel: str, st: os.stat_result, full: str) -> str:
+    def _at(self, rel: str, *, create_folders: bool = False) -> Location:
+        """`rel` pinned to its open folder, no link followed on the way (OSError if one is)."""
+        return locate(self.root, rel, create_folders=create_folders, follow_links=False)
+
+    def _blob_for(self, rel: str, st: os.stat_result) -> str | None:
+        """The stored blob of the file at `rel` (read and stored when its status changed), or None
+        when it cannot be opened as a regular file below the root any more."""
         cached = self._cache.get(rel)
         if cached and cached[:3] == (st.st_size, st.st_mtime_ns, st.st_ino):
             return cached[3]
-        data = Path(full).read_bytes()
+        try:
+            with self._at(rel) as loc:
+                fd = open_regular(loc)
+            with open(fd, "rb") as fh:
+                now = os.fstat(fh.fileno())
+                data = fh.read()
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.EINVAL):
+                return None  # removed, or replaced by a link or a non-file since the walk
+            raise
         sha = self.put_blob(data)
-        self._cache[rel] = (st.st_size, st.st_mtime_ns, st.st_ino, sha)
+        self._cache[rel] = (now.st_size, now.st_mtime_ns, now.st_ino, sha)
         return sha
 
     def put_blob(self, data: bytes) -> str:
@@ -194,50 +212,60 @@ class WorkspaceStore:
     def _apply(self, sha: str, *, dry_run: bool, only: set[str] | None = None) -> Changes:
         whole = target = self.tree(sha)
         changes = Changes()
-        current = {rel: (st, full) for rel, st, full in self._walk()}
+        current = {rel: (st, link) for rel, st, link in self._walk()}
         if only is not None:
             target = {rel: entry for rel, entry in target.items() if rel in only}
             current = {rel: found for rel, found in current.items() if rel in only}
+        same: set[str] = set()  # files whose content already matches the tree
         for rel, entry in target.items():  # every blob to write back must be there before anything changes
             have = current.get(rel)
-            if entry[0] == "link" or (have and stat.S_ISREG(have[0].st_mode)
-                                      and self._blob_for(rel, have[0], have[1]) == entry[0]):
+            if entry[0] == "link":
+                continue
+            if have and have[1] is None and self._blob_for(rel, have[0]) == entry[0]:
+                same.add(rel)
                 continue
             if not self._blob_path(str(entry[0])).exists():
                 raise StoreError(f"stored file {str(entry[0])[:12]} is missing; the workspace was not changed")
-        for rel, (st, full) in current.items():
-            if rel in target or (st.st_size > MAX_FILE_BYTES and not stat.S_ISLNK(st.st_mode)):
+        for rel, (st, link) in current.items():
+            if rel in target or (st.st_size > MAX_FILE_BYTES and link is None):
                 continue
             changes.removed.append(rel)
             if not dry_run:
-                os.unlink(full)
+                self._change(rel, lambda loc: os.unlink(loc.name, dir_fd=loc.folder))
                 self._cache.pop(rel, None)
         for rel, entry in target.items():
-            full = os.path.join(self.root, rel)
             have = current.get(rel)
             if entry[0] == "link":
-                if have and stat.S_ISLNK(have[0].st_mode) and os.readlink(full) == entry[1]:
+                if have and have[1] == entry[1]:
                     continue
                 changes.written.append(rel)
                 if not dry_run:
-                    if have:
-                        os.unlink(full)
-                    os.makedirs(os.path.dirname(full) or ".", exist_ok=True)
-                    os.symlink(str(entry[1]), full)
+                    self._change(rel, lambda loc, to=str(entry[1]): _put_link(loc, to), create_folders=True)
                 continue
-            if have and stat.S_ISREG(have[0].st_mode) and self._blob_for(rel, have[0], full) == entry[0]:
-                if stat.S_IMODE(have[0].st_mode) != entry[1] and not dry_run:
-                    os.chmod(full, int(entry[1]))  # type: ignore[call-overload]
+            mode = int(entry[1])  # type: ignore[call-overload]
+            if rel in same:
+                if have and stat.S_IMODE(have[0].st_mode) != mode and not dry_run:
+                    self._change(rel, lambda loc: _chmod(loc, mode))
                 continue
             changes.written.append(rel)
             if not dry_run:
-                if have and stat.S_ISLNK(have[0].st_mode):
-                    os.unlink(full)
-                os.makedirs(os.path.dirname(full) or ".", exist_ok=True)
-                atomic_write_bytes(Path(full), self.blob(str(entry[0])), fsync=False, mode=int(entry[1]))  # type: ignore[call-overload]
+                data = self.blob(str(entry[0]))
+                self._change(rel, lambda loc: write_atomic(loc.folder, loc.name, data, fsync=False, mode=mode),
+                             create_folders=True)
         if not dry_run:
             self._prune_empty_dirs(changes.removed, whole)
         return changes
+
+    def _change(self, rel: str, act: Callable[[Location], None], *, create_folders: bool = False) -> None:
+        """Do `act` on `rel` in its pinned folder. A folder on the way that is now a link (the
+        workspace changed during the restore) leaves this one path alone, with a warning."""
+        try:
+            with self._at(rel, create_folders=create_folders) as loc:
+                act(loc)
+        except FileNotFoundError:
+            pass  # already gone
+        except (OSError, ValueError) as exc:
+            log.warning("restore left %s alone: %s", rel, exc)
 
     def _prune_empty_dirs(self, removed: list[str], target: Tree) -> None:
         keep = {os.path.dirname(rel) for rel in target}
@@ -245,8 +273,9 @@ class WorkspaceStore:
             folder = os.path.dirname(rel)
             while folder and not any(k == folder or k.startswith(folder + os.sep) for k in keep):
                 try:
-                    os.rmdir(os.path.join(self.root, folder))
-                except OSError:
+                    with self._at(folder) as loc:
+                        os.rmdir(loc.name, dir_fd=loc.folder)
+                except (OSError, ValueError):
                     break
                 folder = os.path.dirname(folder)
 
@@ -275,6 +304,23 @@ class WorkspaceStore:
                 path.unlink(missing_ok=True)
                 removed += 1
         return removed
+
+
+def _put_link(loc: Location, target: str) -> None:
+    """Make `loc` a symlink to `target` (whatever was there is replaced; the link is not followed)."""
+    try:
+        os.unlink(loc.name, dir_fd=loc.folder)
+    except FileNotFoundError:
+        pass
+    os.symlink(target, loc.name, dir_fd=loc.folder)
+
+
+def _chmod(loc: Location, mode: int) -> None:
+    fd = open_regular(loc)
+    try:
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
 
 
 class StoreError(Exception):

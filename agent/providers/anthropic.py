@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from config.schema import AnthropicSettings
 
 from .anthropic_http import DirectStream
+from .anthropic_private import missing_private_names
 from .base import ModelRequest, ModelResponse, ProviderError, TextCallback, restart_preview
 from .body import BodyEncoder
 from .stream import StreamAccumulator, StreamCut, json_events
@@ -74,6 +75,11 @@ class AnthropicProvider:
                 # idle connection on each request: a tenth of a message's CPU with 16 sessions at once.
                 http_client=self._http_client or anthropic.DefaultAioHttpClient(timeout=self.settings.timeout_seconds),
             )
+            if missing := missing_private_names(self._client):
+                # anthropic_private.py: an SDK other than the pinned line; its public path still works
+                log.warning("anthropic SDK %s lacks %s; using its public request path (slower, same replies)",
+                            anthropic.__version__, ", ".join(missing))
+                self._direct = None
 
     def _prepare_direct(self, client: "anthropic.AsyncAnthropic") -> DirectStream | None:
         """The parts of a message request that the SDK builds the same way every time, built once by
@@ -204,8 +210,19 @@ class AnthropicProvider:
         raw = await response.aread()
         for event in json_events(raw):
             if event["type"] == "error":
-                raise self.client._make_status_error(_error_message(event), body=event, response=response)
+                raise _status_error(self.client, _error_message(event), event, response)
             folded.feed(event)
+
+
+def _status_error(client: Any, message: str, body: dict[str, Any], response: Any) -> Exception:
+    """The SDK's typed error for an error envelope; the public base class when the private factory is
+    gone (this is the path taken then, anthropic_private.py), which the retry policy reads the same."""
+    import anthropic
+
+    make = getattr(client, "_make_status_error", None)
+    if make is None:
+        return anthropic.APIStatusError(message, response=response, body=body)
+    return make(message, body=body, response=response)
 
 
 def _is_json(content_type: str | None) -> bool:

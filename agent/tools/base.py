@@ -8,12 +8,15 @@ structured text that says how to fix the call.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from workspace.guard import WorkspaceGuard
+
+from ..taint import Taint
 
 if TYPE_CHECKING:
     from agent.bus import OutboundMessage
@@ -70,6 +73,16 @@ class ToolContext:
     # The tool_use id of the call being run (set by the registry per call): a tool whose work is
     # keyed by it (a sub-agent's transcript) finds the same work again after a restart.
     call_id: str = ""
+    # Whose workspace `workspace` is: "" the owner, "<channel>:<id>" a guest (workspace/users.py).
+    # Whatever the run starts for later (a sub-agent, a cron job) keeps this person's workspace.
+    user: str = ""
+    # exec's per-person HOME/TMPDIR parent, outside every workspace (None: inside the workspace, tests).
+    scratch: Path | None = None
+    # Whether untrusted content entered this run (one object for the whole run, see agent/taint.py).
+    taint: Taint = field(default_factory=Taint)
+    # Set by the registry for the one call the owner approved: a tool may then use what the
+    # approval covered (exec: writing the agent's own files, the network).
+    approved: bool = False
 
 
 class Tool(ABC):
@@ -88,6 +101,11 @@ class Tool(ABC):
 
         May be a coroutine when the check must wait (a DNS lookup); the registry awaits it.
         """
+        return None
+
+    def lasting_effect(self, args: Any, ctx: ToolContext) -> str | None:
+        """What this call would change beyond the run (the agent's files, memory, cron, other chats,
+        a new web host, a sub-agent), if anything: in a tainted run such a call waits for the owner."""
         return None
 
     def summarize(self, args: Any) -> str:

@@ -58,6 +58,11 @@ class CronTool(Tool):
             return None
         return f"scheduling a job that will send to {target}, not to this chat"
 
+    def lasting_effect(self, args: Arguments, ctx: ToolContext) -> str | None:
+        if args.action == "add":
+            return "schedules a cron job whose text will run later as a new turn (marked untrusted)"
+        return "removes a cron job" if args.action == "remove" else None
+
     def summarize(self, args: Arguments) -> str:
         when = args.at or args.every or args.cron or ""
         return f"cron {args.action} {args.id or ''}{when} {(args.message or '')[:120]}".strip()
@@ -66,7 +71,8 @@ class CronTool(Tool):
         from agent.triggers.jobs import CronError
 
         service = self._service
-        mine = "" if ctx.owner else f"{ctx.channel}:{ctx.sender_id}"  # a guest sees and changes only their jobs
+        # a guest sees and changes only their jobs, which run in the guest's own workspace
+        mine = "" if ctx.owner else (ctx.user or f"{ctx.channel}:{ctx.sender_id}")
         try:
             if args.action == "list":
                 return _listing([job for job in service.jobs() if ctx.owner or job.created_by == mine])
@@ -81,7 +87,7 @@ class CronTool(Tool):
                 raise ToolError("add needs a 'message'", "say what should happen when the job fires")
             job = service.add(message=args.message, at=args.at, every=args.every, cron=args.cron, tz=args.tz,
                               name=args.name, deliver=args.deliver if args.deliver is not None else _here(ctx),
-                              created_by=mine)
+                              created_by=mine, tainted="; ".join(ctx.taint.sources))
         except CronError as exc:
             raise ToolError(exc.message, "correct the argument it names and call cron again") from None
         public = job.public()
@@ -105,5 +111,6 @@ def _listing(jobs: list[Any]) -> str:
     for job in jobs:
         p = job.public()
         lines.append(f"- {job.id} \"{job.name}\" {p['describe']} · next {p['nextRun'] or '-'} · {p['state']}"
-                     f"{'' if job.enabled else ' (off)'} · last {p['lastStatus'] or '-'} · to {p['deliver']}")
+                     f"{'' if job.enabled else ' (off)'} · last {p['lastStatus'] or '-'} · to {p['deliver']}"
+                     f"{' · runs as untrusted' if job.tainted else ''}")
     return "\n".join(lines)

@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 from typing import Callable
 
 from pydantic import Field
 
-from workspace.guard import PathOutsideWorkspace
 
 from ..memory import Memory, MemoryProblem
 from ..memory_search import MemorySearch, record_text
 from ..session import record_problem, session_file_name
 from ..untrusted import wrap_untrusted
 from .base import Args, Tool, ToolContext, ToolError
-from .files import numbered, read_lines
+from .files import lines_of, numbered, pinned_file
 
 GET_CAP = 16_000
 RECORD_CAP = 4_000
@@ -42,6 +42,9 @@ class MemoryAppend(Tool):
         if ctx.owner or args.daily:
             return None
         return "MEMORY.md is part of every session's instructions; a guest's fact needs the owner's approval"
+
+    def lasting_effect(self, args: Arguments, ctx: ToolContext) -> str | None:
+        return "writes " + ("today's memory log" if args.daily else "MEMORY.md, which is in every session's prompt")
 
     async def run(self, args: Arguments, ctx: ToolContext) -> str:
         memory = Memory(ctx.workspace.root)
@@ -65,6 +68,9 @@ class MemoryReplace(Tool):
 
     def needs_approval(self, args: Arguments, ctx: ToolContext) -> str | None:
         return None if ctx.owner else "MEMORY.md is part of every session's instructions; a guest's change needs the owner's approval"
+
+    def lasting_effect(self, args: Arguments, ctx: ToolContext) -> str | None:
+        return "changes MEMORY.md, which is in every session's prompt"
 
     async def run(self, args: Arguments, ctx: ToolContext) -> str:
         try:
@@ -113,19 +119,13 @@ class MemoryGet(Tool):
     async def run(self, args: Arguments, ctx: ToolContext) -> str:
         if not ctx.owner and not _own_transcripts(ctx)(args.path):
             raise ToolError(f"{args.path} is not available in this conversation",
-                            "a guest's memory tools reach only this conversation's own transcript")
+                            "a guest's memory tools reach only their own memory files and this conversation's transcripts")
         return wrap_untrusted(f"memory_get {args.path}", await self._read(args, ctx))
 
     async def _read(self, args: Arguments, ctx: ToolContext) -> str:
         if args.path.startswith("sessions/"):
             return self._transcript(args)
-        try:
-            path = ctx.workspace.resolve(args.path)
-        except PathOutsideWorkspace as exc:
-            raise ToolError(str(exc), "use a memory path like MEMORY.md, memory/2025-06-01.md or sessions/<file>.jsonl") from None
-        if not path.is_file():
-            raise ToolError(f"{args.path} does not exist", "take the path from a memory_search hit")
-        chosen, total = await asyncio.to_thread(read_lines, path, args.line, args.count, max_chars=GET_CAP)
+        chosen, total = await asyncio.to_thread(_workspace_lines, ctx, args)
         return _cap(numbered(chosen, args.line) or f"(no lines from line {args.line}; the file has {total})")
 
     def _transcript(self, args: Arguments) -> str:
@@ -158,13 +158,24 @@ class MemoryGet(Tool):
         return _cap("\n".join(out) or "(no conversation records from there)")
 
 
+def _workspace_lines(ctx: ToolContext, args: MemoryGet.Arguments) -> tuple[list[str], int | None]:
+    """The asked lines of a workspace memory file, opened through the workspace's folder descriptors."""
+    fh = pinned_file(ctx, args.path, "use a memory path like MEMORY.md, memory/2025-06-01.md or sessions/<file>.jsonl",
+                     "take the path from a memory_search hit")
+    with fh:
+        return lines_of(fh, os.fstat(fh.fileno()).st_size, args.line, args.count, max_chars=GET_CAP)
+
+
 def _own_transcripts(ctx: ToolContext) -> Callable[[str], bool]:
-    """A guest sees only this session's transcripts (current and archived), never the owner's memory
-    files or other people's conversations."""
+    """A guest sees only this session's transcripts (current and archived) and, in a workspace of their
+    own (`ctx.user`), their own memory files; never the owner's memory or other people's conversations."""
     current = f"sessions/{session_file_name(ctx.session_key)}"
     archived = current.removesuffix(".jsonl") + "."
+    own_memory = bool(ctx.user)
 
     def visible(name: str) -> bool:
+        if not name.startswith("sessions/"):
+            return own_memory
         return name == current or (name.startswith(archived) and name.endswith(".archived"))
     return visible
 

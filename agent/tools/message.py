@@ -27,6 +27,9 @@ class Message(Tool):
             return "sending to a chat other than the current one"
         return None
 
+    def lasting_effect(self, args: Arguments, ctx: ToolContext) -> str | None:
+        return self.needs_approval(args, ctx)
+
     def summarize(self, args: Arguments) -> str:
         return f"message to {args.channel or 'this channel'}:{args.chat_id or 'this chat'}: {args.text[:200]}"
 

@@ -92,6 +92,7 @@ class ToolRegistry:
                          summary=_short(raw_args))
         outcome = next((o for hook in self.interceptors if (o := hook(call, ctx)) is not None), None) \
             or await self._execute(name, raw_args, ctx)
+        ctx.taint.take_in(outcome.content, name)  # untrusted data in the result taints the rest of the run
         duration = (time.perf_counter() - started) * 1000
         if len(outcome.content) > self.result_cap:
             cut = len(outcome.content) - self.result_cap
@@ -119,12 +120,15 @@ class ToolRegistry:
         reason = tool.needs_approval(args, ctx)
         if inspect.isawaitable(reason):  # a check that has to wait (web_fetch resolves its host)
             reason = await reason
+        if ctx.taint.tainted and (effect := tool.lasting_effect(args, ctx)) and effect not in (reason or ""):
+            reason = f"{reason}; {effect}" if reason else effect
         if reason:
-            approved, how = await self._approve(tool, args, ctx, reason)
+            approved, how = await self._approve(tool, args, ctx, ctx.taint.note(reason))
             if not approved:
                 return ToolOutcome(f"not run: the user did not approve this call ({how}). Reason it needed approval: "
-                                   f"{reason}. Do not retry it unchanged; ask the user or choose another way.",
-                                   True, "denied")
+                                   f"{ctx.taint.note(reason)}. Do not retry it unchanged; ask the user or choose "
+                                   "another way.", True, "denied")
+            ctx = replace(ctx, approved=True)
         try:
             return ToolOutcome(await tool.run(args, ctx))
         except ToolError as exc:
@@ -140,7 +144,8 @@ class ToolRegistry:
             return False, "no approval channel"
         request = ApprovalRequest(session_key=ctx.session_key, channel=ctx.channel, chat_id=ctx.chat_id,
                                   tool=tool.name, summary=tool.summarize(args), reason=reason,
-                                  sender_id=ctx.sender_id, owner=ctx.owner)
+                                  sender_id=ctx.sender_id, owner=ctx.owner,
+                                  tainted="; ".join(ctx.taint.sources))
         return await self.approvals.ask(request)
 
 

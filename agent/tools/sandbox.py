@@ -10,8 +10,10 @@ confines itself with Landlock before it becomes the program. The policy:
   /dev/tty); never all of /dev, whose disks a daemon run as root could read raw;
 - read: /proc (Landlock's ptrace scoping still denies /proc/<pid>/environ of the daemon);
 - everything: the workspace;
-- nothing else: no /tmp, no $HOME. The child's TMPDIR is `<workspace>/.tmp` and its HOME
-  `<workspace>/.tmp/home` (created on demand), so temp files and dotfiles land where it may write.
+- read + write: the person's own HOME/TMPDIR folder, `state/exec/<person>/` (workspace/users.py),
+  outside every workspace, so nothing a file tool or another person writes is read there;
+- nothing else: no /tmp, no $HOME. (Without a per-person folder, tests: TMPDIR `<workspace>/.tmp`,
+  HOME `<workspace>/.tmp/home`.)
 
 A candidate that is, contains or lies inside the state folder or config.toml, or is or contains
 $HOME, is skipped: Landlock grants whole hierarchies, so granting `/home/me` would grant
@@ -80,8 +82,9 @@ class SandboxPolicy:
         return cls((paths.state, paths.config_file), home if home.is_absolute() else None,
                    tuple(Path(os.path.expanduser(p)) for p in extra_read))
 
-    def rules(self, workspace: Path, search_path: str) -> list[tuple[str, str]]:
-        """[path, kind] pairs for the launcher; the workspace last, always present."""
+    def rules(self, workspace: Path, search_path: str, scratch: Path | None = None) -> list[tuple[str, str]]:
+        """[path, kind] pairs for the launcher; the workspace last, always present, after the person's
+        HOME/TMPDIR folder `scratch` (granted alone, though it lies inside the state folder)."""
         candidates = [(p, "rx") for p in SYSTEM_DIRS]
         candidates += [(p, "rx") for p in search_path.split(os.pathsep) if os.path.isabs(p)]
         candidates += [(p, "rx") for p in (sys.base_prefix, sys.prefix, *map(str, self.extra_read))]
@@ -94,6 +97,8 @@ class SandboxPolicy:
                 continue
             seen.add(real)
             rules.append((real, kind))
+        if scratch is not None:
+            rules.append((os.path.realpath(scratch), "rw"))
         rules.append((os.path.realpath(workspace), "rw"))
         return rules
 
@@ -113,8 +118,9 @@ class SandboxPolicy:
     def _real(paths: tuple[Path, ...]) -> list[str]:
         return [os.path.realpath(p) for p in paths]
 
-    def launcher_argv(self, argv: list[str], workspace: Path, search_path: str, status_fd: int) -> list[str]:
-        rules = [f"{kind}={path}" for path, kind in self.rules(workspace, search_path)]
+    def launcher_argv(self, argv: list[str], workspace: Path, search_path: str, status_fd: int,
+                      scratch: Path | None = None) -> list[str]:
+        rules = [f"{kind}={path}" for path, kind in self.rules(workspace, search_path, scratch)]
         return [sys.executable, "-I", "-S", str(LAUNCHER), str(status_fd), *rules, "--", *argv]
 
 

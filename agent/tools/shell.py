@@ -23,9 +23,15 @@ returns a job id as soon as the program started, and a call still running after
 chat and the heartbeat. Approval, argument checks, sandbox and output cap are the same: the
 registry asks before `run` starts anything, and a job is the very same call continuing.
 
+3. The mount layer (mounts.py, bubblewrap): the agent's own files (protected.py: prompt files,
+   skills/, exec's HOME) are read-only and the network is cut, unless the owner approved the call
+   for it (`write_protected`, `network`); a guest's call never gets the files writable. Where
+   bubblewrap cannot run, a guest's or a tainted run's exec calls need approval instead.
+
 Relative PATH entries (`.`, empty) are dropped for the child: they would name the workspace.
-Secrets are removed from the child's environment. The program runs in its own process group,
-which is killed when the call ends, so nothing it started in the background outlives the call.
+The child's environment is built from an allowlist (ENV_ALLOWED, `tools.exec.env_allowlist`),
+never by removing known secrets. The program runs in its own process group, which is killed
+when the call ends, so nothing it started in the background outlives the call.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from ..untrusted import wrap_untrusted
 from .base import Args, Tool, ToolContext, ToolError
 from .exec_checks import inside, operand_problem, option_problem, path_problem
 from .files import _resolve
+from .mounts import MountStatus, Unprotectable, bwrap_argv, mount_status, prepare
 from .sandbox import TMP_NAME, SandboxPolicy, SandboxStatus, sandbox_status
 
 if TYPE_CHECKING:
@@ -57,7 +64,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_SECRET_ENV = ("ANTHROPIC_API_KEY", "TELEGRAM_BOT_TOKEN", "OPENAI_API_KEY")
+# What a program gets from the daemon's environment: locale, terminal and identity, nothing else
+# (HOME, TMPDIR and PATH are set by exec itself). Credentials are never listed.
+ENV_ALLOWED = frozenset({"LANG", "LANGUAGE", "TERM", "TZ", "USER", "LOGNAME", "SHELL", "COLORTERM", "NO_COLOR",
+                         "HOME", "TMPDIR"})
 _DRAIN_SECONDS = 0.5  # after the program ends or is killed: how long output already written may still arrive
 
 
@@ -76,14 +86,19 @@ class Exec(Tool):
         cwd: str = "."
         timeout: float | None = Field(None, gt=0, le=3600)
         background: bool = False
+        write_protected: bool = Field(False, description="may write prompt files, skills/, HOME (asks)")
+        network: bool = Field(False, description="asks")
 
     def __init__(self, settings: ExecSettings, *, sandbox: SandboxPolicy | None = None,
                  status: Callable[[], SandboxStatus] = sandbox_status,
-                 background: "BackgroundJobs | None" = None) -> None:
+                 background: "BackgroundJobs | None" = None,
+                 mounts: Callable[[], MountStatus] = mount_status) -> None:
         """`sandbox` names what the sandbox protects (default: this CLAWGATE_HOME's state and
-        config); `status` says whether the host can sandbox (injectable to simulate a host without);
-        `background` takes over slow calls (without it every call runs in the foreground)."""
+        config); `status` says whether the host can sandbox (injectable to simulate a host without),
+        `mounts` whether it has the mount layer; `background` takes over slow calls (without it every
+        call runs in the foreground)."""
         self.settings = settings
+        self._mount_status = mounts
         self.background = background
         self.sandbox = sandbox or SandboxPolicy.for_paths(Paths.from_env(), settings.sandbox_read_paths)
         self._status = status
@@ -92,6 +107,30 @@ class Exec(Tool):
     def needs_approval(self, args: Arguments, ctx: ToolContext) -> str | None:
         if self._refusal():
             return None  # run() refuses it before anything starts; asking first would be pointless
+        reasons = [r for r in (self._effect_reason(args, ctx), self._argument_reason(args, ctx)) if r]
+        return "; ".join(reasons) or None
+
+    def _effect_reason(self, args: Arguments, ctx: ToolContext) -> str | None:
+        """What the call may do beyond ordinary workspace files, decided on the sandbox, not the command."""
+        wanted = []
+        if args.write_protected and ctx.owner:  # a guest's call never gets them (run refuses)
+            wanted.append("change the agent's own files (prompt files, skills/, HOME dotfiles)")
+        if args.network:
+            wanted.append("use the network")
+        if wanted:
+            return "the program may " + " and ".join(wanted)
+        if (ctx.taint.tainted or not ctx.owner) and not (mounts := self._mounts()).available:
+            whose = "tainted" if ctx.taint.tainted else "a guest's"
+            return (f"this host cannot keep the agent's own files read-only for programs ({mounts.detail}), "
+                    f"and this run is {whose}")
+        return None
+
+    def _mounts(self) -> MountStatus:
+        if self.settings.sandbox == "off" or not self._status().available:
+            return MountStatus(False, "exec's sandbox is off" if self.settings.sandbox == "off" else "no Landlock")
+        return self._mount_status()
+
+    def _argument_reason(self, args: Arguments, ctx: ToolContext) -> str | None:
         program = args.argv[0]
         if "/" in program or (os.altsep and os.altsep in program):
             return (f"argv[0] {program!r} is a path, not a program name: running a file by path "
@@ -115,7 +154,9 @@ class Exec(Tool):
     def summarize(self, args: Arguments) -> str:
         """Quoted as a shell would need it, so `rm "a b"` and `rm a b` never look alike; never cut here
         (the approval prompt cuts, and says so)."""
-        return "exec " + self._command(args) + ("   (in the background)" if args.background else "")
+        grants = [g for g, on in (("may change the agent's own files", args.write_protected),
+                                  ("with network", args.network), ("in the background", args.background)) if on]
+        return "exec " + self._command(args) + "".join(f"   ({g})" for g in grants)
 
     @staticmethod
     def _command(args: Arguments) -> str:
@@ -185,16 +226,19 @@ class Exec(Tool):
         cwd = _resolve(ctx, args.cwd)
         if not cwd.is_dir():
             raise ToolError(f"cwd {args.cwd} is not a directory", "pass an existing folder of the workspace")
+        if args.write_protected and not ctx.owner:
+            raise ToolError("a guest's programs never change the agent's own files",
+                            "run the call without write_protected, or ask the owner to make the change")
         sandboxed = await self._sandboxed()
-        env = {k: v for k, v in os.environ.items() if k not in _SECRET_ENV and not k.startswith("CLAWGATE_")}
-        env["PATH"] = _search_path()  # the PATH needs_approval looked the program up on
+        env = child_env(self.settings.env_allowlist)
         command = args.argv
         status_r = status_w = None
         if sandboxed:
             self._warn_exposed(ctx.workspace.root)
             _scratch_env(env, ctx)
+            prefix = await asyncio.to_thread(self._mount_prefix, args, ctx)
             status_r, status_w = os.pipe()
-            command = self.sandbox.launcher_argv(args.argv, ctx.workspace.root, env["PATH"], status_w)
+            command = prefix + self.sandbox.launcher_argv(args.argv, ctx.workspace.root, env["PATH"], status_w, ctx.scratch)
         # Our own pipe, not asyncio's: Process.wait() would also wait for asyncio's pipes to close,
         # which a killed program's background children (or a full pipe) could delay without end.
         out_r, out_w = os.pipe()
@@ -227,6 +271,25 @@ class Exec(Tool):
         if timed_out:
             return f"timed out after {timeout:g}s and was killed\n{body}"
         return f"exit code {code}\n{body}" if text else f"exit code {code} (no output)"
+
+    def _mount_prefix(self, args: Arguments, ctx: ToolContext) -> list[str]:
+        """bubblewrap's argv before the launcher, or [] where the host has no mount layer. What the
+        approval covered is granted only to an approved call (`ctx.approved`, set by the registry)."""
+        mounts = self._mounts()
+        if not mounts.available:
+            return []
+        root = ctx.workspace.root
+        writable = args.write_protected and ctx.approved and ctx.owner
+        try:
+            read_only = [] if writable else prepare(root, memory=ctx.taint.tainted)
+            if ctx.scratch is not None and not writable:  # the person's HOME outside the workspace: dotfiles too
+                read_only.append(ctx.scratch / "home")
+        except Unprotectable as exc:
+            raise ToolError(f"not run: {exc}", "replace it with a regular file (read_file, then write_file), "
+                                               "or run the call with write_protected so the owner is asked") from None
+        except OSError as exc:
+            raise ToolError(f"not run: could not prepare exec's sandbox: {exc}", "check the workspace's permissions") from None
+        return bwrap_argv(mounts, root, read_only, network=args.network and ctx.approved)
 
     def _warn_exposed(self, root: Path) -> None:
         if root not in self._warned:
@@ -314,18 +377,34 @@ def _raise_launch_failure(report: tuple[str, str] | None, program: str) -> None:
 
 
 def _scratch_env(env: dict[str, str], ctx: ToolContext) -> None:
-    """Point TMPDIR and HOME into `<workspace>/.tmp`: the sandbox hides /tmp and the real home,
-    and programs that find them unreadable fail (git stops at an unreadable ~/.gitconfig)."""
+    """Point TMPDIR and HOME at the person's own folder outside every workspace (`ctx.scratch`): the
+    sandbox hides /tmp and the real home, and programs that find them unreadable fail (git stops at an
+    unreadable ~/.gitconfig). Outside the workspace, so no file tool — and no other person — can plant
+    a `.gitconfig`, `.npmrc` or `.pth` there. Without one (tests), `<workspace>/.tmp`."""
     for key in ("TMPDIR", "HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME",
                 "XDG_RUNTIME_DIR"):
         env.pop(key, None)  # the XDG folders then follow HOME
+    if ctx.scratch is not None:  # HOME is read-only for programs (mounts.py): caches go to TMPDIR instead
+        tmp = ctx.scratch / "tmp"
+        env["TMPDIR"], env["HOME"], env["XDG_CACHE_HOME"] = str(tmp), str(ctx.scratch / "home"), str(tmp / ".cache")
+        return
     try:
         tmp = ctx.workspace.resolve(TMP_NAME)
         (tmp / "home").mkdir(parents=True, exist_ok=True)
         home = ctx.workspace.resolve(f"{TMP_NAME}/home")  # checked again: either may be a symlink out
     except (ValueError, OSError):
         return
-    env["TMPDIR"], env["HOME"] = str(tmp), str(home)
+    # HOME is read-only for programs (mounts.py): caches go to TMPDIR instead.
+    env["TMPDIR"], env["HOME"], env["XDG_CACHE_HOME"] = str(tmp), str(home), str(tmp / ".cache")
+
+
+def child_env(extra: list[str] | tuple[str, ...] = ()) -> dict[str, str]:
+    """The program's environment, from an allowlist: a credential the daemon holds in its
+    environment (any name) never reaches a program unless the owner lists that name."""
+    allowed = ENV_ALLOWED | set(extra)
+    env = {k: v for k, v in os.environ.items() if k in allowed or k.startswith("LC_")}
+    env["PATH"] = _search_path()  # the PATH needs_approval looked the program up on
+    return env
 
 
 def _search_path() -> str:

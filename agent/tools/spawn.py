@@ -36,6 +36,9 @@ class Spawn(Tool):
         self.subagents = subagents
         self.depth = depth  # of the agent holding this tool: 0 is the main agent
 
+    def lasting_effect(self, args: Arguments, ctx: ToolContext) -> str | None:
+        return "starts a sub-agent that acts on its own with this task"
+
     def summarize(self, args: Arguments) -> str:
         return f"spawn{' (background)' if args.background else ''}: {args.task[:300]}"
 
@@ -47,7 +50,8 @@ class Spawn(Tool):
         turns, tokens = self.subagents.budget(args.max_turns, args.max_tokens)
         spec = ChildSpec(parent_key=ctx.session_key, parent_run=ctx.run_id, call_id=ctx.call_id, task=args.task,
                          depth=self.depth + 1, turns=turns, tokens=tokens, channel=ctx.channel, chat_id=ctx.chat_id,
-                         sender_id=ctx.sender_id, owner=ctx.owner, background=args.background)
+                         sender_id=ctx.sender_id, owner=ctx.owner, background=args.background, user=ctx.user,
+                         tainted="; ".join(ctx.taint.sources))
         if args.background:
             self.subagents.start_background(spec)
             return (f"Started sub-agent {spec.key} in the background (budget: {turns} model calls, {tokens} tokens). "

@@ -41,6 +41,17 @@ _LINES = re.compile(r"\n\s*\n+")
 REDIRECTS = (301, 302, 303, 307, 308)
 
 
+def _host_of(args: "WebFetch.Arguments") -> str | None:
+    """The URL's host, lower-case; None when the URL cannot be parsed (run reports that)."""
+    from urllib.parse import urlsplit
+
+    try:
+        host = urlsplit(args.url).hostname
+    except ValueError:
+        return None
+    return host.rstrip(".").lower() if host else None
+
+
 def html_to_text(page: str) -> str:
     text = _TAG.sub(" ", _DROP.sub(" ", page))
     text = html.unescape(text)
@@ -81,8 +92,18 @@ class WebFetch(Tool):
         return (f"web_fetch of {escape_source(str(target.url))} reaches a non-public address: {target.private}. "
                 "Approve only if you want the agent to read that service")
 
+    def lasting_effect(self, args: Arguments, ctx: ToolContext) -> str | None:
+        """A request to a host this run has not asked yet can carry data out in its URL."""
+        host = _host_of(args)
+        if host is None or host in ctx.taint.hosts:
+            return None
+        return f"sends a request to {escape_source(host)}, a host this run has not contacted (its URL can carry data out)"
+
     async def run(self, args: Arguments, ctx: ToolContext) -> str:
         import httpx
+
+        if (host := _host_of(args)) is not None:
+            ctx.taint.hosts.add(host)
 
         # A pinned private target got here only through the owner's approval (the registry runs a
         # call whose needs_approval gave a reason only once it is approved). Without a pin (a call

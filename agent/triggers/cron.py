@@ -98,8 +98,9 @@ class CronService:
     # management (gateway methods, CLI, the agent's tool) ---------------------------
     def add(self, *, message: str, cron: str | None = None, tz: str | None = None, every: Any = None,
             at: Any = None, name: str | None = None, session: str | None = None, deliver: str | None = None,
-            grace: Any = None, created_by: str = "") -> Job:
-        """`created_by`: "" for the owner, "<channel>:<user>" for a guest (whose runs get a guest's rights)."""
+            grace: Any = None, created_by: str = "", tainted: str = "") -> Job:
+        """`created_by`: "" for the owner, "<channel>:<user>" for a guest (whose runs get a guest's rights);
+        `tainted`: the untrusted content the creating run had taken in (its runs start tainted)."""
         from .schedule import ScheduleError, parse_duration
 
         now = self.clock()
@@ -110,7 +111,7 @@ class CronService:
         except ScheduleError as exc:
             raise CronError(str(exc)) from None
         job = new_job(message=message, schedule=schedule, name=name, session=session, deliver=deliver,
-                      grace_seconds=grace_seconds, now=now, created_by=created_by)
+                      grace_seconds=grace_seconds, now=now, created_by=created_by, tainted=tainted)
         self.store.save(job)
         self._arm(job)
         log.info("cron job %s added: %s, next run %s", job.id, schedule.describe(), format_time(job.next_run_at, schedule.tz))
@@ -226,7 +227,8 @@ class CronService:
         text = f"[cron job \"{job.name}\" ({job.id}) · {when} · your reply is delivered to {where}]\n{job.message}"
         msg = InboundMessage(channel="cron", chat_id=job.id, sender_id="cron", session_key=job.session, text=text,
                              id=run_id, received_at=now,
-                             metadata={"mode": "normal", "deliver": deliver, "owner": not job.created_by,
+                             metadata={"mode": "normal", "deliver": deliver, "owner": not job.created_by, "user": job.created_by,
+                                       **({"tainted": f"cron job {job.id}: {job.tainted}"} if job.tainted else {}),
                                        "cron": {"job": job.id, "scheduledAt": scheduled}})
         fresh = self.bus.publish_inbound(msg)
         status = "running" if self.scheduler is not None else "queued"

@@ -40,6 +40,9 @@ CREATE TABLE IF NOT EXISTS cron_meta (
 );
 """
 OPEN = ("queued", "running")
+# Jobs stored before jobs recorded whether their creating run had read untrusted content: nobody
+# can tell any more, so their runs are treated as untrusted (re-adding a job makes it trusted).
+LEGACY_TAINT = "created before clawgate recorded where jobs come from"
 RESULT_CAP = 500
 
 
@@ -66,6 +69,19 @@ class CronStore:
         self.db = db
         self.history = history
         self.db.executescript(SCHEMA)
+        self._migrate_taint()
+
+    def _migrate_taint(self) -> None:
+        """Give every job stored without a `tainted` field the legacy mark, once (durable, idempotent)."""
+        rows = self.db.execute("SELECT id, body FROM cron_jobs").fetchall()
+        old = [(job_id, data) for job_id, body in rows if "tainted" not in (data := json.loads(body))]
+        if not old:
+            return
+        with self.db:
+            self.db.execute("BEGIN")
+            for job_id, body in old:
+                body["tainted"] = LEGACY_TAINT
+                self.db.execute("UPDATE cron_jobs SET body=? WHERE id=?", (json.dumps(body, ensure_ascii=False), job_id))
 
     @classmethod
     def open(cls, path: Path, *, history: int = 50, fsync: bool = True) -> "CronStore":

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from agent.bus import InboundMessage
+from workspace.fdpath import locate, read_all
 
 from .jobs import parse_deliver, resolve_deliver
 from .schedule import iso_utc, zone
@@ -216,9 +217,12 @@ class Heartbeat:
         return dict(origin) if origin else None  # a copy: the message must not share the session's record
 
     def _read_heartbeat_file(self) -> str:
+        """HEARTBEAT.md through the workspace's folder descriptors: a link out reads as empty, and a
+        FIFO planted under that name cannot block the event loop (workspace/fdpath.py)."""
         try:
-            return (self.workspace / "HEARTBEAT.md").read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+            with locate(self.workspace, "HEARTBEAT.md") as loc:
+                return read_all(loc).decode("utf-8")
+        except (OSError, ValueError):
             return ""
 
     # the reply ---------------------------------------------------------------------

@@ -89,6 +89,8 @@ class Job:
     note: str = ""               # why it is disabled or done
     created_by: str = ""         # "" the owner (CLI, gateway, the owner's chats); else "<channel>:<user>", a guest
     reboot_at: float | None = None  # @reboot: the daemon start it was last due for (see CronService.start)
+    # Untrusted content the creating run had taken in ("" none): the job's runs start tainted (agent/taint.py).
+    tainted: str = ""
 
     def __post_init__(self) -> None:
         if not self.session:
@@ -116,7 +118,7 @@ class Job:
             "graceSeconds": self.grace_seconds, "nextRunAt": self.next_run_at,
             "nextRun": format_time(self.next_run_at, plan.tz) if self.next_run_at else None,
             "failures": self.failures, "lastRunId": self.last_run_id, "lastStatus": self.last_status,
-            "createdAt": self.created_at, "createdBy": self.created_by or "owner",
+            "createdAt": self.created_at, "createdBy": self.created_by or "owner", "tainted": self.tainted or None,
         }
 
 
@@ -144,7 +146,8 @@ def build_schedule(*, cron: str | None = None, tz: str | None = None, every: str
 
 
 def new_job(*, message: str, schedule: Schedule, name: str | None = None, session: str | None = None,
-            deliver: str | None = None, grace_seconds: float, now: float | None = None, created_by: str = "") -> Job:
+            deliver: str | None = None, grace_seconds: float, now: float | None = None, created_by: str = "",
+            tainted: str = "") -> Job:
     message = (message or "").strip()
     if not message:
         raise CronError("a job needs a message (the task text); give --message TEXT")
@@ -155,7 +158,7 @@ def new_job(*, message: str, schedule: Schedule, name: str | None = None, sessio
     now = time.time() if now is None else now
     job = Job(name=(name or message.splitlines()[0])[:80].strip() or "job", message=message,
               schedule=schedule.to_dict(), deliver=parse_deliver(deliver), grace_seconds=grace_seconds,
-              created_at=now, updated_at=now, created_by=created_by)
+              created_at=now, updated_at=now, created_by=created_by, tainted=tainted)
     if session:
         job.session = check_session(session.strip())
     job.next_run_at = schedule.first_run(now)

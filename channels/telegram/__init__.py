@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from agent.services import Services
 from config.schema import TelegramSettings
+from workspace.users import Workspaces
 
 if TYPE_CHECKING:
     from .channel import TelegramChannel
@@ -22,7 +23,7 @@ log = logging.getLogger("clawgate.telegram")
 
 
 def build(settings: TelegramSettings, services: Services, db: sqlite3.Connection, *,
-          workspace: Path | None = None) -> TelegramChannel | None:
+          workspace: Path | None = None, workspaces: Workspaces | None = None) -> TelegramChannel | None:
     """The Telegram channel, or None when it is off (no token, or enabled = false)."""
     if settings.enabled is False:
         return None
@@ -33,7 +34,7 @@ def build(settings: TelegramSettings, services: Services, db: sqlite3.Connection
         return None
     from .channel import TelegramChannel
 
-    return TelegramChannel(settings, services, db, workspace=workspace)
+    return TelegramChannel(settings, services, db, workspace=workspace, workspaces=workspaces)
 
 
 __all__ = ["build"]

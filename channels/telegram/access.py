@@ -7,7 +7,7 @@ refused before) and acts on the verdict. That keeps every rule testable without 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Iterable, Literal
 
@@ -39,6 +39,9 @@ class AccessPolicy:
     group_policy: GroupPolicy = "allowlist"
     allow_from: frozenset[str] = frozenset()
     owners: frozenset[str] = frozenset()
+    # An owner named by username is the numeric id first seen with it, for good (the channel keeps
+    # these): a username can be given up and registered by someone else, an id cannot.
+    bound: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
 
     @classmethod
     def build(cls, dm_policy: DmPolicy, group_policy: GroupPolicy, allow_from: Iterable[str | int],
@@ -51,15 +54,34 @@ class AccessPolicy:
         return "*" in self.allow_from or _matches(self.allow_from, sender)
 
     def is_owner(self, sender: Sender) -> bool:
-        return _matches(self.owners, sender)
+        """Owners by id, or by a username whose first user (`bound`) this sender is: a renamed or
+        re-registered username never carries ownership to another id."""
+        if sender.user_id in self.owners:
+            return True
+        name = _username(sender)
+        return name is not None and name in self.owners and self.bound.get(name) == sender.user_id
+
+    def claim(self, sender: Sender) -> str | None:
+        """The owner username `sender` is the first to write with (bind it to their id now), or None."""
+        name = _username(sender)
+        if name is None or name not in self.owners or name in self.bound:
+            return None
+        return name
 
     def owner_chats(self) -> list[str]:
-        """Private chats of the owners named by id (a private chat's id is the user's id)."""
-        return sorted(entry for entry in self.owners if entry.isdigit())
+        """Private chats of the owners, named by id or bound by username (a private chat's id is the user's id)."""
+        return sorted({entry for entry in self.owners if entry.isdigit()} | set(self.bound.values()))
 
 
 def _entries(values: Iterable[str | int]) -> frozenset[str]:
     return frozenset(str(e).strip().lstrip("@").lower() for e in values if str(e).strip())
+
+
+def _username(sender: Sender) -> str | None:
+    """The sender's username as `owner` entries spell it (lower case), or None; never a digit string,
+    which would read as an id."""
+    name = (sender.username or "").strip().lstrip("@").lower()
+    return name if name and not name.isdigit() else None
 
 
 def _matches(entries: frozenset[str], sender: Sender) -> bool:

@@ -49,6 +49,10 @@ class ApprovalPrompts:
         self._prompts: dict[str, list[_Prompt]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
 
+    def set_owner_chats(self, chats: list[str]) -> None:
+        """An owner named by username was bound to their id: their private chat gets guests' requests too."""
+        self._owner_chats = list(chats)
+
     def on_event(self, event: dict[str, Any]) -> None:
         """Event hub subscriber: show requests of Telegram runs to an owner, show outcomes of ones we showed."""
         if event["type"] == "approval_request":

@@ -27,6 +27,7 @@ from agent.commands import COMMANDS
 from agent.services import Services
 from channels.base import Channel, DeliveryError
 from config.schema import TelegramSettings
+from workspace.users import OWNER, Workspaces
 
 from .access import AccessPolicy, Sender as Who, Verdict, decide, may_approve, parse_session_key, read_message, session_key
 from .approvals import ApprovalPrompts
@@ -74,15 +75,19 @@ class TelegramChannel(Channel):
     name = NAME
 
     def __init__(self, settings: TelegramSettings, services: Services, db: sqlite3.Connection, *,
-                 bot: Bot | None = None, workspace: Path | None = None) -> None:
+                 bot: Bot | None = None, workspace: Path | None = None, workspaces: Workspaces | None = None) -> None:
         """`db`: the state database (agent/statedb.py) for the channel's own tables and pairing;
-        `workspace`: where documents users send are saved (settings.files_dir inside it)."""
+        `workspace`: where the owner's documents are saved (settings.files_dir inside it); `workspaces`:
+        each guest's own workspace, where theirs go (without it, `workspace`)."""
         self.settings = settings
         self.workspace = workspace
+        self.workspaces = workspaces
         self.services = services
         self.policy = AccessPolicy.build(settings.dm_policy, settings.group_policy, settings.allow_from,
                                          settings.owner)
         self.state = ChannelState(db)
+        self._impostors: set[str] = set()  # ids seen writing with an owner's username after it was bound
+        self.policy.bound.update({name: uid for name, uid in self.state.owner_ids().items() if name in self.policy.owners})
         self.pairing = PairingStore(db, ttl_seconds=settings.pairing_ttl_seconds,
                                     max_pending=settings.pairing_max_pending,
                                     interval_seconds=settings.pairing_request_interval_seconds)
@@ -259,6 +264,7 @@ class TelegramChannel(Channel):
                                  mentioned=mentioned, reply_to_bot=reply_to_bot)
         if not addressed.for_us:
             return
+        self._bind_owner(who)
         verdict = decide(self.policy, who, private=private, paired=self.pairing.is_paired(NAME, who.user_id),
                          refused_before=self.state.refused_before(who.user_id))
         if verdict is Verdict.PAIR:
@@ -274,11 +280,11 @@ class TelegramChannel(Channel):
         key = session_key(self.state.session_chat(chat.id), thread_id)  # a migrated group keeps its session
         if addressed.command is not None:
             if self.state.first_time(f"command:{chat.id}:{msg.message_id}"):
-                reply = self.services.commands.handle(addressed.command, key, addressed.args)
+                reply = self.services.commands.handle(addressed.command, key, addressed.args, user=self._user(who))
                 if reply:
                     self._say(chat.id, reply, thread_id)
             return
-        received = Received(text=addressed.text) if msg.text is not None else await self._media(msg, addressed.text)
+        received = Received(text=addressed.text) if msg.text is not None else await self._media(msg, addressed.text, who)
         if received.refusal or not received.text:
             self._say(chat.id, received.refusal or NOT_TEXT, thread_id)
             return
@@ -296,11 +302,34 @@ class TelegramChannel(Channel):
                 self._spawn(self.sender.best_effort("setMessageReaction", lambda: self.bot.set_message_reaction(
                     chat.id, msg.message_id, reaction=self.settings.ack_reaction)))
 
-    async def _media(self, msg: Message, caption: str) -> Received:
-        """A photo, document or voice note as content for the agent (or a refusal line)."""
+    def _bind_owner(self, who: Who) -> None:
+        """First contact of an owner named by username: keep their id, which alone is the owner from now on."""
+        name = self.policy.claim(who)
+        if name is None:
+            if who.username and who.username.lower() in self.policy.owners and not self.policy.is_owner(who) \
+                    and who.user_id not in self._impostors:
+                self._impostors.add(who.user_id)
+                log.warning("user %s writes as @%s, an owner's username, but that owner is user %s; treated as "
+                            "not the owner", who.user_id, who.username, self.policy.bound.get(who.username.lower()))
+            return
+        self.state.bind_owner(name, who.user_id)
+        self.policy.bound[name] = who.user_id
+        self.prompts.set_owner_chats(self.policy.owner_chats())
+        log.info("owner @%s is user %s (bound at first contact; the username alone no longer makes an owner)",
+                 name, who.user_id)
+
+    def _user(self, who: Who) -> str:
+        """Whose workspace this sender works in: OWNER, or their own as a guest (the loop's rule)."""
+        return OWNER if self.policy.is_owner(who) else f"{NAME}:{who.user_id}"
+
+    async def _media(self, msg: Message, caption: str, who: Who) -> Received:
+        """A photo, document or voice note as content for the agent (or a refusal line), saved in the
+        sender's own workspace."""
         s = self.settings
+        user = self._user(who)
+        workspace = self.workspace if self.workspaces is None or user == OWNER else self.workspaces.guard(user).root
         try:
-            return await receive(self.bot, msg, caption=caption or None, workspace=self.workspace,
+            return await receive(self.bot, msg, caption=caption or None, workspace=workspace,
                                  files_dir=s.files_dir, max_file_bytes=s.max_file_bytes, transcription=s.transcription)
         except (TelegramError, OSError, ValueError) as exc:
             log.warning("could not fetch the file of message %s in chat %s: %s", msg.message_id, msg.chat.id, exc)

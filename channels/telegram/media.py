@@ -14,7 +14,6 @@ import base64
 import logging
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ import httpx
 from telegram import Bot, Message
 
 from config.schema import TranscriptionSettings
+from workspace.fdpath import PathOutsideWorkspace, locate, write_atomic
 
 log = logging.getLogger("clawgate.telegram")
 
@@ -121,19 +121,11 @@ async def transcribe(settings: TranscriptionSettings, audio: bytes, mime_type: s
 
 
 def _write(workspace: Path, relative: Path, data: bytes) -> None:
-    """Atomically, private, and only inside the workspace's folder for received files."""
-    root = workspace.resolve()
-    target = (root / relative).resolve()
-    if root not in target.parents:
-        raise ValueError(f"refusing to write outside the workspace: {relative}")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".incoming-")
+    """Atomically, private, and only inside the workspace's folder for received files: the folder
+    is found through descriptors from the workspace root (workspace/fdpath.py), so a folder
+    swapped for a symlink meanwhile cannot lead the write outside."""
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        with locate(workspace.resolve(), str(relative), create_folders=True) as loc:
+            write_atomic(loc.folder, loc.name, data, mode=0o600)
+    except PathOutsideWorkspace:
+        raise ValueError(f"refusing to write outside the workspace: {relative}") from None

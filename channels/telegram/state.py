@@ -6,7 +6,8 @@
 - updates handled outside the inbox (commands, button presses), so a redelivered one is not
   acted on twice;
 - users already refused once, so a stranger gets one refusal and then silence;
-- groups that became supergroups (a new chat id), so the conversation follows the chat.
+- groups that became supergroups (a new chat id), so the conversation follows the chat;
+- the numeric id each owner named by username had at first contact (ownership stays with the id).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ CREATE TABLE IF NOT EXISTS telegram_state (key TEXT PRIMARY KEY, value TEXT NOT 
 CREATE TABLE IF NOT EXISTS telegram_sent (outbound_id TEXT PRIMARY KEY, chunks INTEGER NOT NULL, updated_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS telegram_seen (key TEXT PRIMARY KEY, seen_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS telegram_refused (user_id TEXT PRIMARY KEY, refused_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS telegram_owner_ids (username TEXT PRIMARY KEY, user_id TEXT NOT NULL, bound_at REAL NOT NULL);
 """
 
 
@@ -97,3 +99,13 @@ class ChannelState:
             seen.add(current)
             current = older
         return current
+
+    # owners named by username ------------------------------------------------------------
+    def owner_ids(self) -> dict[str, str]:
+        """username -> the id it was bound to at first contact."""
+        return {str(name): str(uid) for name, uid in self.db.execute("SELECT username, user_id FROM telegram_owner_ids")}
+
+    def bind_owner(self, username: str, user_id: str) -> None:
+        """Bind once; a later id with the same username never replaces the first."""
+        self.db.execute("INSERT OR IGNORE INTO telegram_owner_ids(username, user_id, bound_at) VALUES(?, ?, ?)",
+                        (username, user_id, self.clock()))

@@ -5,8 +5,11 @@ the message is committed to the inbox (or otherwise fully decided). If storing f
 process dies first, Telegram gets no 200 and delivers the update again; the inbox's id check
 answers a redelivery once. Updates are handled one at a time, in arrival order.
 
-A deliberately small HTTP/1.1 server on asyncio (one request per connection): it serves one
-path, checks Telegram's secret-token header, and needs no extra dependency. TLS is the reverse
+Served by aiohttp.web (already a dependency: the model SDK's transport), which parses HTTP and
+refuses malformed requests (400) itself. This module only decides: one path, POST only, Telegram's
+secret-token header compared in constant time, a 1 MiB body limit, read deadlines for the
+headers and the body, and one
+request per connection. Every refusal is a bare status with an empty body. TLS is the reverse
 proxy's job (Telegram only calls https URLs).
 """
 
@@ -20,13 +23,13 @@ import logging
 import sqlite3
 from typing import Awaitable, Callable
 
+from aiohttp import web
 from telegram import Bot, Update
 
 log = logging.getLogger("clawgate.telegram")
 MAX_BODY = 1024 * 1024
 READ_SECONDS = 30.0
-REASONS = {200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
-           408: "Request Timeout", 413: "Payload Too Large", 503: "Service Unavailable"}
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 
 
 def default_secret(token: str) -> str:
@@ -36,67 +39,67 @@ def default_secret(token: str) -> str:
 
 class WebhookServer:
     def __init__(self, bot: Bot, handle: Callable[[Update], Awaitable[None]], *, host: str, port: int, path: str,
-                 secret: str) -> None:
+                 secret: str, read_seconds: float = READ_SECONDS) -> None:
         self.bot, self.handle = bot, handle
+        self.read_seconds = read_seconds
         self.host, self.path, self.secret = host, path or "/", secret
         self._want_port = port
-        self._server: asyncio.Server | None = None
+        self._runner: web.AppRunner | None = None
         self._order = asyncio.Lock()
 
     @property
     def port(self) -> int:
-        assert self._server is not None
-        return int(self._server.sockets[0].getsockname()[1])
+        assert self._runner is not None
+        return int(self._runner.addresses[0][1])
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._client, self.host, self._want_port)
+        # One catch-all route, so the checks below run in a fixed order for every path and method.
+        app = web.Application(client_max_size=MAX_BODY)
+        app.router.add_route("*", "/{tail:.*}", self._serve)
+        # aiohttp's keep-alive timer also runs while a request's headers arrive and is not reset by
+        # each byte: a client trickling its headers is closed after read_seconds.
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, keepalive_timeout=self.read_seconds)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, self.host, self._want_port).start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
         log.info("webhook listening on %s:%d%s", self.host, self.port, self.path)
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-            self._server = None
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
 
-    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            status = await asyncio.wait_for(self._request(reader), READ_SECONDS)
-        except asyncio.TimeoutError:
-            status = 408
-        except (asyncio.IncompleteReadError, ConnectionError, ValueError):
-            status = 400
-        try:
-            writer.write(f"HTTP/1.1 {status} {REASONS.get(status, 'Error')}\r\nContent-Length: 0\r\n"
-                         "Connection: close\r\n\r\n".encode())
-            await writer.drain()
-        except ConnectionError:
-            pass
-        finally:
-            writer.close()
+    async def _serve(self, request: web.Request) -> web.Response:
+        status = await self._decide(request)
+        response = web.Response(status=status)
+        response.force_close()  # one request per connection, as Telegram sends them
+        return response
 
-    async def _request(self, reader: asyncio.StreamReader) -> int:
-        method, target, _ = (await reader.readline()).decode("latin-1").split(" ", 2)
-        headers: dict[str, str] = {}
-        for _ in range(100):
-            line = (await reader.readline()).decode("latin-1").strip()
-            if not line:
-                break
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-        length = int(headers.get("content-length") or 0)
-        if length > MAX_BODY:
+    async def _decide(self, request: web.Request) -> int:
+        if (request.content_length or 0) > MAX_BODY:
             return 413
-        body = await reader.readexactly(length) if length else b""
-        if target.split("?", 1)[0] != self.path:
+        if request.path != self.path:
             return 404
-        if method != "POST":
+        if request.method != "POST":
             return 405
-        if not hmac.compare_digest(headers.get("x-telegram-bot-api-secret-token", "").encode(), self.secret.encode()):
+        if not hmac.compare_digest(request.headers.get(SECRET_HEADER, "").encode(), self.secret.encode()):
             log.warning("webhook request without the right secret token refused")
             return 403
         try:
+            body = await asyncio.wait_for(request.read(), self.read_seconds)
+        except asyncio.TimeoutError:
+            return 408
+        except web.HTTPRequestEntityTooLarge:  # a chunked body that grew past the limit
+            return 413
+        try:
             update = Update.de_json(json.loads(body), self.bot)
-        except (ValueError, TypeError, KeyError):
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return 400
+        if update is None:
             return 400
         async with self._order:
             try:

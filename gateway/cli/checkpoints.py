@@ -23,8 +23,12 @@ def _service(t: Target) -> Any:
 
     agent = t.settings.agent
     fsync = t.settings.state.fsync
+    from workspace.guard import WorkspaceGuard
+    from workspace.users import Workspaces
+
     workspace = Path(agent.workspace).expanduser() if agent.workspace else t.paths.default_workspace
-    return CheckpointService(folder=t.paths.checkpoints, workspace=workspace,
+    workspaces = Workspaces(WorkspaceGuard(workspace), t.paths.guest_workspaces, t.paths.exec_scratch)
+    return CheckpointService(folder=t.paths.checkpoints, workspace=workspace, roots=workspaces.root,
                              sessions=SessionManager(t.paths.sessions, fsync=fsync),
                              tasks=TaskStore(t.paths.tasks, fsync=fsync), events=EventHub(),
                              settings=t.settings.checkpoints, version=__version__, busy=lambda key: False,
