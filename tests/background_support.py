@@ -7,9 +7,7 @@ construction, however loaded the machine is.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -82,22 +80,6 @@ def session_records(home: Path, key: str = "main") -> list[dict[str, Any]]:
 
 def events_named(home: Path, name: str, key: str = "main") -> list[dict[str, Any]]:
     return [r for r in session_records(home, key) if r["kind"] == "event" and r.get("name") == name]
-
-
-def wait_sync(predicate: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
-
-async def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 def job_gone(workspace: Path) -> bool:

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from tests.harness import ROOT, DaemonProcess, free_port
+from tests.waiting import DEFAULT_TIMEOUT, wait_until, wait_until_async
 
 
 def stdio_server_env(tmp: Path, name: str = "fake", **settings: Any) -> dict[str, str]:
@@ -38,27 +37,21 @@ async def mcp_status(daemon: DaemonProcess, name: str = "fake") -> dict[str, Any
 
 
 async def wait_status(daemon: DaemonProcess, check: Callable[[dict[str, Any]], bool], name: str = "fake",
-                      timeout: float = 60.0) -> dict[str, Any]:
-    """Poll the daemon's status until the server's entry satisfies `check` (generous deadline)."""
-    deadline = time.monotonic() + timeout
-    entry: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        entry = await mcp_status(daemon, name)
-        if check(entry):
-            return entry
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"mcp server {name} never reached the expected state; last: {entry}")
+                      timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+    """Poll the daemon's status until the server's entry satisfies `check`."""
+    async def entry() -> dict[str, Any] | None:
+        found = await mcp_status(daemon, name)
+        return found if check(found) else None
+    return await wait_until_async(entry, f"mcp server {name} to reach the expected state", timeout=timeout,
+                                  interval=0.1, describe=lambda: daemon.log_text()[-2000:])
 
 
-async def wait_pending_approval(daemon: DaemonProcess, timeout: float = 60.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
+async def wait_pending_approval(daemon: DaemonProcess, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
     async with daemon.client() as client:
-        while time.monotonic() < deadline:
+        async def first() -> dict[str, Any] | None:
             pending = (await client.request("approvals.list"))["pending"]
-            if pending:
-                return pending[0]
-            await asyncio.sleep(0.1)
-    raise AssertionError("no approval request appeared")
+            return pending[0] if pending else None
+        return await wait_until_async(first, "an approval request", timeout=timeout, interval=0.1)
 
 
 @contextmanager
@@ -70,14 +63,14 @@ def http_server(tmp: Path, token: str) -> Iterator[str]:
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
-        while True:
+        def listening() -> bool:
+            assert proc.poll() is None, "the HTTP MCP server exited"
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
+                return True
             except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, "the HTTP MCP server did not start"
-                time.sleep(0.1)
+                return False
+        wait_until(listening, "the HTTP MCP server to listen", interval=0.1)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         os.killpg(proc.pid, signal.SIGKILL)

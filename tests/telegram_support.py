@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 from typing import Any, Callable, Iterator
 
 import pytest
 
+from config.schema import TelegramSettings
+from gateway.dispatcher import Dispatcher
 from tests.fakes.telegram_api import FakeTelegram
 from tests.harness import DaemonProcess
+from tests.waiting import DEFAULT_TIMEOUT
 
 CHAT = 4242
+POLL_TIMEOUT = 1  # the daemons' long poll here, in seconds: an unblocked daemon polls again within it
+RETRY_BASE = 0.05  # the daemons' send retry backoff base here (channels.telegram.retry_base_seconds)
 
 
 @pytest.fixture
@@ -25,8 +31,8 @@ def tg_daemon(telegram: FakeTelegram, daemon_factory: Callable[..., DaemonProces
 
     def make(fake: FakeTelegram | None = None, env: dict[str, str] | None = None, **settings: Any) -> DaemonProcess:
         fake = fake or telegram
-        values: dict[str, Any] = {"base_url": fake.base_url, "poll_timeout_seconds": 1, "dm_policy": "open",
-                                  "retry_base_seconds": 0.05, "pairing_check_seconds": 0.2, **settings}
+        values: dict[str, Any] = {"base_url": fake.base_url, "poll_timeout_seconds": POLL_TIMEOUT, "dm_policy": "open",
+                                  "retry_base_seconds": RETRY_BASE, "pairing_check_seconds": 0.2, **settings}
         full = {"TELEGRAM_BOT_TOKEN": fake.token, **(env or {})}
         for key, value in values.items():
             full[f"CLAWGATE_CHANNELS__TELEGRAM__{key.upper()}"] = value if isinstance(value, str) else json.dumps(value)
@@ -50,6 +56,20 @@ def replies(fake: FakeTelegram, chat: int) -> list[str]:
     return [m["plain_text"] for m in fake.sent if m["chat_id"] == chat and not m["text"].startswith(("⚙️", "⏳"))]
 
 
-def wait_handled(fake: FakeTelegram, update_id: int, timeout: float = 30.0) -> None:
+def wait_handled(fake: FakeTelegram, update_id: int, timeout: float = DEFAULT_TIMEOUT) -> None:
     """Until the daemon confirmed `update_id` (it polled again after handling it)."""
     fake.wait_for(lambda: fake.confirmed_offset > update_id, timeout)
+
+
+def resend_window(retry_after: float = 0.0) -> float:
+    """Seconds within which a reply that is going to be sent again would be: the dispatcher's first
+    retry backoff (read from the code, as the daemon uses it) or a flood wait Telegram asked for."""
+    first_retry = inspect.signature(Dispatcher).parameters["base_delay"].default
+    return max(float(first_retry), retry_after)
+
+
+def control_send_window() -> float:
+    """Seconds within which a control message (a refusal, a pairing code) sent in the background has
+    gone out, retries included: the sum of the send backoffs (base, 2 x base, …, one per retry)."""
+    retries = TelegramSettings.model_fields["send_retries"].default
+    return RETRY_BASE * (2 ** retries - 1)

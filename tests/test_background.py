@@ -13,6 +13,7 @@ from agent.events import EventHub
 from agent.session import SessionManager
 from config.schema import BackgroundSettings
 from tests.fakes.anthropic.validation import _validate
+from tests.waiting import wait_until_async
 
 
 class Intake:
@@ -48,21 +49,13 @@ def _adopt(jobs: BackgroundJobs, work: Any, key: str = "main") -> str:
                       deliver={"channel": "telegram", "chat_id": "42"}).id
 
 
-async def _until(predicate: Any) -> None:
-    for _ in range(500):
-        if predicate():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("timed out")
-
-
 async def test_a_result_never_lands_between_a_tool_use_and_its_result(tmp_path: Path) -> None:
     jobs, sessions, intake, _ = _jobs(tmp_path, busy={"main"})
     session = sessions.get("main")
     session.append("user", text="go", inbound_id="in_1")
     session.append("assistant", content=[{"type": "tool_use", "id": "t1", "name": "exec", "input": {}}], run_id="in_1")
     _adopt(jobs, _finished("exit code 0\nall green"))
-    await _until(lambda: any(r.get("name") == "bg_job_end" for r in session.records))
+    await wait_until_async(lambda: any(r.get("name") == "bg_job_end" for r in session.records), "the job's end record")
     assert not intake.published  # busy: the running turn will carry it
     jobs.inject(session)  # a tool call is open: nothing may come between it and its result
     assert not [r for r in session.records if r["kind"] == "note"]
@@ -82,7 +75,7 @@ async def test_an_idle_session_is_woken_once_and_a_stale_wake_is_skipped(tmp_pat
     session = sessions.get("main")
     session.append("user", text="go", inbound_id="in_1")
     job = _adopt(jobs, _finished("exit code 1\nfailed"))
-    await _until(lambda: intake.published)
+    await wait_until_async(lambda: intake.published, "the result to be published")
     [wake] = intake.published
     tainted = wake.metadata.pop("tainted")
     assert tainted.startswith(f"background job {job} result")  # the wake-up reads a program's output: tainted

@@ -19,11 +19,10 @@ from tests.background_support import (
     last_message_text,
     marker,
     session_records,
-    wait_for,
-    wait_sync,
 )
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use, tool_uses
 from tests.harness import ALLOW_PYTHON
+from tests.waiting import wait_until, wait_until_async
 
 ENV = {"CLAWGATE_AGENT__STREAM": "false", **ALLOW_PYTHON}
 
@@ -42,7 +41,7 @@ async def test_a_background_job_leaves_the_chat_free_and_its_result_reaches_the_
 
     def release_and_wait(body: dict[str, Any]):
         (ws / "release").write_text("go")  # the job may finish now; the model call waits until it did
-        wait_sync(lambda: events_named(daemon.home, "bg_job_end"), "the job to end")
+        wait_until(lambda: events_named(daemon.home, "bg_job_end"), "the job to end")
         return tool_use("list_dir", {"path": "."})
 
     script.on("check on it", release_and_wait, text("All done."))
@@ -59,7 +58,7 @@ async def test_a_background_job_leaves_the_chat_free_and_its_result_reaches_the_
         assert second["text"] == "Yes, still here."
         # The job cannot have finished: it waits for `release`, which nobody wrote yet.
         assert not (ws / "release").exists() and "finished" not in marker(ws)
-        await wait_for(lambda: marker(ws) == ["ran"], "the job to be running")
+        await wait_until_async(lambda: marker(ws) == ["ran"], "the job to be running")
         status = await client.request("status")
         assert [job["id"] for job in status["backgroundJobs"]] == ["bg-1"]
         assert "python3" in status["backgroundJobs"][0]["summary"]
@@ -124,7 +123,7 @@ async def start_build(daemon_factory, fake_model: FakeAnthropic, *, report: str)
     fake_model.responder = script
     async with daemon.client() as client:
         assert (await client.chat("start the build"))["text"] == "Started it."
-    wait_sync(lambda: marker(daemon.workspace) == ["ran"], "the job to start")
+    wait_until(lambda: marker(daemon.workspace) == ["ran"], "the job to start")
     return daemon
 
 
@@ -134,14 +133,14 @@ async def test_a_job_killed_with_the_daemon_is_reported_interrupted_and_not_reru
                                report="The build was interrupted by a restart; I will check.")
     daemon.kill()  # SIGKILL: nothing is cleaned up; the job's process outlives the daemon
     daemon.start()
-    wait_sync(lambda: _requests_with(fake_model, "was interrupted"), "the session to be told")
+    wait_until(lambda: _requests_with(fake_model, "was interrupted"), "the session to be told")
     [told] = _requests_with(fake_model, "was interrupted")
     note = last_message_text(told)
     assert "Background job bg-1" in note and "outcome is unknown" in note and "NOT re-run" in note
     assert "still running after the restart and was stopped" in note  # the leftover process was killed
-    wait_sync(lambda: any(r["kind"] == "assistant" and "interrupted by a restart" in json.dumps(r)
+    wait_until(lambda: any(r["kind"] == "assistant" and "interrupted by a restart" in json.dumps(r)
                           for r in session_records(daemon.home)), "the answer to the wake-up")
-    wait_sync(lambda: job_gone(daemon.workspace), "the leftover process to be killed")
+    wait_until(lambda: job_gone(daemon.workspace), "the leftover process to be killed")
     async with daemon.client() as client:
         status = await client.request("status")
     assert status["backgroundJobs"] == []
@@ -174,11 +173,11 @@ async def test_caps_refuse_with_a_clear_error(daemon_factory, fake_model: FakeAn
         # /stop cancels a session's background jobs (gateway chat.stop is the same control)
         stopped = await client.request("chat.stop", {"session": "a"})
         assert stopped["backgroundCancelled"] == ["bg-1"]
-        await wait_for(lambda: len(events_named(daemon.home, "bg_job_end", "a")) == 1, "the cancellation record")
+        await wait_until_async(lambda: len(events_named(daemon.home, "bg_job_end", "a")) == 1, "the cancellation record")
         status = await client.request("status")
         assert [job["session"] for job in status["backgroundJobs"]] == ["b"]
     (daemon.workspace / "release").write_text("go")
-    wait_sync(lambda: events_named(daemon.home, "bg_job_end", "b"), "b's job to end")
+    wait_until(lambda: events_named(daemon.home, "bg_job_end", "b"), "b's job to end")
     [cancelled] = events_named(daemon.home, "bg_job_end", "a")
     assert cancelled["status"] == "cancelled" and "cancelled by /stop" in cancelled["text"]
     assert marker(daemon.workspace).count("finished") == 1  # only b's job finished; a's process was killed
@@ -199,7 +198,7 @@ async def test_a_slow_foreground_call_moves_to_the_background_by_itself(daemon_f
         assert (await client.chat("are you there?"))["text"] == "Yes."  # the lane is free
         assert "finished" not in marker(daemon.workspace)
         (daemon.workspace / "release").write_text("go")
-        await wait_for(lambda: any(r["kind"] == "note" and "BUILD-OK" in r["text"]
+        await wait_until_async(lambda: any(r["kind"] == "note" and "BUILD-OK" in r["text"]
                                    for r in session_records(daemon.home)), "the result in the conversation")
 
 
@@ -210,7 +209,7 @@ async def test_a_clean_shutdown_kills_the_job_and_the_next_start_reports_it(daem
     [end] = events_named(daemon.home, "bg_job_end")
     assert end["status"] == "interrupted" and "was stopped" in end["text"]
     daemon.start()
-    wait_sync(lambda: _requests_with(fake_model, "It was interrupted by the shutdown") or any(
+    wait_until(lambda: _requests_with(fake_model, "It was interrupted by the shutdown") or any(
         r["kind"] == "assistant" and "interrupted by the shutdown" in json.dumps(r) for r in session_records(daemon.home)),
         "the wake-up after the restart")
     [told] = _requests_with(fake_model, "[clawgate] Background job bg-1")

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from gateway.client import GatewayClient, GatewayError
-from tests.background_support import wait_for
 from tests.fakes.anthropic_api import text
 from tests.harness import ROOT, DaemonProcess
+from tests.waiting import wait_until_async
 
 
 def _outbox(home: Path, run_id: str) -> list[str]:
@@ -48,11 +48,9 @@ async def _no_other_client(daemon: DaemonProcess) -> None:
     """Wait until the daemon has seen every earlier client go (a close it has not read yet would
     still count as a listener)."""
     async with _client(daemon, events=["tick"]) as probe:
-        for _ in range(1200):
-            if (await probe.request("status"))["clients"] == 1:
-                return
-            await asyncio.sleep(0.05)
-    raise AssertionError("an earlier client is still connected")
+        async def alone() -> bool:
+            return (await probe.request("status"))["clients"] == 1
+        await wait_until_async(alone, "every earlier client to be gone", interval=0.05)
 
 
 async def _finals(client: GatewayClient, run_id: str) -> list[dict[str, Any]]:
@@ -82,20 +80,20 @@ async def test_a_reply_made_while_no_client_listens_waits_and_is_resumed_once(da
     await _no_other_client(daemon)
     gate.set()  # the answer is made while no client of session r is connected
 
-    await wait_for(lambda: _outbox(daemon.home, run_id) == ["pending"], "the reply in the outbox")
+    await wait_until_async(lambda: _outbox(daemon.home, run_id) == ["pending"], "the reply in the outbox")
     async with _client(daemon, subscribe=["other"]) as other:  # a client of another session is no client of r
         await other.chat("ping", session="other")
     assert _outbox(daemon.home, run_id) == ["pending"]  # still undelivered: nobody of session r has it
 
     daemon.kill()  # the undelivered reply is durable: a restart keeps it pending
     daemon.start()
-    await wait_for(lambda: _outbox(daemon.home, run_id) == ["pending"], "the reply pending after the restart")
+    await wait_until_async(lambda: _outbox(daemon.home, run_id) == ["pending"], "the reply pending after the restart")
 
     async with _client(daemon, resume={"r": seen}) as client:
         final = await _next_final(client, run_id)
         assert final["text"] == "the gated answer" and final["seq"] == 1 and final["session"] == "r"
         assert len(await _finals(client, run_id)) == 1  # exactly once
-        await wait_for(lambda: _outbox(daemon.home, run_id) == ["delivered"], "the reply marked delivered")
+        await wait_until_async(lambda: _outbox(daemon.home, run_id) == ["delivered"], "the reply marked delivered")
 
     # Resuming from the number just seen hands nothing over again; from before it, the reply again.
     async with _client(daemon, resume={"r": 1}) as client:
@@ -111,7 +109,7 @@ async def test_a_client_that_missed_a_live_reply_resumes_it(daemon, fake_model):
             ack = await sender.request("chat.send", {"session": "s", "text": "gated two"})
         gate.set()
         live = await _next_final(watcher, ack["runId"])  # delivered live to the watcher
-    await wait_for(lambda: _outbox(daemon.home, ack["runId"]) == ["delivered"], "delivery")
+    await wait_until_async(lambda: _outbox(daemon.home, ack["runId"]) == ["delivered"], "delivery")
     async with _client(daemon, resume={"s": ack["seq"]}) as sender:  # the sender was away: it catches up
         assert [f["text"] for f in await _finals(sender, ack["runId"])] == ["answer two"]
     assert live["seq"] == ack["seq"] + 1
@@ -129,7 +127,7 @@ async def test_clawgate_chat_gets_its_answer_across_a_daemon_restart(daemon, fak
     chat = subprocess.Popen([sys.executable, "-m", "gateway.cli", "chat", "--session", "c", "-m", "gated, and wait"],
                             env=daemon.env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        await wait_for(lambda: len(fake_model.requests) >= 1, "the question to reach the model")
+        await wait_until_async(lambda: len(fake_model.requests) >= 1, "the question to reach the model")
         daemon.kill()  # the chat's connection drops while it waits for the answer
         daemon.start()
         gate.set()  # the replayed message is answered by the restarted daemon

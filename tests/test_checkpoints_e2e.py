@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ from tests import checkpoint_rows as rows
 from tests.fakes.anthropic_api import text, tool_use, tool_uses
 from tests.harness import ALLOW_PYTHON
 from tests.telegram_support import CHAT, replies, telegram, tg_daemon  # noqa: F401
+from tests.waiting import wait_until, wait_until_async
 
 STEPS = 5
 
@@ -35,14 +35,14 @@ async def _chat(client: Any, message: str, session: str) -> dict[str, Any]:
 
 async def _idle_request(client: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
     """A restore right after an answer may meet the session's after-run bookkeeping: retry while busy."""
-    deadline = asyncio.get_running_loop().time() + 30
-    while True:
+    async def attempt() -> dict[str, Any] | None:
         try:
             return await client.request(method, params)
         except GatewayError as exc:
-            if "busy" not in exc.message or asyncio.get_running_loop().time() > deadline:
+            if "busy" not in exc.message:
                 raise
-        await asyncio.sleep(0.05)
+            return None
+    return await wait_until_async(attempt, f"{method} to find the session idle", interval=0.05)
 
 
 def _log(home: Path, session: str) -> Path:
@@ -225,15 +225,13 @@ def test_undo_on_telegram_goes_back_steps(tg_daemon, telegram, fake_model) -> No
     _task_script(fake_model, steps=3)
     telegram.inject_message(CHAT, "write the files")
     telegram.wait_for(lambda: "All five files are written." in replies(telegram, CHAT), timeout=60)
-    deadline = time.monotonic() + 30
-    while True:  # right after an answer the chat may still be busy with its bookkeeping for a moment
+    def undo() -> str | None:  # right after an answer the chat may still be busy with its bookkeeping for a moment
         count = len(replies(telegram, CHAT))
         telegram.inject_message(CHAT, "/undo 2")
         telegram.wait_for(lambda: len(replies(telegram, CHAT)) > count)
-        reply = replies(telegram, CHAT)[-1]
-        if not reply.startswith("Cannot undo: I'm still working") or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
+        last = replies(telegram, CHAT)[-1]
+        return None if last.startswith("Cannot undo: I'm still working") else last
+    reply = wait_until(undo, "/undo to find the chat idle", interval=0.1)
     assert reply.startswith("Went back 2 step(s): step 1/3 done"), reply
     ws = daemon.guest_workspace(f"telegram:{CHAT}")  # no owner configured: the chat is a guest's, in its own workspace
     assert not (daemon.workspace / "out").exists()

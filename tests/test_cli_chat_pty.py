@@ -8,12 +8,12 @@ import re
 import select
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from tests.fakes.anthropic.request_text import tool_results
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
 from tests.harness import ROOT, DaemonProcess
+from tests.waiting import DEFAULT_TIMEOUT, wait_until
 
 PYTHON_42 = {"argv": ["python3", "-c", "print(42)"]}  # python3 is not on the default allowlist: approval
 
@@ -28,22 +28,22 @@ class Terminal:
         os.close(slave)
         self.seen = ""
 
-    def read_until(self, pattern: str, timeout: float = 30.0) -> str:
-        deadline = time.monotonic() + timeout
-        while not re.search(pattern, self.seen):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.close()
-                raise AssertionError(f"no {pattern!r} on the terminal within {timeout} s; it shows:\n{self.seen}")
-            ready, _, _ = select.select([self.master], [], [], min(left, 0.5))
+    def read_until(self, pattern: str, timeout: float = DEFAULT_TIMEOUT) -> str:
+        def shown() -> bool:
+            ready, _, _ = select.select([self.master], [], [], 0.5)
             if ready:
                 try:
                     chunk = os.read(self.master, 4096)
                 except OSError:  # the child closed the pty
                     chunk = b""
-                if not chunk and self.proc.poll() is not None:
-                    continue
                 self.seen += chunk.decode(errors="replace")
+            return bool(re.search(pattern, self.seen))
+        try:
+            wait_until(shown, f"{pattern!r} on the terminal", timeout=timeout, interval=0.01,
+                       describe=lambda: f"it shows:\n{self.seen}")
+        except AssertionError:
+            self.close()
+            raise
         return self.seen
 
     def type(self, line: str) -> None:
@@ -135,16 +135,13 @@ def test_approvals_commands_answer_a_chat_without_a_terminal(daemon, fake_model:
                             cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     try:
-        deadline = time.monotonic() + 30
-        pending: list[str] = []
-        while not pending:
-            assert time.monotonic() < deadline, "the approval never showed in `clawgate approvals list`"
+        def listed_pending() -> tuple[str, list[str]] | None:
             listed = daemon.cli("approvals", "list")
             assert listed.returncode == 0, listed.stderr
-            pending = re.findall(r"^(ap_\w+)\s", listed.stdout, re.M)
-            if not pending:
-                time.sleep(0.2)
-        assert "python3 -c 'print(42)'" in listed.stdout
+            found = re.findall(r"^(ap_\w+)\s", listed.stdout, re.M)
+            return (listed.stdout, found) if found else None
+        listing, pending = wait_until(listed_pending, "the approval in `clawgate approvals list`", interval=0.2)
+        assert "python3 -c 'print(42)'" in listing
         approved = daemon.cli("approvals", "approve", pending[0])
         assert approved.returncode == 0 and f"approved {pending[0]}" in approved.stdout
         out, err = chat.communicate(timeout=30)

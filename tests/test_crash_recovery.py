@@ -4,22 +4,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from pathlib import Path
 from typing import Callable
 
 from tests.harness import ALLOW_PYTHON
 from tests.scripted_job import ScriptedJob
+from tests.waiting import wait_until, wait_until_async
 
 STEPS = 12
-
-
-def _wait(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.002)
 
 
 def _log_lines(workspace: Path) -> list[str]:
@@ -59,7 +51,7 @@ async def test_long_task_survives_sigkill_at_many_points(daemon_factory, fake_mo
         ("once the final answer is in the log", lambda: "steps are done and verified" in _session_text(daemon.home)),
     ]
     for what, predicate in kill_points:
-        _wait(predicate, 60, what)
+        wait_until(predicate, what, interval=0.002)  # a short interval: kill close to the point
         daemon.kill()
         daemon.start()
 
@@ -68,7 +60,7 @@ async def test_long_task_survives_sigkill_at_many_points(daemon_factory, fake_mo
             row = db.execute("SELECT status FROM inbox WHERE id=?", (run_id,)).fetchone()
             return row is not None and row[0] == "answered"
 
-    _wait(answered, 60, "the message to be answered")
+    wait_until(answered, "the message to be answered")
     with _db(daemon.home) as db:
         replies = db.execute("SELECT body, status FROM outbox").fetchall()
     finals = [json.loads(body) for body, _ in replies if json.loads(body)["in_reply_to"] == run_id]
@@ -105,16 +97,15 @@ async def test_unknown_outcome_is_verified_not_repeated(daemon_factory, fake_mod
     job.decide = decide
     async with daemon.client() as client:
         ack = await client.request("chat.send", {"session": "job", "text": "run the job"})
-    _wait(lambda: _log_lines(daemon.workspace) == ["step 1", "step 2"], 30, "step 2 to start")
+    wait_until(lambda: _log_lines(daemon.workspace) == ["step 1", "step 2"], "step 2 to start")
     daemon.kill()  # step 2's exec is mid-flight: intent journalled, no result
     daemon.start()
     async with daemon.client(subscribe=["job"]) as client:
-        history = None
-        for _ in range(600):
+        async def verified() -> bool:
             history = await client.request("chat.history", {"session": "job"})
-            if any("done and verified" in m.get("text", "") for m in history["messages"]):
-                break
-            time.sleep(0.05)
+            return any("done and verified" in m.get("text", "") for m in history["messages"])
+
+        await wait_until_async(verified, "the job's final answer in the history")
     assert _log_lines(daemon.workspace) == ["step 1", "step 2", "step 3"]
     assert job.unknown_seen >= 1 and job.reads >= 1
     session_log = _session_text(daemon.home)

@@ -17,9 +17,13 @@ from gateway.client import GatewayClient, GatewayError
 from tests.fakes.anthropic_api import FakeAnthropic, last_user_text, text, tool_use
 from tests.fakes.telegram_api import FakeTelegram
 from tests.harness import ROOT, DaemonProcess, free_port
+from tests.waiting import DEFAULT_TIMEOUT, wait_past, wait_until, wait_until_async
 
 
-async def until(client: GatewayClient, match: Callable[[dict[str, Any]], bool], timeout: float = 10.0,
+EVERY = 1.0  # seconds between runs of the repeating jobs here
+
+
+async def until(client: GatewayClient, match: Callable[[dict[str, Any]], bool], timeout: float = DEFAULT_TIMEOUT,
                 seen: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The first event frame that matches, within `timeout` seconds (every frame goes to `seen`)."""
     async def scan() -> dict[str, Any]:
@@ -41,15 +45,12 @@ async def runs(client: GatewayClient, job_id: str) -> list[dict[str, Any]]:
 
 
 async def wait_runs(client: GatewayClient, job_id: str, ok: Callable[[list[dict[str, Any]]], bool],
-                    timeout: float = 10.0) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + timeout
-    while True:
+                    timeout: float = DEFAULT_TIMEOUT) -> list[dict[str, Any]]:
+    async def matching() -> tuple[list[dict[str, Any]]] | None:
         found = await runs(client, job_id)
-        if ok(found):
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"runs of {job_id} never matched: {found}")
-        await asyncio.sleep(0.1)
+        return (found,) if ok(found) else None  # a tuple: an empty list that matches is still truthy
+    (found,) = await wait_until_async(matching, f"the runs of {job_id} to match", timeout=timeout, interval=0.1)
+    return found
 
 
 def cli(daemon: DaemonProcess, *args: str):
@@ -135,8 +136,10 @@ async def test_at_jobs_due_while_the_daemon_was_down(daemon, fake_model) -> None
     assert missed["status"] == "missed" and "1s grace window" in missed["result"]
     assert jobs[kept["id"]]["state"] == "done" and jobs[late["id"]]["note"] == "missed its only run"
     assert len(fake_model.requests) == 1 and "job within grace" in last_user_text(fake_model.requests[0])
-    daemon.restart()  # a crash now must not run the one-shot again
-    await asyncio.sleep(1.0)
+    armed_before = daemon.log_text().count("job(s) scheduled")
+    daemon.restart()  # a crash now must not run the one-shot again: it is not even armed
+    wait_until(lambda: daemon.log_text().count("job(s) scheduled") > armed_before, "the restarted daemon's cron start")
+    assert [line for line in daemon.output if "job(s) scheduled" in line][-1].endswith("cron: 0 job(s) scheduled")
     async with daemon.client() as client:
         assert len(await runs(client, kept["id"])) == 1
     assert len(fake_model.requests) == 1
@@ -146,7 +149,7 @@ async def test_overlapping_runs_are_prevented(daemon, fake_model) -> None:
     fake_model.enqueue_for("slow job", text("finally done", delay=2.6))
     async with daemon.client() as client:
         job = (await client.request("cron.add", {"message": "slow job", "every": "1s"}))["job"]
-        found = await wait_runs(client, job["id"], lambda r: any(x["status"] == "ok" for x in r), timeout=12)
+        found = await wait_runs(client, job["id"], lambda r: any(x["status"] == "ok" for x in r))
         await client.request("cron.remove", {"id": job["id"]})
     # The job's first run got the slow reply. (Runs are listed newest first, and a later tick may
     # already have run and finished quickly before the job was removed.)
@@ -162,12 +165,12 @@ async def test_a_failing_job_backs_off_and_is_disabled_with_a_message(daemon_fac
     daemon = daemon_factory({"CLAWGATE_CRON__MAX_FAILURES": "3", "CLAWGATE_CRON__BACKOFF_SECONDS": "0.5"})
     fake_model.fail_next(400, times=3)
     async with daemon.client(subscribe=["ops"]) as client:
-        job = (await client.request("cron.add", {"message": "flaky job", "every": "1s", "deliver": "gateway:ops"}))["job"]
+        job = (await client.request("cron.add", {"message": "flaky job", "every": f"{EVERY:g}s", "deliver": "gateway:ops"}))["job"]
         notice = await until(client, lambda f: final_in("ops")(f) and f["payload"]["kind"] == "notice"
                              and "disabled" in f["payload"]["text"], timeout=30)
         found = await runs(client, job["id"])
         (listed,) = (await client.request("cron.list"))["jobs"]
-        await asyncio.sleep(1.5)  # the 1 s grid ticks again at least once: a disabled job must not run
+        wait_past(EVERY)  # the job's own interval passes again: a disabled job must not run
         later = await runs(client, job["id"])
         assert later == found, json.dumps({"found": found, "later": later, "listed": listed}, indent=1)  # disabled: nothing more
     assert "was disabled after 3 failed runs in a row" in notice["payload"]["text"]

@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 
 from gateway.client import GatewayClient
 from tests.harness import DaemonProcess
+from tests.waiting import wait_until_async
 
 
 def cli(daemon: DaemonProcess, *args: str):
@@ -74,15 +75,13 @@ async def runs(client: GatewayClient, job_id: str) -> list[dict[str, Any]]:
 
 async def wait_runs(proc: DaemonProcess, job_id: str, ok: Callable[[list[dict[str, Any]]], bool],
                     timeout: float = 60.0) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + timeout
     async with proc.client() as client:
-        while True:
+        async def matching() -> tuple[list[dict[str, Any]]] | None:
             found = await runs(client, job_id)
-            if ok(found):
-                return found
-            if time.monotonic() > deadline:
-                raise AssertionError(f"runs of {job_id} never matched: {found}\n{proc.log_text()[-3000:]}")
-            await asyncio.sleep(0.1)
+            return (found,) if ok(found) else None  # a tuple: an empty list that matches is still truthy
+        (found,) = await wait_until_async(matching, f"the runs of {job_id} to match", timeout=timeout, interval=0.1,
+                                          describe=lambda: proc.log_text()[-3000:])
+    return found
 
 
 def finished(count: int) -> Callable[[list[dict[str, Any]]], bool]:

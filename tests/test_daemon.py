@@ -7,6 +7,7 @@ import asyncio
 from config.paths import Paths
 from config.schema import Settings
 from gateway.app import App
+from tests.waiting import wait_until_async
 
 
 async def test_a_dead_core_task_shuts_the_daemon_down_with_failure(tmp_path, caplog):
@@ -42,10 +43,8 @@ async def test_shutdown_runs_in_reverse_and_releases_the_telegram_client(tmp_pat
 
             setattr(telegram, name, record)
         running = asyncio.create_task(app.run())
-        deadline = asyncio.get_running_loop().time() + 30
-        while not (telegram.connected and any(name == "getUpdates" for name, _ in fake.calls)):
-            assert asyncio.get_running_loop().time() < deadline, "the Telegram channel never started polling"
-            await asyncio.sleep(0.05)
+        await wait_until_async(lambda: telegram.connected and any(name == "getUpdates" for name, _ in fake.calls),
+                               "the Telegram channel to start polling")
         app._stopped.set()
         assert await asyncio.wait_for(running, 30) is False
     assert steps[0] == "stop" and "close" in steps  # input stopped first, the client released after

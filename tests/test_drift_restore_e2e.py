@@ -15,6 +15,7 @@ import pytest
 
 from tests.drift_support import REFLECT, reflection
 from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use, tool_uses
+from tests.waiting import wait_until
 
 ON = {"CLAWGATE_DRIFT__ENABLED": "true", "CLAWGATE_DRIFT__RELEVANCE_THRESHOLD": "0",
       "CLAWGATE_DRIFT__REFLECT_EVERY": "0"}
@@ -48,14 +49,6 @@ def _records(home: Path, session: str) -> list[dict[str, Any]]:
 def _outbox(home: Path) -> list[dict[str, Any]]:
     with sqlite3.connect(f"file:{home / 'state/clawgate.db'}?mode=ro", uri=True) as db:
         return [json.loads(body) for (body,) in db.execute("SELECT body FROM outbox ORDER BY rowid")]
-
-
-def _wait(predicate: Any, what: str, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def _check_restored_once(home: Path, workspace: Path, session: str) -> None:
@@ -119,7 +112,7 @@ async def test_sigkill_right_after_the_decision_restores_exactly_once(daemon_fac
         ack = await client.request("chat.send", {"session": "job", "text": "write the three files"})
     run_id = ack["runId"]
     log = daemon.home / "state/sessions/job.jsonl"
-    _wait(lambda: locked.is_set() and '"drift_restore"' in log.read_text(), "the restore decision")
+    wait_until(lambda: locked.is_set() and '"drift_restore"' in log.read_text(), "the restore decision")
     daemon.kill()
     held[0].rollback()
     if report_sent:
@@ -131,7 +124,7 @@ async def test_sigkill_right_after_the_decision_restores_exactly_once(daemon_fac
     _continue_script(fake_model)
     await asyncio.to_thread(daemon.start)
     done = lambda: any(o["in_reply_to"].startswith("drift:") for o in _outbox(daemon.home) if o.get("in_reply_to"))  # noqa: E731
-    _wait(done, "the continuation's answer")
+    wait_until(done, "the continuation's answer")
     outbox = _outbox(daemon.home)
     reports = [o for o in outbox if o.get("in_reply_to") == run_id]
     assert len(reports) == (0 if report_sent else 1)  # the recorded report, never a second one

@@ -14,6 +14,7 @@ from agent.session import SessionManager
 from agent.statedb import open_state_db
 from channels.base import Channel
 from gateway.dispatcher import Dispatcher
+from tests.waiting import wait_until_async
 
 
 class GatedFsync:
@@ -24,8 +25,10 @@ class GatedFsync:
         self.gate = threading.Event()
         self.gate.set()
         self.fail: OSError | None = None
+        self.entered = 0  # flushes that reached the disk (held at a closed gate, or done)
 
     def __call__(self, path: str) -> None:
+        self.entered += 1
         assert self.gate.wait(30), "the test never opened the gate"
         if self.fail is not None:
             raise self.fail
@@ -50,7 +53,7 @@ async def test_a_mark_made_during_a_flush_waits_for_the_next_one(tmp_path: Path)
     barrier.mark(tmp_path / "first")
     disk.gate.clear()
     early = asyncio.ensure_future(barrier.sync())
-    await asyncio.sleep(0.05)  # the first flush is now in flight, held at the gate
+    await wait_until_async(lambda: disk.entered, "the first flush to be held at the gate")
     barrier.mark(tmp_path / "second")
     late = asyncio.ensure_future(barrier.sync())
     disk.gate.set()
@@ -104,7 +107,7 @@ async def test_the_bus_flushes_its_wal_before_a_reply_is_sent(tmp_path: Path) ->
     disk.gate.clear()
     bus.publish_outbound(OutboundMessage(channel="rec", chat_id="c", text="hello"))
     dispatcher.lanes.submit(("rec", "c"), await bus.next_outbound())
-    await asyncio.sleep(0.2)
+    await wait_until_async(lambda: disk.entered, "the reply's flush to be held at the gate")
     assert channel.sent == []  # the disk has not confirmed the reply yet
     disk.gate.set()
     await asyncio.wait_for(dispatcher.lanes.join(), 30)

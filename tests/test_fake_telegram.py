@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, Update
-from telegram.error import BadRequest, RetryAfter
+from telegram.error import BadRequest, ChatMigrated, RetryAfter
 from telegram.ext import Application, CallbackQueryHandler, ContextTypes, MessageHandler, filters
 
 from tests.fakes.telegram_api import FakeTelegram, html_to_plain_length
@@ -237,3 +237,18 @@ async def test_wait_for_reports_calls(fake: FakeTelegram, bot: Bot) -> None:
     await bot.get_me()
     with pytest.raises(AssertionError, match="getMe"):
         fake.wait_for(lambda: False, timeout=0.1)
+
+
+async def test_a_migrated_group_answers_like_telegram(bot: Bot, fake: FakeTelegram) -> None:
+    """400 with parameters.migrate_to_chat_id (PTB: ChatMigrated), and the two service messages."""
+    fake.inject_message(-4242, "hi all", user_id=700, chat_type="group")
+    fake.migrate_group(-4242, -1004242, user_id=700)
+    with pytest.raises(ChatMigrated) as raised:
+        await bot.send_message(-4242, "still there?")
+    assert raised.value.new_chat_id == -1004242
+    sent = await bot.send_message(-1004242, "here now")
+    assert sent.chat.id == -1004242 and sent.chat.type == "supergroup"
+    updates = await bot.get_updates(timeout=0)
+    service = [u.message for u in updates if u.message and u.message.text is None]
+    assert [(m.chat.id, m.migrate_to_chat_id, m.migrate_from_chat_id) for m in service] == [
+        (-4242, -1004242, None), (-1004242, None, -4242)]

@@ -12,6 +12,7 @@ from typing import Any, Callable
 from gateway.client import GatewayClient
 from tests.fakes.anthropic_api import FakeAnthropic, last_user_text, text, tool_use
 from tests.harness import DaemonProcess
+from tests.waiting import DEFAULT_TIMEOUT
 
 PLAN = tool_use("task", {"action": "plan", "goal": "Write the report", "steps": ["outline", "draft"]})
 
@@ -50,10 +51,13 @@ def heartbeat_requests(fake: FakeAnthropic) -> list[dict[str, Any]]:
 
 async def test_idle_heartbeat_makes_no_model_request(daemon_factory, fake_model: FakeAnthropic) -> None:
     daemon = daemon_factory(fast(0.1))
+    idle: list[dict[str, Any]] = []
+
+    def fifteenth_idle_beat(frame: dict[str, Any]) -> bool:
+        idle.extend(beats([frame]))
+        return sum(b["status"] == "idle" for b in idle) >= 15
     async with daemon.client(subscribe="*") as client:
-        frames = await collect(client, 2.5)
-    idle = [b for b in beats(frames) if b["status"] == "idle"]
-    assert len(idle) >= 15  # many intervals passed …
+        await collect(client, DEFAULT_TIMEOUT, stop=fifteenth_idle_beat)  # many intervals passed …
     assert fake_model.requests == []  # … and not one model call
 
 
@@ -77,7 +81,8 @@ async def test_an_in_progress_task_is_continued_and_acks_are_not_delivered(daemo
         await client.request("chat.send", {"session": "work", "text": "please write the report"})
         frames = await collect(client, 15, stop=lambda f: f["event"] == "chat" and f["payload"]["state"] == "final"
                                and f["payload"]["runId"].startswith("hb:"))
-        later = await collect(client, 2.0)
+        later = await collect(client, DEFAULT_TIMEOUT, stop=lambda f: f["event"] == "heartbeat"
+                              and "no task progress" in f["payload"].get("skipped", {}).get("work", ""))
     continued = frames[-1]["payload"]
     assert continued["session"] == "work" and continued["text"] == "Outline done and checked; drafting next."
     hb = heartbeat_requests(fake_model)
@@ -91,8 +96,7 @@ async def test_an_in_progress_task_is_continued_and_acks_are_not_delivered(daemo
     assert "HEARTBEAT_OK" not in finals
     assert any(b["status"] == "acknowledged" for b in beats(later))
     assert [b["text"] for b in heartbeat_outbox(daemon)] == ["Outline done and checked; drafting next."]
-    # a task that stops moving is left alone: 3 beats without progress (the default), then quiet
-    await asyncio.sleep(1.0)
+    # a task that stops moving is left alone: 3 beats without progress (the default), then skipped
     on_heartbeat_model = [r for r in fake_model.requests if r["model"] == "claude-haiku-test"]
     assert len(on_heartbeat_model) == 2 + 3  # the working beat (tool call + answer), then 3 acks
 

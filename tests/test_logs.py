@@ -9,21 +9,19 @@ import select
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from agent.redact import register_secrets
 from gateway.logs import setup_logging
 from tests.harness import ROOT
+from tests.waiting import wait_until
 
 
 def test_the_daemon_writes_a_private_log_file_that_logs_prints(daemon_factory) -> None:
     daemon = daemon_factory({"CLAWGATE_LOG__FILE": "true"})
     log_file = daemon.home / "logs/clawgate.log"
-    deadline = time.monotonic() + 20
-    while "job(s) scheduled" not in (log_file.read_text() if log_file.exists() else ""):
-        assert time.monotonic() < deadline, "the daemon wrote no log file"
-        time.sleep(0.1)
+    wait_until(lambda: "job(s) scheduled" in (log_file.read_text() if log_file.exists() else ""),
+               "the daemon's log file", interval=0.1)
     assert stat.S_IMODE(log_file.stat().st_mode) == 0o600
     assert stat.S_IMODE(log_file.parent.stat().st_mode) == 0o700
     out = daemon.cli("logs")
@@ -67,12 +65,13 @@ def test_follow_prints_new_lines_across_a_rotation(tmp_path: Path) -> None:
     seen: list[dict[str, str]] = []
 
     def until(message: str) -> None:
-        deadline = time.monotonic() + 20
-        while not any(e["message"] == message for e in seen):
-            assert time.monotonic() < deadline and proc.poll() is None, (message, seen, proc.poll())
+        def printed() -> bool:
+            assert proc.poll() is None, (message, seen, proc.poll())
             ready, _, _ = select.select([proc.stdout], [], [], 0.5)
             if ready:
                 seen.append(json.loads(proc.stdout.readline()))
+            return any(e["message"] == message for e in seen)
+        wait_until(printed, f"`logs --follow` to print {message!r}", interval=0, describe=lambda: repr(seen))
 
     try:
         until("before")

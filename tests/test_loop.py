@@ -20,6 +20,7 @@ from config.schema import Settings
 from agent.bus import SqliteBus
 from agent.bus import InboundMessage
 from workspace.guard import WorkspaceGuard
+from tests.waiting import wait_until_async
 
 
 class ScriptedProvider:
@@ -116,7 +117,7 @@ async def test_stop_only_cancels_a_turn_being_answered(make):
     loop.after_run.append(hook)
     bus.publish_inbound(inbound("first"))
     loop.lanes.submit("s", await bus.next_inbound())
-    await asyncio.sleep(0.05)
+    await wait_until_async(lambda: loop.provider.requests, "the model call to start")
     assert loop.stop_current("s") is True
     await asyncio.wait_for(hook_ran.wait(), 2)
     assert loop.stop_current("s") is False  # the hook is bookkeeping, not a turn

@@ -11,6 +11,7 @@ from tests.fakes.anthropic.request_text import tool_results
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
 from tests.mcp_support import http_server, mcp_status, stdio_server_env, wait_pending_approval, wait_status
 from tests.untrusted_support import parse, unwrap
+from tests.waiting import wait_until_async
 
 
 async def test_owner_calls_mcp_tools_and_the_output_reaches_the_model_as_data(daemon_factory, fake_model: FakeAnthropic,
@@ -167,10 +168,9 @@ async def test_a_side_effecting_mcp_call_cut_by_a_crash_is_not_run_again(daemon_
     fake_model.enqueue(text("I will check first"))
     daemon.start(timeout=90)
     async with daemon.client() as client:
-        deadline = asyncio.get_running_loop().time() + 60
-        while "I will check first" not in json.dumps(await client.request("chat.history", {"session": "main"})):
-            assert asyncio.get_running_loop().time() < deadline, "the replayed run never answered"
-            await asyncio.sleep(0.2)
+        async def answered() -> bool:
+            return "I will check first" in json.dumps(await client.request("chat.history", {"session": "main"}))
+        await wait_until_async(answered, "the replayed run's answer", interval=0.2)
     assert "outcome is unknown" in tool_results(fake_model.requests)[-1]
     assert not (tmp_path / "notes.txt").exists()
     async with daemon.client() as client:

@@ -9,6 +9,7 @@ import pytest
 from agent.providers.base import ModelRequest, ModelResponse, ProviderError
 from agent.providers.breaker import CircuitBreaker
 from agent.providers.chain import ProviderChain
+from tests.waiting import wait_until_async
 
 REQUEST = ModelRequest(model="m", system=[], messages=[{"role": "user", "content": "hi"}])
 
@@ -169,8 +170,7 @@ async def test_a_cancelled_trial_frees_the_slot():
     await chain.complete(REQUEST)
     clock.now += 10
     trial = asyncio.create_task(chain.complete(REQUEST))
-    while first.calls < 2:
-        await asyncio.sleep(0.01)
+    await wait_until_async(lambda: first.calls >= 2, "the trial call")
     assert (await chain.complete(REQUEST)).text == "local"  # a second call meanwhile skips the trial
     assert first.calls == 2
     trial.cancel()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
 import time
@@ -17,6 +16,7 @@ from agent.bus import InboundMessage
 from tests.fakes.anthropic_api import last_user_block, text
 from tests.harness import ALLOW_PYTHON
 from tests.scripted_job import ScriptedJob
+from tests.waiting import wait_until_async
 
 
 def _bus(tmp_path: Path) -> MessageBus:
@@ -167,19 +167,14 @@ async def test_message_that_keeps_crashing_the_daemon_is_set_aside(daemon_factor
     async with daemon.client() as client:
         await client.request("chat.send", {"session": "p", "text": "poison"})
     for n in (1, 2):
-        deadline = time.monotonic() + 20
-        while len(started) < n and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
+        await wait_until_async(lambda: len(started) >= n, f"model call {n} to start")
         daemon.kill()
         daemon.start()
     async with daemon.client() as client:
-        for _ in range(200):
+        async def set_aside() -> bool:
             history = await client.request("chat.history", {"session": "p"})
-            if any(m["role"] == "event" and m["name"] == "poison_message" for m in history["messages"]):
-                break
-            await asyncio.sleep(0.05)
-        else:
-            raise AssertionError("the poison message was not set aside")
+            return any(m["role"] == "event" and m["name"] == "poison_message" for m in history["messages"])
+        await wait_until_async(set_aside, "the poison message to be set aside", interval=0.05)
     db = sqlite3.connect(daemon.home / "state/clawgate.db")
     [(body,)] = db.execute("SELECT body FROM outbox").fetchall()
     assert "set aside" in json.loads(body)["text"]

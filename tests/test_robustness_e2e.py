@@ -9,7 +9,6 @@ import json
 import os
 import socket
 import stat
-import time
 from pathlib import Path
 
 import pytest
@@ -19,19 +18,9 @@ from websockets.exceptions import InvalidStatus
 from gateway.client import GatewayError
 from tests.fakes.anthropic_api import text, tool_use
 from tests.harness import TOKEN, DaemonProcess
+from tests.waiting import wait_until_async
 
 LONG_NON_ASCII = "é" * 200  # 200 characters, but a 1,206-byte file name
-
-
-async def wait_until(check, timeout: float = 20.0, interval: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        result = await check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(interval)
 
 
 async def test_an_unusable_session_key_gets_a_clear_error_and_the_daemon_keeps_serving(daemon, fake_model):
@@ -120,7 +109,7 @@ async def test_connections_that_never_authenticate_are_capped(daemon_factory, fa
         except InvalidStatus:
             return False
 
-    await wait_until(serves)
+    await wait_until_async(serves, "the daemon to serve again", interval=0.05)
     # authenticated connections do not count: many at once are fine
     clients = [daemon.client() for _ in range(6)]
     opened = [await c.__aenter__() for c in clients]

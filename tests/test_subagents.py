@@ -28,6 +28,7 @@ from agent.toolset import default_tools
 from channels.telegram.access import parse_session_key
 from config.schema import Settings, SubagentSettings
 from workspace.guard import WorkspaceGuard
+from tests.waiting import wait_until_async
 
 
 class RoutedProvider:
@@ -141,10 +142,7 @@ async def test_a_background_child_interrupted_mid_run_is_resumed_and_reports_onc
     assert await world.ask("go") == "started"
     key = child_key("p", "b1")
     pending = tmp_path / "pending" / f"{key.split('@')[0]}.json"
-    for _ in range(200):
-        if len(provider.requests["child"]) == 2:
-            break
-        await asyncio.sleep(0.02)
+    await wait_until_async(lambda: len(provider.requests["child"]) == 2, "the child's second model call")
     assert pending.exists() and (tmp_path / "ws/bg.txt").read_text() == "once"
     await world.subagents.close()  # shutdown mid-run
     assert pending.exists() and not world.bus.has_unanswered("p")
@@ -155,11 +153,7 @@ async def test_a_background_child_interrupted_mid_run_is_resumed_and_reports_onc
                       pending=tmp_path / "pending", fsync=False)
     provider.scripts["child"] = [text("background result")]
     assert again.resume() == [key]
-    for _ in range(200):
-        if not pending.exists():
-            break
-        await asyncio.sleep(0.02)
-    assert not pending.exists()
+    await wait_until_async(lambda: not pending.exists(), "the resumed child to finish")
     [report] = list(world.bus.unanswered())
     assert report.id == f"subagent:{key}" and report.session_key == "p" and report.metadata["owner"] is True
     assert "background result" in report.text and report.metadata["deliver"] == {"channel": "gateway", "chat_id": "p"}
@@ -167,12 +161,9 @@ async def test_a_background_child_interrupted_mid_run_is_resumed_and_reports_onc
     assert again.resume() == [] and len(list(world.bus.unanswered())) == 1
 
 
-async def _pending_approvals(world: World, timeout: float = 30.0) -> list[dict]:
-    """The approval requests once there is one (a generous deadline: the suite runs on loaded machines)."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not world.approvals.pending() and asyncio.get_running_loop().time() < deadline:
-        await asyncio.sleep(0.01)
-    return world.approvals.pending()
+async def _pending_approvals(world: World) -> list[dict]:
+    """The approval requests once there is one."""
+    return await wait_until_async(world.approvals.pending, "an approval request")
 
 
 async def test_a_childs_approval_is_asked_on_the_main_session(tmp_path: Path) -> None:
@@ -283,10 +274,7 @@ async def test_a_guests_background_report_acts_for_the_guest(tmp_path: Path) -> 
                               [text("guest's result")])
     world = World(tmp_path, provider)
     assert await world.ask("go", owner=False) == "started"
-    for _ in range(500):
-        if list(world.bus.unanswered()):
-            break
-        await asyncio.sleep(0.01)
+    await wait_until_async(lambda: list(world.bus.unanswered()), "the background report")
     [report] = list(world.bus.unanswered())
     assert report.metadata["owner"] is False and report.sender_id == "u"
     child = _records(tmp_path / f"sessions/{child_key('p', 'b1').replace('@', '%40')}.jsonl")

@@ -9,23 +9,15 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-import time
 from pathlib import Path
 from typing import Any, Callable
 
 from tests.fakes.anthropic.request_text import _routing_text, tool_results
 from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use, tool_uses
 from tests.harness import ALLOW_PYTHON
+from tests.waiting import wait_until
 
 NO_STREAM = {"CLAWGATE_AGENT__STREAM": "false"}
-
-
-def _wait(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 REPORT = "[sub-agent report]"
@@ -226,11 +218,11 @@ async def test_sigkill_while_a_child_runs_resumes_it_without_repeating_its_side_
     daemon = daemon_factory({**NO_STREAM, **ALLOW_PYTHON})
     async with daemon.client() as client:
         ack = await client.request("chat.send", {"session": "kill", "text": "PARENT-KILL"})
-    _wait(lambda: len(_requests_for(fake_model, "CHILD-KILL")) >= 2, 60, "the child's second model call")
+    wait_until(lambda: len(_requests_for(fake_model, "CHILD-KILL")) >= 2, "the child's second model call")
     assert _lines(daemon.workspace / "log.txt") == ["child"]
     daemon.kill()
     daemon.start()
-    _wait(lambda: _answered(daemon.home, ack["runId"]), 60, "the parent's answer after the restart")
+    wait_until(lambda: _answered(daemon.home, ack["runId"]), "the parent's answer after the restart")
     [reply] = _replies(daemon.home, ack["runId"])
     assert reply["text"] == "parent finished"
     assert _lines(daemon.workspace / "log.txt") == ["child"]  # the child's append ran exactly once
@@ -251,11 +243,11 @@ async def test_sigkill_after_a_background_child_finished_reports_once_and_never_
     async with daemon.client() as client:
         ack = await client.request("chat.send", {"session": "bgk", "text": "PARENT-BGK"})
     # killed while the parent model reads the report: the child is finished and its report is on the bus
-    _wait(lambda: len(_requests_for(fake_model, "[sub-agent report]")) >= 1, 60, "the report's model call")
+    wait_until(lambda: len(_requests_for(fake_model, "[sub-agent report]")) >= 1, "the report's model call")
     daemon.kill()
     daemon.start()
-    _wait(lambda: len(_requests_for(fake_model, "[sub-agent report]")) >= 2, 60, "the report after the restart")
-    _wait(lambda: _answered(daemon.home, "subagent:" + _child_key(daemon.home, "bgk")), 60, "the report's answer")
+    wait_until(lambda: len(_requests_for(fake_model, "[sub-agent report]")) >= 2, "the report after the restart")
+    wait_until(lambda: _answered(daemon.home, "subagent:" + _child_key(daemon.home, "bgk")), "the report's answer")
     assert _lines(daemon.workspace / "log.txt") == ["child"]
     assert len(_requests_for(fake_model, "CHILD-BGK")) == 2  # never run again
     assert _answered(daemon.home, ack["runId"])
@@ -276,14 +268,14 @@ async def test_sigkill_while_a_background_child_runs_resumes_it_after_the_restar
     daemon = daemon_factory({**NO_STREAM, **ALLOW_PYTHON})
     async with daemon.client() as client:
         ack = await client.request("chat.send", {"session": "bgm", "text": "PARENT-BGM"})
-    _wait(lambda: _answered(daemon.home, ack["runId"]), 60, "the parent's first answer")
-    _wait(lambda: len(_requests_for(fake_model, "CHILD-BGM")) >= 2, 60, "the child's second model call")
+    wait_until(lambda: _answered(daemon.home, ack["runId"]), "the parent's first answer")
+    wait_until(lambda: len(_requests_for(fake_model, "CHILD-BGM")) >= 2, "the child's second model call")
     assert len(list((daemon.home / "state/subagents").glob("*.json"))) == 1
     daemon.kill()
     daemon.start()
-    _wait(lambda: _child_ended(daemon.home, "bgm"), 60, "the resumed child's end")
+    wait_until(lambda: _child_ended(daemon.home, "bgm"), "the resumed child's end")
     report_id = "subagent:" + _child_key(daemon.home, "bgm")
-    _wait(lambda: _answered(daemon.home, report_id), 60, "the report's answer")
+    wait_until(lambda: _answered(daemon.home, report_id), "the report's answer")
     [reply] = _replies(daemon.home, report_id)
     assert reply["text"] == "Your background append is done." and reply["chat_id"] == "bgm"
     assert _lines(daemon.workspace / "log.txt") == ["child"]  # the append ran once

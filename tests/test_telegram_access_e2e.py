@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import re
-import time
 
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.telegram_api import FakeTelegram
-from tests.telegram_support import replies, telegram, tg_daemon, user_texts, wait_handled  # noqa: F401
+from tests.telegram_support import control_send_window, replies, telegram, tg_daemon, user_texts, wait_handled  # noqa: F401
+from tests.waiting import wait_past
 
 STRANGER = 5551
 
@@ -21,7 +21,7 @@ def test_pairing_code_then_cli_approval_admits_the_user(tg_daemon, telegram: Fak
     assert not set(code) & set("01OIL")
     later = telegram.inject_message(STRANGER, "hello?? anyone")
     wait_handled(telegram, later)
-    time.sleep(0.3)
+    wait_past(control_send_window())  # a reply to it would have gone out, retries included
     assert len(replies(telegram, STRANGER)) == 1  # one reply per code, then silence
     assert fake_model.requests == []  # nothing of theirs reached the model
 
@@ -58,7 +58,7 @@ def test_strangers_flooding_pairing_cannot_lock_out_a_real_user(tg_daemon, teleg
         last = telegram.inject_message(9001, text)
     wait_handled(telegram, last)
     telegram.wait_for(lambda: len(replies(telegram, 9001)) == 2)
-    time.sleep(0.3)
+    wait_past(control_send_window())  # a reply to it would have gone out, retries included
     assert len(replies(telegram, 9001)) == 2 and "send a message again in 10 minutes" in replies(telegram, 9001)[1]
     assert daemon.cli("pairing", "approve", "telegram", codes[9001]).returncode == 1
     # a real user arriving during the flood gets a code and is admitted
@@ -77,7 +77,7 @@ def test_allowlist_refuses_once_then_stays_silent(tg_daemon, telegram, fake_mode
     for text in ("hello", "hello??", "HELLO!!!"):
         last = telegram.inject_message(222, text)
     wait_handled(telegram, last)
-    time.sleep(0.3)
+    wait_past(control_send_window())  # a reply to it would have gone out, retries included
     assert len(replies(telegram, 222)) == 1 and "private" in replies(telegram, 222)[0]
     telegram.inject_message(111, "by id")
     telegram.inject_message(333, "by name", username="alice")

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import time
+import threading
 
-from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
+from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use
 from tests.fakes.telegram_api import FakeTelegram
 from tests.telegram_support import CHAT, replies, telegram, tg_daemon, user_texts, wait_handled  # noqa: F401
+from tests.waiting import DEFAULT_TIMEOUT
 
 
 def test_new_starts_a_fresh_session(tg_daemon, telegram: FakeTelegram, fake_model: FakeAnthropic) -> None:
@@ -25,13 +26,20 @@ def test_new_starts_a_fresh_session(tg_daemon, telegram: FakeTelegram, fake_mode
 
 def test_stop_cancels_the_running_turn_and_the_chat_goes_on(tg_daemon, telegram, fake_model) -> None:
     tg_daemon()
-    fake_model.enqueue(text("this answer comes too late", delay=6))
+    late = threading.Event()
+
+    def held(body: dict) -> Reply:  # the first answer is held until /stop was answered: it never waited for it
+        if "take your time" in user_texts(body):
+            late.wait(DEFAULT_TIMEOUT)
+            return text("this answer comes too late")
+        return text("echo: " + user_texts(body)[-1])
+
+    fake_model.responder = held
     telegram.inject_message(CHAT, "take your time")
-    fake_model.wait_requests(1)
-    started = time.monotonic()
+    fake_model.wait_requests(1, timeout=DEFAULT_TIMEOUT)
     telegram.inject_message(CHAT, "/stop")
-    telegram.wait_for(lambda: replies(telegram, CHAT) == ["Stopped."], timeout=4)
-    assert time.monotonic() - started < 3
+    telegram.wait_for(lambda: replies(telegram, CHAT) == ["Stopped."])
+    late.set()
     telegram.inject_message(CHAT, "/stop")
     telegram.wait_for(lambda: len(replies(telegram, CHAT)) == 2)
     assert replies(telegram, CHAT)[1] == "Nothing is running right now."
@@ -82,8 +90,8 @@ def test_approval_granted_runs_the_tool(tg_daemon, telegram, fake_model) -> None
     assert "Approved" in edit["plain_text"] and edit["reply_markup"] is None
 
 
-def test_approval_denied_and_timed_out_do_not_run_the_tool(tg_daemon, telegram, fake_model) -> None:
-    daemon = tg_daemon(owner=[str(CHAT)], env={"CLAWGATE_TOOLS__APPROVAL_TIMEOUT_SECONDS": "2"})
+def test_approval_denied_does_not_run_the_tool(tg_daemon, telegram, fake_model) -> None:
+    daemon = tg_daemon(owner=[str(CHAT)])
     fake_model.enqueue(tool_use("exec", {"argv": ["touch", "denied.txt"]}), text("OK, I did not create it."))
     telegram.inject_message(CHAT, "make a file")
     prompt = _prompt(telegram)
@@ -94,11 +102,17 @@ def test_approval_denied_and_timed_out_do_not_run_the_tool(tg_daemon, telegram, 
     assert result["is_error"] and "did not approve" in result["content"]
     telegram.wait_for(lambda: any("Denied" in e["plain_text"] for e in telegram.edits))
 
+
+def test_an_approval_prompt_that_times_out_counts_as_denied(tg_daemon, telegram, fake_model) -> None:
+    """Nobody answers: the call is refused to the model as not approved, and the chat is told on the prompt."""
+    daemon = tg_daemon(owner=[str(CHAT)], env={"CLAWGATE_TOOLS__APPROVAL_TIMEOUT_SECONDS": "2"})
     fake_model.enqueue(tool_use("exec", {"argv": ["touch", "late.txt"]}), text("No answer, so I left it."))
     telegram.inject_message(CHAT, "make another")
-    second = _prompt(telegram, 2)
-    telegram.wait_for(lambda: "No answer, so I left it." in replies(telegram, CHAT), timeout=8)
+    second = _prompt(telegram)
+    telegram.wait_for(lambda: "No answer, so I left it." in replies(telegram, CHAT))
     assert not (daemon.workspace / "late.txt").exists()
+    result = fake_model.requests[-1]["messages"][-1]["content"][0]
+    assert result["is_error"] and "did not approve this call (timeout)" in result["content"]
     telegram.wait_for(lambda: any(e["message_id"] == second["message_id"] and "No answer in time" in e["plain_text"]
                                   for e in telegram.edits))
     # a late press is answered, and changes nothing

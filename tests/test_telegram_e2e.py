@@ -7,11 +7,21 @@ from __future__ import annotations
 
 import re
 import sqlite3
-import time
+import threading
 
-from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
+from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use
 from tests.fakes.telegram_api import MAX_MESSAGE_LENGTH, FakeTelegram
-from tests.telegram_support import CHAT, replies, telegram, tg_daemon, user_texts, wait_handled  # noqa: F401
+from tests.telegram_support import (  # noqa: F401
+    CHAT,
+    POLL_TIMEOUT,
+    replies,
+    resend_window,
+    telegram,
+    tg_daemon,
+    user_texts,
+    wait_handled,
+)
+from tests.waiting import DEFAULT_TIMEOUT, wait_past
 
 
 # conversation -------------------------------------------------------------------------------------
@@ -41,25 +51,32 @@ def test_conversation_with_a_tool_call(tg_daemon, telegram: FakeTelegram, fake_m
 
 def test_typing_is_refreshed_while_busy_and_stops_after(tg_daemon, telegram, fake_model) -> None:
     tg_daemon(typing_interval_seconds=0.3)
-    fake_model.enqueue(text("done thinking", delay=1.3))
-    telegram.inject_message(CHAT, "think hard")
-    telegram.wait_for(lambda: replies(telegram, CHAT) == ["done thinking"])
     typing = lambda: [a for a in telegram.actions if a["chat_id"] == CHAT]  # noqa: E731
-    assert len(typing()) >= 3
+    answer = threading.Event()
+
+    def think(body: dict) -> Reply:  # the model answers once typing was refreshed: no race with a clock
+        answer.wait(DEFAULT_TIMEOUT)
+        return text("done thinking")
+
+    fake_model.responder = think
+    telegram.inject_message(CHAT, "think hard")
+    telegram.wait_for(lambda: len(typing()) >= 3)
+    answer.set()
+    telegram.wait_for(lambda: replies(telegram, CHAT) == ["done thinking"])
     count = len(typing())
-    time.sleep(0.8)
+    wait_past(0.3)  # the typing interval
     assert len(typing()) <= count + 1  # at most one tick that was already under way
 
 
 def test_progress_edits_are_throttled(tg_daemon, telegram, fake_model) -> None:
-    tg_daemon(progress_interval_seconds=0.6)
+    tg_daemon(progress_interval_seconds=5)  # four edits would need 15 s of steps: far more than five list_dirs take
     fake_model.enqueue(*[tool_use("list_dir", {"path": "."}) for _ in range(5)], text("five looks"))
     telegram.inject_message(CHAT, "look five times")
     telegram.wait_for(lambda: replies(telegram, CHAT) == ["five looks"])
     status = [m for m in telegram.sent if m["text"].startswith("⚙️")]
     assert len(status) == 1
     edits = [e for e in telegram.edits if e["message_id"] == status[0]["message_id"]]
-    assert len(edits) < 4  # five steps in well under a second: coalesced, not one edit per step
+    assert len(edits) < 4  # coalesced, not one edit per step
     telegram.wait_for(lambda: any(d["message_id"] == status[0]["message_id"] for d in telegram.deleted))
 
 
@@ -72,8 +89,7 @@ def test_long_reply_arrives_as_ordered_chunks(tg_daemon, telegram, fake_model) -
     assert len(body) > 9000
     fake_model.enqueue(text(body))
     telegram.inject_message(CHAT, "write a lot")
-    telegram.wait_for(lambda: len(replies(telegram, CHAT)) >= 3)
-    time.sleep(0.3)
+    telegram.wait_for(lambda: "Paragraph 21:" in "\n".join(replies(telegram, CHAT)))  # the last chunk
     chunks = replies(telegram, CHAT)
     assert 3 <= len(chunks) <= 4
     assert all(len(c) <= MAX_MESSAGE_LENGTH for c in chunks)
@@ -105,7 +121,7 @@ def test_flood_wait_is_honoured_and_the_reply_arrives_once(tg_daemon, telegram, 
     fake_model.enqueue(text("patience pays"))
     telegram.inject_message(CHAT, "hurry")
     telegram.wait_for(lambda: len(replies(telegram, CHAT)) == 1)
-    time.sleep(0.5)
+    wait_past(resend_window(retry_after=1))  # a duplicate would come after the flood wait or a retry's backoff
     assert replies(telegram, CHAT) == ["patience pays"]
     attempts = [i for i, (name, p) in enumerate(telegram.calls) if name == "sendMessage"]
     assert len(attempts) == 2
@@ -117,15 +133,15 @@ def test_server_errors_are_retried_and_a_failing_chat_does_not_delay_others(tg_d
     telegram.inject_message(1, "first")
     telegram.wait_for(lambda: replies(telegram, 1) == ["echo: first"])
     assert sum(1 for name, p in telegram.calls if name == "sendMessage" and p.get("chat_id") == 1) == 3
-    # chat 2 waits out a long flood limit; chat 3 is answered meanwhile
-    telegram.fail_next("sendMessage", status=429, retry_after=4)
+    # chat 2 waits out a long flood limit; chat 3 is answered meanwhile (before chat 2: order, not a clock)
+    telegram.fail_next("sendMessage", status=429, retry_after=10)
     telegram.inject_message(2, "slow lane")
     telegram.wait_for(lambda: any(name == "sendMessage" and p.get("chat_id") == 2 for name, p in telegram.calls))
-    started = time.monotonic()
     telegram.inject_message(3, "fast lane")
-    telegram.wait_for(lambda: replies(telegram, 3) == ["echo: fast lane"], timeout=3)
-    assert time.monotonic() - started < 3 and replies(telegram, 2) == []
-    telegram.wait_for(lambda: replies(telegram, 2) == ["echo: slow lane"], timeout=10)
+    telegram.wait_for(lambda: replies(telegram, 3) == ["echo: fast lane"])
+    telegram.wait_for(lambda: replies(telegram, 2) == ["echo: slow lane"])
+    order = [m["chat_id"] for m in telegram.sent if m["chat_id"] in (2, 3)]
+    assert order == [3, 2]
 
 
 def test_blocked_by_user_is_permanent_and_not_retried(tg_daemon, telegram, fake_model) -> None:
@@ -134,7 +150,7 @@ def test_blocked_by_user_is_permanent_and_not_retried(tg_daemon, telegram, fake_
     uid = telegram.inject_message(CHAT, "hi")
     wait_handled(telegram, uid)
     telegram.wait_for(lambda: "failed for good" in daemon.log_text())
-    time.sleep(0.5)
+    wait_past(resend_window())  # a retry would come after the dispatcher's backoff
     assert sum(1 for name, p in telegram.calls if name == "sendMessage" and p.get("chat_id") == CHAT) == 1
     assert daemon.log_text().count("failed for good") == 1
 
@@ -167,7 +183,7 @@ def test_crash_between_receive_and_accept_loses_nothing(tg_daemon, telegram, fak
     try:
         polls = sum(1 for name, _ in telegram.calls if name == "getUpdates")
         uid = telegram.inject_message(CHAT, "do not lose me")
-        time.sleep(1.8)  # longer than one long poll: an unblocked daemon would have polled again
+        wait_past(POLL_TIMEOUT)  # an unblocked daemon would have polled again within one long poll
         assert sum(1 for name, _ in telegram.calls if name == "getUpdates") == polls
         assert telegram.confirmed_offset <= uid
         daemon.kill()  # SIGKILL: received, not accepted, offset not confirmed
@@ -177,7 +193,7 @@ def test_crash_between_receive_and_accept_loses_nothing(tg_daemon, telegram, fak
     daemon.start()
     telegram.wait_for(lambda: len(replies(telegram, CHAT)) == 2, timeout=15)
     wait_handled(telegram, uid)
-    time.sleep(0.3)
+    wait_past(resend_window())  # a duplicate would come after the dispatcher's backoff
     assert replies(telegram, CHAT) == ["echo: warm up", "echo: do not lose me"]
     assert [user_texts(r)[-1] for r in fake_model.requests].count("do not lose me") == 1
 

@@ -21,6 +21,7 @@ from channels.telegram.delivery import Sender, Unconfirmed
 from channels.telegram.polling import Poller
 from channels.telegram.render import Chunk
 from tests.fakes.telegram_api import FakeTelegram
+from tests.waiting import DEFAULT_TIMEOUT, wait_until_async
 
 CHAT = 77
 
@@ -52,13 +53,13 @@ async def bot(fake: FakeTelegram) -> AsyncIterator[Bot]:
         yield client
 
 
-async def run_until(poller: Poller, condition, timeout: float = 5.0) -> asyncio.Task[None]:
+async def run_until(poller: Poller, condition, timeout: float = DEFAULT_TIMEOUT) -> asyncio.Task[None]:
     task = asyncio.create_task(poller.run())
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+
+    def met() -> bool:
         assert not task.done() or condition(), "poller stopped"
-        await asyncio.sleep(0.02)
+        return condition()
+    await wait_until_async(met, "the poller to handle the updates", timeout=timeout)
     return task
 
 

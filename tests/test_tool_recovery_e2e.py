@@ -11,10 +11,10 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from tests.background_support import wait_sync
 from tests.drift_support import CHECK, check, is_side
 from tests.fakes.anthropic_api import text, tool_use
 from tests.harness import ALLOW_PYTHON, DaemonProcess
+from tests.waiting import wait_until
 
 NO_STREAM = {"CLAWGATE_AGENT__STREAM": "false"}
 
@@ -51,7 +51,7 @@ async def _send(daemon: DaemonProcess, session: str, message: str) -> str:
 
 
 def _restart_without_crash_point(daemon: DaemonProcess) -> None:
-    wait_sync(lambda: daemon.proc is not None and daemon.proc.poll() is not None, "the daemon to die at the crash point")
+    wait_until(lambda: daemon.proc is not None and daemon.proc.poll() is not None, "the daemon to die at the crash point")
     daemon.kill()  # reap the reader
     daemon.env.pop("CLAWGATE_CRASH_AT")
     daemon.start()
@@ -65,7 +65,7 @@ async def test_write_cut_after_its_intent_is_finished_once_on_restart(daemon_fac
     _restart_without_crash_point(daemon)
     target = daemon.workspace / "notes/out.txt"
 
-    wait_sync(lambda: _final_replies(daemon.home, run_id), "the reply after the restart")
+    wait_until(lambda: _final_replies(daemon.home, run_id), "the reply after the restart")
     assert target.read_bytes() == content.encode()
     [reply] = _final_replies(daemon.home, run_id)
     assert reply["text"] == "written"  # nothing unknown to report
@@ -86,7 +86,7 @@ async def test_write_done_before_the_crash_is_checked_not_repeated(daemon_factor
     target = daemon.workspace / "done.txt"
     written = target.stat()  # the write happened before the kill; its result was never recorded
 
-    wait_sync(lambda: _final_replies(daemon.home, run_id), "the reply after the restart")
+    wait_until(lambda: _final_replies(daemon.home, run_id), "the reply after the restart")
     after = target.stat()
     assert target.read_bytes() == content.encode()
     assert (after.st_ino, after.st_mtime_ns) == (written.st_ino, written.st_mtime_ns)  # not written again
@@ -102,7 +102,7 @@ async def test_read_cut_by_a_crash_is_run_again(daemon_factory, fake_model):
     run_id = await _send(daemon, "r", "read in.txt")
     _restart_without_crash_point(daemon)
 
-    wait_sync(lambda: _final_replies(daemon.home, run_id), "the reply after the restart")
+    wait_until(lambda: _final_replies(daemon.home, run_id), "the reply after the restart")
     block = _tool_result(fake_model.requests[-1], "r1")
     assert "4417" in _result_text(block) and not block.get("is_error")
     records = _records(daemon.home, "r")
@@ -120,11 +120,11 @@ async def test_exec_cut_by_a_crash_is_reported_unknown_and_not_repeated(daemon_f
                              "CLAWGATE_REFLECTION__MIN_TOOL_CALLS": "1"})
     marker = daemon.workspace / "ran.txt"
     run_id = await _send(daemon, "x", "run the script")
-    wait_sync(marker.exists, "the command to start")
+    wait_until(marker.exists, "the command to start")
     daemon.kill()  # SIGKILL while the command runs: its intent is saved, its result is not
     daemon.start()
 
-    wait_sync(lambda: _final_replies(daemon.home, run_id), "the reply after the restart")
+    wait_until(lambda: _final_replies(daemon.home, run_id), "the reply after the restart")
     assert marker.read_text() == "ran\n"  # never run a second time
     main = [r for r in fake_model.requests if not is_side(r, CHECK)]
     block = _tool_result(main[-1], "x1")

@@ -11,6 +11,7 @@ from agent.providers.base import ModelRequest, ModelResponse
 from agent.statedb import open_state_db
 from agent.usage import MeteredProvider, UsageLedger
 from agent.usage_store import UsageStore
+from tests.waiting import wait_until_async
 
 ONE = {"input_tokens": 100, "output_tokens": 10, "cache_read_input_tokens": 50, "cache_creation_input_tokens": 5}
 
@@ -82,10 +83,7 @@ async def test_calls_are_saved_in_one_batch_after_the_interval_not_per_call(tmp_
     for _ in range(50):
         ledger.record("main", ONE)
     assert s.writes == 0  # nothing written on the model path
-    deadline = asyncio.get_running_loop().time() + 30
-    while s.writes == 0:
-        assert asyncio.get_running_loop().time() < deadline, "never saved"
-        await asyncio.sleep(0.02)
+    await wait_until_async(lambda: s.writes, "the ledger to save")
     assert s.writes == 1
     row = s.db.execute("SELECT calls, input_tokens, cache_write FROM usage WHERE session='main'").fetchone()
     assert row == (50, 5000, 250)

@@ -7,12 +7,12 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-import time
 
 import pytest
 
 from gateway.client import GatewayError
 from tests.fakes.anthropic_api import FakeAnthropic, text
+from tests.waiting import wait_until
 
 DEADLINE = 60.0
 
@@ -28,10 +28,7 @@ def saved_calls(home) -> int:
 
 
 def wait_saved(home, calls: int) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while saved_calls(home) < calls:
-        assert time.monotonic() < deadline, f"usage never saved: {saved_calls(home)} < {calls}"
-        time.sleep(0.1)
+    wait_until(lambda: saved_calls(home) >= calls, f"usage of {calls} calls to be saved", timeout=DEADLINE, interval=0.1)
 
 
 async def test_usage_per_day_and_session_survives_a_kill_and_shows_in_clawgate_status(daemon_factory,

@@ -11,9 +11,8 @@ import json
 import os
 import shutil
 import threading
-import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -21,6 +20,7 @@ from tests import checkpoint_rows as rows
 from tests.fakes.anthropic_api import text, tool_use, tool_uses
 from tests.harness import ALLOW_PYTHON, ROOT, TOKEN, DaemonProcess
 from tests.scripted_job import ScriptedJob
+from tests.waiting import wait_until
 
 
 def _chromium() -> str | None:
@@ -98,14 +98,6 @@ def logged_in(browser: BrowserContext, daemon: DaemonProcess) -> Page:
     return page
 
 
-def wait_for(predicate: Callable[[], bool], what: str, timeout: float = WAIT_MS / 1000) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 # Records every text the streaming answer bubble shows, as the page changes it.
 RECORD_ANSWER = """() => {
   window.__answers = [];
@@ -135,7 +127,7 @@ def test_login_and_an_answer_that_streams(browser, daemon, fake_model):
     page.evaluate(RECORD_ANSWER)
     page.fill("#chat-input", "tell me something long")
     page.keyboard.press("Enter")
-    wait_for(lambda: page.evaluate("window.__answers.length") > 0, "the first part of the answer")
+    wait_until(lambda: page.evaluate("window.__answers.length") > 0, "the first part of the answer")
     gate.set()
     expect(page.locator("#messages .msg.user").last).to_have_text("tell me something long")
     final = page.locator("#messages .msg.assistant[data-state=final]")
@@ -174,7 +166,7 @@ def test_a_five_step_task_turns_done_step_by_step(browser, daemon_factory, fake_
             done_counts.append(done)
         return task.get_attribute("data-status") == "completed"
 
-    wait_for(finished, "the task to complete on the page")
+    wait_until(finished, "the task to complete on the page")
     expect(task.locator(".task-step[data-status=done]")).to_have_count(5)
     assert done_counts == sorted(done_counts), done_counts  # steps only ever turn done
     assert any(0 < n < 5 for n in done_counts), f"never saw the steps turn done one by one: {done_counts}"
@@ -300,7 +292,7 @@ def _wait_idle(daemon: DaemonProcess, session: str) -> None:
     def idle() -> bool:
         out = daemon.cli("status", "--json")
         return out.returncode == 0 and session not in json.loads(out.stdout).get("activeSessions", [])
-    wait_for(idle, f"session {session} to be idle")
+    wait_until(idle, f"session {session} to be idle")
 
 
 def test_checkpoint_timeline_restore_and_fork(browser, daemon, fake_model):

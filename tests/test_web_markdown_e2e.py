@@ -9,7 +9,8 @@ import re
 import threading
 
 from tests.fakes.anthropic_api import text, tool_uses
-from tests.test_web_e2e import browser, expect, logged_in, screenshot, wait_for  # noqa: F401 (browser: fixture)
+from tests.test_web_e2e import browser, expect, logged_in, screenshot  # noqa: F401 (browser: fixture)
+from tests.waiting import wait_until
 
 CODE = 'def greet(name):\n    return f"hello {name} <b>&amp;</b>"'
 ANSWER = f"""**Bold start** of a longer answer, so the first streamed part holds it whole.
@@ -83,7 +84,7 @@ def test_an_answer_renders_as_markdown_and_hostile_html_is_neutralised(browser, 
 
     answer.locator(".code-block button.copy").click()
     expect(answer.locator(".code-block button.copy")).to_have_attribute("data-copied", "true")
-    wait_for(lambda: page.evaluate("navigator.clipboard.readText()") == CODE, "the code on the clipboard")
+    wait_until(lambda: page.evaluate("navigator.clipboard.readText()") == CODE, "the code on the clipboard")
 
     # Read back from chat.history after a reload: the same rendering, the same neutralising.
     page.reload()

@@ -7,7 +7,8 @@ from __future__ import annotations
 import threading
 
 from tests.fakes.anthropic_api import text
-from tests.test_web_e2e import RECORD_ANSWER, browser, expect, logged_in, wait_for  # noqa: F401 (fixture)
+from tests.test_web_e2e import RECORD_ANSWER, browser, expect, logged_in  # noqa: F401 (fixture)
+from tests.waiting import wait_until
 
 
 def test_a_cut_answer_is_replaced_by_the_retried_whole_one(browser, daemon, fake_model):  # noqa: F811
@@ -19,7 +20,7 @@ def test_a_cut_answer_is_replaced_by_the_retried_whole_one(browser, daemon, fake
     page.evaluate(RECORD_ANSWER)
     page.fill("#chat-input", "say something")
     page.keyboard.press("Enter")
-    wait_for(lambda: page.evaluate("window.__answers.length") > 0, "the first part of the cut answer")
+    wait_until(lambda: page.evaluate("window.__answers.length") > 0, "the first part of the cut answer")
     gate.set()
     expect(page.locator("#messages .msg.assistant[data-state=final]")).to_have_text(whole)
     seen: list[str] = page.evaluate("window.__answers")

@@ -9,7 +9,8 @@ from typing import Any
 
 from gateway.client import GatewayClient
 from tests.fakes.anthropic_api import text
-from tests.test_web_e2e import browser, expect, logged_in, wait_for  # noqa: F401  (browser: a fixture)
+from tests.test_web_e2e import browser, expect, logged_in  # noqa: F401  (browser: a fixture)
+from tests.waiting import wait_until
 
 # Counts the `chat` finals the page's socket receives; while __hold is set, new sockets go nowhere
 # (a refused port), as if the network were down.
@@ -62,7 +63,7 @@ def test_the_page_resumes_an_answer_given_while_it_was_away(browser, daemon, fak
 
     page.fill("#chat-input", "are you there?")
     page.click("#chat-send")
-    wait_for(lambda: len(fake_model.requests) >= 1, "the question to reach the model")
+    wait_until(lambda: len(fake_model.requests) >= 1, "the question to reach the model")
     page.evaluate("window.__hold = true; window.__sockets.at(-1).close()")  # the page loses its connection
     expect(page.locator("#conn-state")).to_contain_text("reconnecting")
     gate.set()
@@ -72,7 +73,7 @@ def test_the_page_resumes_an_answer_given_while_it_was_away(browser, daemon, fak
 
     page.evaluate("window.__hold = false")  # the network is back: the page reconnects and resumes
     expect(page.locator("#conn-state")).to_contain_text("connected ·")
-    wait_for(lambda: page.evaluate("window.__finals.length") >= 1, "the resumed answer")
+    wait_until(lambda: page.evaluate("window.__finals.length") >= 1, "the resumed answer")
     finals = page.evaluate("window.__finals")
     assert [(f["text"], f["seq"]) for f in finals] == [("answered while away", other[0]["seq"])]
     expect(page.locator("#messages .msg.assistant", has_text="answered while away")).to_have_count(1)

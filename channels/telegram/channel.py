@@ -92,7 +92,8 @@ class TelegramChannel(Channel):
                                     max_pending=settings.pairing_max_pending,
                                     interval_seconds=settings.pairing_request_interval_seconds)
         self.bot = bot or make_bot(settings)
-        self.sender = Sender(self.bot, retries=settings.send_retries, base_delay=settings.retry_base_seconds)
+        self.sender = Sender(self.bot, retries=settings.send_retries, base_delay=settings.retry_base_seconds,
+                             on_migrated=self.state.record_migration)
         self.ops = _ChatOps(self.bot, self.sender)
         self.progress = Progress(self.ops, services.sessions.busy, typing_interval=settings.typing_interval_seconds,
                                  edit_interval=settings.progress_interval_seconds, status_messages=settings.progress)
@@ -245,6 +246,12 @@ class TelegramChannel(Channel):
                 self._spawn(self.prompts.on_callback(update.callback_query))
             return
         msg = update.message
+        if msg is not None and (msg.migrate_to_chat_id or msg.migrate_from_chat_id):
+            old, new = ((msg.chat.id, msg.migrate_to_chat_id) if msg.migrate_to_chat_id
+                        else (msg.migrate_from_chat_id, msg.chat.id))
+            self.state.record_migration(old, new)
+            log.info("group %s became supergroup %s; its conversation continues there", old, new)
+            return
         if msg is None or msg.from_user is None or msg.from_user.is_bot:
             return
         chat, user = msg.chat, msg.from_user
@@ -270,7 +277,7 @@ class TelegramChannel(Channel):
             return
         if verdict is Verdict.IGNORE:
             return
-        key = session_key(chat.id, thread_id)
+        key = session_key(self.state.session_chat(chat.id), thread_id)  # a migrated group keeps its session
         if addressed.command is not None:
             if self.state.first_time(f"command:{chat.id}:{msg.message_id}"):
                 reply = self.services.commands.handle(addressed.command, key, addressed.args, user=self._user(who))

@@ -56,8 +56,11 @@ class Sender:
     """Calls one Bot API method under the rules above."""
 
     def __init__(self, bot: Bot, *, retries: int = 3, base_delay: float = 1.0, max_retry_after: float = 120.0,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                 on_migrated: Callable[[int | str, int], None] | None = None) -> None:
+        """`on_migrated(old, new)`: told when a group turned out to be a supergroup now (ChatMigrated)."""
         self.bot = bot
+        self.on_migrated = on_migrated
         self.retries = retries
         self.base_delay = base_delay
         self.max_retry_after = max_retry_after
@@ -109,6 +112,8 @@ class Sender:
                 if target == exc.new_chat_id:
                     raise DeliveryError(f"chat {chat_id} migrated twice", permanent=True) from None
                 log.info("chat %s became supergroup %s; sending there", chat_id, exc.new_chat_id)
+                if self.on_migrated is not None:
+                    self.on_migrated(target, exc.new_chat_id)
                 target = exc.new_chat_id
             except Forbidden as exc:
                 raise DeliveryError(f"Telegram forbids sending to chat {chat_id}: {exc.message}", permanent=True) from None

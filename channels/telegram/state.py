@@ -6,6 +6,7 @@
 - updates handled outside the inbox (commands, button presses), so a redelivered one is not
   acted on twice;
 - users already refused once, so a stranger gets one refusal and then silence;
+- groups that became supergroups (a new chat id), so the conversation follows the chat;
 - the numeric id each owner named by username had at first contact (ownership stays with the id).
 """
 
@@ -83,6 +84,21 @@ class ChannelState:
 
     def mark_refused(self, user_id: str) -> None:
         self.db.execute("INSERT OR IGNORE INTO telegram_refused(user_id, refused_at) VALUES(?, ?)", (user_id, self.clock()))
+
+    # groups that became supergroups ------------------------------------------------------
+    def record_migration(self, old_chat_id: int | str, new_chat_id: int | str) -> None:
+        """A group became a supergroup with a new id: its session stays keyed by the group's first id."""
+        self.db.execute("INSERT INTO telegram_state(key, value) VALUES(?, ?) "
+                        "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                        (f"migrated:{new_chat_id}", str(old_chat_id)))
+
+    def session_chat(self, chat_id: int | str) -> str:
+        """The chat id a chat's session is keyed by: the original group's after a migration."""
+        current, seen = str(chat_id), set()
+        while (older := self._get(f"migrated:{current}")) is not None and older not in seen:
+            seen.add(current)
+            current = older
+        return current
 
     # owners named by username ------------------------------------------------------------
     def owner_ids(self) -> dict[str, str]:

@@ -21,6 +21,8 @@ from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.waiting import DEFAULT_TIMEOUT
+
 USAGE = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
 
 
@@ -140,7 +142,7 @@ class FakeOpenAI:
         with self._cond:
             self._fail.extend([status] * times)
 
-    def wait_requests(self, n: int, timeout: float = 30.0) -> None:
+    def wait_requests(self, n: int, timeout: float = DEFAULT_TIMEOUT) -> None:
         with self._cond:
             if not self._cond.wait_for(lambda: len(self.requests) >= n, timeout):
                 raise AssertionError(f"expected >= {n} requests to the fake OpenAI API, got {len(self.requests)}")

@@ -39,6 +39,7 @@ from tests.fakes.anthropic.responses import (
 )
 from tests.fakes.anthropic.sse import encode_stream, stream_events, stream_parts
 from tests.fakes.anthropic.validation import _validate
+from tests.waiting import DEFAULT_TIMEOUT
 
 HOST = "127.0.0.1"
 
@@ -412,7 +413,7 @@ class FakeAnthropic:
         with self._cond:
             self._fail.extend(error(status, retry_after) for _ in range(times))
 
-    def wait_requests(self, n: int, timeout: float = 10.0) -> None:
+    def wait_requests(self, n: int, timeout: float = DEFAULT_TIMEOUT) -> None:
         """Block until at least ``n`` requests arrived, else raise AssertionError."""
         with self._cond:
             if not self._cond.wait_for(lambda: len(self.requests) >= n, timeout):

@@ -80,3 +80,12 @@ class _FailureInjection:
                 failure.status, f"Error {failure.status}"
             )
         return _ApiError(failure.status, description, params)
+
+    def _refuse_migrated(self, params: JSONDict) -> None:
+        """A call naming a group that became a supergroup: 400 with the new id, as Telegram answers it."""
+        chat = params.get("chat_id")
+        with self._cond:
+            new_id = self._migrated.get(int(chat) if isinstance(chat, str) and chat.lstrip("-").isdigit() else chat)
+        if new_id is not None:
+            raise _ApiError(400, "Bad Request: group chat was upgraded to a supergroup chat",
+                            {"migrate_to_chat_id": new_id})

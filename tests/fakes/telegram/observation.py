@@ -6,10 +6,10 @@ protocol details.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 from collections.abc import Callable
+
+from tests.waiting import DEFAULT_TIMEOUT, wait_until, wait_until_async
 
 
 class _Observation:
@@ -29,43 +29,33 @@ class _Observation:
             lines.append(f"  {method} {shown[:300]}")
         return "\n".join(lines) or "  (no calls)"
 
-    def wait_for(self, predicate: Callable[[], bool], timeout: float = 30.0) -> None:
+    def wait_for(self, predicate: Callable[[], bool], timeout: float = DEFAULT_TIMEOUT) -> None:
         """Block (this thread only) until ``predicate()`` is true; AssertionError on timeout.
 
         Do not call from the event loop that runs the bot under test - use wait_for_async.
         """
-        deadline = time.monotonic() + timeout
-        while True:
-            if predicate():
-                return
-            if time.monotonic() >= deadline:
-                raise AssertionError(self._timeout_message(predicate, timeout))
-            time.sleep(0.02)
+        wait_until(predicate, self._what(predicate), timeout=timeout, describe=self._state)
 
-    async def wait_for_async(self, predicate: Callable[[], bool], timeout: float = 30.0) -> None:
+    async def wait_for_async(self, predicate: Callable[[], bool], timeout: float = DEFAULT_TIMEOUT) -> None:
         """Like wait_for, but yields to the event loop (for in-process bots)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            if predicate():
-                return
-            if time.monotonic() >= deadline:
-                raise AssertionError(self._timeout_message(predicate, timeout))
-            await asyncio.sleep(0.02)
+        await wait_until_async(predicate, self._what(predicate), timeout=timeout, describe=self._state)
 
-    def _timeout_message(self, predicate: Callable[[], bool], timeout: float) -> str:
-        name = getattr(predicate, "__qualname__", repr(predicate))
+    @staticmethod
+    def _what(predicate: Callable[[], bool]) -> str:
+        return "condition " + getattr(predicate, "__qualname__", repr(predicate))
+
+    def _state(self) -> str:
         return (
-            f"condition {name} not met within {timeout:.1f}s; "
             f"sent={len(self.sent)} pending_updates={self.pending_updates()} "
             f"confirmed_offset={self.confirmed_offset}\nlast Bot API calls:\n{self._describe_calls()}"
         )
 
-    def wait_sent(self, chat_id: int, n: int = 1, timeout: float = 30.0) -> list[str]:
+    def wait_sent(self, chat_id: int, n: int = 1, timeout: float = DEFAULT_TIMEOUT) -> list[str]:
         """Wait until at least ``n`` messages were sent to ``chat_id``; returns all their texts."""
         self.wait_for(lambda: len(self.messages_to(chat_id)) >= n, timeout)
         return self.messages_to(chat_id)
 
-    async def wait_sent_async(self, chat_id: int, n: int = 1, timeout: float = 30.0) -> list[str]:
+    async def wait_sent_async(self, chat_id: int, n: int = 1, timeout: float = DEFAULT_TIMEOUT) -> list[str]:
         """Async variant of wait_sent."""
         await self.wait_for_async(lambda: len(self.messages_to(chat_id)) >= n, timeout)
         return self.messages_to(chat_id)

@@ -95,6 +95,7 @@ class FakeTelegram(_UpdateInjection, _Observation, _FailureInjection, _ParamChec
         self._callback_ids: set[str] = set()
         self._next_callback = 1
         self._failures: dict[str, list[_Failure]] = {}
+        self._migrated: dict[int | str, int] = {}  # group id -> its supergroup's id (migrate_group)
         self._my_commands: dict[str, list[JSONDict]] = {}
         self._closing = False
         self._media_init()
@@ -210,6 +211,7 @@ class FakeTelegram(_UpdateInjection, _Observation, _FailureInjection, _ParamChec
         try:
             if failure is not None:
                 raise failure
+            self._refuse_migrated(params)
             if entry is None:
                 raise _ApiError(404, "Not Found")
             result = entry[1](params)

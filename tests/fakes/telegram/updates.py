@@ -187,3 +187,18 @@ class _UpdateInjection:
                 self._queue.append(_Queued(update_id, self._updates[update_id], protected=True))
                 self._queue.sort(key=lambda e: e.update_id)
             self._cond.notify_all()
+
+    def migrate_group(self, old_chat_id: int, new_chat_id: int, *, user_id: int, announce: bool = True) -> None:
+        """The group becomes a supergroup with a new id, as Telegram does it: every later call naming the
+        old chat fails with 400 and ``parameters.migrate_to_chat_id``; with ``announce``, the two service
+        messages (``migrate_to_chat_id`` in the old chat, ``migrate_from_chat_id`` in the new) are queued."""
+        with self._cond:
+            self._migrated[old_chat_id] = new_chat_id
+            if not announce:
+                return
+            user = self._users.get(user_id) or self._user(user_id, None, "Test")
+            old = self._known_chat(old_chat_id)
+            new = self._chat_for(new_chat_id, "supergroup", None)
+            for chat, field, other in ((old, "migrate_to_chat_id", new_chat_id), (new, "migrate_from_chat_id", old_chat_id)):
+                self._push_update({"message": {"message_id": self._new_message_id(chat["id"]), "from": user,
+                                               "chat": chat, "date": int(time.time()), field: other}})
