@@ -232,10 +232,7 @@ def write_atomic(folder: int, name: str, data: bytes, *, mode: int | None = 0o60
             os.close(fd)
         os.rename(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
     except BaseException:
-        try:
-            os.unlink(tmp, dir_fd=folder)
-        except FileNotFoundError:
-            pass
+        _discard(folder, tmp)
         raise
     if fsync:
         os.fsync(folder)
@@ -255,11 +252,12 @@ def _temp_in(folder: int, name: str, mode: int | None) -> tuple[int, str, int]:
     return fd, tmp, mode
 
 
-async def read_all_async(loc: Location, limit: int = -1) -> bytes:
-    """`read_all` off the event loop (aiofiles): the name is opened through the held folder first."""
-    fd = open_regular(loc)
-    async with aiofiles.open(fd, "rb", closefd=True) as fh:
-        return await fh.read(limit)
+def _discard(folder: int, tmp: str) -> None:
+    """A write that failed leaves no temp file behind."""
+    try:
+        os.unlink(tmp, dir_fd=folder)
+    except FileNotFoundError:
+        pass
 
 
 async def write_atomic_async(folder: int, name: str, data: bytes, *, mode: int | None = 0o600,
@@ -276,10 +274,7 @@ async def write_atomic_async(folder: int, name: str, data: bytes, *, mode: int |
                 await aiofiles.os.wrap(os.fsync)(fd)
         await aiofiles.os.rename(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
     except BaseException:
-        try:
-            os.unlink(tmp, dir_fd=folder)
-        except FileNotFoundError:
-            pass
+        _discard(folder, tmp)
         raise
     if fsync:
         await aiofiles.os.wrap(os.fsync)(folder)
