@@ -53,6 +53,7 @@ class SocketMode:
         self.waiting: list[Envelope] = []  # envelopes with no open connection to go to yet
         self.refused_connects = 0
         self._next_conn = 0
+        self._timers: set[asyncio.Task] = set()
 
     # -- called from Web API handlers / the server (lock held) ------------------------------
     def issue_url(self) -> str:
@@ -149,7 +150,9 @@ class SocketMode:
             with self.fake._cond:
                 env.connection = conn.id
                 env.sent_at = time.monotonic()
-            asyncio.get_running_loop().create_task(self._watch(env))
+            task = asyncio.get_running_loop().create_task(self._watch(env))
+            self._timers.add(task)
+            task.add_done_callback(self._timers.discard)
 
     async def _watch(self, env: Envelope) -> None:
         await asyncio.sleep(self.ack_timeout)
@@ -178,6 +181,8 @@ class SocketMode:
         return [c.id for c in targets]
 
     async def close_all(self) -> None:
+        for task in list(self._timers):
+            task.cancel()
         for c in list(self.conns.values()):
             if not c.ws.closed:
                 await c.ws.close()
