@@ -340,3 +340,52 @@ async def test_signed_events_api_request_verifies_and_tampered_does_not(fake: Fa
         assert verifier.is_valid(body, headers["X-Slack-Request-Timestamp"], headers["X-Slack-Signature"])
     finally:
         await runner.cleanup()
+
+
+async def test_envelope_left_unacknowledged_by_a_dead_app_reaches_the_next_connection(fake: FakeSlack) -> None:
+    """An app killed between receiving an event and acknowledging it gets the event again (as a
+    retry) once it is back, on its new connection."""
+    first = App(fake)
+    first.ack = False
+    await first.client.connect()
+    env = fake.send_message("remember this")
+    await first.wait_requests(1)
+    await first.client.close()  # gone without acknowledging
+
+    second = App(fake)
+    await second.client.connect()
+    try:
+        (req,) = await second.wait_requests(1)
+        assert req.payload["event_id"] == env.event_id and req.retry_attempt == 1
+        deliveries = await fake.wait_for_async(lambda f: (e := f.envelopes_for(env.event_id))[-1].acked and e)
+        assert deliveries[0].connection != deliveries[-1].connection
+    finally:
+        await second.client.close()
+
+
+async def test_injected_failures_are_answered_as_slack_would(fake: FakeSlack, web_client: AsyncWebClient) -> None:
+    fake.fail("chat.postMessage", "channel_not_found")
+    fake.fail("chat.postMessage", "internal_error", status=500)
+    with pytest.raises(SlackApiError) as e:
+        await web_client.chat_postMessage(channel=W.OWNER_DM, text="a")
+    assert (e.value.response.status_code, e.value.response["error"]) == (200, "channel_not_found")
+    with pytest.raises(SlackApiError) as e:
+        await web_client.chat_postMessage(channel=W.OWNER_DM, text="b")
+    assert e.value.response.status_code == 500
+    await web_client.chat_postMessage(channel=W.OWNER_DM, text="c")
+    assert [m["text"] for m in fake.posted()] == ["c"]
+
+
+def test_sync_use_from_a_test_thread(fake: FakeSlack) -> None:
+    """A sync test (a daemon in a subprocess) uses the same fake: plain HTTP in, wait_for out."""
+    import urllib.request
+    req = urllib.request.Request(fake.api_url + "chat.postMessage", method="POST",
+                                 data=json.dumps({"channel": W.OWNER_DM, "text": "from a thread"}).encode(),
+                                 headers={"Authorization": f"Bearer {BOT_TOKEN}",
+                                          "Content-Type": "application/json; charset=utf-8"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        assert json.loads(resp.read())["ok"] is True
+    (msg,) = fake.wait_for(lambda f: f.posted(W.OWNER_DM))
+    assert msg["text"] == "from a thread"
+    with pytest.raises(TimeoutError):
+        fake.wait_for(lambda f: len(f.posted()) > 1, timeout=0.2)
