@@ -12,6 +12,7 @@ import asyncio
 import json
 import threading
 import time
+import uuid
 from typing import Any, Callable, Iterator, TypeVar
 from urllib.parse import parse_qsl
 
@@ -222,7 +223,6 @@ class FakeSlack:
 
     # -- Socket Mode injection (callable from any thread) ------------------------------------
     def _envelope(self, type_: str, payload: JSONDict, accepts_response_payload: bool) -> Envelope:
-        import uuid
         env = Envelope(envelope_id=str(uuid.uuid4()), type=type_, payload=payload,
                        accepts_response_payload=accepts_response_payload)
         self._run(self.socket.deliver(env))

@@ -1,9 +1,15 @@
-"""The Web API methods the fake serves. Each takes the merged request arguments and returns the
-response body (``ok`` added by the server) or raises ApiError, under the server's lock."""
+"""The Web API methods the fake serves. Each takes the merged request arguments (query string, form
+or JSON body: the SDK sends chat.* as JSON and most others as query parameters) and returns the
+response body (``ok`` added by the server) or raises ApiError, under the server's lock.
+
+Tokens: methods marked "bot" take the bot token and answer ``not_allowed_token_type`` to the
+app-level (xapp-) token; apps.connections.open takes only the app-level token. A token that is
+neither is ``invalid_auth``, none at all ``not_authed``. (That auth.test refuses an xapp- token is
+an assumption; Slack does not document it.) files.upload (v1, retired by Slack) is not served:
+``unknown_method``."""
 
 from __future__ import annotations
 
-import json
 import mimetypes
 import time
 import uuid
@@ -186,9 +192,3 @@ METHODS: dict[str, tuple[Callable[["FakeSlack", JSONDict], JSONDict], str]] = {
     "files.completeUploadExternal": (files_complete_upload_external, "bot"),
 }
 
-
-def decode_json_safe(raw: str) -> Any:
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return None
