@@ -103,6 +103,12 @@ async def test_connect_receive_dm_and_mention_and_acknowledge(fake: FakeSlack, a
     assert {e.envelope_id for e in acked} == {dm.envelope_id, mention.envelope_id}
     assert not any(e.expired for e in acked) and not fake.unknown_acks
 
+    fake.send_mention("twice?", also_message_event=True)  # app_mention + message for one post
+    *_, a, b = await app.wait_requests(4)
+    ea, eb = a.payload["event"], b.payload["event"]
+    assert (ea["type"], eb["type"], eb["channel_type"]) == ("app_mention", "message", "channel")
+    assert ea["ts"] == eb["ts"] and a.payload["event_id"] != b.payload["event_id"]
+
 
 async def test_unacknowledged_envelope_is_redelivered_with_retry_attempt(fake: FakeSlack, app: App) -> None:
     app.skip_first_delivery = True
@@ -336,6 +342,8 @@ async def test_signed_events_api_request_verifies_and_tampered_does_not(fake: Fa
         assert await fake.post_signed(url, body, secret="not-the-secret") == (401, "")
         assert await fake.post_signed(url, body, timestamp=int(time.time()) - 600) == (401, "")  # replayed
         assert [e["event"]["type"] for e in seen] == ["app_mention"]
+        assert await fake.post_signed(url, fake.url_verification_body("c-123")) == (200, "")
+        assert seen[-1] == {"token": "fake-verification-token", "challenge": "c-123", "type": "url_verification"}
         headers = fake.signed_request(body)
         assert verifier.is_valid(body, headers["X-Slack-Request-Timestamp"], headers["X-Slack-Signature"])
     finally:

@@ -243,16 +243,23 @@ class FakeSlack:
         return self.send_event(event)
 
     def send_mention(self, text: str, *, user: str = W.OWNER_ID, channel: str = W.GENERAL,
-                     thread_ts: str | None = None) -> Envelope:
+                     thread_ts: str | None = None, also_message_event: bool = False) -> Envelope:
         """A channel message mentioning the bot: an ``app_mention`` event. ``text`` gets the
-        ``<@BOT>`` prefix unless it already mentions the bot. (Slack also sends a ``message``
-        event for it to apps subscribed to message.channels; send that with send_event.)"""
+        ``<@BOT>`` prefix unless it already mentions the bot. With ``also_message_event`` the same
+        message is sent a second time as a ``message`` event (its own event_id, same ts), as Slack
+        does for an app subscribed to both app_mention and message.channels."""
         mention = f"<@{W.BOT_USER_ID}>"
         body = text if mention in text else f"{mention} {text}"
         with self._cond:
             event = self.workspace.user_message(text=body, user=user, channel=channel,
                                                 thread_ts=thread_ts, kind="app_mention")
-        return self.send_event(event)
+        env = self.send_event(event)
+        if also_message_event:
+            twin = {k: v for k, v in event.items() if k != "type"}
+            with self._cond:
+                twin.update({"type": "message", "channel_type": self.workspace.channel_type(channel)})
+            self.send_event(twin)
+        return env
 
     def press_button(self, message_ts: str, action_id: str, *, channel: str | None = None,
                      value: str | None = None, user: str = W.OWNER_ID) -> Envelope:
@@ -288,6 +295,10 @@ class FakeSlack:
                        timestamp: int | None = None, secret: str | None = None) -> dict[str, str]:
         return signed_headers(secret or self.signing_secret, body, timestamp=timestamp,
                               content_type=content_type)
+
+    def url_verification_body(self, challenge: str = "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P") -> str:
+        """The request Slack sends when the app's Request URL is saved; the app answers the challenge."""
+        return json.dumps({"token": "fake-verification-token", "challenge": challenge, "type": "url_verification"})
 
     def event_body(self, event: JSONDict) -> str:
         with self._cond:
