@@ -119,9 +119,27 @@ class SandboxPolicy:
         return [os.path.realpath(p) for p in paths]
 
     def launcher_argv(self, argv: list[str], workspace: Path, search_path: str, status_fd: int,
-                      scratch: Path | None = None) -> list[str]:
+                      scratch: Path | None = None, argv_fd: int | None = None) -> list[str]:
+        """The launcher's command line; with `argv_fd` the program's own argv is read from that
+        descriptor (NUL-separated) instead: bubblewrap refuses more than 9,000 arguments in all."""
         rules = [f"{kind}={path}" for path, kind in self.rules(workspace, search_path, scratch)]
-        return [sys.executable, "-I", "-S", str(LAUNCHER), str(status_fd), *rules, "--", *argv]
+        head = [sys.executable, "-I", "-S", str(LAUNCHER), str(status_fd)]
+        if argv_fd is not None:
+            return [*head, f"{ARGV_FD}{argv_fd}", *rules, "--"]
+        return [*head, *rules, "--", *argv]
+
+
+ARGV_FD = "@argv-fd="  # launcher option: the program's argv comes from this descriptor
+
+
+def argv_file(argv: list[str]) -> int:
+    """An anonymous file holding `argv` NUL-separated, for the launcher to read (memfd: no path)."""
+    fd = os.memfd_create("clawgate-argv", os.MFD_CLOEXEC)
+    data = b"\0".join(os.fsencode(arg) for arg in argv)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    return fd
 
 
 def _within(path: str, ancestor: str) -> bool:

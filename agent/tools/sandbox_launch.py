@@ -162,10 +162,24 @@ def probe() -> int:
     return 1
 
 
+ARGV_FD = "@argv-fd="  # as agent/tools/sandbox.py writes it (this file runs alone, importing nothing of ours)
+
+
+def _read_argv(source: int) -> list[str]:
+    os.lseek(source, 0, os.SEEK_SET)
+    chunks = []
+    while chunk := os.read(source, 1 << 20):
+        chunks.append(chunk)
+    os.close(source)
+    return [os.fsdecode(arg) for arg in b"".join(chunks).split(b"\0")]
+
+
 def main(argv: list[str]) -> None:
     if argv[1:2] == ["--probe"]:
         sys.exit(probe())
     fd = int(argv[1])
+    if argv[2:3] and argv[2].startswith(ARGV_FD):  # a long argv comes in a file (bubblewrap's 9,000 limit)
+        argv = [*argv[:2], *argv[3:], *_read_argv(int(argv[2][len(ARGV_FD):]))]
     if "--" not in argv or argv[-1] == "--":
         _fail(fd, "sandbox", "launcher called without '--' and a command")
     end = argv.index("--")

@@ -57,7 +57,7 @@ from .base import Args, Tool, ToolContext, ToolError
 from .exec_checks import inside, operand_problem, option_problem, path_problem
 from .files import _resolve
 from .mounts import MountStatus, Unprotectable, bwrap_argv, mount_status, prepare
-from .sandbox import TMP_NAME, SandboxPolicy, SandboxStatus, sandbox_status
+from .sandbox import TMP_NAME, SandboxPolicy, SandboxStatus, argv_file, sandbox_status
 
 if TYPE_CHECKING:
     from ..background import BackgroundJobs
@@ -232,20 +232,24 @@ class Exec(Tool):
         sandboxed = await self._sandboxed()
         env = child_env(self.settings.env_allowlist)
         command = args.argv
-        status_r = status_w = None
+        status_r = status_w = argv_fd = None
         if sandboxed:
             self._warn_exposed(ctx.workspace.root)
             _scratch_env(env, ctx)
             prefix = await asyncio.to_thread(self._mount_prefix, args, ctx)
             status_r, status_w = os.pipe()
-            command = prefix + self.sandbox.launcher_argv(args.argv, ctx.workspace.root, env["PATH"], status_w, ctx.scratch)
+            if prefix:  # bubblewrap counts every argument; the program's own go in a file
+                argv_fd = argv_file(args.argv)
+            command = prefix + self.sandbox.launcher_argv(args.argv, ctx.workspace.root, env["PATH"], status_w,
+                                                          ctx.scratch, argv_fd=argv_fd)
         # Our own pipe, not asyncio's: Process.wait() would also wait for asyncio's pipes to close,
         # which a killed program's background children (or a full pipe) could delay without end.
         out_r, out_w = os.pipe()
         try:
             proc = await asyncio.create_subprocess_exec(
                 *command, cwd=str(cwd), env=env, stdin=asyncio.subprocess.DEVNULL, stdout=out_w,
-                stderr=asyncio.subprocess.STDOUT, start_new_session=True, pass_fds=() if status_w is None else (status_w,),
+                stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+                pass_fds=tuple(fd for fd in (status_w, argv_fd) if fd is not None),
             )
         except FileNotFoundError:
             _close(out_r, status_r)
@@ -254,7 +258,7 @@ class Exec(Tool):
             _close(out_r, status_r)
             raise ToolError(f"program {args.argv[0]!r} is not executable", "run it through its interpreter, e.g. ['python3', file]") from None
         finally:
-            _close(out_w, status_w)
+            _close(out_w, status_w, argv_fd)
         process.started(proc.pid)
         try:
             output, timed_out, code = await _supervise(proc, out_r, timeout, self.settings.output_cap_bytes)
