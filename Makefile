@@ -21,7 +21,7 @@ run: $(STAMP)
 	if [ ! -f "$$home/config.toml" ]; then $(BIN)/clawgate init --yes; fi
 	$(BIN)/clawgate gateway
 
-# The browser tests (tests/test_web_e2e.py) use the system Chromium. Install it when it is missing
+# The browser tests (tests/e2e/test_web_e2e.py) use the system Chromium. Install it when it is missing
 # and we may (root, apt-get); otherwise those tests fail with one line naming the package.
 browser:
 	@if ! command -v chromium >/dev/null 2>&1 && [ -z "$$CLAWGATE_TEST_CHROMIUM" ] \

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .bus import new_id
-from .events import EventHub
+from .core.events import EventHub
 
 log = logging.getLogger(__name__)
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from .errors import Conflict, DomainError
+from .core.errors import Conflict, DomainError
 
 if TYPE_CHECKING:
     from .checkpoints import CheckpointService
     from .control import SessionControl, TaskControl
     from .status import Status
-    from .usage import UsageLedger
+    from .usage.ledger import UsageLedger
 
 COMMANDS: list[tuple[str, str]] = [
     ("start", "What this bot is and how to use it"),

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .errors import Conflict, NotFound
-from .events import EventHub
+from .core.errors import Conflict, NotFound
+from .core.events import EventHub
 from .session import Record, SessionManager
-from .tasks import Task, TaskStore
+from .tasks.store import Task, TaskStore
 
 if TYPE_CHECKING:
-    from .background import BackgroundJobs
-    from .context import ContextBuilder
+    from .jobs.background import BackgroundJobs
+    from .context.builder import ContextBuilder
     from .loop import AgentLoop
 
 

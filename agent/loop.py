@@ -8,7 +8,7 @@ and strictly serially within a session (lanes).
 Crash safety comes from the session log: a user turn is recorded once per inbound id; each
 tool call is journalled (intent before, done after); so a message replayed after a restart
 continues where its log stopped — a completed call is never executed again, and a call with an
-intent but no result is resolved as its tool declares (agent/tool_recovery.py): run again,
+intent but no result is resolved as its tool declares (agent/recovery/tool_calls.py): run again,
 checked and finished, or reported unknown to the model and, under the answer, to the user.
 """
 
@@ -20,18 +20,18 @@ import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-from config.schema import AgentSettings
-from workspace.guard import WorkspaceGuard
-from workspace.users import OWNER, Workspaces
+from clawgate.config.schema import AgentSettings
+from clawgate.workspace.guard import WorkspaceGuard
+from clawgate.workspace.users import OWNER, Workspaces
 
 from .bus import InboundMessage, MessageBus, OutboundMessage
-from .context import ContextBuilder, Mode
-from .events import DeltaBuffer, EventHub
-from .lanes import Lanes
+from .context.builder import ContextBuilder, Mode
+from .core.events import DeltaBuffer, EventHub
+from .core.lanes import Lanes
 from .providers.base import ModelResponse, Provider, ProviderError
 from .session import Session, SessionManager
-from .taint import Taint
-from .tool_recovery import crash_point, resolve, unknown_notice, unknown_outcomes
+from .context.taint import Taint
+from .recovery.tool_calls import crash_point, resolve, unknown_notice, unknown_outcomes
 from .tools import ToolContext, ToolOutcome, ToolRegistry
 
 log = logging.getLogger(__name__)

@@ -8,28 +8,22 @@ the daemon, so each consumer's reach is visible in its constructor, and a new co
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from .approvals import ApprovalBroker
-from .bus import InboundMessage
+from .bus import Intake
 from .commands import CommandRouter
 from .control import SessionControl, TaskControl
-from .events import EventHub
+from .core.events import EventHub
 from .status import Status
 
 if TYPE_CHECKING:
     from .checkpoints import CheckpointService
     from .triggers.cron import CronService
-    from .usage import UsageLedger
+    from .usage.ledger import UsageLedger
 
 
-class Intake(Protocol):
-    """Where channels put what people say: accepted, or False for a duplicate id. Await
-    `durable()` before telling the platform or client it arrived (a power cut loses nothing then)."""
-
-    def publish_inbound(self, msg: InboundMessage) -> bool: ...
-
-    async def durable(self) -> None: ...
+__all__ = ["Intake", "Services"]  # Intake is defined by the bus; consumers may keep reaching it here
 
 
 @dataclass(frozen=True)

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 from urllib.parse import quote, unquote
 
-from .durability import Durability
-from .errors import DomainError
+from .core.durability import Durability
+from .core.errors import DomainError
 from .history_view import readable_history
 from .providers.base import text_of
-from .redact import redact
-from .untrusted import neutralise_markers
+from .core.redact import redact
+from .context.untrusted import neutralise_markers
 
 log = logging.getLogger(__name__)
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from config.schema import Settings
+from clawgate.config.schema import Settings
 
 from .tools.base import Tool
-from .tools.cron import CronTool
+from .triggers.cron_tool import CronTool
 from .tools.files import EditFile, ListDir, ReadFile, WriteFile
 from .tools.ledger import WrittenLedger
 from .tools.memory import MemoryAppend, MemoryGet, MemoryReplace, MemorySearchTool
@@ -21,12 +21,12 @@ from .tools.message import Message
 from .tools.sandbox import SandboxPolicy
 from .tools.shell import Exec
 from .tools.skills import LoadSkill
-from .tools.task import TaskTool
+from .tasks.task_tool import TaskTool
 from .tools.web import WebFetch
 
 if TYPE_CHECKING:
-    from .background import BackgroundJobs
-    from .tasks import TaskStore
+    from .jobs.background import BackgroundJobs
+    from .tasks.store import TaskStore
     from .triggers.cron import CronService
 
 

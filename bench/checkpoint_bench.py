@@ -31,11 +31,11 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent.checkpoints import CheckpointService  # noqa: E402
-from agent.events import EventHub  # noqa: E402
-from agent.session import SessionManager  # noqa: E402
-from agent.tasks import Step, Task, TaskStore  # noqa: E402
-from config.schema import CheckpointSettings  # noqa: E402
+from clawgate.agent.checkpoints import CheckpointService  # noqa: E402
+from clawgate.agent.core.events import EventHub  # noqa: E402
+from clawgate.agent.session import SessionManager  # noqa: E402
+from clawgate.agent.tasks.store import Step, Task, TaskStore  # noqa: E402
+from clawgate.config.schema import CheckpointSettings  # noqa: E402
 
 
 def _du(folder: Path) -> int:

@@ -30,14 +30,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent.compaction import Compactor  # noqa: E402
-from agent.context import ContextBuilder  # noqa: E402
-from agent.events import EventHub  # noqa: E402
-from agent.session import Session  # noqa: E402
-from agent.tools import ToolRegistry  # noqa: E402
-from agent.toolset import default_tools  # noqa: E402
-from config.schema import Settings  # noqa: E402
-from gateway.init import write_workspace  # noqa: E402
+from clawgate.agent.context.compaction import Compactor  # noqa: E402
+from clawgate.agent.context.builder import ContextBuilder  # noqa: E402
+from clawgate.agent.core.events import EventHub  # noqa: E402
+from clawgate.agent.session import Session  # noqa: E402
+from clawgate.agent.tools import ToolRegistry  # noqa: E402
+from clawgate.agent.toolset import default_tools  # noqa: E402
+from clawgate.config.schema import Settings  # noqa: E402
+from clawgate.gateway.init import write_workspace  # noqa: E402
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use  # noqa: E402
 from tests.harness import DaemonProcess  # noqa: E402
 
@@ -60,7 +60,7 @@ def common_prefix(a: bytes, b: bytes) -> int:
     return lo
 
 
-HELLO_GOAL = 12_000  # bytes; tests/test_request_size_e2e.py holds the daemon to it
+HELLO_GOAL = 12_000  # bytes; tests/e2e/test_request_size_e2e.py holds the daemon to it
 
 
 def compact_size(value: Any) -> int:

@@ -25,7 +25,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gateway.client import CHAT_ONLY, GatewayClient  # noqa: E402
+from clawgate.gateway.client import CHAT_ONLY, GatewayClient  # noqa: E402
 from tests.harness import TOKEN, DaemonProcess  # noqa: E402
 
 

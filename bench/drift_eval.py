@@ -20,7 +20,7 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from config.schema import Settings  # noqa: E402
+from clawgate.config.schema import Settings  # noqa: E402
 from tests.drift_support import CHECK, REFLECT, Rig, build, check, reflection  # noqa: E402
 from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use, tool_uses  # noqa: E402
 

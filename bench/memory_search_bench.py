@@ -1,7 +1,7 @@
 """memory_search bench: the SQLite FTS5 index (bm25()) against the in-Python BM25 scan it replaced.
 
 Builds a workspace with N entries (a fifth as MEMORY.md and daily-log lines, the rest as
-transcript records written by the real Session), with the sentences of tests/test_memory_search.py
+transcript records written by the real Session), with the sentences of tests/unit/agent/memory/test_memory_search.py
 planted once each, and prints per size: the index time (the first search, which reads every
 file; the median of five builds), the query time p50/p95 over repeated warm searches, and how
 far the two agree on the test queries (the same top hit; the share of the same top-8 hits).
@@ -25,8 +25,8 @@ from typing import Callable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent.memory_search import Hit, MemorySearch, _jsonl_docs, _markdown_docs, _snippet, tokenize  # noqa: E402
-from agent.session import Session  # noqa: E402
+from clawgate.agent.memory.search import Hit, MemorySearch, _jsonl_docs, _markdown_docs, _snippet, tokenize  # noqa: E402
+from clawgate.agent.session import Session  # noqa: E402
 
 QUERIES = ["staging database port", "nginx certificate", "disk quota backups", "kubernetes", "部署", "db-stage",
            "zebra", "backup job fail", "short answers", "certificate expires"]

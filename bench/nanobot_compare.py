@@ -61,7 +61,7 @@ from nanobot_side import (  # noqa: E402
     seed_tiktoken_cache,
 )
 
-from gateway.client import CHAT_ONLY, GatewayClient  # noqa: E402
+from clawgate.gateway.client import CHAT_ONLY, GatewayClient  # noqa: E402
 from tests.harness import TOKEN, DaemonProcess, free_port  # noqa: E402
 
 GOAL_RATIO = 20.0

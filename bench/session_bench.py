@@ -2,7 +2,7 @@
 
 In-process on a temp folder, fsync off (the cost of the projection and the write, not of the disk).
 Prints the best-of-three per-append time at a short and a long history and their ratio; the
-test suite checks the same property without a clock (tests/test_session.py: one write, nothing read).
+test suite checks the same property without a clock (tests/unit/agent/test_session.py: one write, nothing read).
 Usage: python bench/session_bench.py [--fill N] [--batch N]
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent.session import Session, SessionManager  # noqa: E402
+from clawgate.agent.session import Session, SessionManager  # noqa: E402
 
 
 def per_append(session: Session, batch: int) -> float:

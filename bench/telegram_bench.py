@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.core_bench import pct, start_fake_model, throughput  # noqa: E402
-from gateway.client import CHAT_ONLY, GatewayClient  # noqa: E402
+from clawgate.gateway.client import CHAT_ONLY, GatewayClient  # noqa: E402
 from tests.fakes.telegram_api import FakeTelegram  # noqa: E402
 from tests.harness import TOKEN, DaemonProcess  # noqa: E402
 

@@ -27,7 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gateway.client import GatewayClient  # noqa: E402
+from clawgate.gateway.client import GatewayClient  # noqa: E402
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use  # noqa: E402
 from tests.harness import DaemonProcess  # noqa: E402
 

@@ -48,7 +48,7 @@ from pathlib import Path
 import psutil
 tree, fake_url = Path(sys.argv[1]), sys.argv[2]
 sys.path.insert(0, str(tree))
-from gateway.client import GatewayClient
+from clawgate.gateway.client import GatewayClient
 from tests.harness import TOKEN, DaemonProcess
 
 def client(url):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from agent.bus import OutboundMessage
+from clawgate.agent.bus import OutboundMessage
 
 
 class DeliveryError(Exception):

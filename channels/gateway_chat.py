@@ -18,7 +18,7 @@ import sqlite3
 import time
 from typing import Any, Callable, Protocol
 
-from agent.bus import OutboundMessage
+from clawgate.agent.bus import OutboundMessage
 
 from .base import Channel
 

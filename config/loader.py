@@ -24,7 +24,7 @@ from .paths import Paths
 from .schema import Settings
 
 ENV_PREFIX = "CLAWGATE_"
-# Variables that are not settings: the home folder, and the crash point of crash tests (agent/tool_recovery.py).
+# Variables that are not settings: the home folder, and the crash point of crash tests (agent/recovery/tool_calls.py).
 _NOT_KEYS = {"CLAWGATE_HOME", "CLAWGATE_CRASH_AT"}
 
 

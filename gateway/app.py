@@ -18,54 +18,54 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, Callable
 
-from agent.approvals import ApprovalBroker
-from agent.audit import AuditLog
-from agent.background import BackgroundJobs
-from agent.bus import SqliteBus
-from agent.durability import Durability
-from agent.checkpoints import CheckpointService, ReplayProvider, ToolReplay
-from agent.commands import CommandRouter
-from agent.compaction import Compactor
-from agent.completeness import CompletenessCheck
-from agent.consolidation import Consolidator
-from agent.context import ContextBuilder
-from agent.control import SessionControl, TaskControl
-from agent.drift_control import CheckpointRestorer, DriftControl
-from agent.drift_restore import DriftRestore
-from agent.events import EventHub
-from agent.loop import AgentLoop, run_user, session_user
-from agent.mcp import McpManager
-from agent.memory import Memory
-from agent.providers import Provider, UnconfiguredProvider
-from agent.providers.breaker import OnChange
-from agent.recovery import TaskTracker, resume_tasks
-from agent.redact import register_secrets
-from agent.restatement import Restatement
-from agent.services import Services
-from agent.session import SessionManager
-from agent.statedb import open_state_db
-from agent.subagents import Subagents
-from agent.status import Status
-from agent.tasks import TaskStore
-from agent.tools import ToolRegistry
-from agent.tools.cron import CronTool
-from agent.tools.mounts import mount_status
-from agent.tools.sandbox import SandboxPolicy, sandbox_status
-from agent.tools.spawn import Spawn
-from agent.toolset import default_tools
-from agent.trace import TraceWriter
-from agent.triggers import CronService, CronStore, Triggers
-from agent.triggers.heartbeat import Heartbeat
-from agent.usage import MeteredProvider, UsageLedger
-from agent.usage_store import UsageStore
-from channels.base import Channel
-from channels.gateway_chat import GatewayChatChannel
-from channels.telegram import build as build_telegram
-from config.paths import Paths
-from config.schema import Settings
-from config.token import gateway_token
-from workspace.guard import WorkspaceGuard
-from workspace.users import Workspaces
+from clawgate.agent.approvals import ApprovalBroker
+from clawgate.agent.core.audit import AuditLog
+from clawgate.agent.jobs.background import BackgroundJobs
+from clawgate.agent.bus import SqliteBus
+from clawgate.agent.core.durability import Durability
+from clawgate.agent.checkpoints import CheckpointService, ReplayProvider, ToolReplay
+from clawgate.agent.commands import CommandRouter
+from clawgate.agent.context.compaction import Compactor
+from clawgate.agent.supervision.completeness import CompletenessCheck
+from clawgate.agent.context.consolidation import Consolidator
+from clawgate.agent.context.builder import ContextBuilder
+from clawgate.agent.control import SessionControl, TaskControl
+from clawgate.agent.supervision.drift_control import CheckpointRestorer, DriftControl
+from clawgate.agent.supervision.drift_restore import DriftRestore
+from clawgate.agent.core.events import EventHub
+from clawgate.agent.loop import AgentLoop, run_user, session_user
+from clawgate.agent.mcp import McpManager
+from clawgate.agent.memory.store import Memory
+from clawgate.agent.providers import Provider, UnconfiguredProvider
+from clawgate.agent.providers.breaker import OnChange
+from clawgate.agent.recovery.restart import TaskTracker, resume_tasks
+from clawgate.agent.core.redact import register_secrets
+from clawgate.agent.context.restatement import Restatement
+from clawgate.agent.services import Services
+from clawgate.agent.session import SessionManager
+from clawgate.agent.core.statedb import open_state_db
+from clawgate.agent.jobs.subagents import Subagents
+from clawgate.agent.status import Status
+from clawgate.agent.tasks.store import TaskStore
+from clawgate.agent.tools import ToolRegistry
+from clawgate.agent.triggers.cron_tool import CronTool
+from clawgate.agent.tools.mounts import mount_status
+from clawgate.agent.tools.sandbox import SandboxPolicy, sandbox_status
+from clawgate.agent.jobs.spawn_tool import Spawn
+from clawgate.agent.toolset import default_tools
+from clawgate.agent.core.trace import TraceWriter
+from clawgate.agent.triggers import CronService, CronStore, Triggers
+from clawgate.agent.triggers.heartbeat import Heartbeat
+from clawgate.agent.usage.ledger import MeteredProvider, UsageLedger
+from clawgate.agent.usage.store import UsageStore
+from clawgate.channels.base import Channel
+from clawgate.channels.gateway_chat import GatewayChatChannel
+from clawgate.channels.telegram import build as build_telegram
+from clawgate.config.paths import Paths
+from clawgate.config.schema import Settings
+from clawgate.config.token import gateway_token
+from clawgate.workspace.guard import WorkspaceGuard
+from clawgate.workspace.users import Workspaces
 
 from . import __version__
 from .api import build_methods
@@ -83,15 +83,15 @@ DELIVERY_GRACE_SECONDS = 3.0
 def make_provider(settings: Settings, *, on_breaker: OnChange | None = None) -> Provider:
     """Anthropic (when a key is set), then an OpenAI-compatible endpoint (when configured), in order,
     each behind its circuit breaker (`on_breaker` hears it open and close)."""
-    from agent.providers.anthropic import AnthropicProvider
-    from agent.providers.chain import ProviderChain
+    from clawgate.agent.providers.anthropic import AnthropicProvider
+    from clawgate.agent.providers.chain import ProviderChain
 
     anthropic, compat = settings.providers.anthropic, settings.providers.openai_compat
     providers: list[Provider] = []
     if anthropic.api_key:
         providers.append(AnthropicProvider(anthropic, stream=settings.agent.stream))
     if compat is not None:
-        from agent.providers.openai_compat import OpenAICompatProvider  # and httpx: only when configured
+        from clawgate.agent.providers.openai_compat import OpenAICompatProvider  # and httpx: only when configured
 
         register_secrets([compat.api_key])
         providers.append(OpenAICompatProvider(compat, stream=settings.agent.stream))
@@ -119,7 +119,7 @@ class App:
         fsync = settings.state.fsync
 
         # state and the bus. Durable writes are flushed in batches off the event loop (group commit,
-        # agent/durability.py): the database commits without its own fsync, the barrier fsyncs the WAL.
+        # agent/core/durability.py): the database commits without its own fsync, the barrier fsyncs the WAL.
         self.durability = Durability(enabled=fsync)
         self.db = open_state_db(paths.database, fsync=False)
         self.bus = SqliteBus(self.db, self.durability)
@@ -131,7 +131,7 @@ class App:
         self.audit = AuditLog(paths.audit_log)
         self.sessions = SessionManager(paths.sessions, fsync=fsync, durability=self.durability, max_open=keep_open)
         self.tasks = TaskStore(paths.tasks, fsync=fsync, durability=self.durability)
-        # every real model call is counted per day and session (agent/usage.py), saved in batches
+        # every real model call is counted per day and session (agent/usage/ledger.py), saved in batches
         self.usage = UsageLedger(UsageStore(self.db), flush_seconds=settings.state.usage_flush_seconds)
         model = provider or make_provider(settings, on_breaker=lambda kind, fields: self.events.emit(kind, **fields))
         self.unconfigured = isinstance(model, UnconfiguredProvider)
@@ -181,7 +181,7 @@ class App:
         drift = settings.drift
         self.embedder = None
         if drift.embedding_url:  # optional: its HTTP client is imported only when configured
-            from agent.embeddings import EmbeddingRelevance
+            from clawgate.agent.memory.embeddings import EmbeddingRelevance
 
             self.embedder = EmbeddingRelevance(drift.embedding_url, drift.embedding_model,
                                                min_similarity=drift.embedding_min_similarity)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from agent.bus import MessageBus, OutboundMessage
-from agent.lanes import Lanes
-from channels.base import Channel, DeliveryError
+from clawgate.agent.bus import MessageBus, OutboundMessage
+from clawgate.agent.core.lanes import Lanes
+from clawgate.channels.base import Channel, DeliveryError
 
 log = logging.getLogger(__name__)
 

@@ -16,10 +16,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-from config.loader import ConfigError, load
-from config.paths import Paths
-from config.schema import Settings
-from config.token import gateway_token
+from clawgate.config.loader import ConfigError, load
+from clawgate.config.paths import Paths
+from clawgate.config.schema import Settings
+from clawgate.config.token import gateway_token
 
 from .doctor_mcp import check_mcp
 
@@ -46,7 +46,7 @@ def default_sandbox_status() -> Any:
     """The exec sandbox's own report (agent/tools/sandbox.py: Landlock, probed with a real child);
     None when a build has no sandbox module."""
     try:
-        from agent.tools.sandbox import sandbox_status
+        from clawgate.agent.tools.sandbox import sandbox_status
     except ImportError:
         return None
     return sandbox_status()
@@ -54,7 +54,7 @@ def default_sandbox_status() -> Any:
 
 def default_mount_status() -> Any:
     """exec's mount layer (agent/tools/mounts.py: bubblewrap, probed with a real child)."""
-    from agent.tools.mounts import mount_status
+    from clawgate.agent.tools.mounts import mount_status
 
     return mount_status()
 
@@ -217,7 +217,7 @@ def _sandbox_fields(report: Any) -> tuple[bool, str, str]:
 
 
 def check_database(paths: Paths) -> Check:
-    from agent.statedb import StateUnavailable, open_state_db
+    from clawgate.agent.core.statedb import StateUnavailable, open_state_db
 
     database = paths.database
     if not database.exists():

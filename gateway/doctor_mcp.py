@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from config.paths import Paths
-from config.schema import Settings
+from clawgate.config.paths import Paths
+from clawgate.config.schema import Settings
 
 PROBE_SECONDS = 30.0
 
@@ -22,7 +22,7 @@ def check_mcp(paths: Paths, settings: Settings, offline: bool) -> list[tuple[str
     workspace = Path(settings.agent.workspace).expanduser() if settings.agent.workspace else paths.default_workspace
     out: list[tuple[str, str, str, str]] = []
     if settings.mcp.servers:
-        from agent.mcp.connection import ProbeFailed, probe  # the SDK is slow to import: only when needed
+        from clawgate.agent.mcp.connection import ProbeFailed, probe  # the SDK is slow to import: only when needed
     for name, server in settings.mcp.servers.items():
         label = f"mcp {name}"
         if not server.enabled:

@@ -11,7 +11,7 @@ import shutil
 from importlib import resources
 from pathlib import Path
 
-from config.paths import Paths
+from clawgate.config.paths import Paths
 
 CONFIG_TEMPLATE = """\
 # clawgate configuration. Every key can also be set from the environment:
@@ -76,7 +76,7 @@ keep_days = 30            # how long answered messages are remembered for duplic
 
 
 def template_dir() -> Path:
-    return Path(str(resources.files("workspace") / "templates"))
+    return Path(str(resources.files("clawgate.workspace") / "templates"))
 
 
 def write_config(paths: Paths) -> tuple[Path, bool]:

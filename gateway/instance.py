@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from config.paths import Paths
+from clawgate.config.paths import Paths
 
 GATEWAY = "gateway"
 CLI = "cli"

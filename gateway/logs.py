@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent.redact import RedactingFilter, redact
+from clawgate.agent.core.redact import RedactingFilter, redact
 
-# `2026-11-23T18:12:26Z info    agent.approvals: message`, as LineFormatter writes it.
+# `2026-11-23T18:12:26Z info    clawgate.agent.approvals: message`, as LineFormatter writes it.
 LINE = re.compile(r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) (?P<level>[a-z]+) +(?P<logger>[^:\s]+): (?P<message>.*)$")
 
 

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from agent.errors import DomainError
-from agent.services import Services
+from clawgate.agent.core.errors import DomainError
+from clawgate.agent.services import Services
 
 from . import protocol
 

@@ -13,8 +13,8 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from agent.events import Event
-from config.schema import GatewaySettings
+from clawgate.agent.core.events import Event
+from clawgate.config.schema import GatewaySettings
 
 from . import __version__, protocol
 from .connection import Connection

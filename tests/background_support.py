@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import psutil
 
-from agent.session import session_file_name
+from clawgate.agent.session import session_file_name
 from tests.fakes.anthropic_api import Reply, text, tool_use
 
 JOB = (

@@ -6,16 +6,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agent.compaction import Compactor
-from agent.context import ContextBuilder
-from agent.events import EventHub
-from agent.session import Session
-from agent.tools import ToolContext, ToolRegistry
-from agent.tools.sandbox import SandboxPolicy
-from agent.toolset import default_tools
-from config.schema import Settings
-from gateway.init import write_workspace
-from workspace.guard import WorkspaceGuard
+from clawgate.agent.context.compaction import Compactor
+from clawgate.agent.context.builder import ContextBuilder
+from clawgate.agent.core.events import EventHub
+from clawgate.agent.session import Session
+from clawgate.agent.tools import ToolContext, ToolRegistry
+from clawgate.agent.tools.sandbox import SandboxPolicy
+from clawgate.agent.toolset import default_tools
+from clawgate.config.schema import Settings
+from clawgate.gateway.init import write_workspace
+from clawgate.workspace.guard import WorkspaceGuard
 
 
 def workspace(tmp: Path) -> Path:
@@ -27,7 +27,7 @@ def workspace(tmp: Path) -> Path:
 def registry(sessions: Path | None = None) -> ToolRegistry:
     if sessions is None:
         return ToolRegistry(default_tools(Settings()), events=EventHub())
-    from agent.tasks import TaskStore
+    from clawgate.agent.tasks.store import TaskStore
 
     tasks = TaskStore(sessions.parent / "tasks", fsync=False)
     # exec's sandbox protects the state folder (here: the sessions' parent) and config.toml

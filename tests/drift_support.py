@@ -1,7 +1,7 @@
 """An in-process agent loop with drift control and the completeness check wired as in gateway/app.py,
 talking to the fake Messages API through the real Anthropic provider (no daemon, no gateway).
 
-Used by tests/test_drift_loop.py and bench/drift_eval.py. Side calls are recognisable by their
+Used by tests/unit/agent/supervision/test_drift_loop.py and bench/drift_eval.py. Side calls are recognisable by their
 prompts: "Reflection point" (drift reflection) and "Completeness check" (the check)."""
 
 from __future__ import annotations
@@ -14,23 +14,23 @@ from typing import Any
 
 import anthropic
 
-from agent.approvals import ApprovalBroker
-from agent.bus import InboundMessage, OutboundMessage, SqliteBus
-from agent.completeness import CompletenessCheck
-from agent.context import ContextBuilder
-from agent.checkpoints import CheckpointService
-from agent.drift_control import CheckpointRestorer, DriftControl
-from agent.drift_restore import DriftRestore
-from agent.events import Event, EventHub
-from agent.loop import AgentLoop
-from agent.providers.anthropic import AnthropicProvider
-from agent.session import Session, SessionManager
-from agent.tasks import TaskStore
-from agent.tools import ToolRegistry
-from agent.toolset import default_tools
-from config.schema import AnthropicSettings, Settings
+from clawgate.agent.approvals import ApprovalBroker
+from clawgate.agent.bus import InboundMessage, OutboundMessage, SqliteBus
+from clawgate.agent.supervision.completeness import CompletenessCheck
+from clawgate.agent.context.builder import ContextBuilder
+from clawgate.agent.checkpoints import CheckpointService
+from clawgate.agent.supervision.drift_control import CheckpointRestorer, DriftControl
+from clawgate.agent.supervision.drift_restore import DriftRestore
+from clawgate.agent.core.events import Event, EventHub
+from clawgate.agent.loop import AgentLoop
+from clawgate.agent.providers.anthropic import AnthropicProvider
+from clawgate.agent.session import Session, SessionManager
+from clawgate.agent.tasks.store import TaskStore
+from clawgate.agent.tools import ToolRegistry
+from clawgate.agent.toolset import default_tools
+from clawgate.config.schema import AnthropicSettings, Settings
 from tests.fakes.anthropic_api import FakeAnthropic, Reply, text
-from workspace.guard import WorkspaceGuard
+from clawgate.workspace.guard import WorkspaceGuard
 
 REFLECT = "Reflection point"
 CHECK = "Completeness check"
@@ -121,7 +121,7 @@ def build(tmp_path: Path, fake: FakeAnthropic, settings: Settings | None = None,
     tasks = TaskStore(tmp_path / "tasks", fsync=False)
     tools = ToolRegistry(default_tools(settings, tasks=tasks), events=hub, approvals=ApprovalBroker(hub, mode="allow"))
     # The SDK's httpx client rather than the daemon's aiohttp transport: a rig is never closed, and an
-    # unclosed aiohttp session warns at exit. The transport is covered by tests/test_provider_http.py
+    # unclosed aiohttp session warns at exit. The transport is covered by tests/unit/agent/providers/test_provider_http.py
     # and every end-to-end test.
     provider = AnthropicProvider(AnthropicSettings(api_key="k", base_url=fake.base_url, max_retries=0), stream=False,
                                  http_client=anthropic.DefaultAsyncHttpxClient())

@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import AsyncIterator
 
-from gateway.client import GatewayClient
+from clawgate.gateway.client import GatewayClient
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "test-gateway-token-0123456789"
@@ -48,7 +48,7 @@ class DaemonProcess:
             "CLAWGATE_PROVIDERS__ANTHROPIC__RETRY_BASE_SECONDS": "0.01",
             "CLAWGATE_LOG__LEVEL": "info",
             # Tests script every model call in order; drift control and the completeness check add
-            # calls of their own, so they are off unless a test turns them on (tests/test_drift_e2e.py).
+            # calls of their own, so they are off unless a test turns them on (tests/e2e/test_drift_e2e.py).
             "CLAWGATE_DRIFT__ENABLED": "false",
             "CLAWGATE_REFLECTION__ENABLED": "false",
             "PYTHONUNBUFFERED": "1",
@@ -71,12 +71,12 @@ class DaemonProcess:
 
     def guest_workspace(self, user: str) -> Path:
         """The own workspace of the guest `user` ("telegram:555"): what that guest's runs see."""
-        from workspace.users import folder_name
+        from clawgate.workspace.users import folder_name
 
         return self.home / "workspaces" / folder_name(user)
 
     def init(self) -> None:
-        subprocess.run([sys.executable, "-m", "gateway.cli", "init", "--yes"], env=self.env, cwd=ROOT,
+        subprocess.run([sys.executable, "-m", "clawgate.gateway.cli", "init", "--yes"], env=self.env, cwd=ROOT,
                        check=True, capture_output=True, text=True)
         if self.token is None:  # drop the token `init` wrote
             config = self.home / "config.toml"
@@ -90,7 +90,7 @@ class DaemonProcess:
 
     def start(self, timeout: float = 60.0, *, args: tuple[str, ...] = ()) -> "DaemonProcess":
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gateway.cli", "gateway", *args], env=self.env, cwd=ROOT,
+            [sys.executable, "-m", "clawgate.gateway.cli", "gateway", *args], env=self.env, cwd=ROOT,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
         )
         ready = threading.Event()
@@ -139,7 +139,7 @@ class DaemonProcess:
         return "\n".join(self.output)
 
     def cli(self, *args: str, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "gateway.cli", *args], env=self.env, cwd=ROOT,
+        return subprocess.run([sys.executable, "-m", "clawgate.gateway.cli", *args], env=self.env, cwd=ROOT,
                               capture_output=True, text=True, timeout=timeout)
 
     @asynccontextmanager

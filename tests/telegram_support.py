@@ -8,8 +8,8 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from config.schema import TelegramSettings
-from gateway.dispatcher import Dispatcher
+from clawgate.config.schema import TelegramSettings
+from clawgate.gateway.dispatcher import Dispatcher
 from tests.fakes.telegram_api import FakeTelegram
 from tests.harness import DaemonProcess
 from tests.waiting import DEFAULT_TIMEOUT

@@ -18,7 +18,7 @@ from .fdpath import Location, PathOutsideWorkspace, locate
 __all__ = ["Location", "PathOutsideWorkspace", "PROMPT_FILES", "WorkspaceGuard"]
 
 
-# Files that become part of every session's system prompt (agent/context.py), plus the skills:
+# Files that become part of every session's system prompt (agent/context/builder.py), plus the skills:
 # whoever writes them steers the owner's sessions.
 PROMPT_FILES = frozenset({"SOUL.md", "AGENTS.md", "USER.md", "TOOLS.md", "MEMORY.md", "HEARTBEAT.md"})
 

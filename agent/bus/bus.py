@@ -12,9 +12,18 @@ status) satisfies the same methods, which is why nothing outside the bus touches
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Iterable
+from typing import Iterable, Protocol
 
 from .messages import InboundMessage, OutboundMessage
+
+
+class Intake(Protocol):
+    """Where channels put what people say: accepted, or False for a duplicate id. Await
+    `durable()` before telling the platform or client it arrived (a power cut loses nothing then)."""
+
+    def publish_inbound(self, msg: InboundMessage) -> bool: ...
+
+    async def durable(self) -> None: ...
 
 
 class MessageBus(ABC):

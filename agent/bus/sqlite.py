@@ -3,11 +3,11 @@
 The inbox row is committed before a channel acknowledges a message to its platform, and
 the outbox row before a channel sends, so after a crash the daemon knows what was accepted
 but not answered and what was answered but not delivered. The connection comes from
-agent/statedb.py (shared settings); the tables are this module's alone.
+agent/core/statedb.py (shared settings); the tables are this module's alone.
 
 With a Durability barrier (the daemon), commits do not fsync one by one (synchronous=NORMAL:
 a process crash loses nothing, the database is never corrupted); `durable()` fsyncs the WAL
-for every commit so far in one batch shared by all callers (agent/durability.py).
+for every commit so far in one batch shared by all callers (agent/core/durability.py).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from agent.durability import Durability
-from agent.statedb import open_state_db
+from clawgate.agent.core.durability import Durability
+from clawgate.agent.core.statedb import open_state_db
 
 from .bus import MessageBus
 from .messages import InboundMessage, OutboundMessage

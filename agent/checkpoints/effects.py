@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import quote
 
-from ..fsio import atomic_write_bytes
+from ..core.fsio import atomic_write_bytes
 from .workspace_store import StoreError, WorkspaceStore
 
 log = logging.getLogger(__name__)

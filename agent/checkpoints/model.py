@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ..errors import Conflict
+from ..core.errors import Conflict
 
 SCHEMA = 1
 

@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal, Sequence
 
-from config.schema import CheckpointSettings
+from clawgate.config.schema import CheckpointSettings
 
-from ..durability import Durability
-from ..errors import Conflict, DomainError, Forbidden, NotFound
-from ..events import EventHub
-from ..fsio import atomic_write_bytes
+from ..core.durability import Durability
+from ..core.errors import Conflict, DomainError, Forbidden, NotFound
+from ..core.events import EventHub
+from ..core.fsio import atomic_write_bytes
 from ..session import Record, Session, SessionManager, session_file_name
-from ..tasks import Task, TaskStore
+from ..tasks.store import Task, TaskStore
 from . import branches
 from .effects import EFFECT_TOOLS, Effects
 from .model import Checkpoint, CheckpointRefused
@@ -74,7 +74,7 @@ class CheckpointService:
         self.invalidate = invalidate
         self.fsync = fsync
         # `repair`: a corrupt database is set aside and a fresh one started (the daemon); offline
-        # commands pass False and report it instead (agent/statedb.py).
+        # commands pass False and report it instead (agent/core/statedb.py).
         self.store = CheckpointStore(folder, fsync=fsync, durability=durability, repair=repair)
         # Blobs and trees are not fsynced one by one (that would cost more than the 20 ms goal per step);
         # after a power loss a checkpoint may name a lost blob, and is then refused in one line.
@@ -440,7 +440,7 @@ class CheckpointService:
             raise Forbidden("that point is in another person's workspace; only they can undo it")
         return self._restore(target, "both", confirm=confirm, only=set(self.own_changes_after(target)))
 
-    # for drift control (agent/drift_restore.py) ----------------------------------------------
+    # for drift control (agent/supervision/drift_restore.py) ----------------------------------------------
     def last_good(self, session_key: str, task_id: str) -> Checkpoint | None:
         """The newest checkpoint of the session's live branch at a verified step boundary of the task,
         whose log prefix and workspace tree can still be read; None: there is none."""

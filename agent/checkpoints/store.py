@@ -10,7 +10,7 @@ needs (see `prune`).
 One checkpoint is taken before every user message, so its cost is paid per message. A file per
 checkpoint cost a new file and two fsyncs (the file and its folder) each; rows in one database
 are made durable by one fsync of its WAL per group flush, shared by every session (see
-agent/durability.py). Checkpoint files of earlier versions are moved into the database at open.
+agent/core/durability.py). Checkpoint files of earlier versions are moved into the database at open.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Iterator
 from urllib.parse import unquote
 
-from ..durability import Durability
-from ..statedb import open_state_db
+from ..core.durability import Durability
+from ..core.statedb import open_state_db
 from .model import Checkpoint, CheckpointRefused, decode, encode
 
 log = logging.getLogger(__name__)

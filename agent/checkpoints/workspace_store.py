@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from workspace.fdpath import Location, locate, open_regular, walk, write_atomic
+from clawgate.workspace.fdpath import Location, locate, open_regular, walk, write_atomic
 
-from ..fsio import atomic_write_bytes
+from ..core.fsio import atomic_write_bytes
 
 log = logging.getLogger(__name__)
 

@@ -27,10 +27,10 @@ from mcp.shared._httpx_utils import create_mcp_http_client  # the SDK's client d
 from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, PaginatedRequestParams, ToolListChangedNotification
 
-from config.mcp import McpServerSettings
+from clawgate.config.mcp import McpServerSettings
 
 from ..tools.base import ToolError
-from ..untrusted import wrap_untrusted
+from ..context.untrusted import wrap_untrusted
 from .tool import needs_task
 
 log = logging.getLogger(__name__)

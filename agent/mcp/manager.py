@@ -15,10 +15,10 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from config.loader import is_secret_path
-from config.mcp import McpSettings
+from clawgate.config.loader import is_secret_path
+from clawgate.config.mcp import McpSettings
 
-from ..redact import register_secrets
+from ..core.redact import register_secrets
 from ..tools.registry import ToolRegistry
 from .tool import McpTool, needs_task, tool_name
 

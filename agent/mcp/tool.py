@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from ..tools.base import Tool, ToolContext, ToolError
-from ..untrusted import wrap_untrusted
+from ..context.untrusted import wrap_untrusted
 
 if TYPE_CHECKING:
-    from config.mcp import McpServerSettings
+    from clawgate.config.mcp import McpServerSettings
 
     from .connection import McpConnection
 

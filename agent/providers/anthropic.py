@@ -14,7 +14,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from config.schema import AnthropicSettings
+from clawgate.config.schema import AnthropicSettings
 
 from .anthropic_http import DirectStream
 from .anthropic_private import missing_private_names

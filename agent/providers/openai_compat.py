@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from config.schema import OpenAICompatSettings
+from clawgate.config.schema import OpenAICompatSettings
 
 from .base import ModelRequest, ModelResponse, ProviderError, TextCallback, restart_preview, text_of
 from .openai_stream import ChatStreamAccumulator, SseLines, StreamError

@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workspace.guard import PathOutsideWorkspace, WorkspaceGuard
+from clawgate.workspace.guard import PathOutsideWorkspace, WorkspaceGuard
 
 _NAMES_FROM_FILE = "reads the names of files to open from a file, which these checks cannot see into"
 _FOLLOWS_LINKS = "follows symlinks inside folders, which may lead out of the workspace"

@@ -22,10 +22,10 @@ from typing import BinaryIO, Iterator
 import aiofiles
 from pydantic import Field
 
-from workspace.fdpath import Location, open_folder, open_regular, write_atomic_async
-from workspace.guard import PathOutsideWorkspace
+from clawgate.workspace.fdpath import Location, open_folder, open_regular, write_atomic_async
+from clawgate.workspace.guard import PathOutsideWorkspace
 
-from ..untrusted import wrap_untrusted
+from ..context.untrusted import wrap_untrusted
 from .base import Args, Checked, Tool, ToolContext, ToolError
 from .ledger import WrittenLedger, digest
 from .protected import protected_reason

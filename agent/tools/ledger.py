@@ -18,7 +18,7 @@ import json
 import logging
 from pathlib import Path
 
-from ..fsio import atomic_write_text
+from ..core.fsio import atomic_write_text
 
 log = logging.getLogger(__name__)
 

@@ -17,10 +17,10 @@ from typing import Callable
 from pydantic import Field
 
 
-from ..memory import Memory, MemoryProblem
-from ..memory_search import MemorySearch, record_text
+from ..memory.store import Memory, MemoryProblem
+from ..memory.search import MemorySearch, record_text
 from ..session import record_problem, session_file_name
-from ..untrusted import wrap_untrusted
+from ..context.untrusted import wrap_untrusted
 from .base import Args, Tool, ToolContext, ToolError
 from .files import lines_of, numbered, pinned_file
 

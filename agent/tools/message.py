@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from agent.bus import OutboundMessage
+from clawgate.agent.bus import OutboundMessage
 
 from .base import Args, Tool, ToolContext, ToolError
 

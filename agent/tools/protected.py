@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from config.paths import Paths
-from workspace.guard import PROMPT_FILES, WorkspaceGuard
+from clawgate.config.paths import Paths
+from clawgate.workspace.guard import PROMPT_FILES, WorkspaceGuard
 
 from .sandbox import TMP_NAME
 

@@ -17,8 +17,8 @@ from typing import Any, Callable, Iterable
 from pydantic import ValidationError
 
 from ..approvals import ApprovalBroker, ApprovalRequest
-from ..audit import AuditLog
-from ..events import EventHub
+from ..core.audit import AuditLog
+from ..core.events import EventHub
 from .base import Recovery, Tool, ToolContext, ToolError
 
 log = logging.getLogger(__name__)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from config.paths import Paths
+from clawgate.config.paths import Paths
 
 LAUNCHER = Path(__file__).with_name("sandbox_launch.py")
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt")

@@ -17,7 +17,7 @@ Two layers keep a program inside the workspace:
      walking folders (`grep -R`, `ls -L`), runs another program (`sort --compress-program=sh`)
      or sets the clock (`date -s`).
 
-Slow calls run in the background (agent/background.py, docs/background.md): `background: true`
+Slow calls run in the background (agent/jobs/background.py, docs/background.md): `background: true`
 returns a job id as soon as the program started, and a call still running after
 `tools.exec.background_after_seconds` moves there by itself, so the session's lane is free for the
 chat and the heartbeat. Approval, argument checks, sandbox and output cap are the same: the
@@ -47,12 +47,12 @@ from typing import TYPE_CHECKING, Callable
 
 from pydantic import Field
 
-from config.paths import Paths
-from config.schema import ExecSettings
-from workspace.guard import PathOutsideWorkspace
+from clawgate.config.paths import Paths
+from clawgate.config.schema import ExecSettings
+from clawgate.workspace.guard import PathOutsideWorkspace
 
-from ..background import JobLimit, ProcessInfo
-from ..untrusted import wrap_untrusted
+from ..jobs.background import JobLimit, ProcessInfo
+from ..context.untrusted import wrap_untrusted
 from .base import Args, Tool, ToolContext, ToolError
 from .exec_checks import inside, operand_problem, option_problem, path_problem
 from .files import _resolve
@@ -60,7 +60,7 @@ from .mounts import MountStatus, Unprotectable, bwrap_argv, mount_status, prepar
 from .sandbox import TMP_NAME, SandboxPolicy, SandboxStatus, argv_file, sandbox_status
 
 if TYPE_CHECKING:
-    from ..background import BackgroundJobs
+    from ..jobs.background import BackgroundJobs
 
 log = logging.getLogger(__name__)
 

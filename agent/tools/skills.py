@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ..skills import find_skill, load_skills
+from ..context.skills import find_skill, load_skills
 from .base import Args, Tool, ToolContext, ToolError
 
 

@@ -29,18 +29,18 @@ from typing import TYPE_CHECKING, Any, Callable
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.triggers.date import DateTrigger
 
-from agent.bus import InboundMessage, OutboundMessage
+from clawgate.agent.bus import InboundMessage, OutboundMessage
 
 from .cron_store import OPEN, CronStore, Run
 from .jobs import CronError, Job, build_schedule, new_job, resolve_deliver
-from .schedule import format_duration, format_time, iso_utc
+from .schedule import ScheduleError, format_duration, format_time, iso_utc, parse_duration
 
 if TYPE_CHECKING:
     from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-    from agent.events import EventHub
-    from config.schema import CronSettings
-    from agent.bus import MessageBus
+    from clawgate.agent.core.events import EventHub
+    from clawgate.config.schema import CronSettings
+    from clawgate.agent.bus import MessageBus
 
 log = logging.getLogger(__name__)
 BOOT_ID = "/proc/sys/kernel/random/boot_id"  # Linux: a new value at every boot of the machine
@@ -101,7 +101,6 @@ class CronService:
             grace: Any = None, created_by: str = "", tainted: str = "") -> Job:
         """`created_by`: "" for the owner, "<channel>:<user>" for a guest (whose runs get a guest's rights);
         `tainted`: the untrusted content the creating run had taken in (its runs start tainted)."""
-        from .schedule import ScheduleError, parse_duration
 
         now = self.clock()
         zone_name = (tz or self.settings.timezone) if cron else tz

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.statedb import open_state_db
+from clawgate.agent.core.statedb import open_state_db
 
 from .jobs import Job
 

@@ -21,18 +21,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from agent.bus import InboundMessage
-from workspace.fdpath import locate, read_all
+from clawgate.agent.bus import InboundMessage
+from clawgate.workspace.fdpath import locate, read_all
 
 from .jobs import parse_deliver, resolve_deliver
 from .schedule import iso_utc, zone
 
 if TYPE_CHECKING:
-    from agent.events import EventHub
-    from agent.session import SessionManager
-    from agent.tasks import Task, TaskStore
-    from config.schema import HeartbeatSettings
-    from agent.bus import MessageBus
+    from clawgate.agent.core.events import EventHub
+    from clawgate.agent.session import SessionManager
+    from clawgate.agent.tasks.store import Task, TaskStore
+    from clawgate.config.schema import HeartbeatSettings
+    from clawgate.agent.bus import MessageBus
 
 log = logging.getLogger(__name__)
 ACK = "HEARTBEAT_OK"

@@ -13,8 +13,8 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agent.errors import DomainError
-from agent.session import InvalidSessionKey, check_session_key
+from clawgate.agent.core.errors import DomainError
+from clawgate.agent.session import InvalidSessionKey, check_session_key
 
 from .schedule import Schedule, ScheduleError, format_time
 
@@ -89,7 +89,7 @@ class Job:
     note: str = ""               # why it is disabled or done
     created_by: str = ""         # "" the owner (CLI, gateway, the owner's chats); else "<channel>:<user>", a guest
     reboot_at: float | None = None  # @reboot: the daemon start it was last due for (see CronService.start)
-    # Untrusted content the creating run had taken in ("" none): the job's runs start tainted (agent/taint.py).
+    # Untrusted content the creating run had taken in ("" none): the job's runs start tainted (agent/context/taint.py).
     tainted: str = ""
 
     def __post_init__(self) -> None:

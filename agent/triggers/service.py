@@ -13,7 +13,7 @@ from datetime import timezone
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from config.schema import CronSettings, HeartbeatSettings
+from clawgate.config.schema import CronSettings, HeartbeatSettings
 
 from .cron import CronService
 from .heartbeat import Heartbeat

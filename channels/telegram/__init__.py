@@ -12,9 +12,9 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent.services import Services
-from config.schema import TelegramSettings
-from workspace.users import Workspaces
+from clawgate.agent.services import Services
+from clawgate.config.schema import TelegramSettings
+from clawgate.workspace.users import Workspaces
 
 if TYPE_CHECKING:
     from .channel import TelegramChannel

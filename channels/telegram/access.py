@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Iterable, Literal
 
-from agent.commands import NAMES as COMMAND_NAMES
-from agent.session import check_session_key
+from clawgate.agent.commands import NAMES as COMMAND_NAMES
+from clawgate.agent.session import check_session_key
 
 DmPolicy = Literal["pairing", "allowlist", "open"]
 GroupPolicy = Literal["allowlist", "open", "disabled"]

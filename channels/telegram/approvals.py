@@ -17,7 +17,7 @@ from typing import Any, Awaitable, Callable
 
 from telegram import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup
 
-from agent.redact import redact
+from clawgate.agent.core.redact import redact
 
 from .access import parse_session_key
 from .progress import ChatOps

@@ -22,12 +22,12 @@ from telegram.constants import ChatAction, ParseMode
 from telegram.error import InvalidToken, NetworkError, TelegramError
 from telegram.request import HTTPXRequest
 
-from agent.bus import InboundMessage, OutboundMessage
-from agent.commands import COMMANDS
-from agent.services import Services
-from channels.base import Channel, DeliveryError
-from config.schema import TelegramSettings
-from workspace.users import OWNER, Workspaces
+from clawgate.agent.bus import InboundMessage, OutboundMessage
+from clawgate.agent.commands import COMMANDS
+from clawgate.agent.services import Services
+from clawgate.channels.base import Channel, DeliveryError
+from clawgate.config.schema import TelegramSettings
+from clawgate.workspace.users import OWNER, Workspaces
 
 from .access import AccessPolicy, Sender as Who, Verdict, decide, may_approve, parse_session_key, read_message, session_key
 from .approvals import ApprovalPrompts
@@ -76,7 +76,7 @@ class TelegramChannel(Channel):
 
     def __init__(self, settings: TelegramSettings, services: Services, db: sqlite3.Connection, *,
                  bot: Bot | None = None, workspace: Path | None = None, workspaces: Workspaces | None = None) -> None:
-        """`db`: the state database (agent/statedb.py) for the channel's own tables and pairing;
+        """`db`: the state database (agent/core/statedb.py) for the channel's own tables and pairing;
         `workspace`: where the owner's documents are saved (settings.files_dir inside it); `workspaces`:
         each guest's own workspace, where theirs go (without it, `workspace`)."""
         self.settings = settings

@@ -21,7 +21,7 @@ from telegram import Bot, InlineKeyboardMarkup, Message, MessageEntity, ReplyPar
 from telegram.error import BadRequest, ChatMigrated, Forbidden, InvalidToken, NetworkError, RetryAfter, TelegramError
 from telegram.warnings import PTBDeprecationWarning
 
-from channels.base import DeliveryError
+from clawgate.channels.base import DeliveryError
 
 from .render import Chunk
 

@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 from telegram import Bot, Message
 
-from config.schema import TranscriptionSettings
-from workspace.fdpath import PathOutsideWorkspace, locate, write_atomic
+from clawgate.config.schema import TranscriptionSettings
+from clawgate.workspace.fdpath import PathOutsideWorkspace, locate, write_atomic
 
 log = logging.getLogger("clawgate.telegram")
 

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Protocol
 
-from agent.redact import redact
+from clawgate.agent.core.redact import redact
 
 from .access import parse_session_key
 

@@ -6,7 +6,7 @@ through the narrow services (agent/services.py).
 
 from __future__ import annotations
 
-from agent.services import Services
+from clawgate.agent.services import Services
 
 from ..methods import REGISTRY, MethodTable
 from . import approvals, chat, checkpoints, cron, sessions, status, tasks, usage  # noqa: F401  (registration)

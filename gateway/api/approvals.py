@@ -6,8 +6,8 @@ from typing import Any
 
 from pydantic import Field
 
-from agent.errors import NotFound
-from agent.services import Services
+from clawgate.agent.core.errors import NotFound
+from clawgate.agent.services import Services
 
 from ..connection import Connection
 from ..methods import Params, method

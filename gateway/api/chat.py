@@ -7,10 +7,10 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field
 from pydantic_core import PydanticCustomError
 
-from agent.bus import InboundMessage
-from agent.services import Services
-from agent.session import InvalidSessionKey, check_session_key
-from channels.gateway_chat import NAME as GATEWAY_CHANNEL
+from clawgate.agent.bus import InboundMessage
+from clawgate.agent.services import Services
+from clawgate.agent.session import InvalidSessionKey, check_session_key
+from clawgate.channels.gateway_chat import NAME as GATEWAY_CHANNEL
 
 from ..connection import Connection
 from ..methods import Params, method

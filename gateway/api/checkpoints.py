@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from agent.services import Services
+from clawgate.agent.services import Services
 
 from ..connection import Connection
 from ..methods import Params, method

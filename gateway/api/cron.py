@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import Field
 
-from agent.services import Services
+from clawgate.agent.services import Services
 
 from ..connection import Connection
 from ..methods import Params, method

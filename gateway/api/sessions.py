@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.services import Services
+from clawgate.agent.services import Services
 
 from ..connection import Connection
 from ..methods import Params, method

@@ -6,8 +6,8 @@ from typing import Any
 
 from pydantic import Field
 
-from agent.control import task_summary
-from agent.services import Services
+from clawgate.agent.control import task_summary
+from clawgate.agent.services import Services
 
 from ..connection import Connection
 from ..methods import Params, method

@@ -1,4 +1,4 @@
-"""usage: token counts per day and per session, kept across restarts (agent/usage.py)."""
+"""usage: token counts per day and per session, kept across restarts (agent/usage/ledger.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Any
 
 from pydantic import Field
 
-from agent.errors import Unavailable
-from agent.services import Services
+from clawgate.agent.core.errors import Unavailable
+from clawgate.agent.services import Services
 
 from ..connection import Connection
 from ..methods import Params, method

@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Sequence
 
-from config.loader import ConfigError
+from clawgate.config.loader import ConfigError
 
 from .. import __version__
 from .errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE, CliError, report

@@ -1,4 +1,4 @@
-"""`python -m gateway.cli …`, the same as the `clawgate` console script."""
+"""`python -m clawgate.gateway.cli …`, the same as the `clawgate` console script."""
 
 import sys
 

@@ -14,17 +14,17 @@ from .remote import Target, gateway_or_offline
 
 def _service(t: Target) -> Any:
     """The same service the daemon uses, on the files (the caller holds the instance lock)."""
-    from agent.checkpoints import CheckpointService
-    from agent.events import EventHub
-    from agent.session import SessionManager
-    from agent.tasks import TaskStore
+    from clawgate.agent.checkpoints import CheckpointService
+    from clawgate.agent.core.events import EventHub
+    from clawgate.agent.session import SessionManager
+    from clawgate.agent.tasks.store import TaskStore
 
     from .. import __version__
 
     agent = t.settings.agent
     fsync = t.settings.state.fsync
-    from workspace.guard import WorkspaceGuard
-    from workspace.users import Workspaces
+    from clawgate.workspace.guard import WorkspaceGuard
+    from clawgate.workspace.users import Workspaces
 
     workspace = Path(agent.workspace).expanduser() if agent.workspace else t.paths.default_workspace
     workspaces = Workspaces(WorkspaceGuard(workspace), t.paths.guest_workspaces, t.paths.exec_scratch)
@@ -36,7 +36,7 @@ def _service(t: Target) -> Any:
 
 
 def _offline(call: str, *args: Any, **kwargs: Any) -> Any:
-    from agent.errors import DomainError
+    from clawgate.agent.core.errors import DomainError
 
     def run(t: Target) -> dict[str, Any]:
         try:

@@ -21,12 +21,12 @@ Offline = Callable[[Target], dict[str, Any]]
 def _offline(fn: Callable[[Any], dict[str, Any]]) -> Offline:
     """Run `fn(CronService)` on the store; a CronError becomes the same one line the daemon would give."""
     def run(t: Target) -> dict[str, Any]:
-        from agent.events import EventHub
-        from agent.triggers import CronService, CronStore
-        from agent.triggers.jobs import CronError
+        from clawgate.agent.core.events import EventHub
+        from clawgate.agent.triggers import CronService, CronStore
+        from clawgate.agent.triggers.jobs import CronError
 
-        from agent.bus import SqliteBus
-        from agent.statedb import open_state_db
+        from clawgate.agent.bus import SqliteBus
+        from clawgate.agent.core.statedb import open_state_db
 
         t.paths.ensure()
         db = open_state_db(t.paths.database, fsync=t.settings.state.fsync, repair=False)
@@ -112,7 +112,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         return 0
     if not runs:
         print(f"job {args.id} has not run yet")
-    from agent.triggers.schedule import format_time
+    from clawgate.agent.triggers.schedule import format_time
 
     for run in runs:
         took = f"{run['endedAt'] - run['startedAt']:.1f}s" if run["endedAt"] else "…"

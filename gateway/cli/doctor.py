@@ -12,7 +12,7 @@ from typing import Any
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from config.paths import Paths
+    from clawgate.config.paths import Paths
 
     from ..doctor import exit_code, line, run_checks
 

@@ -10,8 +10,8 @@ from typing import Any
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from config.loader import load
-    from config.paths import Paths
+    from clawgate.config.loader import load
+    from clawgate.config.paths import Paths
 
     from ..init import write_config, write_workspace
 

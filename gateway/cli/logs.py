@@ -68,7 +68,7 @@ def _follow(log_file: Path, fh: TextIO, as_json: bool) -> None:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    from config.loader import load
+    from clawgate.config.loader import load
 
     paths, settings = load()
     log_file = paths.log_file

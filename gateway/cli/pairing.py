@@ -20,9 +20,9 @@ CHANNELS = ("telegram",)
 def _with_pairing(fn: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
     """Run `fn(PairingStore)` on the shared database; a PairingError is one line, exit 1."""
     def run(t: Target) -> dict[str, Any]:
-        from channels.telegram.pairing import PairingError, PairingStore
+        from clawgate.channels.telegram.pairing import PairingError, PairingStore
 
-        from agent.statedb import open_state_db
+        from clawgate.agent.core.statedb import open_state_db
 
         t.paths.ensure()
         db = open_state_db(t.paths.database, fsync=t.settings.state.fsync, repair=False)

@@ -21,10 +21,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, NamedTuple, TypeVar
 
-from config.loader import load
-from config.paths import Paths
-from config.schema import Settings
-from config.token import gateway_token
+from clawgate.config.loader import load
+from clawgate.config.paths import Paths
+from clawgate.config.schema import Settings
+from clawgate.config.token import gateway_token
 
 from ..client import GatewayClient, GatewayError, gateway_url
 from ..instance import CLI, AlreadyRunning, InstanceLock
@@ -100,7 +100,7 @@ def gateway_or_offline(method: str | None, params: dict[str, Any],
 
 def _offline(offline: Callable[[Target], T], t: Target) -> T:
     """A state database that is corrupt, locked or unreadable is one line here, as in the daemon."""
-    from agent.statedb import StateUnavailable
+    from clawgate.agent.core.statedb import StateUnavailable
 
     try:
         return offline(t)

@@ -15,7 +15,7 @@ from .errors import EXIT_ALREADY_RUNNING, EXIT_FAILED, EXIT_USAGE, CliError
 
 
 def cmd_gateway(args: argparse.Namespace) -> int:
-    from config.loader import load
+    from clawgate.config.loader import load
 
     if args.action is not None:  # the service commands (service.py)
         from .service import cmd_service
@@ -43,8 +43,8 @@ def cmd_gateway(args: argparse.Namespace) -> int:
 
 
 def _serve(paths: Any, settings: Any) -> int:
-    from agent.redact import register_secrets
-    from agent.statedb import StateUnavailable
+    from clawgate.agent.core.redact import register_secrets
+    from clawgate.agent.core.statedb import StateUnavailable
 
     from .. import runtime
     from ..app import App

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from config.paths import Paths
+from clawgate.config.paths import Paths
 
 from ..instance import InstanceLock
 from .errors import EXIT_ALREADY_RUNNING, EXIT_FAILED, CliError
@@ -77,7 +77,7 @@ def unit_text(paths: Paths, python: str | None = None) -> str:
 
     Every path is quoted or escaped per systemd.syntax(7), so a home or venv with spaces, %, quotes,
     backslashes or non-ASCII letters runs as written."""
-    argv = [python or sys.executable, "-m", "gateway.cli", "gateway"]
+    argv = [python or sys.executable, "-m", "clawgate.gateway.cli", "gateway"]
     if not SAFE_EXECUTABLE.fullmatch(argv[0]):
         # systemd refuses quotes, backslashes and control characters in the executable's own path and
         # does not undo $$ there; env(1) takes the interpreter as an argument, where all of them work

@@ -11,7 +11,7 @@ from .remote import Target, gateway_or_offline
 
 
 def _store(t: Target) -> Any:
-    from agent.tasks import TaskStore
+    from clawgate.agent.tasks.store import TaskStore
 
     return TaskStore(t.paths.tasks, fsync=t.settings.state.fsync)
 
@@ -22,7 +22,7 @@ def _not_found(task_id: str) -> CliError:
 
 def cmd_list(args: argparse.Namespace) -> int:
     def offline(t: Target) -> dict[str, Any]:
-        from agent.control import task_summary
+        from clawgate.agent.control import task_summary
 
         store = _store(t)
         return {"tasks": [task_summary(task) for task in (store.all() if args.all else store.active())]}

@@ -16,8 +16,8 @@ def cmd_usage(args: argparse.Namespace) -> int:
         params["session"] = args.session
 
     def offline(t: Target) -> dict[str, Any]:
-        from agent.usage import UsageLedger
-        from agent.usage_store import UsageStore
+        from clawgate.agent.usage.ledger import UsageLedger
+        from clawgate.agent.usage.store import UsageStore
 
         return UsageLedger(UsageStore.open(t.paths.database)).report(session=args.session, days=args.days, top=args.top)
 

@@ -3,7 +3,7 @@
 # static/vendor/, byte for byte as published (minified, licence header kept), with their licence
 # files. The page loads them as plain static files: nothing is built at install or run time.
 # To update: change a version below (or pass it), run `sh gateway/web/vendor.sh`, update the
-# versions in README.md's dependency section, run tests/test_web_markdown_e2e.py, commit.
+# versions in README.md's dependency section, run tests/e2e/test_web_markdown_e2e.py, commit.
 set -eu
 MARKED="${1:-18.2.1}"
 DOMPURIFY="${2:-3.4.18}"

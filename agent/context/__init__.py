@@ -1,0 +1,1 @@
+"""What the model sees: the context builder, compaction, consolidation, restatement, skills and the marking of untrusted text."""

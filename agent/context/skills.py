@@ -1,0 +1,93 @@
+"""Skills: `skills/<name>/SKILL.md` with YAML frontmatter. Only the index enters the prompt.
+
+The skills folder is `<workspace>/skills`; SKILL.md files are read through folder descriptors
+from the workspace root (workspace/fdpath.py), so a skill linked out of the workspace is
+skipped with a warning instead of putting an outside file into the prompt or a tool result.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from clawgate.workspace.fdpath import locate, read_all
+
+log = logging.getLogger(__name__)
+_warned: dict[Path, str] = {}
+# Parsed frontmatter by file, kept while the file's size and mtime stay the same: every new
+# session's prompt lists the skills, and parsing YAML each time cost more than the rest of the prompt.
+_parsed: dict[Path, tuple[tuple[int, int], tuple[str, str]]] = {}
+
+
+@dataclass(frozen=True)
+class Skill:
+    name: str
+    description: str
+    path: Path
+
+    def body(self) -> str:
+        return _split(_read(self.path))[1].strip()
+
+
+def _read(path: Path) -> str:
+    """A SKILL.md's text, read from the workspace root (`skills/`'s parent) through descriptors."""
+    root = path.parent.parent.parent
+    with locate(root, str(path)) as loc:
+        return read_all(loc).decode("utf-8")
+
+
+def _split(text: str) -> tuple[str, str]:
+    if not text.startswith("---"):
+        raise ValueError("missing YAML frontmatter (the file must start with '---')")
+    parts = text.split("\n---", 1)
+    if len(parts) != 2:
+        raise ValueError("frontmatter is not closed with '---'")
+    return parts[0][3:], parts[1].split("\n", 1)[1] if "\n" in parts[1] else ""
+
+
+def load_skills(folder: Path) -> list[Skill]:
+    """Valid skills sorted by name; a broken one is skipped with one warning, never fatal."""
+    skills: list[Skill] = []
+    if not folder.is_dir():
+        return skills
+    for path in sorted(folder.glob("*/SKILL.md")):
+        try:
+            name, description = _frontmatter(path)
+            if any(s.name == name for s in skills):
+                raise ValueError(f"another skill is already named {name!r}")
+            skills.append(Skill(name, description, path))
+        except (ValueError, yaml.YAMLError, OSError, UnicodeDecodeError) as exc:
+            problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            if _warned.get(path) != problem:  # one warning per broken file, not one per prompt build
+                _warned[path] = problem
+                log.warning("skill %s skipped: %s (fix its frontmatter: name and description between '---' lines)",
+                            path, problem)
+    return sorted(skills, key=lambda s: s.name)
+
+
+def _frontmatter(path: Path) -> tuple[str, str]:
+    """(name, description) of one SKILL.md; parsed again only when the file changed."""
+    st = path.stat()
+    stamp = (st.st_size, st.st_mtime_ns)
+    cached = _parsed.get(path)
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    meta = yaml.safe_load(_split(_read(path))[0]) or {}
+    if not isinstance(meta, dict):
+        raise ValueError("frontmatter is not a mapping")
+    name, description = meta.get("name"), meta.get("description")
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError("frontmatter has no 'name'")
+    if not isinstance(description, str) or not description.strip():
+        raise ValueError("frontmatter has no 'description'")
+    _parsed[path] = (stamp, parsed := (name.strip(), " ".join(description.split())))
+    return parsed
+
+
+def find_skill(folder: Path, name: str) -> Skill | None:
+    """The valid skill called `name` (case-insensitive), or None."""
+    wanted = name.strip().lower()
+    return next((s for s in load_skills(folder) if s.name.lower() == wanted), None)

@@ -1,0 +1,1 @@
+"""Long-term memory: the store, its search and the embeddings client."""

@@ -1,0 +1,1 @@
+"""Recovery after a restart: replayed messages, resumed tasks and crash-cut tool calls."""

@@ -1,0 +1,1 @@
+"""Tasks and their steps: the store and the `task` tool."""

@@ -1,0 +1,1 @@
+"""Token usage: the ledger and its SQLite store."""

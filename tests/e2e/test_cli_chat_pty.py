@@ -1,0 +1,165 @@
+"""`clawgate chat` on a real terminal (a pty) against the real daemon and the fake Messages API:
+tool steps as lines, streamed turns apart, and an approval asked as y/N instead of a silent wait."""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.fakes.anthropic.request_text import tool_results
+from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
+from tests.harness import ROOT, DaemonProcess
+from tests.waiting import DEFAULT_TIMEOUT, wait_until
+
+PYTHON_42 = {"argv": ["python3", "-c", "print(42)"]}  # python3 is not on the default allowlist: approval
+
+
+class Terminal:
+    """The CLI as a child on a pty: everything it prints, and keys typed into it."""
+
+    def __init__(self, daemon: DaemonProcess, *args: str) -> None:
+        self.master, slave = os.openpty()
+        self.proc = subprocess.Popen([sys.executable, "-m", "clawgate.gateway.cli", *args], env=daemon.env, cwd=ROOT,
+                                     stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
+        os.close(slave)
+        self.seen = ""
+
+    def read_until(self, pattern: str, timeout: float = DEFAULT_TIMEOUT) -> str:
+        def shown() -> bool:
+            ready, _, _ = select.select([self.master], [], [], 0.5)
+            if ready:
+                try:
+                    chunk = os.read(self.master, 4096)
+                except OSError:  # the child closed the pty
+                    chunk = b""
+                self.seen += chunk.decode(errors="replace")
+            return bool(re.search(pattern, self.seen))
+        try:
+            wait_until(shown, f"{pattern!r} on the terminal", timeout=timeout, interval=0.01,
+                       describe=lambda: f"it shows:\n{self.seen}")
+        except AssertionError:
+            self.close()
+            raise
+        return self.seen
+
+    def type(self, line: str) -> None:
+        os.write(self.master, line.encode() + b"\n")
+
+    def wait(self, timeout: float = 30.0) -> int:
+        try:
+            code = self.proc.wait(timeout)
+        finally:
+            self.drain()
+        return code
+
+    def drain(self) -> None:
+        while True:
+            ready, _, _ = select.select([self.master], [], [], 0.2)
+            if not ready:
+                return
+            try:
+                chunk = os.read(self.master, 4096)
+            except OSError:
+                return
+            if not chunk:
+                return
+            self.seen += chunk.decode(errors="replace")
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        if self.master >= 0:
+            os.close(self.master)
+            self.master = -1
+
+
+def _tool_results(fake_model: FakeAnthropic) -> list[str]:
+    return tool_results(fake_model.requests)
+
+
+def test_chat_asks_yes_no_for_an_approval_and_runs_the_call(daemon, fake_model: FakeAnthropic) -> None:
+    fake_model.enqueue(tool_use("exec", PYTHON_42), text("It printed 42."))
+    term = Terminal(daemon, "chat", "-m", "run python for me")
+    try:
+        screen = term.read_until(r"\[y/N\]")
+        assert "python3 -c 'print(42)'" in screen.split("[y/N]")[-2], screen
+        term.type("y")
+        term.read_until("It printed 42.")
+        assert term.wait() == 0
+    finally:
+        term.close()
+    assert "approved" in term.seen and re.search(r"· exec .*python3", term.seen), term.seen
+    assert re.search(r"✓ exec ok \(\d+ ms\)", term.seen), term.seen
+    assert any(r.strip().startswith("42") or "42" in r for r in _tool_results(fake_model))
+    assert re.search(r"approval ap_\w+ waiting .*`clawgate approvals approve ap_", daemon.log_text())
+
+
+def test_chat_no_at_the_prompt_denies_the_call(daemon, fake_model: FakeAnthropic) -> None:
+    fake_model.enqueue(tool_use("exec", PYTHON_42), text("Fine, I did not run it."))
+    term = Terminal(daemon, "chat", "-m", "run python for me")
+    try:
+        term.read_until(r"\[y/N\]")
+        term.type("")  # Enter alone is the default: no
+        term.read_until("I did not run it.")
+        assert term.wait() == 0
+    finally:
+        term.close()
+    assert "denied" in term.seen and "✗ exec denied" in term.seen, term.seen
+    assert not any(r.strip() == "42" for r in _tool_results(fake_model))
+
+
+def test_streamed_turns_are_separated_and_tool_steps_shown(daemon, fake_model: FakeAnthropic) -> None:
+    (daemon.workspace / "notes.txt").write_text("hello\n")
+    fake_model.enqueue(tool_use("read_file", {"path": "notes.txt"}, text="Step 1/2."), text("Step 2/2."))
+    term = Terminal(daemon, "chat", "-m", "two steps")  # no --stream: a terminal streams by default
+    try:
+        term.read_until("Step 2/2.")
+        assert term.wait() == 0
+    finally:
+        term.close()
+    assert "Step 1/2.Step 2/2." not in term.seen
+    lines = [line.strip() for line in term.seen.replace("\r", "").split("\n")]
+    assert "Step 1/2." in lines and "Step 2/2." in lines, term.seen
+    assert lines.index("Step 1/2.") < next(i for i, l in enumerate(lines) if l.startswith("· read_file")) \
+        < lines.index("Step 2/2."), term.seen
+
+
+def test_approvals_commands_answer_a_chat_without_a_terminal(daemon, fake_model: FakeAnthropic) -> None:
+    fake_model.enqueue(tool_use("exec", PYTHON_42), text("It printed 42."))
+    chat = subprocess.Popen([sys.executable, "-m", "clawgate.gateway.cli", "chat", "-m", "run python"], env=daemon.env,
+                            cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        def listed_pending() -> tuple[str, list[str]] | None:
+            listed = daemon.cli("approvals", "list")
+            assert listed.returncode == 0, listed.stderr
+            found = re.findall(r"^(ap_\w+)\s", listed.stdout, re.M)
+            return (listed.stdout, found) if found else None
+        listing, pending = wait_until(listed_pending, "the approval in `clawgate approvals list`", interval=0.2)
+        assert "python3 -c 'print(42)'" in listing
+        approved = daemon.cli("approvals", "approve", pending[0])
+        assert approved.returncode == 0 and f"approved {pending[0]}" in approved.stdout
+        out, err = chat.communicate(timeout=30)
+    finally:
+        if chat.poll() is None:
+            chat.kill()
+    assert chat.returncode == 0 and out.strip() == "It printed 42.", (out, err)
+    assert f"clawgate approvals approve {pending[0]}" in err  # no terminal: the hint line instead of y/N
+    again = daemon.cli("approvals", "deny", pending[0])
+    assert again.returncode == 1 and again.stderr.count("\n") == 1 and "no pending approval" in again.stderr
+    assert daemon.cli("approvals", "list").stdout.strip() == "no approvals waiting"
+
+
+def test_the_interactive_chat_reads_a_file_on_stdin(daemon, fake_model: FakeAnthropic, tmp_path: Path) -> None:
+    script = tmp_path / "lines.txt"
+    script.write_text("hello\n/quit\n")
+    fake_model.enqueue(text("Hi there."))
+    with open(script) as stdin:
+        out = subprocess.run([sys.executable, "-m", "clawgate.gateway.cli", "chat"], env=daemon.env, cwd=ROOT, stdin=stdin,
+                             capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "agent> Hi there." in out.stdout, (out.stdout, out.stderr)

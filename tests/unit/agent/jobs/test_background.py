@@ -1,0 +1,134 @@
+"""BackgroundJobs without a daemon: where a result may join the conversation, wake-ups, the index."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from clawgate.agent.jobs.background import CHANNEL, BackgroundJobs
+from clawgate.agent.bus import InboundMessage
+from clawgate.agent.core.events import EventHub
+from clawgate.agent.session import SessionManager
+from clawgate.config.schema import BackgroundSettings
+from tests.fakes.anthropic.validation import _validate
+from tests.waiting import wait_until_async
+
+
+class Intake:
+    def __init__(self) -> None:
+        self.published: list[InboundMessage] = []
+
+    def publish_inbound(self, msg: InboundMessage) -> bool:
+        self.published.append(msg)
+        return True
+
+
+def _jobs(tmp_path: Path, busy: set[str] | None = None, **caps: int) -> tuple[BackgroundJobs, SessionManager, Intake, list]:
+    sessions, events, intake, seen = SessionManager(tmp_path / "sessions", fsync=False), EventHub(), Intake(), []
+    events.subscribe(seen.append)
+    jobs = BackgroundJobs(BackgroundSettings(**caps), index_path=tmp_path / "background.json", sessions=sessions,
+                          events=events, busy=lambda key: key in (busy or set()), fsync=False)
+    jobs.intake = intake
+    return jobs, sessions, intake, seen
+
+
+async def _finished(result: str) -> str:
+    return result
+
+
+async def _forever() -> str:
+    await asyncio.sleep(3600)
+    return ""
+
+
+def _adopt(jobs: BackgroundJobs, work: Any, key: str = "main") -> str:
+    task = asyncio.ensure_future(work)
+    return jobs.adopt(task, session_key=key, kind="exec", summary="make test", sender_id="42", owner=False,
+                      deliver={"channel": "telegram", "chat_id": "42"}).id
+
+
+async def test_a_result_never_lands_between_a_tool_use_and_its_result(tmp_path: Path) -> None:
+    jobs, sessions, intake, _ = _jobs(tmp_path, busy={"main"})
+    session = sessions.get("main")
+    session.append("user", text="go", inbound_id="in_1")
+    session.append("assistant", content=[{"type": "tool_use", "id": "t1", "name": "exec", "input": {}}], run_id="in_1")
+    _adopt(jobs, _finished("exit code 0\nall green"))
+    await wait_until_async(lambda: any(r.get("name") == "bg_job_end" for r in session.records), "the job's end record")
+    assert not intake.published  # busy: the running turn will carry it
+    jobs.inject(session)  # a tool call is open: nothing may come between it and its result
+    assert not [r for r in session.records if r["kind"] == "note"]
+    session.append("tool_results", results=[{"tool_use_id": "t1", "content": "ok"}], run_id="in_1")
+    jobs.inject(session)
+    last = session.llm_messages()[-1]["content"]
+    assert last[0]["type"] == "tool_result" and "all green" in last[-1]["text"]
+    request = {"model": "m", "max_tokens": 10, "messages": session.llm_messages()}
+    assert _validate(request) is None
+    jobs.inject(session)  # once only
+    assert sum(1 for r in session.records if r["kind"] == "note") == 1
+    assert json.loads((tmp_path / "background.json").read_text())["jobs"] == {}
+
+
+async def test_an_idle_session_is_woken_once_and_a_stale_wake_is_skipped(tmp_path: Path) -> None:
+    jobs, sessions, intake, seen = _jobs(tmp_path)
+    session = sessions.get("main")
+    session.append("user", text="go", inbound_id="in_1")
+    job = _adopt(jobs, _finished("exit code 1\nfailed"))
+    await wait_until_async(lambda: intake.published, "the result to be published")
+    [wake] = intake.published
+    tainted = wake.metadata.pop("tainted")
+    assert tainted.startswith(f"background job {job} result")  # the wake-up reads a program's output: tainted
+    assert wake.channel == CHANNEL and wake.metadata == {"deliver": {"channel": "telegram", "chat_id": "42"},
+                                                         "owner": False, "bg_job": job}
+    assert [e["type"] for e in seen] == ["bg_job_start", "bg_job_end"] and seen[1]["status"] == "done"
+    assert not jobs.skip_wake(session, wake)  # not yet told: the wake-up runs
+    jobs.inject(session)  # told by another run first …
+    assert jobs.skip_wake(session, wake)  # … so the wake-up needs no model call
+    await jobs.after_run(session, wake)
+    assert len(intake.published) == 1
+
+
+async def test_caps_and_cancel(tmp_path: Path) -> None:
+    jobs, sessions, intake, seen = _jobs(tmp_path, max_per_session=1, max_jobs=2)
+    sessions.get("a").append("user", text="go", inbound_id="in_1")
+    _adopt(jobs, _forever(), "a")
+    assert "background.max_per_session" in (jobs.refusal("a") or "")
+    _adopt(jobs, _forever(), "b")
+    assert "background.max_jobs" in (jobs.refusal("c") or "")
+    assert jobs.cancel_session("a", "by /stop") == ["bg-1"]
+    assert jobs.refusal("c") is None
+    assert [j["id"] for j in jobs.running()] == ["bg-2"]
+    [end] = [r for r in sessions.get("a").records if r.get("name") == "bg_job_end"]
+    assert end["status"] == "cancelled" and "cancelled by /stop" in end["text"]
+    await jobs.after_run(sessions.get("a"), InboundMessage("x", "a", "42", "a", "hi"))
+    assert not intake.published, "a job the person cancelled wakes nobody"
+    jobs.inject(sessions.get("a"))
+    assert "cancelled by /stop" in sessions.get("a").llm_messages()[-1]["content"][-1]["text"]  # but the model is told
+    _adopt(jobs, _forever(), "a")
+    assert jobs.cancel_session("a", "because the conversation was reset", forget=True) == ["bg-3"]
+    assert all(e.session != "a" for e in jobs.index.jobs.values())  # nothing left to tell a fresh conversation
+    await jobs.close()
+    [end_b] = [r for r in sessions.get("b").records if r.get("name") == "bg_job_end"]
+    assert end_b["status"] == "interrupted"
+
+
+async def test_a_restart_reports_running_jobs_and_numbers_on(tmp_path: Path) -> None:
+    jobs, sessions, _, _ = _jobs(tmp_path)
+    sessions.get("main").append("user", text="go", inbound_id="in_1")
+    _adopt(jobs, _forever())
+    # a crash: the process is gone without close(); a new daemon reads the index
+    again, sessions2, intake, _ = _jobs(tmp_path)
+    assert again.recover() == ["bg-1"]
+    [wake] = intake.published
+    assert wake.metadata["bg_job"] == "bg-1"
+    [end] = [r for r in sessions2.get("main").records if r.get("name") == "bg_job_end"]
+    assert end["status"] == "interrupted" and "NOT re-run" in end["text"]
+    assert again.index.new_id() == "bg-2"
+    await jobs.close()  # the first "daemon"'s task, left running above
+
+
+def test_a_corrupt_index_is_moved_aside(tmp_path: Path) -> None:
+    (tmp_path / "background.json").write_text("{not json")
+    jobs, _, _, _ = _jobs(tmp_path)
+    assert jobs.index.jobs == {} and list(tmp_path.glob("background.json.corrupt-*"))

@@ -1,0 +1,190 @@
+"""Access decisions, addressing rules and pairing codes, without any network."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from clawgate.channels.telegram.access import (AccessPolicy, Sender, Verdict, decide, may_approve, parse_session_key,
+                                      read_message, session_key)
+from clawgate.channels.telegram.pairing import ALPHABET, CODE_LENGTH, PairingError, PairingStore
+
+BOT = "clawgate_test_bot"
+ALICE = Sender("111", "Alice")
+BOB = Sender("222", None)
+
+
+def policy(dm: str = "pairing", group: str = "allowlist", allow: tuple[str, ...] = ()) -> AccessPolicy:
+    return AccessPolicy.build(dm, group, allow)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("dm, allow, paired, refused, expected", [
+    ("open", (), False, False, Verdict.ADMIT),
+    ("pairing", (), False, False, Verdict.PAIR),
+    ("pairing", (), False, True, Verdict.PAIR),  # pairing never goes silent by itself; the code reply is once
+    ("pairing", (), True, False, Verdict.ADMIT),
+    ("pairing", ("111",), False, False, Verdict.ADMIT),
+    ("pairing", ("@alice",), False, False, Verdict.ADMIT),  # usernames: '@' optional, any case
+    ("allowlist", (), False, False, Verdict.REFUSE),
+    ("allowlist", (), False, True, Verdict.IGNORE),  # refused once, then silence
+    ("allowlist", ("*",), False, False, Verdict.ADMIT),
+    ("allowlist", (), True, False, Verdict.ADMIT),
+])
+def test_private_chats(dm: str, allow: tuple[str, ...], paired: bool, refused: bool, expected: Verdict) -> None:
+    assert decide(policy(dm, allow=allow), ALICE, private=True, paired=paired, refused_before=refused) is expected
+
+
+def test_groups() -> None:
+    listed = policy("open", "allowlist", ("alice",))
+    assert decide(listed, ALICE, private=False, paired=False, refused_before=False) is Verdict.ADMIT
+    assert decide(listed, BOB, private=False, paired=False, refused_before=False) is Verdict.REFUSE
+    assert decide(listed, BOB, private=False, paired=False, refused_before=True) is Verdict.IGNORE
+    assert decide(listed, BOB, private=False, paired=True, refused_before=False) is Verdict.ADMIT
+    assert decide(policy("open", "open"), BOB, private=False, paired=False, refused_before=False) is Verdict.ADMIT
+    disabled = policy("open", "disabled", ("111",))
+    assert decide(disabled, ALICE, private=False, paired=True, refused_before=False) is Verdict.IGNORE
+
+
+def test_only_owners_may_approve() -> None:
+    """Being admitted (listed, paired, an open policy) never makes someone an approver."""
+    guests = AccessPolicy.build("open", "open", ("*", "111", "@bob"))
+    assert not may_approve(guests, ALICE) and not may_approve(guests, BOB)
+    owned = AccessPolicy.build("pairing", "allowlist", (), owners=("@ALICE",))
+    assert owned.owner_chats() == [] and not may_approve(owned, ALICE)  # a username is an owner once bound to an id
+    assert owned.claim(ALICE) == "alice" and owned.claim(BOB) is None
+    owned.bound["alice"] = ALICE.user_id  # what the channel does at first contact (and keeps in its state)
+    assert may_approve(owned, ALICE) and not may_approve(owned, BOB) and owned.owner_chats() == ["111"]
+    assert owned.claim(Sender("333", "alice")) is None  # bound for good: the username cannot move to another id
+    assert not may_approve(owned, Sender("333", "alice"))
+    assert not may_approve(AccessPolicy.build("open", "open", (), owners=("*",)), BOB)  # '*' is never an owner
+    assert AccessPolicy.build("open", "open", (), owners=("111",)).owner_chats() == ["111"]
+
+
+def test_owners_are_always_admitted_unless_groups_are_off() -> None:
+    owned = AccessPolicy.build("allowlist", "allowlist", (), owners=("111",))
+    assert decide(owned, ALICE, private=True, paired=False, refused_before=True) is Verdict.ADMIT
+    assert decide(owned, ALICE, private=False, paired=False, refused_before=True) is Verdict.ADMIT
+    off = AccessPolicy.build("allowlist", "disabled", (), owners=("111",))
+    assert decide(off, ALICE, private=False, paired=False, refused_before=False) is Verdict.IGNORE
+
+
+@pytest.mark.parametrize("text, private, mentioned, reply, expected", [
+    ("hello", True, False, False, (True, "hello", None)),
+    ("hello", False, False, False, (False, "hello", None)),
+    (f"@{BOT} hello there", False, True, False, (True, "hello there", None)),
+    (f"hey @{BOT.upper()}, look", False, True, False, (True, "hey , look", None)),
+    ("and then?", False, False, True, (True, "and then?", None)),
+    ("/new", True, False, False, (True, "/new", "new")),
+    (f"/STOP@{BOT}", False, False, False, (True, f"/STOP@{BOT}", "stop")),
+    ("/stop", False, False, False, (True, "/stop", "stop")),
+    ("/stop@other_bot", False, False, False, (False, "/stop@other_bot", None)),
+    ("/translate this please", True, False, False, (True, "/translate this please", None)),  # not ours: text
+])
+def test_addressing(text: str, private: bool, mentioned: bool, reply: bool, expected: tuple) -> None:
+    got = read_message(text, private=private, bot_username=BOT, mentioned=mentioned, reply_to_bot=reply)
+    assert (got.for_us, got.text, got.command) == expected
+
+
+def test_session_keys_round_trip() -> None:
+    assert session_key(42) == "telegram:42" and session_key(-100123, 7) == "telegram:-100123:7"
+    assert parse_session_key("telegram:-100123:7") == ("-100123", 7)
+    assert parse_session_key("telegram:42") == ("42", None)
+    assert parse_session_key("main") is None and parse_session_key("cron:job") is None
+
+
+# pairing codes ---------------------------------------------------------------------------------------
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def pairing(clock: Clock) -> PairingStore:
+    return PairingStore(sqlite3.connect(":memory:", isolation_level=None), ttl_seconds=3600, max_pending=3,
+                        interval_seconds=600, clock=clock)
+
+
+def test_codes_are_unambiguous_and_stable_per_user(pairing: PairingStore) -> None:
+    first = pairing.request("telegram", "1", "ann", "1")
+    assert first is not None and len(first.code) == CODE_LENGTH and set(first.code) <= set(ALPHABET)
+    assert not set(ALPHABET) & set("01OIL")
+    again = pairing.request("telegram", "1", "ann", "1")
+    assert again is not None and again.code == first.code
+
+
+def test_a_full_table_replaces_the_oldest_code_instead_of_refusing(pairing: PairingStore, clock: Clock) -> None:
+    codes = {u: pairing.request("telegram", str(u), None, str(u)) for u in (1, 2, 3)}
+    clock.now += 1
+    newest = pairing.request("telegram", "4", None, "4")
+    assert not newest.replaced and [r.user_id for r in pairing.pending("telegram")] == ["2", "3", "4"]
+    with pytest.raises(PairingError, match="may have expired"):
+        pairing.approve("telegram", codes[1].code)  # the replaced code no longer admits anyone
+    # the pushed-out user gets no new code (and pushes no one else out) until the interval has passed
+    again = pairing.request("telegram", "1", None, "1")
+    assert again.replaced and again.code == codes[1].code and again.expires_at == codes[1].created_at + 600
+    assert [r.user_id for r in pairing.pending("telegram")] == ["2", "3", "4"]
+    clock.now += 600
+    fresh = pairing.request("telegram", "1", None, "1")
+    assert not fresh.replaced and fresh.code != codes[1].code
+    assert [r.user_id for r in pairing.pending("telegram")] == ["3", "4", "1"]
+
+
+def test_asking_again_keeps_the_same_code_and_pushes_no_one_out(pairing: PairingStore, clock: Clock) -> None:
+    first = {u: pairing.request("telegram", str(u), None, str(u)).code for u in (1, 2, 3)}
+    for _ in range(10):
+        clock.now += 1
+        assert pairing.request("telegram", "2", None, "2").code == first[2]
+    assert {r.user_id: r.code for r in pairing.pending("telegram")} == {str(u): c for u, c in first.items()}
+
+
+def test_a_real_user_pairs_while_strangers_flood(pairing: PairingStore, clock: Clock) -> None:
+    for stranger in range(100, 110):
+        pairing.request("telegram", str(stranger), None, str(stranger))
+    clock.now += 1
+    mine = pairing.request("telegram", "7", "me", "7")
+    assert not mine.replaced
+    for stranger in range(110, 112):  # fewer than the cap arrive before the owner approves
+        clock.now += 1
+        pairing.request("telegram", str(stranger), None, str(stranger))
+    assert pairing.approve("telegram", mine.code).user_id == "7" and pairing.is_paired("telegram", "7")
+
+
+def test_codes_expire(pairing: PairingStore, clock: Clock) -> None:
+    code = pairing.request("telegram", "1", None, "1")
+    clock.now += 3601
+    assert pairing.pending("telegram") == []
+    with pytest.raises(PairingError, match="may have expired"):
+        pairing.approve("telegram", code.code)
+    assert pairing.request("telegram", "1", None, "1").code != code.code
+
+
+def test_the_default_cap_leaves_room_for_real_users() -> None:
+    from clawgate.config.schema import TelegramSettings
+
+    assert TelegramSettings().pairing_max_pending >= 50
+
+
+def test_approve_admits_once_and_accepts_sloppy_typing(pairing: PairingStore) -> None:
+    request = pairing.request("telegram", "7", "zed", "7")
+    assert request is not None and not pairing.is_paired("telegram", "7")
+    sloppy = request.code.lower()[:4] + "-" + request.code.lower()[4:]
+    approved = pairing.approve("telegram", sloppy)
+    assert approved.user_id == "7" and pairing.is_paired("telegram", "7")
+    assert pairing.unnotified("telegram") == [("7", "7")]
+    pairing.mark_notified("telegram", "7")
+    assert pairing.unnotified("telegram") == []
+    with pytest.raises(PairingError) as info:
+        pairing.approve("telegram", request.code)  # used up
+    assert "\n" not in str(info.value) and "pairing list" in str(info.value)
+    with pytest.raises(PairingError, match="not a pairing code"):
+        pairing.approve("telegram", "0OIL")
+    assert pairing.revoke("telegram", "@zed") and not pairing.is_paired("telegram", "7")

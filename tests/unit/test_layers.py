@@ -1,0 +1,70 @@
+"""The architecture as a test: imports go only downward, gateway > channels > agent > workspace > config,
+and inside the agent the face > subsystems > tools > infrastructure (pyproject.toml [tool.importlinter]).
+
+import-linter reads every import statement (TYPE_CHECKING blocks and function-level imports
+included). It walks folders, and an editable install maps clawgate.* with an import hook, so the
+contracts run on a `clawgate/` folder of links to the repository's packages.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("gateway", "channels", "agent", "workspace", "config")
+LINT = ("import sys; sys.path.insert(0, sys.argv[1]); from importlinter.cli import lint_imports_command; "
+        "sys.argv[1:] = ['--no-cache']; sys.exit(lint_imports_command())")
+
+
+def linted(tree: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", LINT, str(tree)], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_imports_only_go_down_the_layers(tmp_path: Path) -> None:
+    (tmp_path / "clawgate").mkdir()
+    (tmp_path / "clawgate" / "__init__.py").write_text("")
+    for package in PACKAGES:
+        (tmp_path / "clawgate" / package).symlink_to(ROOT / package)
+    result = linted(tmp_path, ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 kept, 0 broken" in result.stdout
+
+
+def test_the_contract_catches_an_upward_import(tmp_path: Path) -> None:
+    """The same contracts on a copy where agent imports gateway (only for type checking) must fail."""
+    for package in PACKAGES:
+        (tmp_path / "clawgate" / package).mkdir(parents=True)
+        (tmp_path / "clawgate" / package / "__init__.py").write_text("")
+    (tmp_path / "clawgate" / "__init__.py").write_text("")
+    (tmp_path / "clawgate" / "agent" / "loop.py").write_text(textwrap.dedent("""
+        from typing import TYPE_CHECKING
+        if TYPE_CHECKING:
+            from clawgate.gateway.app import App
+    """))
+    (tmp_path / "clawgate" / "gateway" / "app.py").write_text("import clawgate.agent.loop\n")
+    config = (ROOT / "pyproject.toml").read_text()
+    # only the first contract applies to this small tree (the agent's sub-packages are not in it)
+    (tmp_path / "pyproject.toml").write_text(config.split("\n# Inside the agent:")[0] + "\n")
+    result = linted(tmp_path, tmp_path)
+    assert result.returncode != 0
+    assert "clawgate.agent.loop -> clawgate.gateway.app" in result.stdout
+
+
+def test_the_agent_contract_catches_an_upward_import(tmp_path: Path) -> None:
+    """The agent's inner layers: infrastructure (core) importing the loop must fail."""
+    (tmp_path / "clawgate").mkdir()
+    (tmp_path / "clawgate" / "__init__.py").write_text("")
+    for package in PACKAGES:
+        if package != "agent":
+            (tmp_path / "clawgate" / package).symlink_to(ROOT / package)
+    agent = tmp_path / "clawgate" / "agent"
+    subprocess.run(["cp", "-r", str(ROOT / "agent"), str(agent)], check=True)
+    with (agent / "core" / "errors.py").open("a") as f:
+        f.write("\nfrom clawgate.agent.loop import AgentLoop  # noqa: E402\n")
+    result = linted(tmp_path, ROOT)
+    assert result.returncode != 0
+    assert "clawgate.agent.core.errors -> clawgate.agent.loop" in result.stdout

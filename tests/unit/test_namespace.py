@@ -1,0 +1,49 @@
+"""One import namespace: every import of clawgate's code says `clawgate.…`, and the wheel lists
+every package (pyproject [tool.setuptools] packages).
+
+Why: tests run from the repository root, where `agent`, `config`… are also folders; a bare
+`import agent.loop` would load a second copy of a module beside `clawgate.agent.loop` (two
+registries, two locks) instead of failing.
+"""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("gateway", "channels", "agent", "workspace", "config")
+
+
+def bare_imports(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                 else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+        found += [f"{path.relative_to(ROOT)}:{node.lineno}: {n}" for n in names if n.split(".")[0] in PACKAGES]
+    return found
+
+
+def test_no_module_imports_a_bare_top_level_name() -> None:
+    files = [p for folder in (*PACKAGES, "tests", "bench") for p in (ROOT / folder).rglob("*.py")]
+    assert len(files) > 100
+    offenders = [hit for path in files for hit in bare_imports(path)]
+    assert offenders == [], "import these as clawgate.<package>…:\n" + "\n".join(offenders)
+
+
+def test_the_check_sees_a_bare_import(tmp_path: Path) -> None:
+    sample = ROOT / "tests" / "unit" / "_bare_sample.py"
+    try:
+        sample.write_text("from agent.loop import AgentLoop\nimport clawgate.config\n")
+        assert bare_imports(sample) == ["tests/unit/_bare_sample.py:1: agent.loop"]
+    finally:
+        sample.unlink()
+
+
+def test_every_package_is_in_the_wheel() -> None:
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    on_disk = {"clawgate." + ".".join(init.parent.relative_to(ROOT).parts)
+               for folder in PACKAGES for init in (ROOT / folder).rglob("__init__.py")}
+    assert listed == on_disk, f"add to pyproject packages: {sorted(on_disk - listed)}; " \
+                              f"remove: {sorted(listed - on_disk)}"

@@ -1,0 +1,80 @@
+"""Which root each person gets (workspace/users.py): names that cannot collide or climb out."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+from clawgate.workspace.guard import WorkspaceGuard
+from clawgate.workspace.users import OWNER, Workspaces, folder_name
+
+
+def test_folder_names_are_distinct_safe_and_bounded() -> None:
+    keys = ["telegram:1", "telegram_1", "telegram:1/..", "..", "gateway:" + "x" * 300, "telegram:é", "telegram:e"]
+    names = [folder_name(key) for key in keys]
+    assert len(set(names)) == len(keys)
+    for name in names:
+        assert "/" not in name and ":" not in name and name not in (".", "..") and len(name) <= 100
+
+
+def test_each_guest_gets_a_root_and_a_home_apart_from_the_owners(tmp_path: Path) -> None:
+    owner = WorkspaceGuard(tmp_path / "workspace")
+    spaces = Workspaces(owner, tmp_path / "workspaces", tmp_path / "state/exec")
+    guest = spaces.guard("telegram:555")
+    assert spaces.guard(OWNER) is owner and spaces.guard("telegram:555") is guest
+    assert guest.root.parent == (tmp_path / "workspaces").resolve() and guest.root != owner.root
+    assert owner.root not in guest.root.parents and guest.root not in owner.root.parents
+    home, mine = spaces.scratch("telegram:555"), spaces.scratch(OWNER)
+    assert home != mine and (home / "home").is_dir() and (home / "tmp").is_dir()
+    for folder in (guest.root, home, mine):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+        assert owner.root not in folder.parents and guest.root not in folder.parents
+
+
+def test_undo_puts_back_only_the_sessions_own_files_in_the_callers_own_workspace(tmp_path: Path) -> None:
+    from clawgate.agent.commands import CommandRouter
+    from tests.unit.agent.checkpoints.test_checkpoints import Rig
+
+    rig = Rig(tmp_path)
+    guest = tmp_path / "workspaces/telegram_5"
+    guest.mkdir(parents=True)
+    rig.service.roots = lambda user: rig.workspace if user == OWNER else guest
+    rig.session("s").append("user", text="do it", inbound_id="in1", channel="telegram", chat_id="5", sender_id="5",
+                            owner=False, user="telegram:5")
+    task = rig.plan("s", 2)
+    for i in (1, 2):
+        rig.call("s", "write_file", {"path": f"f{i}.txt", "content": str(i)}, "created",
+                 effect=lambda i=i: (guest / f"f{i}.txt").write_text(str(i)))
+
+        def complete(i: int = i) -> None:
+            task.steps[i - 1].status, task.steps[i - 1].verification = "done", "read back"
+            rig.tasks.save(task)
+        rig.call("s", "task", {"action": "complete", "step": i, "verification": "read back"}, "done", effect=complete)
+    (rig.workspace / "owner.txt").write_text("the owner's, written meanwhile")
+    (guest / "other.txt").write_text("not written by this session's file tools")
+    router = CommandRouter(agent_name="t", sessions=None, tasks=None, status=None,  # type: ignore[arg-type]
+                           checkpoints=rig.service)
+    assert "another person's workspace" in (router.handle("undo", "s", "1", user="telegram:9") or "")
+    assert "another person's workspace" in (router.handle("undo", "s", "1", user=OWNER) or "")
+    assert (guest / "f2.txt").exists()
+    reply = router.handle("undo", "s", "1", user="telegram:5") or ""
+    assert reply.startswith("Went back 1 step(s)") and "1 file(s) restored" in reply, reply
+    assert not (guest / "f2.txt").exists() and (guest / "f1.txt").exists() and (guest / "other.txt").exists()
+    assert (rig.workspace / "owner.txt").exists() and not (rig.workspace / "f1.txt").exists()
+
+
+def test_an_explicit_restore_puts_back_only_what_the_session_changed(tmp_path: Path) -> None:
+    """`checkpoints.restore` (gateway, CLI, web page) in the owner's shared workspace: the session's
+    own write goes back, while a file another session wrote after the point stays."""
+    from tests.unit.agent.checkpoints.test_checkpoints import Rig
+
+    rig = Rig(tmp_path)
+    rig.user("s", "write a file")
+    point = rig.service.store.lineage("s")[0]
+    rig.call("s", "write_file", {"path": "mine.txt", "content": "x"}, "created",
+             effect=lambda: (rig.workspace / "mine.txt").write_text("x"))
+    (rig.workspace / "other-session.txt").write_text("written by another session meanwhile")
+    result = rig.service.restore(point.id, "files", confirm=True)
+    assert result["restored"], result
+    assert not (rig.workspace / "mine.txt").exists()
+    assert (rig.workspace / "other-session.txt").read_text() == "written by another session meanwhile"
