@@ -114,7 +114,9 @@ async def test_login_identify_ready_and_heartbeat(fake: FakeDiscord, bot: Bot) -
     assert identify[0]["d"]["token"] == fake.token
     assert identify[0]["d"]["intents"] == client.intents.value
     assert client.intents.value & INTENT_MESSAGE_CONTENT
-    assert fake.gateway.connections[0].compressor is not None, "discord.py asked for zlib-stream"
+    conn = fake.gateway.connections[0]
+    assert conn.query["v"] == "10" and conn.query["encoding"] == "json"
+    assert conn.compress in ("zlib-stream", "zstd-stream"), "discord.py asks for transport compression"
 
     # discord.py heartbeats right after HELLO; every heartbeat is acknowledged.
     await fake.wait_for_async(lambda: fake.received_frames(op=1))

@@ -8,7 +8,10 @@ unknown opcodes (4001); undecodable frames (4002). READY then GUILD_CREATE per g
 dispatch gets the session's next sequence number and is kept, so RESUME (op 6) replays what the
 client missed (``s`` greater than the one it resumes from) before RESUMED; a RESUME of an
 unknown or expired session, or from a sequence the session never reached, gets INVALID_SESSION
-(op 9, ``d: false``). Transport compression ``zlib-stream`` is spoken, as discord.py asks for it.
+(op 9, ``d: false``). Transport compression is spoken as discord.py asks for it: ``zlib-stream``
+(one zlib stream per connection, each frame ending in a sync flush), or ``zstd-stream`` (one zstd
+frame stream, each message block-flushed) when a zstd library is importable, which is exactly
+when discord.py asks for it.
 """
 
 from __future__ import annotations
@@ -23,6 +26,16 @@ from aiohttp import WSMsgType, web
 
 from tests.fakes.discord import payloads as P
 from tests.fakes.discord.records import GatewayFrame
+
+try:  # the same two sources discord.py looks for (discord/utils.py)
+    import zstandard as _zstandard
+except ImportError:
+    _zstandard = None
+try:
+    from compression import zstd as _zstd  # type: ignore[import-not-found]
+except ImportError:
+    _zstd = None
+ZSTD_AVAILABLE = _zstandard is not None or _zstd is not None
 
 if TYPE_CHECKING:
     from tests.fakes.discord.server import FakeDiscord
@@ -46,13 +59,26 @@ class Session:
 
 
 class Connection:
-    def __init__(self, number: int, ws: web.WebSocketResponse, compress: str | None, path: str) -> None:
+    def __init__(self, number: int, ws: web.WebSocketResponse, query: dict[str, str], path: str) -> None:
         self.number = number
         self.ws = ws
         self.path = path
-        self.compressor = zlib.compressobj() if compress == "zlib-stream" else None
+        self.query = query  # v, encoding, compress as the client asked
+        self.compress = query.get("compress")
+        self.compressor: Any = None
+        if self.compress == "zlib-stream":
+            self.compressor = zlib.compressobj()
+        elif self.compress == "zstd-stream":
+            self.compressor = _zstandard.ZstdCompressor().compressobj() if _zstandard else _zstd.ZstdCompressor()
         self.send_lock = asyncio.Lock()
         self.session: Session | None = None
+
+    def compressed(self, data: bytes) -> bytes:
+        if self.compress == "zlib-stream":
+            return self.compressor.compress(data) + self.compressor.flush(zlib.Z_SYNC_FLUSH)
+        if _zstandard is not None:
+            return self.compressor.compress(data) + self.compressor.flush(_zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+        return self.compressor.compress(data, mode=_zstd.ZstdCompressor.FLUSH_BLOCK)
 
 
 class Gateway:
@@ -72,8 +98,7 @@ class Gateway:
             return
         try:
             if conn.compressor is not None:
-                data = conn.compressor.compress(text.encode()) + conn.compressor.flush(zlib.Z_SYNC_FLUSH)
-                await conn.ws.send_bytes(data)
+                await conn.ws.send_bytes(conn.compressed(text.encode()))
             else:
                 await conn.ws.send_str(text)
         except (ConnectionError, RuntimeError):
@@ -118,12 +143,12 @@ class Gateway:
         if query.get("encoding", "json") != "json":
             raise web.HTTPBadRequest(text="only encoding=json is supported by the fake")
         compress = query.get("compress")
-        if compress not in (None, "zlib-stream"):
+        if compress not in (None, "zlib-stream") and not (compress == "zstd-stream" and ZSTD_AVAILABLE):
             raise web.HTTPBadRequest(text=f"compress={compress} is not supported by the fake")
         ws = web.WebSocketResponse(autoping=True, max_msg_size=0)
         await ws.prepare(request)
         with self.fake._cond:
-            conn = Connection(len(self.connections) + 1, ws, compress, request.path)
+            conn = Connection(len(self.connections) + 1, ws, dict(query), request.path)
             self.connections.append(conn)
         await self._send_op(conn, OP_HELLO, {"heartbeat_interval": self.fake.heartbeat_interval_ms})
         try:

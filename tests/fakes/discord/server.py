@@ -138,6 +138,8 @@ class FakeDiscord(Recorder, Interactions):
     def _call(self, coro: Any, timeout: float = 10.0) -> Any:
         """Run ``coro`` on the fake's loop from any other thread and return its result."""
         assert self._loop is not None, "the fake is not started"
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("FakeDiscord helpers block; call them from the test, not from the fake's own loop")
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
     @contextlib.contextmanager
