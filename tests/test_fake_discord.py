@@ -16,6 +16,7 @@ from typing import Any
 import aiohttp
 import discord
 import pytest
+import yarl
 from discord import app_commands
 
 from tests.fakes.discord_api import INTENT_MESSAGE_CONTENT, FakeDiscord
@@ -344,3 +345,48 @@ async def test_invalid_command_names_are_refused(fake: FakeDiscord, bot: Bot) ->
     with pytest.raises(discord.HTTPException) as raised:
         await bot.client.http.bulk_upsert_global_commands(bot.client.application_id, payload)
     assert raised.value.code == 50035
+
+
+async def test_sharded_client_finds_the_gateway_through_gateway_bot(fake: FakeDiscord,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # A dead default Gateway: the sharded client must take the URL GET /gateway/bot gives.
+    monkeypatch.setattr(discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL("ws://127.0.0.1:9/"))
+    client = discord.AutoShardedClient(intents=discord.Intents.default(), guild_ready_timeout=0.05)
+    ready = asyncio.Event()
+    client.event(_setter("on_ready", ready))
+    task = asyncio.create_task(client.start(fake.token))
+    try:
+        await asyncio.wait_for(ready.wait(), 15)
+        assert fake.requests("GET", "/gateway/bot")[0].status == 200
+        (identify,) = fake.received_frames(op=2)
+        assert identify["d"]["shard"] == [0, 1]
+        assert fake.dispatched("READY")[0]["d"]["shard"] == [0, 1]
+    finally:
+        await client.close()
+        await asyncio.wait_for(task, 10)
+
+
+def _setter(name: str, event: asyncio.Event) -> Callable[[], Any]:
+    async def handler() -> None:
+        event.set()
+
+    handler.__name__ = name
+    return handler
+
+
+async def test_channel_lookup_and_original_response_edit(fake: FakeDiscord, bot: Bot) -> None:
+    channel = await bot.client.fetch_channel(int(fake.channel_id))
+    assert isinstance(channel, discord.TextChannel) and channel.name == "general"
+    with pytest.raises(discord.NotFound) as raised:
+        await bot.client.fetch_channel(123)
+    assert raised.value.code == 10003
+
+    @bot.tree.command(name="tasks", description="List running tasks")
+    async def tasks(interaction: discord.Interaction) -> None:
+        await interaction.response.send_message("checking…")
+        await interaction.edit_original_response(content="no tasks running")
+
+    await bot.tree.sync()
+    fake.run_command("tasks", channel_id=fake.channel_id)
+    await fake.wait_for_async(lambda: fake.sent_texts(fake.channel_id) == ["no tasks running"])
+    assert fake.requests("PATCH", f"/webhooks/{fake.application_id}/")[-1].path.endswith("/messages/@original")
