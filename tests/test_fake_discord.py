@@ -388,5 +388,28 @@ async def test_channel_lookup_and_original_response_edit(fake: FakeDiscord, bot:
 
     await bot.tree.sync()
     fake.run_command("tasks", channel_id=fake.channel_id)
-    await fake.wait_for_async(lambda: fake.sent_texts(fake.channel_id) == ["no tasks running"])
-    assert fake.requests("PATCH", f"/webhooks/{fake.application_id}/")[-1].path.endswith("/messages/@original")
+    (edit,) = await fake.wait_for_async(
+        lambda: [c for c in fake.requests("PATCH", f"/webhooks/{fake.application_id}/") if c.status == 200])
+    assert edit.path.endswith("/messages/@original")
+    assert fake.sent_texts(fake.channel_id) == ["no tasks running"]
+
+
+async def test_redelivered_message_keeps_its_id_and_gets_a_new_sequence(fake: FakeDiscord, bot: Bot) -> None:
+    original = fake.inject_dm("do the thing")
+    fake.redeliver(original)
+    first, again = await bot.until(lambda: len(bot.from_others()) >= 2 and bot.from_others())
+    assert first.id == again.id == int(original["id"])
+    creates = [f for f in fake.dispatched("MESSAGE_CREATE") if f["d"]["id"] == original["id"]]
+    assert len(creates) == 2 and creates[0]["s"] < creates[1]["s"]
+
+
+async def test_ephemeral_answer_is_kept_but_not_dispatched(fake: FakeDiscord, bot: Bot) -> None:
+    @bot.tree.command(name="stop", description="Stop the running task")
+    async def stop(interaction: discord.Interaction) -> None:
+        await interaction.response.send_message("stopped", ephemeral=True)
+
+    await bot.tree.sync()
+    fake.run_command("stop", channel_id=fake.channel_id)
+    (answer,) = await fake.wait_for_async(lambda: fake.sent_messages(fake.channel_id))
+    assert answer["content"] == "stopped" and answer["flags"] & 64
+    assert not [f for f in fake.dispatched("MESSAGE_CREATE") if f["d"]["id"] == answer["id"]]

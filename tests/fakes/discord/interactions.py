@@ -114,7 +114,7 @@ class Interactions:
     def _create_interaction(self, payload: JSONDict) -> JSONDict:
         with self._cond:  # the 3 s start when Discord sends the event
             self.interactions[payload["id"]] = Interaction(payload, time.monotonic())
-        self._dispatch_all("INTERACTION_CREATE", payload, intent=0)
+        self._dispatch_all("INTERACTION_CREATE", payload)
         return payload
 
     async def _interaction_callback(self, call: RestCall, interaction_id: str, token: str) -> tuple[int, Any]:

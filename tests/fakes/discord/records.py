@@ -34,7 +34,7 @@ class RestCall:
     headers: dict[str, str]
     json: Any = None  # the JSON body, or a multipart request's payload_json
     files: list[UploadedFile] = field(default_factory=list)
-    status: int | None = None  # the status the fake answered with
+    status: int | None = None  # the status the fake answered with (None while it is being handled)
     response: Any = None
     at: float = field(default_factory=time.monotonic)
 

@@ -91,11 +91,15 @@ class Rest:
         status, body, headers = 500, None, {}
         try:
             await self._read_body(request, call)
+        finally:
+            self.fake._record(call)  # recorded on arrival; status and response are filled in below
+        try:
             status, body = await self._route(request, call)
         except ApiError as exc:
             status, body, headers = exc.status, exc.body, exc.headers
-        call.status, call.response = status, body
-        self.fake._record(call)
+        with self.fake._cond:
+            call.status, call.response = status, body
+            self.fake._cond.notify_all()
         headers = {**self._ratelimit_headers(call), **headers}
         if body is None:
             return web.Response(status=status, headers=headers)

@@ -225,7 +225,7 @@ class FakeDiscord(Recorder, Interactions):
             if shown is not None:
                 await self.gateway.dispatch(session, event, shown)
 
-    def _dispatch_all(self, event: str, data: JSONDict, intent: int = 0) -> None:
+    def _dispatch_all(self, event: str, data: JSONDict) -> None:
         self._call(self._dispatch_async(event, data))
 
     async def _store_and_dispatch(self, message: JSONDict) -> None:
@@ -235,6 +235,8 @@ class FakeDiscord(Recorder, Interactions):
             if channel is not None:
                 channel["last_message_id"] = message["id"]
             self._cond.notify_all()
+        if int(message.get("flags") or 0) & 64:
+            return  # an ephemeral interaction answer is shown to one person, never dispatched
         event = dict(message)
         if "guild_id" in message and message["author"]["id"] in self.users:
             event["member"] = P.member(None)
@@ -293,6 +295,18 @@ class FakeDiscord(Recorder, Interactions):
         author = self.users[str(user_id or self.human_user["id"])]
         channel = self.channels[str(channel_id or self.channel_id)]
         return self._inbound(channel, author, content, mention_bot=mention_bot, attachments=attachments)
+
+    def redeliver(self, message: JSONDict) -> None:
+        """Send MESSAGE_CREATE for an already delivered message again (same message id, new sequence
+        number), as a client can see after a reconnect: an adapter must answer it once only."""
+        event = dict(message)
+        if "guild_id" in message:
+            event["member"] = P.member(None)
+        self._call(self._dispatch_async("MESSAGE_CREATE", event))
+
+    def inject_event(self, event: str, data: JSONDict) -> None:
+        """Dispatch any Gateway event to every live session (intents applied to MESSAGE_* events)."""
+        self._call(self._dispatch_async(event, data))
 
     def force_reconnect(self) -> int:
         """Gateway op 7 RECONNECT to every connected session; returns how many were told."""
