@@ -413,3 +413,23 @@ async def test_ephemeral_answer_is_kept_but_not_dispatched(fake: FakeDiscord, bo
     (answer,) = await fake.wait_for_async(lambda: fake.sent_messages(fake.channel_id))
     assert answer["content"] == "stopped" and answer["flags"] & 64
     assert not [f for f in fake.dispatched("MESSAGE_CREATE") if f["d"]["id"] == answer["id"]]
+
+
+async def test_button_and_command_in_a_dm(fake: FakeDiscord, bot: Bot) -> None:
+    @bot.tree.command(name="new", description="Start a new session")
+    async def new(interaction: discord.Interaction) -> None:
+        assert isinstance(interaction.channel, discord.DMChannel) and interaction.guild is None
+        await interaction.response.send_message(f"new session for {interaction.user.name}")
+
+    await bot.tree.sync()
+    owner = await bot.client.fetch_user(int(fake.owner_user["id"]))
+    view = Approval(bot, 0.0)
+    prompt = await owner.send("approve the cron job?", view=view)  # opens the DM over REST first
+    dm_id = fake.dm_channels[fake.owner_user["id"]]
+    assert prompt.channel.id == int(dm_id)
+
+    pressed = fake.press_button(prompt.id, "approve:42")
+    await fake.wait_for_async(lambda: fake.interaction(pressed["id"]).response is not None)
+    fake.run_command("new", channel_id=dm_id)
+    await fake.wait_for_async(lambda: len(fake.sent_messages(dm_id)) == 3)
+    assert fake.sent_texts(dm_id) == ["approve the cron job?", "approved", "new session for alice"]

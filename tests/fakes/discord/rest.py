@@ -66,6 +66,7 @@ class Rest:
             ("GET", "/gateway/bot", self.get_gateway_bot, True),
             ("GET", "/users/@me", self.get_me, True),
             ("GET", "/oauth2/applications/@me", self.get_app, True),
+            ("GET", f"/users/{s}", self.get_user, True),
             ("POST", "/users/@me/channels", self.open_dm, True),
             ("GET", f"/channels/{s}", self.get_channel, True),
             ("POST", f"/channels/{s}/messages", self.create_message, True),
@@ -203,6 +204,12 @@ class Rest:
 
     async def get_me(self, call: RestCall) -> tuple[int, Any]:
         return 200, {**self.fake.bot_user, "verified": True, "mfa_enabled": False, "email": None, "locale": "en-US"}
+
+    async def get_user(self, call: RestCall, user_id: str) -> tuple[int, Any]:
+        found = self.fake.users.get(user_id)
+        if found is None:
+            raise ApiError(404, P.error(10013, "Unknown User"))
+        return 200, found
 
     async def get_app(self, call: RestCall) -> tuple[int, Any]:
         return 200, P.app_info(self.fake.application_id, self.fake.bot_user, self.fake.owner_user)
