@@ -77,7 +77,8 @@ class Recorder:
             return [c for c in self.calls if (method is None or c.method == method) and c.path.startswith(path_prefix)]
 
     def sent_messages(self, channel_id: str | int) -> list[JSONDict]:
-        """Messages the bot created in ``channel_id`` (REST or interaction responses), edits applied."""
+        """Messages the bot created in ``channel_id`` (REST, interaction answers and follow-ups,
+        ephemeral ones included: ``flags & 64``), edits applied, deleted ones gone."""
         with self._cond:
             return [m for m in self.messages.get(str(channel_id), []) if m["author"]["id"] == self.bot_user["id"]]
 
