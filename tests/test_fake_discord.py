@@ -433,3 +433,13 @@ async def test_button_and_command_in_a_dm(fake: FakeDiscord, bot: Bot) -> None:
     fake.run_command("new", channel_id=dm_id)
     await fake.wait_for_async(lambda: len(fake.sent_messages(dm_id)) == 3)
     assert fake.sent_texts(dm_id) == ["approve the cron job?", "approved", "new session for alice"]
+
+
+async def test_message_in_a_thread_is_answered_in_the_thread(fake: FakeDiscord, bot: Bot) -> None:
+    fake.inject_guild_message("status of the build?", channel_id=fake.thread_id, mention_bot=True)
+    (incoming,) = await bot.until(lambda: bot.from_others())
+    assert isinstance(incoming.channel, discord.Thread)
+    assert incoming.channel.parent_id == int(fake.channel_id)
+    await incoming.channel.send("still building")
+    assert fake.sent_texts(fake.thread_id) == ["still building"]
+    assert fake.sent_texts(fake.channel_id) == []

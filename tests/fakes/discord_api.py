@@ -13,7 +13,7 @@ Use::
             ...
 
 The world: ``fake.bot_user`` (application ``fake.application_id``), guild ``fake.guild_id`` with
-text channel ``fake.channel_id`` (#general), people ``fake.owner_user`` (alice, the application
+text channel ``fake.channel_id`` (#general) and a public thread ``fake.thread_id`` under it, people ``fake.owner_user`` (alice, the application
 owner) and ``fake.other_user`` (bob). Privileged intents granted: MESSAGE_CONTENT only
 (``privileged_intents=`` to change).
 

@@ -30,6 +30,7 @@ VALID_INTENTS = sum(1 << bit for bit in [*range(17), 20, 21, 24, 25])
 
 CHANNEL_GUILD_TEXT = 0
 CHANNEL_DM = 1
+CHANNEL_PUBLIC_THREAD = 11
 
 INTERACTION_APPLICATION_COMMAND = 2
 INTERACTION_MESSAGE_COMPONENT = 3
@@ -104,11 +105,36 @@ def text_channel(channel_id: str, name: str, guild_id: str, *, position: int = 0
     }
 
 
+def thread(thread_id: str, name: str, guild_id: str, parent_id: str, owner_id: str) -> JSONDict:
+    """A public thread under a text channel (GUILD_CREATE lists the active ones in ``threads``)."""
+    return {
+        "id": thread_id,
+        "type": CHANNEL_PUBLIC_THREAD,
+        "guild_id": guild_id,
+        "parent_id": parent_id,
+        "owner_id": owner_id,
+        "name": name,
+        "last_message_id": None,
+        "rate_limit_per_user": 0,
+        "message_count": 0,
+        "member_count": 1,
+        "total_message_sent": 0,
+        "flags": 0,
+        "thread_metadata": {
+            "archived": False,
+            "auto_archive_duration": 1440,
+            "archive_timestamp": "2025-01-01T00:00:00.000000+00:00",
+            "locked": False,
+        },
+    }
+
+
 def dm_channel(channel_id: str, recipient: JSONDict) -> JSONDict:
     return {"id": channel_id, "type": CHANNEL_DM, "last_message_id": None, "flags": 0, "recipients": [recipient]}
 
 
-def guild(guild_id: str, name: str, *, owner_id: str, channels: list[JSONDict], members: list[JSONDict]) -> JSONDict:
+def guild(guild_id: str, name: str, *, owner_id: str, channels: list[JSONDict], members: list[JSONDict],
+          threads: list[JSONDict] | None = None) -> JSONDict:
     """The GUILD_CREATE payload: a full guild plus the Gateway-only extra fields."""
     everyone = {
         "id": guild_id,
@@ -167,7 +193,7 @@ def guild(guild_id: str, name: str, *, owner_id: str, channels: list[JSONDict], 
         "voice_states": [],
         "members": members,
         "channels": listed,
-        "threads": [],
+        "threads": threads or [],
         "presences": [],
         "stage_instances": [],
         "guild_scheduled_events": [],

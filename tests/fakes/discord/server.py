@@ -6,7 +6,8 @@ on its own thread and event loop, so a test can drive it from a blocking thread 
 subprocess) or from the event loop that runs an in-process ``discord.Client``.
 
 The world it starts with: the bot user, an application, one guild with a text channel
-``#general``, and two people (``alice``, the application owner, and ``bob``).
+``#general`` and a public thread under it, and two people (``alice``, the application owner,
+and ``bob``).
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ class FakeDiscord(Recorder, Interactions):
                                                        "owner_id": self.owner_user["id"]}}
         self.channel_id = P.snowflake()
         self.channels: dict[str, JSONDict] = {self.channel_id: P.text_channel(self.channel_id, "general", guild_id)}
+        self.thread_id = P.snowflake()  # a public thread under #general, started by alice
+        self.channels[self.thread_id] = P.thread(self.thread_id, "long task", guild_id, self.channel_id,
+                                                 self.owner_user["id"])
         self.guild_members: dict[str, list[JSONDict]] = {
             guild_id: [P.member(u) for u in (self.bot_user, self.owner_user, self.other_user)]}
         self.dm_channels: dict[str, str] = {}  # user id -> DM channel id
@@ -167,9 +171,11 @@ class FakeDiscord(Recorder, Interactions):
 
     def guild_payload(self, guild_id: str) -> JSONDict:
         info = self.guilds[guild_id]
-        channels = [c for c in self.channels.values() if c.get("guild_id") == guild_id]
+        mine = [c for c in self.channels.values() if c.get("guild_id") == guild_id]
+        channels = [c for c in mine if c["type"] != P.CHANNEL_PUBLIC_THREAD]
+        threads = [c for c in mine if c["type"] == P.CHANNEL_PUBLIC_THREAD]
         return P.guild(guild_id, info["name"], owner_id=info["owner_id"], channels=channels,
-                       members=self.guild_members.get(guild_id, []))
+                       members=self.guild_members.get(guild_id, []), threads=threads)
 
     def dm_channel_for(self, user_id: str) -> JSONDict:
         with self._cond:
@@ -234,6 +240,9 @@ class FakeDiscord(Recorder, Interactions):
             channel = self.channels.get(message["channel_id"])
             if channel is not None:
                 channel["last_message_id"] = message["id"]
+                if channel["type"] == P.CHANNEL_PUBLIC_THREAD:
+                    channel["message_count"] += 1
+                    channel["total_message_sent"] += 1
             self._cond.notify_all()
         if int(message.get("flags") or 0) & 64:
             return  # an ephemeral interaction answer is shown to one person, never dispatched
