@@ -443,3 +443,22 @@ async def test_message_in_a_thread_is_answered_in_the_thread(fake: FakeDiscord, 
     await incoming.channel.send("still building")
     assert fake.sent_texts(fake.thread_id) == ["still building"]
     assert fake.sent_texts(fake.channel_id) == []
+
+
+async def test_blocked_client_stops_heartbeating_is_closed_and_resumes() -> None:
+    with FakeDiscord(heartbeat_interval_ms=400) as fake, fake.discord_py_pointed_here():
+        bot = Bot(fake)
+        await bot.start()
+        try:
+            # discord.py heartbeats on its own thread every 0.4 s, each acknowledged.
+            await fake.wait_for_async(lambda: len(fake.received_frames(op=1)) >= 3, timeout=5)
+            fake.inject_dm("before the stall")
+            await bot.until(lambda: bot.from_others())
+            time.sleep(1.5)  # deliberately block the client's event loop: its heartbeats cannot go out
+            fake.inject_dm("during the stall")
+            await bot.until(lambda: bot.resumed >= 1 and len(bot.from_others()) >= 2)
+            assert fake.gateway.connections[0].close_code == 4009
+            assert [m.content for m in bot.from_others()] == ["before the stall", "during the stall"]
+            assert fake.identifies == 1 and fake.resumes >= 1
+        finally:
+            await bot.close()

@@ -4,7 +4,8 @@ What a real Gateway does and this one checks (https://discord.com/developers/doc
 HELLO with ``heartbeat_interval``; heartbeats (op 1) answered with ACK (op 11); IDENTIFY (op 2)
 with the right token (else close 4004) and valid intents (4013; privileged ones the application
 is not granted: 4014); nothing but heartbeats before IDENTIFY (4003); a second IDENTIFY (4005);
-unknown opcodes (4001); undecodable frames (4002). READY then GUILD_CREATE per guild. Every
+unknown opcodes (4001); undecodable frames (4002); a client that stops heartbeating (nothing for
+1.5 heartbeat intervals, e.g. because its event loop is blocked) is closed with 4009. READY then GUILD_CREATE per guild. Every
 dispatch gets the session's next sequence number and is kept, so RESUME (op 6) replays what the
 client missed (``s`` greater than the one it resumes from) before RESUMED; a RESUME of an
 unknown or expired session, or from a sequence the session never reached, gets INVALID_SESSION
@@ -72,6 +73,13 @@ class Connection:
             self.compressor = _zstandard.ZstdCompressor().compressobj() if _zstandard else _zstd.ZstdCompressor()
         self.send_lock = asyncio.Lock()
         self.session: Session | None = None
+        self.last_heartbeat = 0.0  # loop time of the last heartbeat (or of HELLO)
+        self.close_code: int | None = None  # the code the fake closed it with, if it did
+
+    async def close(self, code: int, message: bytes) -> None:
+        if self.close_code is None and not self.ws.closed:
+            self.close_code = code
+        await self.ws.close(code=code, message=message)
 
     def compressed(self, data: bytes) -> bytes:
         if self.compress == "zlib-stream":
@@ -151,22 +159,25 @@ class Gateway:
             conn = Connection(len(self.connections) + 1, ws, dict(query), request.path)
             self.connections.append(conn)
         await self._send_op(conn, OP_HELLO, {"heartbeat_interval": self.fake.heartbeat_interval_ms})
+        conn.last_heartbeat = asyncio.get_running_loop().time()
+        watchdog = asyncio.create_task(self._watch_heartbeats(conn))
         try:
             async for msg in ws:
                 if msg.type is not WSMsgType.TEXT:
                     if msg.type is WSMsgType.BINARY:
-                        await ws.close(code=4002, message=b"Error while decoding payload.")
+                        await conn.close(4002, b"Error while decoding payload.")
                     break
                 try:
                     payload = json.loads(msg.data)
                     op = payload["op"]
                 except (ValueError, KeyError, TypeError):
-                    await ws.close(code=4002, message=b"Error while decoding payload.")
+                    await conn.close(4002, b"Error while decoding payload.")
                     break
                 self.fake._record(GatewayFrame("in", conn.number, payload))
                 if not await self._received(conn, op, payload.get("d")):
                     break
         finally:
+            watchdog.cancel()
             with self.fake._cond:
                 if conn.session is not None and conn.session.connection is conn:
                     conn.session.connection = None
@@ -178,9 +189,10 @@ class Gateway:
     async def _received(self, conn: Connection, op: int, d: Any) -> bool:
         """Handle one client frame; False when the connection was closed."""
         if op not in _CLIENT_OPS:
-            await conn.ws.close(code=4001, message=b"Unknown opcode.")
+            await conn.close(4001, message=b"Unknown opcode.")
             return False
         if op == OP_HEARTBEAT:
+            conn.last_heartbeat = asyncio.get_running_loop().time()
             await self._send_op(conn, OP_HEARTBEAT_ACK, None)
             return True
         if op == OP_IDENTIFY:
@@ -188,29 +200,40 @@ class Gateway:
         if op == OP_RESUME:
             return await self._resume(conn, d)
         if conn.session is None:
-            await conn.ws.close(code=4003, message=b"Not authenticated.")
+            await conn.close(4003, message=b"Not authenticated.")
             return False
         if op == OP_REQUEST_MEMBERS:
             await self._members_chunk(conn.session, d)
         return True  # presence and voice state updates are only recorded
 
+    async def _watch_heartbeats(self, conn: Connection) -> None:
+        """Close a connection whose client went silent (the close code is the fake's choice)."""
+        loop = asyncio.get_running_loop()
+        allowed = self.fake.heartbeat_interval_ms / 1000 * 1.5
+        while not conn.ws.closed:
+            late = conn.last_heartbeat + allowed - loop.time()
+            if late <= 0:
+                await conn.close(4009, b"Session timed out.")
+                return
+            await asyncio.sleep(late)
+
     async def _identify(self, conn: Connection, d: Any) -> bool:
         fake = self.fake
         if conn.session is not None:
-            await conn.ws.close(code=4005, message=b"Already authenticated.")
+            await conn.close(4005, message=b"Already authenticated.")
             return False
         if not isinstance(d, dict) or not isinstance(d.get("properties"), dict) or "intents" not in d:
-            await conn.ws.close(code=4002, message=b"Error while decoding payload.")
+            await conn.close(4002, message=b"Error while decoding payload.")
             return False
         if d.get("token") != fake.token:
-            await conn.ws.close(code=4004, message=b"Authentication failed.")
+            await conn.close(4004, message=b"Authentication failed.")
             return False
         intents = d["intents"]
         if not isinstance(intents, int) or intents & ~P.VALID_INTENTS:
-            await conn.ws.close(code=4013, message=b"Invalid intent(s).")
+            await conn.close(4013, message=b"Invalid intent(s).")
             return False
         if intents & P.PRIVILEGED_INTENTS & ~fake.privileged_intents:
-            await conn.ws.close(code=4014, message=b"Disallowed intent(s).")
+            await conn.close(4014, message=b"Disallowed intent(s).")
             return False
         session = Session(secrets.token_hex(16), intents, d.get("shard"))
         async with conn.send_lock:
@@ -247,13 +270,13 @@ class Gateway:
     async def _resume(self, conn: Connection, d: Any) -> bool:
         fake = self.fake
         if conn.session is not None:
-            await conn.ws.close(code=4005, message=b"Already authenticated.")
+            await conn.close(4005, message=b"Already authenticated.")
             return False
         if not isinstance(d, dict):
-            await conn.ws.close(code=4002, message=b"Error while decoding payload.")
+            await conn.close(4002, message=b"Error while decoding payload.")
             return False
         if d.get("token") != fake.token:
-            await conn.ws.close(code=4004, message=b"Authentication failed.")
+            await conn.close(4004, message=b"Authentication failed.")
             return False
         with fake._cond:
             session = self.sessions.get(str(d.get("session_id")))
@@ -273,7 +296,7 @@ class Gateway:
             for frame in missed:
                 await self._send(conn, frame)
         if old is not None and not old.ws.closed:
-            await old.ws.close(code=4000, message=b"Session resumed elsewhere.")
+            await old.close(4000, b"Session resumed elsewhere.")
         await self.dispatch(session, "RESUMED", {"_trace": ['["fake-discord-gateway",{"micros":0}]']})
         return True
 
@@ -311,7 +334,7 @@ class Gateway:
         """Close every connection from the server side with ``code`` (4000: the client resumes)."""
         for conn in list(self.connections):
             if not conn.ws.closed:
-                await conn.ws.close(code=code, message=b"Closed by the fake.")
+                await conn.close(code, message=b"Closed by the fake.")
 
     def expire_sessions(self) -> None:
         """Forget every session, as Discord does after a while: a later RESUME gets op 9."""
