@@ -462,3 +462,16 @@ async def test_blocked_client_stops_heartbeating_is_closed_and_resumes() -> None
             assert fake.identifies == 1 and fake.resumes >= 1
         finally:
             await bot.close()
+
+
+async def test_outage_and_restart_on_the_same_port(fake: FakeDiscord, bot: Bot) -> None:
+    port = fake.port
+    await asyncio.to_thread(fake.stop)
+    assert bot.client.is_closed() is False
+    await asyncio.to_thread(fake.start)
+    assert fake.port == port
+    # discord.py comes back by itself: its RESUME finds the session gone (op 9), so it IDENTIFYs.
+    await bot.until(lambda: bot.readies >= 2, timeout=30)
+    assert fake.identifies == 2
+    fake.inject_dm("back again")
+    await bot.until(lambda: [m for m in bot.from_others() if m.content == "back again"])

@@ -32,7 +32,7 @@ JSONDict = dict[str, Any]
 
 class FakeDiscord(Recorder, Interactions):
     def __init__(self, token: str | None = None, *, heartbeat_interval_ms: int = 41250,
-                 privileged_intents: int = P.INTENT_MESSAGE_CONTENT) -> None:
+                 privileged_intents: int = P.INTENT_MESSAGE_CONTENT, port: int = 0) -> None:
         self._cond = threading.Condition()
         self.token = token or f"{secrets.token_urlsafe(18)}.GfAkE1.{secrets.token_urlsafe(27)}"
         self.heartbeat_interval_ms = heartbeat_interval_ms
@@ -70,7 +70,7 @@ class FakeDiscord(Recorder, Interactions):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None
-        self.port = 0
+        self.port = port  # 0: a free one, chosen at the first start and kept for a restart
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -102,7 +102,6 @@ class FakeDiscord(Recorder, Interactions):
                 return
             started.set()
             loop.run_forever()
-            loop.run_until_complete(self._runner.cleanup())  # type: ignore[union-attr]
             loop.close()
 
         self._thread = threading.Thread(target=run, name="fake-discord", daemon=True)
@@ -118,17 +117,26 @@ class FakeDiscord(Recorder, Interactions):
         app.router.add_get("/attachments/{channel}/{attachment}/{filename}", self._cdn)
         app.router.add_get("/", self.gateway.handle)
         app.router.add_get("/resume-gateway", self.gateway.handle)
-        self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        self._runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._site = site
+
+    async def _shutdown(self) -> None:
+        await self._site.stop()  # stop listening first: a client reconnecting now is refused, not left hanging
+        await self.gateway.drop_connections(1001)
+        await self._runner.cleanup()  # type: ignore[union-attr]
 
     def stop(self) -> None:
+        """Go down like an outage: connections dropped, sessions forgotten; records and the world
+        stay, and ``start()`` brings the server back on the same port."""
         if self._loop is None or self._thread is None:
             return
         with contextlib.suppress(Exception):
-            self._call(self.gateway.drop_connections(1001), timeout=5)
+            self._call(self._shutdown(), timeout=10)
+        self.gateway.expire_sessions()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
         self._loop = None
