@@ -59,8 +59,12 @@ class Bot:
 
     async def until(self, predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
         """Wait (on the client's own events, no polling) until ``predicate()`` is truthy."""
-        async with self.changed:
-            await asyncio.wait_for(self.changed.wait_for(predicate), timeout)
+
+        async def wait() -> None:
+            async with self.changed:
+                await self.changed.wait_for(predicate)
+
+        await asyncio.wait_for(wait(), timeout)
         return predicate()
 
     async def start(self, token: str | None = None) -> None:

@@ -13,9 +13,9 @@ Use::
             ...
 
 The world: ``fake.bot_user`` (application ``fake.application_id``), guild ``fake.guild_id`` with
-text channel ``fake.channel_id`` (#general) and a public thread ``fake.thread_id`` under it, people ``fake.owner_user`` (alice, the application
-owner) and ``fake.other_user`` (bob). Privileged intents granted: MESSAGE_CONTENT only
-(``privileged_intents=`` to change).
+text channel ``fake.channel_id`` (#general) and a public thread ``fake.thread_id`` under it,
+people ``fake.owner_user`` (alice, the application owner) and ``fake.other_user`` (bob).
+Privileged intents granted: MESSAGE_CONTENT only (``privileged_intents=`` to change).
 
 Inject: ``inject_dm``, ``inject_guild_message(mention_bot=, attachments=[(name, bytes, type)])``,
 ``redeliver(message)``, ``inject_event``, ``press_button(message_id, custom_id, user_id=)``,

@@ -5,11 +5,11 @@ HELLO with ``heartbeat_interval``; heartbeats (op 1) answered with ACK (op 11); 
 with the right token (else close 4004) and valid intents (4013; privileged ones the application
 is not granted: 4014); nothing but heartbeats before IDENTIFY (4003); a second IDENTIFY (4005);
 unknown opcodes (4001); undecodable frames (4002); a client that stops heartbeating (nothing for
-1.5 heartbeat intervals, e.g. because its event loop is blocked) is closed with 4009. READY then GUILD_CREATE per guild. Every
-dispatch gets the session's next sequence number and is kept, so RESUME (op 6) replays what the
-client missed (``s`` greater than the one it resumes from) before RESUMED; a RESUME of an
-unknown or expired session, or from a sequence the session never reached, gets INVALID_SESSION
-(op 9, ``d: false``). Transport compression is spoken as discord.py asks for it: ``zlib-stream``
+1.5 heartbeat intervals, e.g. because its event loop is blocked) is closed with 4009. READY, then
+GUILD_CREATE per guild. Every dispatch gets the session's next sequence number and is kept, so
+RESUME (op 6) replays what the client missed (``s`` greater than the one it resumes from) before
+RESUMED; a RESUME of an unknown or expired session, or from a sequence the session never reached,
+gets INVALID_SESSION (op 9, ``d: false``). Transport compression is spoken as discord.py asks for it: ``zlib-stream``
 (one zlib stream per connection, each frame ending in a sync flush), or ``zstd-stream`` (one zstd
 frame stream, each message block-flushed) when a zstd library is importable, which is exactly
 when discord.py asks for it.

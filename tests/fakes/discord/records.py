@@ -124,8 +124,10 @@ class Recorder:
 
     def _timeout_message(self, predicate: Callable[[], Any], timeout: float) -> str:
         name = getattr(predicate, "__qualname__", repr(predicate))
-        calls = [f"  {c.method} {c.path} -> {c.status} {json.dumps(c.json, default=str)[:200]}" for c in self.calls[-10:]]
-        frames = [f"  {f.direction} #{f.connection} {json.dumps(f.payload, default=str)[:200]}" for f in self.frames[-10:]]
+        calls = [f"  {c.method} {c.path} -> {c.status} {json.dumps(c.json, default=str)[:200]}"
+                 for c in self.calls[-10:]]
+        frames = [f"  {f.direction} #{f.connection} {json.dumps(f.payload, default=str)[:200]}"
+                  for f in self.frames[-10:]]
         return (
             f"condition {name} not met within {timeout:.1f}s\nlast REST calls:\n"
             + ("\n".join(calls) or "  (none)")
