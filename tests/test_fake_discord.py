@@ -479,3 +479,21 @@ async def test_outage_and_restart_on_the_same_port(fake: FakeDiscord, bot: Bot) 
     assert fake.identifies == 2
     fake.inject_dm("back again")
     await bot.until(lambda: [m for m in bot.from_others() if m.content == "back again"])
+
+
+@pytest.mark.parametrize("frame, code", [
+    ({"op": 3, "d": {"status": "online", "since": 0, "activities": [], "afk": False}}, 4003),  # before IDENTIFY
+    ({"op": 2, "d": {"token": "wrong", "intents": 513, "properties": {}}}, 4004),
+    ({"op": 2, "d": {"token": None, "intents": 1 << 30, "properties": {}}}, 4013),
+    ({"op": 99, "d": None}, 4001),
+])
+async def test_gateway_closes_what_discord_closes(fake: FakeDiscord, frame: dict[str, Any], code: int) -> None:
+    if frame["op"] == 2 and frame["d"]["token"] is None:
+        frame["d"]["token"] = fake.token
+    async with aiohttp.ClientSession() as http:
+        async with http.ws_connect(f"{fake.ws_url}/?v=10&encoding=json") as ws:
+            hello = await ws.receive_json(timeout=5)
+            assert hello["op"] == 10 and hello["d"]["heartbeat_interval"] == 41250
+            await ws.send_json(frame)
+            closed = await ws.receive(timeout=5)
+            assert closed.type is aiohttp.WSMsgType.CLOSE and closed.data == code
