@@ -204,7 +204,12 @@ async def test_reply_with_file_and_typing_are_recorded(fake: FakeDiscord, bot: B
     (stored,) = fake.sent_messages(fake.channel_id)
     assert stored["id"] == str(sent.id) and stored["content"] == "here it is"
     assert stored["message_reference"]["message_id"] == str(incoming.id)
-    upload = fake.requests("POST", f"/channels/{fake.channel_id}/messages")[-1]
+    assert stored["referenced_message"]["content"] == incoming.content
+    with pytest.raises(discord.HTTPException) as raised:  # a reply to a message that is not there
+        await incoming.channel.send("lost", reference=discord.MessageReference(
+            message_id=1, channel_id=incoming.channel.id, fail_if_not_exists=True))
+    assert raised.value.code == 50035 and "message_reference" in raised.value.text
+    upload = fake.requests("POST", f"/channels/{fake.channel_id}/messages")[0]
     assert upload.files[0].filename == "report.pdf" and upload.files[0].data == b"%PDF-1.7 fake"
     assert await sent.attachments[0].read() == b"%PDF-1.7 fake"
     assert fake.requests("POST", f"/channels/{fake.channel_id}/typing")

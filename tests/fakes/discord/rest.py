@@ -266,11 +266,12 @@ class Rest:
             filename = meta.get("filename") or upload.filename
             attachments.append(fake.store_attachment(channel["id"], filename, upload.data, upload.content_type))
         reference = body.get("message_reference")
+        referenced = None
         if reference is not None:
             ref_channel = str(reference.get("channel_id") or channel["id"])
             ref_id = str(reference.get("message_id"))
-            known = any(m["id"] == ref_id for m in fake.messages.get(ref_channel, []))
-            if not known and reference.get("fail_if_not_exists", True):
+            referenced = next((m for m in fake.messages.get(ref_channel, []) if m["id"] == ref_id), None)
+            if referenced is None and reference.get("fail_if_not_exists", True):
                 raise form_error(["message_reference"], "MESSAGE_REFERENCE_UNKNOWN_MESSAGE", "Unknown message")
             reference = {"type": 0, "channel_id": ref_channel, "message_id": ref_id, **(
                 {"guild_id": channel["guild_id"]} if channel.get("guild_id") else {})}
@@ -283,6 +284,8 @@ class Rest:
             message_reference=reference, nonce=body.get("nonce"), interaction_metadata=interaction_metadata,
         )
         message["flags"] = int(body.get("flags") or 0)
+        if referenced is not None:  # a reply carries the message it answers, one level deep
+            message["referenced_message"] = {k: v for k, v in referenced.items() if k != "referenced_message"}
         return message
 
     async def create_message(self, call: RestCall, channel_id: str) -> tuple[int, Any]:
