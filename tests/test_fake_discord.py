@@ -224,11 +224,12 @@ async def test_content_over_2000_characters_is_refused(fake: FakeDiscord, bot: B
     channel = bot.client.get_channel(int(fake.channel_id))
     assert isinstance(channel, discord.TextChannel)
     await channel.send("x" * 2000)  # the limit itself is fine
+    await channel.send("\U0001f600" * 2000)  # counted in code points, not UTF-16 units or bytes
     with pytest.raises(discord.HTTPException) as raised:
         await channel.send("x" * 2001)
     assert raised.value.status == 400 and raised.value.code == 50035
     assert "content" in raised.value.text and "2000" in raised.value.text
-    assert [len(t) for t in fake.sent_texts(fake.channel_id)] == [2000]
+    assert [len(t) for t in fake.sent_texts(fake.channel_id)] == [2000, 2000]
 
 
 async def test_rate_limit_is_waited_out_and_retried(fake: FakeDiscord, bot: Bot) -> None:

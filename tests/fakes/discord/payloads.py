@@ -15,7 +15,7 @@ from typing import Any
 JSONDict = dict[str, Any]
 
 DISCORD_EPOCH_MS = 1420070400000
-MAX_CONTENT = 2000
+MAX_CONTENT = 2000  # counted in code points, as Python's len() (discord/discord-api-docs#1315)
 
 # Gateway intents (https://discord.com/developers/docs/events/gateway#gateway-intents).
 INTENT_GUILDS = 1 << 0
