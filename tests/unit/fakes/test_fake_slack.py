@@ -12,18 +12,16 @@ from typing import AsyncIterator, Iterator
 import pytest
 from aiohttp import web
 
-slack_sdk = pytest.importorskip("slack_sdk")
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
+from slack_sdk.signature import SignatureVerifier
+from slack_sdk.socket_mode.aiohttp import SocketModeClient
+from slack_sdk.socket_mode.request import SocketModeRequest
+from slack_sdk.socket_mode.response import SocketModeResponse
+from slack_sdk.web.async_client import AsyncWebClient
 
-from slack_sdk.errors import SlackApiError  # noqa: E402
-from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler  # noqa: E402
-from slack_sdk.signature import SignatureVerifier  # noqa: E402
-from slack_sdk.socket_mode.aiohttp import SocketModeClient  # noqa: E402
-from slack_sdk.socket_mode.request import SocketModeRequest  # noqa: E402
-from slack_sdk.socket_mode.response import SocketModeResponse  # noqa: E402
-from slack_sdk.web.async_client import AsyncWebClient  # noqa: E402
-
-from tests.fakes.slack_api import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, FakeSlack  # noqa: E402
-from tests.fakes.slack_api import workspace as W  # noqa: E402
+from tests.fakes.slack_api import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, FakeSlack
+from tests.fakes.slack_api import workspace as W
 
 ACK_TIMEOUT = 0.5
 
