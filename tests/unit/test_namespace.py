@@ -25,8 +25,15 @@ def bare_imports(path: Path) -> list[str]:
     return found
 
 
+def sources(folder: str, pattern: str = "*.py") -> list[Path]:
+    """The project's own files under `folder`: not inside hidden folders such as a bench's private
+    virtualenv (bench/.venv-nanobot holds third-party code)."""
+    return [p for p in (ROOT / folder).rglob(pattern)
+            if not any(part.startswith(".") for part in p.relative_to(ROOT).parts)]
+
+
 def test_no_module_imports_a_bare_top_level_name() -> None:
-    files = [p for folder in (*PACKAGES, "tests", "bench") for p in (ROOT / folder).rglob("*.py")]
+    files = [p for folder in (*PACKAGES, "tests", "bench") for p in sources(folder)]
     assert len(files) > 100
     offenders = [hit for path in files for hit in bare_imports(path)]
     assert offenders == [], "import these as clawgate.<package>…:\n" + "\n".join(offenders)
@@ -44,6 +51,6 @@ def test_the_check_sees_a_bare_import(tmp_path: Path) -> None:
 def test_every_package_is_in_the_wheel() -> None:
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     on_disk = {"clawgate." + ".".join(init.parent.relative_to(ROOT).parts)
-               for folder in PACKAGES for init in (ROOT / folder).rglob("__init__.py")}
+               for folder in PACKAGES for init in sources(folder, "__init__.py")}
     assert listed == on_disk, f"add to pyproject packages: {sorted(on_disk - listed)}; " \
                               f"remove: {sorted(listed - on_disk)}"
