@@ -14,14 +14,13 @@ import asyncio
 import json
 import socket
 import sqlite3
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterator
 
 import pytest
 
 from tests.fakes.anthropic.request_text import tool_results
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
+from tests.fakes.loopback import html, tcp_listener, web_page
 from tests.harness import ALLOW_PYTHON, DaemonProcess
 from tests.mcp_support import wait_pending_approval
 
@@ -67,28 +66,8 @@ class Owner:
 @pytest.fixture
 def hostile_site() -> Iterator[tuple[str, list[str]]]:
     """A web page carrying the injection, on 127.0.0.1; yields its base URL and the paths asked for."""
-    hits: list[str] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            hits.append(self.path)
-            body = f"<html><h1>Recipes</h1><p>{INJECTION}</p></html>".encode()
-            self.send_response(200)
-            self.send_header("content-type", "text/html")
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", hits
-    server.shutdown()
-    server.server_close()
-    thread.join(10)
+    with web_page(lambda path, port: html(f"<html><h1>Recipes</h1><p>{INJECTION}</p></html>")) as (port, hits):
+        yield f"http://127.0.0.1:{port}", hits
 
 
 def _jobs(daemon: DaemonProcess) -> list[dict[str, Any]]:
@@ -217,40 +196,25 @@ async def test_jobs_stored_before_taint_tracking_are_marked_untrusted_once(daemo
 
 async def test_an_exec_child_sees_no_daemon_secret_and_no_network(daemon_factory, fake_model: FakeAnthropic) -> None:
     daemon = daemon_factory({**ALLOW_PYTHON, **SECRET_ENV})
-    got: list[bytes] = []
-    server = socket.create_server(("127.0.0.1", 0))
-    port = server.getsockname()[1]
-    server.settimeout(0.2)
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                continue
-            with conn:
-                got.append(conn.recv(100))
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    code = ("import json, os, socket\nprint(json.dumps(sorted(os.environ)))\n"
-            "try:\n"
-            f"    socket.create_connection(('127.0.0.1', {port}), timeout=5).sendall(b'leak'); print('connected')\n"
-            "except OSError as e: print('no network:', type(e).__name__)")
-    fake_model.enqueue(tool_use("exec", {"argv": ["python3", "-c", code]}), text("checked"))
-    try:
-        async with daemon.client(subscribe=["main"]) as client:
-            assert (await client.chat("check the environment"))["text"] == "checked"
-    finally:
-        stop.set()
-        thread.join(5)
-        server.close()
+    with tcp_listener() as (port, got):
+        await _check_environment(daemon, fake_model, port)
     result = tool_results(fake_model.requests)[-1]
     assert "exit code 0" in result and "no network:" in result and "connected" not in result, result
     for name, value in SECRET_ENV.items():
         assert name not in result and value not in result
     assert "ANTHROPIC_API_KEY" not in result and "CLAWGATE_" not in result
     assert got == []
+
+
+async def _check_environment(daemon: DaemonProcess, fake_model: FakeAnthropic, port: int) -> None:
+    """One exec that prints its environment's names and tries the test's listener."""
+    code = ("import json, os, socket\nprint(json.dumps(sorted(os.environ)))\n"
+            "try:\n"
+            f"    socket.create_connection(('127.0.0.1', {port}), timeout=5).sendall(b'leak'); print('connected')\n"
+            "except OSError as e: print('no network:', type(e).__name__)")
+    fake_model.enqueue(tool_use("exec", {"argv": ["python3", "-c", code]}), text("checked"))
+    async with daemon.client(subscribe=["main"]) as client:
+        assert (await client.chat("check the environment"))["text"] == "checked"
 
 
 async def test_the_taint_survives_a_crash_in_the_middle_of_the_run(daemon_factory, fake_model: FakeAnthropic) -> None:

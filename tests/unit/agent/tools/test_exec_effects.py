@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Iterator
@@ -28,6 +27,7 @@ from clawgate.agent.tools.sandbox import SandboxPolicy
 from clawgate.agent.tools.shell import Exec, child_env
 from clawgate.config.schema import ExecSettings
 from tests.unit.agent.tools.test_attacks_exec import Box, box  # noqa: F401  (box is a fixture)
+from tests.fakes.loopback import tcp_listener
 from tests.untrusted_support import plain_exec
 
 SOUL = "# SOUL\nBe kind.\n"
@@ -193,26 +193,8 @@ async def test_the_child_environment_is_an_allowlist(ws: Box, monkeypatch: pytes
 @pytest.fixture
 def listener() -> Iterator[tuple[int, list[bytes]]]:
     """A TCP listener on 127.0.0.1 that this test owns; records what each connection sent."""
-    got: list[bytes] = []
-    server = socket.create_server(("127.0.0.1", 0))
-    server.settimeout(0.2)
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                continue
-            with conn:
-                conn.settimeout(10)
-                got.append(conn.recv(100))
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield server.getsockname()[1], got
-    stop.set()
-    thread.join(5)
-    server.close()
+    with tcp_listener() as served:
+        yield served
 
 
 CONNECT = ("import socket, sys\n"
