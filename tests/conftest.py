@@ -7,6 +7,7 @@ import pytest
 
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.harness import DaemonProcess
+from tests.servers.synapse import synapse  # noqa: F401  (session fixture: a real Synapse)
 
 
 @pytest.fixture

@@ -1,0 +1,357 @@
+"""The Matrix channel: a bot account on any homeserver, through matrix-nio's AsyncClient.
+
+Only the platform's protocol lives here (docs/channels.md): log in, the /sync loop, turning events
+into `Incoming`, sending notices. Access, pairing, commands, the durable inbox, retries and approvals
+are the kit's. The /sync position (`next_batch`) is saved only after `kit.receive` returned for every
+event of that batch, so a crash re-reads the batch and the kit's dedupe drops what was already taken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any, ClassVar
+
+import aiohttp
+from nio import (
+    AsyncClient,
+    AsyncClientConfig,
+    ErrorResponse,
+    InviteMemberEvent,
+    LoginResponse,
+    MatrixRoom,
+    MegolmEvent,
+    ReactionEvent,
+    RoomEncryptionEvent,
+    RoomMessagesResponse,
+    RoomSendResponse,
+    SyncResponse,
+    WhoamiResponse,
+)
+from nio.api import MessageDirection
+
+from clawgate.channels.kit import (
+    Capabilities,
+    ChannelAuthError,
+    ChannelKit,
+    ChannelUnavailable,
+    DeliveryError,
+    Incoming,
+    IncomingFile,
+    PlatformAdapter,
+    Sender,
+    Target,
+)
+from clawgate.channels.kit.markdown import split_markdown, to_plain
+from clawgate.channels.matrix import events as ev
+from clawgate.channels.matrix.render import notice_content
+from clawgate.channels.matrix.settings import MatrixSettings
+
+MAX_CHARS = 32_000  # Synapse refuses events over 65,536 bytes; body + HTML of 32k characters stays under
+ENCRYPTED_NOTICE = ("I cannot read messages in end-to-end encrypted rooms, so I will not see anything written "
+                    "here. Please talk to me in a room without encryption.")
+_AUTH_CODES = ("M_UNKNOWN_TOKEN", "M_MISSING_TOKEN", "M_FORBIDDEN", "M_USER_DEACTIVATED", "M_INVALID_USERNAME")
+_CONNECTION_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, TimeoutError, OSError)
+
+
+class MatrixAdapter(PlatformAdapter):
+    """One bot account; rooms with more than two members are read only where the bot is mentioned."""
+
+    name: ClassVar[str] = "matrix"
+    settings_model: ClassVar[type[MatrixSettings]] = MatrixSettings
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        max_chars=MAX_CHARS, edit=True, typing=True, buttons=True, threads=True)
+
+    def __init__(self, settings: MatrixSettings, kit: ChannelKit) -> None:
+        self.settings = settings
+        self.kit = kit
+        self.client: AsyncClient | None = None
+        self.user_id = settings.user_id or ""
+        self.display_name: str | None = None
+
+    # --- connecting -------------------------------------------------------------------------------
+    async def connect(self) -> None:
+        """Log in (token or password; the device id is kept so a restart is the same device)."""
+        s = self.settings
+        config = AsyncClientConfig(max_limit_exceeded=0, max_timeouts=0, encryption_enabled=False,
+                                   store_sync_tokens=False, request_timeout=s.request_timeout_seconds)
+        device_id = self.kit.store.kv_get("device_id")
+        self.client = AsyncClient(s.homeserver or "", s.user_id or "", device_id=device_id, config=config)
+        try:
+            if s.access_token is not None:
+                self.client.access_token = s.access_token.get_secret_value()
+                who = await self.client.whoami()
+                if not isinstance(who, WhoamiResponse):
+                    raise self._login_error(who, "access_token")
+                if who.user_id != s.user_id:
+                    raise ChannelAuthError(f"channels.matrix: the access token belongs to {who.user_id}, "
+                                           f"not user_id {s.user_id}; fix one of them")
+                self.client.user_id, self.client.device_id = who.user_id, who.device_id or device_id
+            else:
+                assert s.password is not None
+                login = await self.client.login(s.password.get_secret_value(), device_name=s.device_name)
+                if not isinstance(login, LoginResponse):
+                    raise self._login_error(login, "password")
+            if self.client.device_id and self.client.device_id != device_id:
+                self.kit.store.kv_set("device_id", self.client.device_id)
+            named = await self.client.get_displayname(self.user_id)
+            self.display_name = getattr(named, "displayname", None)
+        except _CONNECTION_ERRORS as exc:
+            await self._close_client()
+            raise ChannelUnavailable(f"homeserver {s.homeserver} unreachable: {type(exc).__name__}") from exc
+        except BaseException:
+            await self._close_client()
+            raise
+        if self.kit.store.kv_get("first_connect_ms") is None:
+            self.kit.store.kv_set("first_connect_ms", str(int(time.time() * 1000)))
+
+    def _login_error(self, err: Any, how: str) -> Exception:
+        code = getattr(err, "status_code", None)
+        if code in _AUTH_CODES:
+            fix = ("create a new access token for the bot account" if how == "access_token"
+                   else "check channels.matrix.user_id and password")
+            return ChannelAuthError(f"channels.matrix: the homeserver refused the {how} ({code}); {fix}")
+        return ChannelUnavailable(f"homeserver {self.settings.homeserver} refused the login: {code or err}")
+
+    async def disconnect(self) -> None:
+        await self._close_client()
+
+    async def _close_client(self) -> None:
+        client, self.client = self.client, None
+        if client is not None:
+            await client.close()
+
+    # --- receiving --------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """The /sync loop; the first sync after a start asks for full state (room members, encryption)."""
+        assert self.client is not None
+        since = self.kit.store.cursor()
+        full_state = True
+        sync_filter = {"room": {"timeline": {"limit": self.settings.timeline_limit}},
+                       "presence": {"not_types": ["*"]}, "account_data": {"not_types": ["*"]}}
+        while True:
+            try:
+                resp = await self.client.sync(timeout=int(self.settings.sync_timeout_seconds * 1000),
+                                              since=since, full_state=full_state, sync_filter=sync_filter)
+            except _CONNECTION_ERRORS as exc:
+                raise ChannelUnavailable(f"/sync failed: {type(exc).__name__}") from exc
+            if not isinstance(resp, SyncResponse):
+                if getattr(resp, "status_code", None) in ("M_UNKNOWN_TOKEN", "M_MISSING_TOKEN"):
+                    raise ChannelAuthError("channels.matrix: the homeserver no longer accepts the bot's login "
+                                           "(M_UNKNOWN_TOKEN); log in again or set a new access_token")
+                raise ChannelUnavailable(f"/sync failed: {resp}")
+            await self._handle_sync(resp, since)
+            self.kit.store.save_cursor(resp.next_batch)
+            since, full_state = resp.next_batch, False
+
+    async def _handle_sync(self, resp: SyncResponse, since: str | None) -> None:
+        """Invites, then each joined room's events in order; every message handed to the kit."""
+        for room_id, info in resp.rooms.invite.items():
+            await self._on_invite(room_id, info.invite_state)
+        floor = 0 if since else int(self.kit.store.kv_get("first_connect_ms") or 0)
+        for room_id, info in resp.rooms.join.items():
+            room = self.client.rooms.get(room_id) if self.client else None
+            if room is None:
+                continue
+            timeline = list(info.timeline.events)
+            if info.timeline.limited and since and info.timeline.prev_batch:
+                timeline = await self._backfill(room_id, info.timeline.prev_batch, since) + timeline
+            if room.encrypted or any(isinstance(e, RoomEncryptionEvent) for e in info.state):
+                await self._encrypted(room_id)
+            for event in timeline:
+                if getattr(event, "server_timestamp", 0) < floor:
+                    continue  # history from before the bot's first start: never answered
+                await self._on_event(room, event)
+
+    async def _backfill(self, room_id: str, prev_batch: str, since: str) -> list[Any]:
+        """The events a limited timeline left out (more arrived than timeline_limit while the bot was away)."""
+        assert self.client is not None
+        older: list[Any] = []
+        start: str | None = prev_batch
+        while start:
+            page = await self.client.room_messages(room_id, start=start, end=since,
+                                                   direction=MessageDirection.back, limit=100)
+            if not isinstance(page, RoomMessagesResponse):
+                raise ChannelUnavailable(f"fetching missed messages failed: {page}")
+            if not page.chunk:
+                break
+            older.extend(page.chunk)
+            start = page.end if page.end != start else None
+        older.reverse()
+        return older
+
+    async def _on_invite(self, room_id: str, state: list[Any]) -> None:
+        """Join invites from people the bot may talk to; refuse (leave) the rest."""
+        assert self.client is not None
+        invite = next((e for e in state if isinstance(e, InviteMemberEvent) and e.state_key == self.user_id
+                       and e.membership == "invite"), None)
+        if invite is None:
+            return
+        direct = bool((invite.content or {}).get("is_direct"))
+        if self._may_invite(invite.sender, direct):
+            joined = await self.client.join(room_id)
+            self.kit.log.info("matrix: joined %s (invited by %s): %s", room_id, invite.sender,
+                              "ok" if not isinstance(joined, ErrorResponse) else joined)
+        else:
+            await self.client.room_leave(room_id)
+            self.kit.log.info("matrix: refused an invite to %s from %s (not an allowed user)", room_id, invite.sender)
+
+    def _may_invite(self, user_id: str, direct: bool) -> bool:
+        """Owners and allow_from always; anyone for a DM when dm_policy lets strangers in (open, pairing)."""
+        s = self.settings
+        if user_id in s.owner or user_id in s.allow_from:
+            return True
+        if direct:
+            return s.dm_policy in ("open", "pairing")
+        return s.group_policy == "open"
+
+    async def _encrypted(self, room_id: str) -> None:
+        """Say once per room that encrypted messages cannot be read, and remember the room for doctor."""
+        if not self.kit.store.first_time(f"encrypted:{room_id}"):
+            return
+        rooms = json.loads(self.kit.store.kv_get("encrypted_rooms") or "[]")
+        self.kit.store.kv_set("encrypted_rooms", json.dumps(sorted({*rooms, room_id})))
+        self.kit.log.warning("matrix: room %s is end-to-end encrypted; its messages cannot be read", room_id)
+        await self.send_text(Target(chat_id=room_id), ENCRYPTED_NOTICE)
+
+    async def _on_event(self, room: MatrixRoom, event: Any) -> None:
+        if getattr(event, "sender", None) == self.user_id:
+            return
+        if isinstance(event, MegolmEvent):
+            await self._encrypted(room.room_id)
+            return
+        if isinstance(event, ReactionEvent):
+            await self._on_reaction(room, event)
+            return
+        source = getattr(event, "source", {}) or {}
+        if source.get("type") != "m.room.message" or "redacted_because" in source.get("unsigned", {}):
+            return
+        content = source.get("content") or {}
+        if ev.is_edit(content):
+            return
+        incoming = self._incoming(room, event.event_id, event.sender, content)
+        if incoming is not None:
+            await self.kit.receive(incoming)
+
+    def _incoming(self, room: MatrixRoom, event_id: str, sender: str, content: dict[str, Any]) -> Incoming | None:
+        msgtype = content.get("msgtype")
+        body = content.get("body") if isinstance(content.get("body"), str) else ""
+        files: tuple[IncomingFile, ...] = ()
+        if msgtype in ev.FILE_TYPES:
+            file = self._file(content)
+            if file is None:
+                return None
+            files, body = (file,), ""
+        elif msgtype not in ("m.text", "m.emote", "m.notice"):
+            return None
+        private = room.member_count <= 2
+        addressed = private or ev.mentions(content, self.user_id, self.display_name)
+        text = ev.strip_reply_fallback(body)
+        if not private:
+            text = ev.strip_mention(text, self.user_id, self.display_name)
+        user = room.users.get(sender)
+        return Incoming(
+            message_id=event_id, chat_id=room.room_id,
+            sender=Sender(user_id=sender, username=sender, display=user.display_name if user else None),
+            private=private, text=text, addressed=addressed, thread_id=ev.thread_root(content), files=files,
+            sender_is_bot=msgtype == "m.notice",
+            metadata={"message_id": event_id, **({"reply_to": r} if (r := ev.reply_to(content)) else {})})
+
+    def _file(self, content: dict[str, Any]) -> IncomingFile | None:
+        """An attachment in the media repository; fetched only when the kit accepts its declared size."""
+        url = content.get("url")
+        parts = ev.mxc_parts(url) if isinstance(url, str) else None
+        if parts is None:
+            return None  # an encrypted attachment (content.file) or a broken event
+        info = content.get("info") if isinstance(content.get("info"), dict) else {}
+        size = info.get("size") if isinstance(info.get("size"), int) else None
+        name = content.get("filename") or content.get("body") or parts[1]
+
+        async def fetch() -> bytes:
+            return await self._download(*parts)
+
+        return IncomingFile(name=str(name), size=size, mime=info.get("mimetype"), fetch=fetch)
+
+    async def _download(self, server: str, media_id: str) -> bytes:
+        """Authenticated media download, read no further than the size limit allows."""
+        assert self.client is not None and self.client.client_session is not None
+        limit = self.settings.max_file_bytes
+        url = f"{self.settings.homeserver}/_matrix/client/v1/media/download/{server}/{media_id}"
+        headers = {"Authorization": f"Bearer {self.client.access_token}"}
+        async with self.client.client_session.get(url, headers=headers) as resp:
+            if resp.status != 200:
+                raise DeliveryError(f"media download refused: HTTP {resp.status}", permanent=True)
+            data = await resp.content.read(limit + 1)
+        if len(data) > limit:
+            raise DeliveryError(f"attachment is larger than max_file_bytes ({limit})", permanent=True)
+        return data
+
+    async def _on_reaction(self, room: MatrixRoom, event: ReactionEvent) -> None:
+        """👍 / 👎 on an approval prompt answers it; the kit decides whether this sender may."""
+        approval_id = self.kit.store.kv_get(f"approval:{event.reacts_to}")
+        approved = ev.reaction_answer(event.key)
+        if approval_id is None or approved is None:
+            return
+        user = room.users.get(event.sender)
+        sender = Sender(user_id=event.sender, username=event.sender, display=user.display_name if user else None)
+        line = await self.kit.approval_answer(approval_id, sender, approved)
+        if line:
+            await self.send_text(Target(chat_id=room.room_id, reply_to=event.reacts_to), line)
+
+    # --- sending ----------------------------------------------------------------------------------
+    def render(self, markdown: str) -> list[str]:
+        """Chunks stay Markdown here; send_text makes each one a notice with its HTML."""
+        return split_markdown(markdown, MAX_CHARS)
+
+    def _relation(self, target: Target) -> dict[str, Any]:
+        if target.thread_id:
+            return {"m.relates_to": {"rel_type": ev.THREAD, "event_id": target.thread_id, "is_falling_back": True,
+                                     "m.in_reply_to": {"event_id": target.reply_to or target.thread_id}}}
+        return {}
+
+    async def send_text(self, target: Target, text: str) -> str:
+        content = {**notice_content(text, to_plain(text)), **self._relation(target)}
+        return await self._send(target.chat_id, "m.room.message", content)
+
+    async def _send(self, room_id: str, event_type: str, content: dict[str, Any]) -> str:
+        if self.client is None:
+            raise DeliveryError("matrix is not connected")
+        try:
+            resp = await self.client.room_send(room_id, event_type, content)
+        except _CONNECTION_ERRORS as exc:
+            raise DeliveryError(f"homeserver unreachable: {type(exc).__name__}") from exc
+        if isinstance(resp, RoomSendResponse):
+            return resp.event_id
+        code = getattr(resp, "status_code", None)
+        if code == "M_LIMIT_EXCEEDED":
+            retry = getattr(resp, "retry_after_ms", None)
+            raise DeliveryError(f"rate limited: {resp}", retry_after=(retry or 1000) / 1000)
+        transport = getattr(resp, "transport_response", None)
+        status = getattr(transport, "status", 0) or 0
+        raise DeliveryError(f"send refused: {resp}", permanent=400 <= status < 500 or code in _AUTH_CODES)
+
+    async def typing(self, target: Target) -> None:
+        if self.client is not None:
+            await self.client.room_typing(target.chat_id, True, timeout=int(self.settings.typing_interval_seconds
+                                                                                 * 1000) + 3000)
+
+    async def edit_text(self, target: Target, message_id: str, text: str) -> None:
+        new = notice_content(text, to_plain(text))
+        content = {**new, "body": f"* {new['body']}", "m.new_content": new,
+                   "m.relates_to": {"rel_type": ev.REPLACE, "event_id": message_id}}
+        await self._send(target.chat_id, "m.room.message", content)
+
+    async def delete(self, target: Target, message_id: str) -> None:
+        if self.client is not None:
+            await self.client.room_redact(target.chat_id, message_id)
+
+    async def send_approval(self, target: Target, approval_id: str, text: str) -> str | None:
+        """The prompt, with 👍 and 👎 already under it: pressing one answers (owners only, the kit checks)."""
+        hint = f"{text}\n\nReact 👍 to approve or 👎 to deny (or reply `/approve {approval_id}` / `/deny {approval_id}`)."
+        event_id = await self.send_text(target, hint)
+        self.kit.store.kv_set(f"approval:{event_id}", approval_id)
+        for key in ("👍", "👎"):
+            await self._send(target.chat_id, "m.reaction",
+                             {"m.relates_to": {"rel_type": "m.annotation", "event_id": event_id, "key": key}})
+        return event_id

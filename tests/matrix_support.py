@@ -1,0 +1,208 @@
+"""A person on Matrix, for the tests: a real matrix-nio client against the test session's Synapse.
+
+Why a thread of its own: the tests are synchronous (like the other channel tests) while nio is
+asyncio; the person's client runs on its own event loop in a thread, keeps syncing in the background
+and records every event it sees, so a test waits for a condition on what the person has received.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, TypeVar
+
+import pytest
+from nio import AsyncClient, AsyncClientConfig, RoomCreateResponse, RoomSendResponse, SyncResponse
+
+from tests.harness import DaemonProcess
+from tests.servers.synapse import MatrixUser, Synapse
+from tests.waiting import DEFAULT_TIMEOUT, wait_until
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One event the person's client received."""
+
+    room_id: str
+    event_id: str
+    sender: str
+    type: str
+    content: dict[str, Any]
+
+    @property
+    def body(self) -> str:
+        return str(self.content.get("body", ""))
+
+    @property
+    def thread(self) -> str | None:
+        rel = self.content.get("m.relates_to") or {}
+        return rel.get("event_id") if rel.get("rel_type") == "m.thread" else None
+
+
+class Human:
+    """A Matrix user driven from a test: create rooms, send, react, and read what arrived."""
+
+    def __init__(self, server: Synapse, user: MatrixUser) -> None:
+        self.server = server
+        self.user = user
+        self.user_id = user.user_id
+        self.events: list[Seen] = []
+        self._lock = threading.Lock()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name=f"human-{user.localpart}", daemon=True)
+        self._thread.start()
+        self.client: AsyncClient = self._run(self._make_client())
+        self._stopping = False
+        self._syncing = asyncio.run_coroutine_threadsafe(self._sync_forever(), self._loop)
+
+    async def _make_client(self) -> AsyncClient:
+        client = AsyncClient(self.server.base_url, self.user_id, config=AsyncClientConfig(store_sync_tokens=False))
+        client.access_token, client.device_id = self.user.access_token, self.user.device_id
+        return client
+
+    def _run(self, coro: Coroutine[Any, Any, T], timeout: float = DEFAULT_TIMEOUT) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    async def _sync_forever(self) -> None:
+        since: str | None = None
+        while not self._stopping:
+            resp = await self.client.sync(timeout=500, since=since)
+            if not isinstance(resp, SyncResponse):
+                await asyncio.sleep(0.2)
+                continue
+            since = resp.next_batch
+            for room_id, info in resp.rooms.join.items():
+                for event in info.timeline.events:
+                    src = event.source
+                    seen = Seen(room_id, src.get("event_id", ""), src.get("sender", ""), src.get("type", ""),
+                                src.get("content") or {})
+                    with self._lock:
+                        self.events.append(seen)
+            for room_id in resp.rooms.invite:
+                await self.client.join(room_id)
+
+    # --- acting --------------------------------------------------------------------------------------
+    def dm(self, other: str) -> str:
+        """A direct chat with `other` (invited, is_direct); returns the room id."""
+        resp = self._run(self.client.room_create(invite=[other], is_direct=True))
+        assert isinstance(resp, RoomCreateResponse), resp
+        return resp.room_id
+
+    def room(self, *invite: str, name: str = "team") -> str:
+        """A private group room with `invite` in it."""
+        resp = self._run(self.client.room_create(name=name, invite=list(invite)))
+        assert isinstance(resp, RoomCreateResponse), resp
+        return resp.room_id
+
+    def join(self, room_id: str) -> None:
+        self._run(self.client.join(room_id))
+
+    def send(self, room_id: str, text: str, *, mention: str | None = None, thread: str | None = None,
+             msgtype: str = "m.text") -> str:
+        """A message as a client sends it; `mention` adds the user to m.mentions and the text, like Element."""
+        content: dict[str, Any] = {"msgtype": msgtype, "body": text}
+        if mention:
+            content["body"] = f"{mention}: {text}"
+            content["m.mentions"] = {"user_ids": [mention]}
+        if thread:
+            content["m.relates_to"] = {"rel_type": "m.thread", "event_id": thread, "is_falling_back": True,
+                                       "m.in_reply_to": {"event_id": thread}}
+        return self._event(room_id, "m.room.message", content)
+
+    def send_file(self, room_id: str, name: str, data: bytes, mime: str = "text/plain") -> str:
+        """Upload to the media repository and post an m.file pointing at it."""
+        async def upload() -> str:
+            import io
+            resp, _ = await self.client.upload(io.BytesIO(data), content_type=mime, filename=name,
+                                               filesize=len(data))
+            return resp.content_uri
+        uri = self._run(upload())
+        return self._event(room_id, "m.room.message", {"msgtype": "m.file", "body": name, "url": uri,
+                                                       "info": {"size": len(data), "mimetype": mime}})
+
+    def react(self, room_id: str, event_id: str, key: str) -> str:
+        return self._event(room_id, "m.reaction",
+                           {"m.relates_to": {"rel_type": "m.annotation", "event_id": event_id, "key": key}})
+
+    def _event(self, room_id: str, event_type: str, content: dict[str, Any]) -> str:
+        resp = self._run(self.client.room_send(room_id, event_type, content))
+        assert isinstance(resp, RoomSendResponse), resp
+        return resp.event_id
+
+    # --- reading -------------------------------------------------------------------------------------
+    def seen(self, room_id: str, sender: str | None = None, type: str = "m.room.message") -> list[Seen]:
+        with self._lock:
+            return [e for e in self.events if e.room_id == room_id and e.type == type
+                    and (sender is None or e.sender == sender)]
+
+    def wait(self, check: Callable[[], T], what: str, timeout: float = DEFAULT_TIMEOUT,
+             describe: Callable[[], str] | None = None) -> T:
+        return wait_until(check, what, timeout=timeout, interval=0.05, describe=describe)
+
+    def close(self) -> None:
+        self._stopping = True
+        try:
+            self._syncing.result(30)
+        finally:
+            self._run(self.client.close())
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+
+
+@pytest.fixture
+def humans(synapse: Synapse) -> Iterator[Callable[..., Human]]:
+    """Make people on the session's Synapse; their clients are closed at the end of the test."""
+    made: list[Human] = []
+
+    def make(prefix: str = "human") -> Human:
+        person = Human(synapse, synapse.register(prefix))
+        made.append(person)
+        return person
+
+    yield make
+    for person in made:
+        person.close()
+
+
+@dataclass
+class MatrixBot:
+    """The daemon's bot account and the config lines that connect a daemon to it."""
+
+    user: MatrixUser
+    server: Synapse
+
+    def env(self, **settings: Any) -> dict[str, str]:
+        values: dict[str, Any] = {"enabled": True, "homeserver": self.server.base_url, "user_id": self.user.user_id,
+                                  "password": self.user.password, "sync_timeout_seconds": 2,
+                                  "retry_base_seconds": 0.05, **settings}
+        return {f"CLAWGATE_CHANNELS__MATRIX__{k.upper()}": v if isinstance(v, str) else json.dumps(v)
+                for k, v in values.items()}
+
+
+@pytest.fixture
+def matrix_bot(synapse: Synapse) -> MatrixBot:
+    return MatrixBot(synapse.register("bot"), synapse)
+
+
+@pytest.fixture
+def mx_daemon(matrix_bot: MatrixBot, daemon_factory: Callable[..., DaemonProcess]) -> Callable[..., DaemonProcess]:
+    """Start a daemon whose Matrix channel is the bot account; keyword arguments are channels.matrix settings."""
+
+    def make(env: dict[str, str] | None = None, **settings: Any) -> DaemonProcess:
+        return daemon_factory({**matrix_bot.env(**settings), **(env or {})})
+
+    return make
+
+
+def log_tail(daemon: DaemonProcess) -> Callable[[], str]:
+    """A describe= for waits: the end of the daemon's log."""
+    def tail() -> str:
+        path = Path(daemon.home) / "logs" / "clawgate.log"
+        return path.read_text(errors="replace")[-4000:] if path.exists() else "(no daemon log)"
+    return tail
