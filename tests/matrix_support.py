@@ -34,6 +34,7 @@ class Seen:
     sender: str
     type: str
     content: dict[str, Any]
+    state_key: str | None = None
 
     @property
     def body(self) -> str:
@@ -81,9 +82,14 @@ class Human:
                 for event in info.timeline.events:
                     src = event.source
                     seen = Seen(room_id, src.get("event_id", ""), src.get("sender", ""), src.get("type", ""),
-                                src.get("content") or {})
+                                src.get("content") or {}, src.get("state_key"))
                     with self._lock:
                         self.events.append(seen)
+                for event in info.ephemeral:
+                    users = getattr(event, "users", None)
+                    if users is not None:  # m.typing: who is typing now
+                        with self._lock:
+                            self.events.append(Seen(room_id, "", "", "m.typing", {"user_ids": list(users)}))
             for room_id in resp.rooms.invite:
                 await self.client.join(room_id)
 
@@ -99,6 +105,19 @@ class Human:
         resp = self._run(self.client.room_create(name=name, invite=list(invite)))
         assert isinstance(resp, RoomCreateResponse), resp
         return resp.room_id
+
+    def encrypted_dm(self, other: str) -> str:
+        """A direct chat with end-to-end encryption switched on from the start (m.room.encryption)."""
+        state = [{"type": "m.room.encryption", "state_key": "", "content": {"algorithm": "m.megolm.v1.aes-sha2"}}]
+        resp = self._run(self.client.room_create(invite=[other], is_direct=True, initial_state=state))
+        assert isinstance(resp, RoomCreateResponse), resp
+        return resp.room_id
+
+    def send_encrypted(self, room_id: str, n: int) -> str:
+        """An m.room.encrypted event as an E2E client sends it (Megolm ciphertext nobody here can read)."""
+        content = {"algorithm": "m.megolm.v1.aes-sha2", "ciphertext": f"AwgAEnCiphertext{n:04d}", "device_id": "HUMANDEV",
+                   "sender_key": "c2VuZGVya2V5c2VuZGVya2V5c2VuZGVya2V5MDAwMDA", "session_id": f"c2Vzc2lvbi{n}"}
+        return self._event(room_id, "m.room.encrypted", content)
 
     def join(self, room_id: str) -> None:
         self._run(self.client.join(room_id))
@@ -140,6 +159,14 @@ class Human:
         with self._lock:
             return [e for e in self.events if e.room_id == room_id and e.type == type
                     and (sender is None or e.sender == sender)]
+
+    def members(self, room_id: str) -> set[str]:
+        """Who is joined now, as far as the membership events this client saw tell."""
+        last: dict[str, str] = {}
+        for e in self.seen(room_id, type="m.room.member"):
+            if e.state_key:
+                last[e.state_key] = str(e.content.get("membership"))
+        return {user for user, membership in last.items() if membership == "join"}
 
     def wait(self, check: Callable[[], T], what: str, timeout: float = DEFAULT_TIMEOUT,
              describe: Callable[[], str] | None = None) -> T:

@@ -51,8 +51,14 @@ from clawgate.channels.matrix.settings import MatrixSettings
 MAX_CHARS = 32_000  # Synapse refuses events over 65,536 bytes; body + HTML of 32k characters stays under
 ENCRYPTED_NOTICE = ("I cannot read messages in end-to-end encrypted rooms, so I will not see anything written "
                     "here. Please talk to me in a room without encryption.")
+ENCRYPTED_ROOMS = "encrypted_rooms"  # kv key: the rooms told, for `doctor`
 _AUTH_CODES = ("M_UNKNOWN_TOKEN", "M_MISSING_TOKEN", "M_FORBIDDEN", "M_USER_DEACTIVATED", "M_INVALID_USERNAME")
 _CONNECTION_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, TimeoutError, OSError)
+
+
+def encrypted_rooms(stored: str | None) -> list[str]:
+    """The encrypted rooms the bot has seen (and said it cannot read), from the adapter's kv value."""
+    return list(json.loads(stored)) if stored else []
 
 
 class MatrixAdapter(PlatformAdapter):
@@ -208,10 +214,10 @@ class MatrixAdapter(PlatformAdapter):
 
     async def _encrypted(self, room_id: str) -> None:
         """Say once per room that encrypted messages cannot be read, and remember the room for doctor."""
-        if not self.kit.store.first_time(f"encrypted:{room_id}"):
+        rooms = encrypted_rooms(self.kit.store.kv_get(ENCRYPTED_ROOMS))
+        if room_id in rooms:
             return
-        rooms = json.loads(self.kit.store.kv_get("encrypted_rooms") or "[]")
-        self.kit.store.kv_set("encrypted_rooms", json.dumps(sorted({*rooms, room_id})))
+        self.kit.store.kv_set(ENCRYPTED_ROOMS, json.dumps(sorted({*rooms, room_id})))
         self.kit.log.warning("matrix: room %s is end-to-end encrypted; its messages cannot be read", room_id)
         await self.send_text(Target(chat_id=room_id), ENCRYPTED_NOTICE)
 
