@@ -21,6 +21,7 @@ from clawgate.config.paths import Paths
 from clawgate.config.schema import Settings
 from clawgate.config.token import gateway_token
 
+from .doctor_matrix import check_matrix
 from .doctor_mcp import check_mcp
 
 Status = Literal["ok", "warn", "fail", "skip"]
@@ -76,7 +77,9 @@ def run_checks(paths: Paths, *, offline: bool = False,
         f"no {paths.config_file}: defaults and environment"
     return [Check("config", "ok", config_detail, "" if paths.config_file.exists() else "`clawgate init` writes one"),
             check_model(settings, offline), check_token(paths, settings), check_port(paths, settings),
-            check_telegram(settings, offline), check_workspace(paths, settings), check_sandbox(sandbox_status),
+            check_telegram(settings, offline),
+            *(Check(*found) for found in check_matrix(paths, settings, offline)),  # type: ignore[arg-type]
+            check_workspace(paths, settings), check_sandbox(sandbox_status),
             check_mounts(mount_status),
             check_database(paths), check_disk(paths, disk_usage),
             *(Check(*found) for found in check_mcp(paths, settings, offline))]  # type: ignore[arg-type]
