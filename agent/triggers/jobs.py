@@ -18,7 +18,7 @@ from clawgate.agent.session import InvalidSessionKey, check_session_key
 
 from .schedule import Schedule, ScheduleError, format_time
 
-KNOWN_CHANNELS = ("telegram", "gateway")
+KNOWN_CHANNELS = ("telegram", "gateway", "matrix")
 DELIVER_HINT = "use telegram:<chat_id>, gateway[:<session>] or none"
 _SESSION = re.compile(r"^[\w.:@/-]{1,200}$")
 
@@ -46,6 +46,11 @@ def parse_deliver(target: str | None) -> str | None:
         if sep and not _SESSION.match(chat):
             raise CronError(f"invalid delivery target {target!r}: bad session name; {DELIVER_HINT}")
         return f"gateway:{chat}" if chat else "gateway"
+    if channel == "matrix":  # a room id: !opaque:server, or !opaque alone (room version 12 on)
+        if not re.fullmatch(r"![^\s:/]{1,255}(:[A-Za-z0-9.\-]{1,255}(:\d{1,5})?)?", chat):
+            raise CronError(f"invalid delivery target {target!r}: a Matrix room id looks like "
+                            f"!abc123:example.org; {DELIVER_HINT}")
+        return f"matrix:{chat}"
     if not re.fullmatch(r"-?\d{1,20}|@\w{3,64}", chat):
         raise CronError(f"invalid delivery target {target!r}: a Telegram chat id is a number (or @channel); {DELIVER_HINT}")
     return f"telegram:{chat}"

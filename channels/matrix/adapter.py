@@ -9,6 +9,7 @@ event of that batch, so a crash re-reads the batch and the kit's dedupe drops wh
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import time
 from typing import Any, ClassVar
@@ -103,6 +104,7 @@ class MatrixAdapter(PlatformAdapter):
                 self.kit.store.kv_set("device_id", self.client.device_id)
             named = await self.client.get_displayname(self.user_id)
             self.display_name = getattr(named, "displayname", None)
+            self.kit.bot_name = self.display_name
         except _CONNECTION_ERRORS as exc:
             await self._close_client()
             raise ChannelUnavailable(f"homeserver {s.homeserver} unreachable: {type(exc).__name__}") from exc
@@ -204,13 +206,16 @@ class MatrixAdapter(PlatformAdapter):
             self.kit.log.info("matrix: refused an invite to %s from %s (not an allowed user)", room_id, invite.sender)
 
     def _may_invite(self, user_id: str, direct: bool) -> bool:
-        """Owners and allow_from always; anyone for a DM when dm_policy lets strangers in (open, pairing)."""
-        s = self.settings
-        if user_id in s.owner or user_id in s.allow_from:
+        """Owners, allow_from and paired users always; anyone for a DM when dm_policy lets strangers
+        write (open, or pairing: the code is given in the DM); anyone for a room only when group_policy is open."""
+        who = Sender(user_id=user_id, username=user_id)
+        policy = self.kit.policy
+        if policy.is_owner(who) or policy.claim(who) is not None or policy.listed(who) \
+                or self.kit.pairing.is_paired(self.kit.name, user_id):
             return True
         if direct:
-            return s.dm_policy in ("open", "pairing")
-        return s.group_policy == "open"
+            return self.settings.dm_policy in ("open", "pairing")
+        return self.settings.group_policy == "open"
 
     async def _encrypted(self, room_id: str) -> None:
         """Say once per room that encrypted messages cannot be read, and remember the room for doctor."""
@@ -301,7 +306,7 @@ class MatrixAdapter(PlatformAdapter):
             return
         user = room.users.get(event.sender)
         sender = Sender(user_id=event.sender, username=event.sender, display=user.display_name if user else None)
-        line = await self.kit.approval_answer(approval_id, sender, approved)
+        line = await self.kit.approval_answer(approval_id, sender, approved, chat_id=room.room_id)
         if line:
             await self.send_text(Target(chat_id=room.room_id, reply_to=event.reacts_to), line)
 
@@ -318,13 +323,23 @@ class MatrixAdapter(PlatformAdapter):
 
     async def send_text(self, target: Target, text: str) -> str:
         content = {**notice_content(text, to_plain(text)), **self._relation(target)}
-        return await self._send(target.chat_id, "m.room.message", content)
+        return await self._send(target.chat_id, "m.room.message", content, txn_id=self._txn_id(target, text))
 
-    async def _send(self, room_id: str, event_type: str, content: dict[str, Any]) -> str:
+    @staticmethod
+    def _txn_id(target: Target, text: str) -> str | None:
+        """The first chunk of a reply gets a transaction id derived from the message it answers: sent again
+        after a crash (sent, but not yet recorded as sent), the homeserver recognises it and stores no second
+        event (transaction ids are kept per device for a day). Other messages get a fresh one."""
+        if target.reply_to is None:
+            return None
+        key = "\0".join((target.chat_id, target.thread_id or "", target.reply_to, text))
+        return "cg" + hashlib.sha256(key.encode()).hexdigest()[:40]
+
+    async def _send(self, room_id: str, event_type: str, content: dict[str, Any], txn_id: str | None = None) -> str:
         if self.client is None:
             raise DeliveryError("matrix is not connected")
         try:
-            resp = await self.client.room_send(room_id, event_type, content)
+            resp = await self.client.room_send(room_id, event_type, content, tx_id=txn_id)
         except _CONNECTION_ERRORS as exc:
             raise DeliveryError(f"homeserver unreachable: {type(exc).__name__}") from exc
         if isinstance(resp, RoomSendResponse):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
@@ -14,7 +16,6 @@ USER_ID = re.compile(r"^@[a-z0-9._=\-/+]+:[A-Za-z0-9.\-]+(:[0-9]{1,5})?$")
 class MatrixSettings(AccessSettings):
     """Log in with a password (a device is created once and its id kept) or an existing access token."""
 
-    enabled: bool = False
     homeserver: str | None = Field(None, description="the client-server API base, e.g. https://matrix.example.org")
     user_id: str | None = Field(None, description="the bot's full user id, e.g. @clawgate:example.org")
     password: SecretStr | None = None
@@ -24,6 +25,17 @@ class MatrixSettings(AccessSettings):
     timeline_limit: int = Field(50, ge=1, le=500, description=(
         "events per room per /sync; when more arrived meanwhile the rest is fetched page by page"))
     request_timeout_seconds: float = Field(30.0, gt=0)
+
+    @field_validator("owner", "allow_from", mode="before")
+    @classmethod
+    def _json_list(cls, value: Any) -> Any:
+        """A list from the environment (CLAWGATE_CHANNELS__MATRIX__OWNER='["@me:example.org"]') arrives as text."""
+        if isinstance(value, str) and value.strip().startswith("["):
+            try:
+                return json.loads(value)
+            except ValueError:
+                raise ValueError('must be a JSON list, e.g. ["@you:example.org"]') from None
+        return value
 
     @field_validator("homeserver")
     @classmethod
@@ -44,8 +56,10 @@ class MatrixSettings(AccessSettings):
     @model_validator(mode="after")
     def _complete(self) -> "MatrixSettings":
         """Enabled means usable: a homeserver, a user id and one way to log in."""
-        if not self.enabled:
+        if self.enabled is False:
             return self
+        if self.homeserver is None and self.base_url is not None:
+            self.homeserver = self._homeserver(self.base_url)
         missing = [name for name in ("homeserver", "user_id") if getattr(self, name) is None]
         if missing:
             raise ValueError(f"channels.matrix is enabled but {' and '.join(missing)} is not set")
