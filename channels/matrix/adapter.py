@@ -49,12 +49,16 @@ from clawgate.channels.matrix import events as ev
 from clawgate.channels.matrix.render import notice_content
 from clawgate.channels.matrix.settings import MatrixSettings
 
-MAX_CHARS = 32_000  # Synapse refuses events over 65,536 bytes; body + HTML of 32k characters stays under
+MAX_CHARS = 24_000  # the default max_message_bytes: body and HTML together stay under Synapse's 64 KiB per event
 ENCRYPTED_NOTICE = ("I cannot read messages in end-to-end encrypted rooms, so I will not see anything written "
                     "here. Please talk to me in a room without encryption.")
 ENCRYPTED_ROOMS = "encrypted_rooms"  # kv key: the rooms told, for `doctor`
 _AUTH_CODES = ("M_UNKNOWN_TOKEN", "M_MISSING_TOKEN", "M_FORBIDDEN", "M_USER_DEACTIVATED", "M_INVALID_USERNAME")
 _CONNECTION_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, TimeoutError, OSError)
+
+
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8"))
 
 
 def encrypted_rooms(stored: str | None) -> list[str]:
@@ -307,13 +311,14 @@ class MatrixAdapter(PlatformAdapter):
         user = room.users.get(event.sender)
         sender = Sender(user_id=event.sender, username=event.sender, display=user.display_name if user else None)
         line = await self.kit.approval_answer(approval_id, sender, approved, chat_id=room.room_id)
-        if line:
-            await self.send_text(Target(chat_id=room.room_id, reply_to=event.reacts_to), line)
+        if line:  # no reply_to: two people may be told the same line about the same prompt
+            await self.send_text(Target(chat_id=room.room_id), line)
 
     # --- sending ----------------------------------------------------------------------------------
     def render(self, markdown: str) -> list[str]:
-        """Chunks stay Markdown here; send_text makes each one a notice with its HTML."""
-        return split_markdown(markdown, MAX_CHARS)
+        """Chunks stay Markdown here (measured in UTF-8 bytes, what the homeserver limits); send_text makes
+        each one a notice with its HTML."""
+        return split_markdown(markdown, self.settings.max_message_bytes, measure=_utf8_len)
 
     def _relation(self, target: Target) -> dict[str, Any]:
         if target.thread_id:

@@ -25,6 +25,9 @@ class MatrixSettings(AccessSettings):
     timeline_limit: int = Field(50, ge=1, le=500, description=(
         "events per room per /sync; when more arrived meanwhile the rest is fetched page by page"))
     request_timeout_seconds: float = Field(30.0, gt=0)
+    max_message_bytes: int = Field(24_000, ge=1_000, le=30_000, description=(
+        "one message's text in UTF-8 bytes; longer answers are split (the HTML copy is sent too, and "
+        "Synapse refuses events over 64 KiB)"))
 
     @field_validator("owner", "allow_from", mode="before")
     @classmethod

@@ -9,20 +9,22 @@ a burst of messages is never throttled. Users are registered through the shared-
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import hmac
 import itertools
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 import yaml
@@ -199,13 +201,25 @@ def start_synapse(root: Path) -> Synapse:
         raise
 
 
-@pytest.fixture(scope="session")
-def synapse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synapse]:
-    """One real Synapse for the whole test session (start-up is paid once)."""
+_shared: Synapse | None = None
+
+
+def shared_synapse() -> Synapse:
+    """The test session's one Synapse, started on first use (a fixture or a conformance harness) and
+    stopped when the session's process ends. Fails the asking test with one line when it is not installed."""
+    global _shared
     try:
         import synapse as _synapse_package  # noqa: F401
     except ImportError:
         pytest.fail(MISSING, pytrace=False)
-    server = start_synapse(tmp_path_factory.mktemp("synapse"))
-    yield server
-    server.stop()
+    if _shared is None or (_shared.proc is not None and _shared.proc.poll() is not None):
+        _shared = start_synapse(Path(tempfile.mkdtemp(prefix="clawgate-synapse-")))
+        atexit.register(_shared.stop)
+        atexit.register(shutil.rmtree, _shared.root, True)
+    return _shared
+
+
+@pytest.fixture(scope="session")
+def synapse() -> Synapse:
+    """One real Synapse for the whole test session (start-up is paid once)."""
+    return shared_synapse()
