@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
 from tests.matrix_support import Human, humans, log_tail, matrix_bot, mx_daemon  # noqa: F401
-from tests.servers.synapse import Synapse
 from tests.telegram_support import user_texts
 from tests.waiting import wait_past
 
@@ -19,14 +18,14 @@ def bot_notices(person: Human, room: str, bot: str) -> list[str]:
     return [e.body for e in person.seen(room, bot) if e.content.get("msgtype") == NOTICE]
 
 
-def test_dm_chat_with_a_tool_call_as_a_formatted_notice(mx_daemon, matrix_bot, humans, fake_model: FakeAnthropic) -> None:
+def test_a_dm_with_a_tool_call_then_a_thread(mx_daemon, matrix_bot, humans, fake_model: FakeAnthropic) -> None:
     daemon = mx_daemon(dm_policy="open")
     alice = humans("alice")
     bot = matrix_bot.user.user_id
     room = alice.dm(bot)
     alice.wait(lambda: bot in alice.members(room), "the bot to join the DM", describe=log_tail(daemon))
     fake_model.enqueue(tool_use("list_dir", {"path": "."}), text("I see **nothing much** in `.`"))
-    alice.send(room, "what is in your workspace?")
+    root = alice.send(room, "what is in your workspace?")
     replies = alice.wait(lambda: [e for e in alice.seen(room, bot) if e.content.get("msgtype") == NOTICE
                                   and "nothing much" in e.body], "the bot's answer", describe=log_tail(daemon))
     reply = replies[-1].content
@@ -34,38 +33,15 @@ def test_dm_chat_with_a_tool_call_as_a_formatted_notice(mx_daemon, matrix_bot, h
     assert "<strong>nothing much</strong>" in reply["formatted_body"] and "<code>.</code>" in reply["formatted_body"]
     assert user_texts(fake_model.requests[0])[-1] == "what is in your workspace?"
     assert any(bot in e.content["user_ids"] for e in alice.seen(room, type="m.typing"))
-
-
-def test_a_room_is_answered_only_when_the_bot_is_mentioned(mx_daemon, matrix_bot, humans, fake_model) -> None:
-    daemon = mx_daemon(dm_policy="open", group_policy="open")
-    alice, bob = humans("alice"), humans("bob")
-    bot = matrix_bot.user.user_id
-    room = alice.room(bot, bob.user_id)
-    alice.wait(lambda: alice.members(room) == {alice.user_id, bob.user_id, bot}, "the bot and bob to join the room",
-               describe=log_tail(daemon))
-    alice.send(room, "hello bob, lunch?")
-    bob.send(room, "sure, ask the bot where")
-    alice.send(room, "where should we eat?", mention=bot)
-    alice.wait(lambda: bot_notices(alice, room, bot), "an answer to the mention", describe=log_tail(daemon))
-    assert bot_notices(alice, room, bot) == ["echo: where should we eat?"]
-    assert [user_texts(r)[-1] for r in fake_model.requests] == ["where should we eat?"]
-
-
-def test_a_thread_is_answered_in_its_thread(mx_daemon, matrix_bot, humans, fake_model) -> None:
-    daemon = mx_daemon(dm_policy="open")
-    alice = humans("alice")
-    bot = matrix_bot.user.user_id
-    room = alice.dm(bot)
-    root = alice.send(room, "first topic")
-    alice.wait(lambda: bot_notices(alice, room, bot), "the answer to the root message", describe=log_tail(daemon))
+    # a thread under the first message is its own conversation, answered in the thread
     alice.send(room, "more on this", thread=root)
     threaded = alice.wait(lambda: [e for e in alice.seen(room, bot) if e.thread == root],
                           "an answer in the thread", describe=log_tail(daemon))
-    assert threaded[0].body == "echo: more on this"
+    assert [e.body for e in threaded] == ["echo: more on this"]
     assert threaded[0].content["m.relates_to"]["rel_type"] == "m.thread"
 
 
-def test_a_risky_tool_is_approved_by_the_owners_reaction_not_by_anyone_elses(
+def test_a_risky_tool_in_a_room_is_approved_by_the_owners_reaction_and_a_cron_result_arrives(
         mx_daemon, matrix_bot, humans, fake_model) -> None:
     alice, mallory = humans("owner"), humans("mallory")
     daemon = mx_daemon(owner=[alice.user_id], group_policy="open")
@@ -77,7 +53,7 @@ def test_a_risky_tool_is_approved_by_the_owners_reaction_not_by_anyone_elses(
     prompt = alice.wait(lambda: [e for e in alice.seen(room, bot) if "touch approved.txt" in e.body],
                         "the approval prompt", describe=log_tail(daemon))[0]
     assert "👍" in prompt.body and not (daemon.workspace / "approved.txt").exists()
-    mallory.react(room, prompt.event_id, "👍")
+    mallory.react(room, prompt.event_id, "👍")  # in the room, but not the owner
     alice.wait(lambda: any("Only the owner" in b for b in bot_notices(alice, room, bot)),
                "the refusal of mallory's reaction", describe=log_tail(daemon))
     assert not (daemon.workspace / "approved.txt").exists()
@@ -85,15 +61,7 @@ def test_a_risky_tool_is_approved_by_the_owners_reaction_not_by_anyone_elses(
     alice.wait(lambda: "Created approved.txt." in bot_notices(alice, room, bot), "the tool's result",
                describe=log_tail(daemon))
     assert (daemon.workspace / "approved.txt").exists()
-
-
-def test_a_cron_jobs_result_arrives_in_the_room(mx_daemon, matrix_bot, humans, fake_model) -> None:
-    alice = humans("alice")
-    daemon = mx_daemon(owner=[alice.user_id])
-    bot = matrix_bot.user.user_id
-    room = alice.dm(bot)
-    alice.send(room, "hi")
-    alice.wait(lambda: bot_notices(alice, room, bot), "the first answer", describe=log_tail(daemon))
+    # a cron job delivering to the room
     fake_model.enqueue_for("water the plants", text("Time to water the plants 🌱"))
     added = daemon.cli("cron", "add", "--at", "+1s", "--message", "Tell me to water the plants",
                        "--deliver", f"matrix:{room}")
@@ -129,34 +97,26 @@ def test_kill_during_a_burst_of_50_then_every_message_is_answered_once(
     assert sorted(asked) == sorted(["warm up", *sent])
 
 
-def test_an_invite_from_a_stranger_is_refused_when_only_listed_users_may_talk(
-        mx_daemon, matrix_bot, humans, fake_model, synapse: Synapse) -> None:
+def test_invites_from_strangers_are_declined_and_an_encrypted_room_is_told_once(
+        mx_daemon, matrix_bot, humans, fake_model) -> None:
     friend, stranger = humans("friend"), humans("stranger")
     daemon = mx_daemon(dm_policy="allowlist", allow_from=[friend.user_id])
     bot = matrix_bot.user.user_id
     refused = stranger.dm(bot)
-    welcome = friend.dm(bot)
-    friend.send(welcome, "hello")
-    friend.wait(lambda: bot_notices(friend, welcome, bot), "the friend's answer", describe=log_tail(daemon))
+    secret = friend.encrypted_dm(bot)
+    for n in range(2):
+        friend.send_encrypted(secret, n)
+    told = friend.wait(lambda: [b for b in bot_notices(friend, secret, bot) if "encrypted" in b],
+                       "the bot to say it cannot read encrypted rooms", describe=log_tail(daemon))
+    plain = friend.dm(bot)
+    friend.send(plain, "and here?")
+    friend.wait(lambda: bot_notices(friend, plain, bot) == ["echo: and here?"], "an answer in the plain room",
+                describe=log_tail(daemon))
+    assert len([b for b in bot_notices(friend, secret, bot) if "encrypted" in b]) == len(told) == 1
+    assert all("Ciphertext" not in str(r) for r in fake_model.requests)
     stranger.wait(lambda: any(e.content.get("membership") == "leave" and e.state_key == bot
                               for e in stranger.seen(refused, type="m.room.member")),
                   "the bot to turn the stranger's invite down", describe=log_tail(daemon))
     assert not bot_notices(stranger, refused, bot)
-
-
-def test_an_encrypted_room_is_told_once_and_doctor_says_so(mx_daemon, matrix_bot, humans, fake_model) -> None:
-    alice = humans("alice")
-    daemon = mx_daemon(dm_policy="open")
-    bot = matrix_bot.user.user_id
-    room = alice.encrypted_dm(bot)
-    for n in range(2):
-        alice.send_encrypted(room, n)
-    told = alice.wait(lambda: [b for b in bot_notices(alice, room, bot) if "encrypted" in b],
-                      "the bot to say it cannot read encrypted rooms", describe=log_tail(daemon))
-    plain = alice.dm(bot)
-    alice.send(plain, "and here?")
-    alice.wait(lambda: bot_notices(alice, plain, bot) == ["echo: and here?"], "an answer in the plain room")
-    assert len([b for b in bot_notices(alice, room, bot) if "encrypted" in b]) == len(told) == 1
-    assert fake_model.requests and all("ciphertext" not in str(r) for r in fake_model.requests)
     doctor = daemon.cli("doctor")
-    assert "encrypted" in doctor.stdout and room in doctor.stdout, doctor.stdout
+    assert "encrypted rooms cannot be read" in doctor.stdout and secret in doctor.stdout, doctor.stdout

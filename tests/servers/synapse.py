@@ -76,6 +76,7 @@ def _config(root: Path, port: int, secret: str) -> dict:
         "url_preview_enabled": False,
         "enable_metrics": False,
         "max_upload_size": "10M",
+        "bcrypt_rounds": 4,  # password hashing at its cheapest: every registration and login hashes once
         "rc_message": _RELAXED,
         "rc_registration": _RELAXED,
         "rc_login": {"address": _RELAXED, "account": _RELAXED, "failed_attempts": _RELAXED},
