@@ -134,8 +134,9 @@ class Human:
                                        "m.in_reply_to": {"event_id": thread}}
         return self._event(room_id, "m.room.message", content)
 
-    def send_file(self, room_id: str, name: str, data: bytes, mime: str = "text/plain") -> str:
-        """Upload to the media repository and post an m.file pointing at it."""
+    def send_file(self, room_id: str, name: str, data: bytes, mime: str = "text/plain",
+                  declared: int | None = None) -> str:
+        """Upload to the media repository and post an m.file pointing at it (`declared`: the size the event claims)."""
         async def upload() -> str:
             import io
             resp, _ = await self.client.upload(io.BytesIO(data), content_type=mime, filename=name,
@@ -143,7 +144,8 @@ class Human:
             return resp.content_uri
         uri = self._run(upload())
         return self._event(room_id, "m.room.message", {"msgtype": "m.file", "body": name, "url": uri,
-                                                       "info": {"size": len(data), "mimetype": mime}})
+                                                       "info": {"size": len(data) if declared is None else declared,
+                                                                "mimetype": mime}})
 
     def react(self, room_id: str, event_id: str, key: str) -> str:
         return self._event(room_id, "m.reaction",

@@ -254,7 +254,7 @@ class MatrixAdapter(PlatformAdapter):
         body = content.get("body") if isinstance(content.get("body"), str) else ""
         files: tuple[IncomingFile, ...] = ()
         if msgtype in ev.FILE_TYPES:
-            file = self._file(content)
+            file = self._file(content, msgtype)
             if file is None:
                 return None
             files, body = (file,), ""
@@ -273,7 +273,7 @@ class MatrixAdapter(PlatformAdapter):
             sender_is_bot=msgtype == "m.notice",
             metadata={"message_id": event_id, **({"reply_to": r} if (r := ev.reply_to(content)) else {})})
 
-    def _file(self, content: dict[str, Any]) -> IncomingFile | None:
+    def _file(self, content: dict[str, Any], msgtype: str) -> IncomingFile | None:
         """An attachment in the media repository; fetched only when the kit accepts its declared size."""
         url = content.get("url")
         parts = ev.mxc_parts(url) if isinstance(url, str) else None
@@ -286,7 +286,9 @@ class MatrixAdapter(PlatformAdapter):
         async def fetch() -> bytes:
             return await self._download(*parts)
 
-        return IncomingFile(name=str(name), size=size, mime=info.get("mimetype"), fetch=fetch)
+        voice = msgtype == "m.audio" and ("org.matrix.msc3245.voice" in content or "m.voice" in content)
+        kind = "image" if msgtype == "m.image" else "voice" if voice else "file"
+        return IncomingFile(name=str(name), size=size, mime=info.get("mimetype"), fetch=fetch, kind=kind)
 
     async def _download(self, server: str, media_id: str) -> bytes:
         """Authenticated media download, read no further than the size limit allows."""
@@ -297,10 +299,12 @@ class MatrixAdapter(PlatformAdapter):
         async with self.client.client_session.get(url, headers=headers) as resp:
             if resp.status != 200:
                 raise DeliveryError(f"media download refused: HTTP {resp.status}", permanent=True)
-            data = await resp.content.read(limit + 1)
-        if len(data) > limit:
-            raise DeliveryError(f"attachment is larger than max_file_bytes ({limit})", permanent=True)
-        return data
+            data = bytearray()
+            async for chunk in resp.content.iter_chunked(64 * 1024):
+                data += chunk
+                if len(data) > limit:
+                    break  # one byte past the limit is enough for the kit to refuse it
+        return bytes(data[:limit + 1])
 
     async def _on_reaction(self, room: MatrixRoom, event: ReactionEvent) -> None:
         """👍 / 👎 on an approval prompt answers it; the kit decides whether this sender may."""

@@ -19,7 +19,7 @@ def bot_notices(person: Human, room: str, bot: str) -> list[str]:
 
 
 def test_a_dm_with_a_tool_call_then_a_thread(mx_daemon, matrix_bot, humans, fake_model: FakeAnthropic) -> None:
-    daemon = mx_daemon(dm_policy="open")
+    daemon = mx_daemon(dm_policy="open", max_file_bytes=2000)
     alice = humans("alice")
     bot = matrix_bot.user.user_id
     room = alice.dm(bot)
@@ -39,6 +39,17 @@ def test_a_dm_with_a_tool_call_then_a_thread(mx_daemon, matrix_bot, humans, fake
                           "an answer in the thread", describe=log_tail(daemon))
     assert [e.body for e in threaded] == ["echo: more on this"]
     assert threaded[0].content["m.relates_to"]["rel_type"] == "m.thread"
+    # files come through the media repository; over max_file_bytes they are refused, even when the
+    # event claims a smaller size (the download stops one byte past the limit)
+    alice.send_file(room, "notes.txt", b"remember the milk")
+    alice.wait(lambda: any("notes.txt" in b for b in bot_notices(alice, room, bot)), "the file's answer",
+               describe=log_tail(daemon))
+    saved = list(daemon.guest_workspace(f"matrix:{alice.user_id}").glob("inbox/*-notes.txt"))
+    assert len(saved) == 1 and saved[0].read_bytes() == b"remember the milk"
+    alice.send_file(room, "big.bin", b"x" * 3000, declared=100)
+    alice.wait(lambda: any("too large" in b for b in bot_notices(alice, room, bot)), "the refusal of the big file",
+               describe=log_tail(daemon))
+    assert not list(daemon.home.rglob("*big.bin"))
 
 
 def test_a_risky_tool_in_a_room_is_approved_by_the_owners_reaction_and_a_cron_result_arrives(
