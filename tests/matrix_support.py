@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import urllib.request
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
@@ -205,6 +206,15 @@ class MatrixBot:
 
     user: MatrixUser
     server: Synapse
+
+    def login(self) -> str:
+        """An access token from /login, the way the README tells a user to get one."""
+        body = json.dumps({"type": "m.login.password", "identifier": {"type": "m.id.user", "user": self.user.localpart},
+                           "password": self.user.password, "initial_device_display_name": "clawgate"}).encode()
+        req = urllib.request.Request(f"{self.server.base_url}/_matrix/client/v3/login", data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return str(json.loads(resp.read())["access_token"])
 
     def env(self, **settings: Any) -> dict[str, str]:
         values: dict[str, Any] = {"enabled": True, "homeserver": self.server.base_url, "user_id": self.user.user_id,

@@ -6,6 +6,7 @@ person's client reads what Synapse delivered to it.
 
 from __future__ import annotations
 
+from tests.harness import DaemonProcess
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
 from tests.matrix_support import Human, humans, log_tail, matrix_bot, mx_daemon  # noqa: F401
 from tests.telegram_support import user_texts
@@ -109,10 +110,25 @@ def test_kill_during_a_burst_of_50_then_every_message_is_answered_once(
 
 
 def test_invites_from_strangers_are_declined_and_an_encrypted_room_is_told_once(
-        mx_daemon, matrix_bot, humans, fake_model) -> None:
+        daemon_factory, matrix_bot, humans, fake_model, tmp_path) -> None:
+    """Set up as the README says: an access token from /login, the section in config.toml."""
     friend, stranger = humans("friend"), humans("stranger")
-    daemon = mx_daemon(dm_policy="allowlist", allow_from=[friend.user_id])
     bot = matrix_bot.user.user_id
+    token = matrix_bot.login()
+    home = tmp_path / "readme-home"
+    DaemonProcess(home, anthropic_url=None).init()
+    with open(home / "config.toml", "a") as config:
+        config.write(f"""
+[channels.matrix]
+enabled = true
+homeserver = "{matrix_bot.server.base_url}"
+user_id = "{bot}"
+access_token = "{token}"
+dm_policy = "allowlist"
+allow_from = ["{friend.user_id}"]
+sync_timeout_seconds = 2
+""")
+    daemon = daemon_factory(home=home, init=False)
     refused = stranger.dm(bot)
     secret = friend.encrypted_dm(bot)
     for n in range(2):
@@ -131,3 +147,4 @@ def test_invites_from_strangers_are_declined_and_an_encrypted_room_is_told_once(
     assert not bot_notices(stranger, refused, bot)
     doctor = daemon.cli("doctor")
     assert "encrypted rooms cannot be read" in doctor.stdout and secret in doctor.stdout, doctor.stdout
+    assert token not in daemon.log_text() and token not in doctor.stdout
