@@ -38,6 +38,8 @@ class Platform:
     name: str
 
     def env(self) -> dict[str, str]: ...
+    def prepare(self, chats: int) -> None:
+        """Set up `chats` + 1 chats before the daemon starts, where a platform needs that (Matrix rooms)."""
     def inject(self, chat: int, text: str) -> None: ...
     def close(self) -> None: ...
 
@@ -106,7 +108,46 @@ class EchoChatPlatform(Platform):
         self.fake.stop()
 
 
-PLATFORMS: dict[str, Callable[[], Platform]] = {"telegram": TelegramPlatform, "echochat": EchoChatPlatform}
+class MatrixPlatform(Platform):
+    """A real Synapse (tests/servers/synapse.py); the daemon reaches it through the loopback proxy, which notes
+    when each reply arrives. One person writes in 101 DMs created (and joined by the bot) before timing starts."""
+
+    name = "matrix"
+
+    def __init__(self) -> None:
+        super().__init__()
+        from tests.matrix_support import Human
+        from tests.servers.matrix_proxy import MatrixProxy
+        from tests.servers.synapse import start_synapse
+
+        self.root = Path(tempfile.mkdtemp(prefix="clawgate-bench-synapse-"))
+        self.server = start_synapse(self.root)
+        self.bot = self.server.register("bot")
+        self.proxy = MatrixProxy(self.server.port, on_send=lambda content: self.saw(str(content.get("body"))))
+        self.proxy.start()
+        self.person = Human(self.server, self.server.register("person"), sync=False)
+        self.rooms: list[str] = []
+
+    def prepare(self, chats: int) -> None:
+        self.rooms = [self.person.dm(self.bot.user_id) for _ in range(chats + 1)]
+
+    def env(self) -> dict[str, str]:
+        prefix = "CLAWGATE_CHANNELS__MATRIX__"
+        return {f"{prefix}ENABLED": "true", f"{prefix}HOMESERVER": self.proxy.base_url,
+                f"{prefix}USER_ID": self.bot.user_id, f"{prefix}PASSWORD": self.bot.password,
+                f"{prefix}DM_POLICY": "open"}
+
+    def inject(self, chat: int, text: str) -> None:
+        self.person.send(self.rooms[chat], text)
+
+    def close(self) -> None:
+        self.person.close()
+        self.proxy.stop()
+        self.server.stop()
+
+
+PLATFORMS: dict[str, Callable[[], Platform]] = {"telegram": TelegramPlatform, "echochat": EchoChatPlatform,
+                                                "matrix": MatrixPlatform}
 
 
 def measure(make: Callable[[], Platform], chats: int) -> tuple[list[float], list[float]]:
@@ -122,6 +163,7 @@ def measure(make: Callable[[], Platform], chats: int) -> tuple[list[float], list
         return reply
 
     platform = make()
+    platform.prepare(chats)
     model = FakeAnthropic(responder).start()
     model.record_requests = False
     home = Path(tempfile.mkdtemp(prefix="clawgate-bench-channels-"))

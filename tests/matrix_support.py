@@ -50,7 +50,8 @@ class Seen:
 class Human:
     """A Matrix user driven from a test: create rooms, send, react, and read what arrived."""
 
-    def __init__(self, server: Synapse, user: MatrixUser) -> None:
+    def __init__(self, server: Synapse, user: MatrixUser, *, sync: bool = True) -> None:
+        """`sync=False`: a person who only writes (the bench), without a background /sync loop."""
         self.server = server
         self.user = user
         self.user_id = user.user_id
@@ -61,7 +62,7 @@ class Human:
         self._thread.start()
         self.client: AsyncClient = self._run(self._make_client())
         self._stopping = False
-        self._syncing = asyncio.run_coroutine_threadsafe(self._sync_forever(), self._loop)
+        self._syncing = asyncio.run_coroutine_threadsafe(self._sync_forever() if sync else asyncio.sleep(0), self._loop)
 
     async def _make_client(self) -> AsyncClient:
         client = AsyncClient(self.server.base_url, self.user_id, config=AsyncClientConfig(store_sync_tokens=False))

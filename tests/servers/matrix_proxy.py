@@ -15,7 +15,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length", "host", "proxy-connection"}
@@ -33,8 +33,10 @@ class Batch:
 class MatrixProxy:
     """Forwards to `upstream` (Synapse's base URL); `base_url` is what the daemon is configured with."""
 
-    def __init__(self, upstream_port: int) -> None:
+    def __init__(self, upstream_port: int, on_send: Callable[[dict[str, Any]], None] | None = None) -> None:
+        """`on_send`: called with each message the daemon sends (the bench notes when each arrived)."""
         self.upstream_port = upstream_port
+        self.on_send = on_send
         self.batches: list[Batch] = []
         self.sync_requests: list[str | None] = []  # the `since` of each /sync the daemon asked for
         self.send_times: list[float] = []
@@ -106,6 +108,8 @@ class MatrixProxy:
                 failure, self._fail_next_send = self._fail_next_send, None
         length = int(req.headers.get("Content-Length") or 0)
         body = req.rfile.read(length) if length else None
+        if is_send and failure is None and self.on_send is not None and body:
+            self.on_send(json.loads(body))
         if failure is not None:
             self._reply(req, failure[0], {"Content-Type": "application/json"}, json.dumps(failure[1]).encode())
             return
