@@ -25,7 +25,7 @@ from pydantic import Field
 from clawgate.workspace.fdpath import Location, open_folder, open_regular, write_atomic_async
 from clawgate.workspace.guard import PathOutsideWorkspace
 
-from ..context.untrusted import wrap_untrusted
+from ..trust.untrusted import wrap_untrusted
 from .base import Args, Checked, Tool, ToolContext, ToolError
 from .ledger import WrittenLedger, digest
 from .protected import protected_reason
