@@ -39,7 +39,7 @@ from clawgate.agent.providers.breaker import OnChange
 from clawgate.agent.recovery.restart import TaskTracker
 from clawgate.agent.services import Services
 from clawgate.agent.session import Session, SessionManager
-from clawgate.agent.status import Status
+from clawgate.agent.health import Health
 from clawgate.agent.supervision.completeness import CompletenessCheck
 from clawgate.agent.supervision.drift_control import CheckpointRestorer, DriftControl
 from clawgate.agent.supervision.drift_restore import DriftRestore
@@ -299,7 +299,7 @@ def run_result(sessions: SessionManager, session_key: str, run_id: str) -> str:
 def build_services(settings: Settings, state: State, approvals: ApprovalBroker, talk: Conversation,
                    producers: Producers) -> Services:
     """The narrow surface channels and gateway methods get (agent/services.py), chat commands included."""
-    status = Status()
+    status = Health()
     tasks = TaskControl(state.tasks, producers.sessions, state.events)
     commands = CommandRouter(agent_name=settings.agent.name, sessions=producers.sessions, tasks=tasks, status=status,
                              checkpoints=talk.checkpoints, usage=state.usage)
