@@ -42,10 +42,9 @@ from .dispatcher import Dispatcher
 from .instance import remove_pid_file
 from .runtime import event_loop_name, settle_heap
 from .server import GatewayServer
-from .wiring import (build_approvals, build_conversation, build_model, build_producers, build_services,
-                     build_state, build_supervision, hook_pipeline, install_hooks, make_provider)
+from .wiring import (State, build_approvals, build_conversation, build_model, build_producers, build_services,
+                     build_state, build_supervision, hook_pipeline, install_hooks)
 
-__all__ = ["App", "make_provider"]
 log = logging.getLogger("clawgate")
 TURN_GRACE_SECONDS = 5.0
 DELIVERY_GRACE_SECONDS = 3.0
@@ -100,7 +99,8 @@ class App:
         self._stopped = asyncio.Event()
         self.failed = False
 
-    def _describe_status(self, state: Any) -> None:
+    def _describe_status(self, state: State) -> None:
+        """The sections of `status`, `/status` and `clawgate status`: each read when a snapshot is taken."""
         add = self.services.status.add
         add("version", lambda: __version__)
         add("pid", os.getpid)
