@@ -17,6 +17,7 @@ import asyncio
 import logging
 import os
 import signal
+import sqlite3
 from contextlib import AsyncExitStack
 from typing import Any, Callable
 
@@ -55,7 +56,7 @@ def build_server(settings: Settings, services: Services) -> GatewayServer:
     return GatewayServer(settings.gateway, build_methods(services))
 
 
-def build_channels(settings: Settings, services: Services, server: GatewayServer, db: Any,
+def build_channels(settings: Settings, services: Services, server: GatewayServer, db: sqlite3.Connection,
                    workspaces: Workspaces) -> dict[str, Channel]:
     """Every configured channel by name; the gateway's own chat is always there."""
     gateway_chat = GatewayChatChannel(server, db)

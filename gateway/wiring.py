@@ -10,6 +10,7 @@ Nothing here starts anything: no task, no socket, no thread; only files and the 
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -79,7 +80,7 @@ class State:
 
     workspaces: Workspaces
     durability: Durability
-    db: Any  # sqlite3.Connection
+    db: sqlite3.Connection
     bus: SqliteBus
     events: EventHub
     trace: TraceWriter
