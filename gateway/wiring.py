@@ -208,9 +208,9 @@ def build_conversation(paths: Paths, settings: Settings, state: State, provider:
     context.guest_root = lambda session: None if not (user := session_user(session)) else workspaces.guard(user).root
     checkpoints = build_checkpoints(paths, settings, workspaces, sessions, tasks, events, busy=activity.busy,
                                     invalidate=context.invalidate, durability=state.durability)
-    loop = AgentLoop(bus=state.bus, sessions=sessions, provider=ReplayProvider(provider, checkpoints.tapes, sessions.loaded),
-                     tools=tools, context=context, events=events, settings=agent, workspace=workspaces.owner,
-                     workspaces=workspaces)
+    replaying = ReplayProvider(provider, checkpoints.tapes, sessions.loaded)
+    loop = AgentLoop(bus=state.bus, sessions=sessions, provider=replaying, tools=tools, context=context, events=events,
+                     settings=agent, workspace=workspaces.owner, workspaces=workspaces)
     activity.bind(loop)
     return Conversation(loop=loop, tools=tools, context=context, checkpoints=checkpoints, background=background)
 
@@ -246,13 +246,14 @@ def build_supervision(paths: Paths, settings: Settings, state: State, provider: 
     return Supervision(
         tracker=TaskTracker(tasks, remind_after=agent.task_reminder_turns, events=events),
         restatement=Restatement(agent.name, tasks.current, after_turns=agent.restate_after_turns),
-        drift=DriftControl(drift, provider=provider, model=agent.model, tasks=tasks, context=talk.context, events=events,
-                           restorer=restorer or drift_restore, embedder=embedder),
+        drift=DriftControl(drift, provider=provider, model=agent.model, tasks=tasks, context=talk.context,
+                           events=events, restorer=restorer or drift_restore, embedder=embedder),
         completeness=CompletenessCheck(settings.reflection, provider=provider, model=agent.model, tasks=tasks,
                                        tools=talk.tools.definitions, events=events,
                                        side_effects=talk.tools.has_side_effects),
         consolidation=Consolidator(
-            provider=provider, context=talk.context, memory=Memory(workspaces.owner.root), settings=agent, events=events,
+            provider=provider, context=talk.context, memory=Memory(workspaces.owner.root), settings=agent,
+            events=events,
             memory_for=lambda session, msg: Memory(workspaces.guard(run_user(msg, session)).root)),
         drift_restore=drift_restore, embedder=embedder)
 
@@ -337,7 +338,8 @@ def hook_pipeline(state: State, talk: Conversation, watch: Supervision, producer
         # around each tool call
         Hook("tools.interceptors", ToolReplay(checkpoints.tapes, state.sessions.loaded),
              "a restored or forked branch answers tool calls from the tape instead of running them"),
-        Hook("tools.result_hooks", tracker.remind, "a task change is announced, a stale task reminded, on the tool result"),
+        Hook("tools.result_hooks", tracker.remind,
+             "a task change is announced, a stale task reminded, on the tool result"),
         # what the context adds to each request
         Hook("context.contributors", task_status_line(state.tasks), "the current task's state heads each user turn"),
         Hook("context.contributors", watch.restatement, "then, on long tasks, who the agent is and the goal"),
@@ -351,8 +353,10 @@ def hook_pipeline(state: State, talk: Conversation, watch: Supervision, producer
         Hook("loop.after_run", watch.drift_restore.after_run,
              "a restore decided in the run is carried out once consolidation is done with the session")
         if watch.drift_restore is not None else None,
-        Hook("loop.after_run", background.after_run, "a result that came during the run's last model call wakes the session, last"),
-        Hook("loop.reply_filters", producers.heartbeat.reply_filter, "a heartbeat's bare HEARTBEAT_OK (or its error) reaches nobody"),
+        Hook("loop.after_run", background.after_run,
+             "a result that came during the run's last model call wakes the session, last"),
+        Hook("loop.reply_filters", producers.heartbeat.reply_filter,
+             "a heartbeat's bare HEARTBEAT_OK (or its error) reaches nobody"),
     ]
     return [hook for hook in hooks if hook is not None]
 
