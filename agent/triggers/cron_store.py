@@ -1,7 +1,8 @@
 """Cron jobs and their bounded run history, in the daemon's SQLite database (WAL).
 
-Own tables beside the inbox/outbox, so the daemon and an offline `clawgate cron …` share
-one file safely (SQLite's locking, a busy timeout), and a job change is one transaction.
+Own tables (declared with every other in agent/core/schema.py) beside the inbox/outbox, so the
+daemon and an offline `clawgate cron …` share one file safely (SQLite's locking, a busy timeout),
+and a job change is one transaction.
 Jobs are stored as JSON bodies: readable with the sqlite3 shell, no pickle.
 """
 

@@ -98,3 +98,16 @@ def test_the_oldest_shipped_database_is_migrated_at_start_and_read(tmp_path: Pat
         assert db.execute("SELECT value FROM telegram_state WHERE key='telegram:offset'").fetchone() == ("424242",)
     finally:
         db.close()
+
+
+def test_a_corrupt_database_is_one_line_for_offline_commands_and_left_for_the_gateway(tmp_path: Path) -> None:
+    proc = _home(tmp_path)
+    path = proc.home / "state" / "clawgate.db"
+    path.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4000)
+    original = path.read_bytes()
+    line = _one_line(proc.cli("cron", "list"))
+    assert "is corrupt" in line and "start the gateway once to set it aside" in line
+    doctor = proc.cli("doctor", "--json", "--offline")
+    checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
+    assert doctor.returncode == 1 and checks["database"]["status"] == "fail" and "corrupt" in checks["database"]["detail"]
+    assert path.read_bytes() == original
