@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from clawgate.agent.core.schema import LEGACY_TAINT, STATE
+from clawgate.agent.core.schema import CHECKPOINTS, LEGACY_TAINT, STATE
 from tests.harness import ROOT, DaemonProcess
 
 OLDEST = Path(__file__).resolve().parents[1] / "fixtures" / "statedb" / "stop07.sql"
@@ -65,6 +65,22 @@ def test_a_newer_database_stops_the_gateway_and_every_offline_command_untouched(
 
     assert path.read_bytes() == original
     assert sorted(p.name for p in path.parent.iterdir() if p.name.startswith("clawgate.db")) == ["clawgate.db"]
+
+
+def test_a_newer_checkpoint_database_stops_the_gateway_with_one_line(tmp_path: Path) -> None:
+    proc = _home(tmp_path)
+    path = proc.home / "state" / "checkpoints" / "checkpoints.db"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(path)
+    db.execute(f"PRAGMA user_version = {CHECKPOINTS.version + 1}")
+    db.commit()
+    db.close()
+    original = path.read_bytes()
+    gateway = subprocess.run([sys.executable, "-m", "clawgate.gateway.cli", "gateway"], env=proc.env, cwd=ROOT,
+                             capture_output=True, text=True, timeout=120)
+    assert _one_line(gateway) == (f"clawgate: {path} was written by a newer clawgate (schema "
+                                  f"{CHECKPOINTS.version + 1} > {CHECKPOINTS.version}); upgrade clawgate or restore a backup")
+    assert path.read_bytes() == original
 
 
 def test_the_oldest_shipped_database_is_migrated_at_start_and_read(tmp_path: Path, fake_model) -> None:
