@@ -216,16 +216,23 @@ def _sandbox_fields(report: Any) -> tuple[bool, str, str]:
 
 
 def check_database(paths: Paths) -> Check:
+    """Integrity and schema version, read only: an older file is left for the gateway to migrate."""
+    from clawgate.agent.core.schema import STATE, version_of
     from clawgate.agent.core.statedb import StateUnavailable, open_state_db
 
     database = paths.database
     if not database.exists():
         return Check("database", "ok", f"{database} not created yet (the gateway makes it at first start)")
     try:
-        open_state_db(database, repair=False).close()
+        db = open_state_db(database, repair=False, migrate_schema=False)
     except StateUnavailable as exc:
         return Check("database", "fail", str(exc).split(";")[0], str(exc).split(";", 1)[-1].strip())
-    return Check("database", "ok", f"{database} passed its integrity check")
+    try:
+        version = version_of(db)
+    finally:
+        db.close()
+    later = f"; the gateway brings it to {STATE.version} at its next start" if version < STATE.version else ""
+    return Check("database", "ok", f"{database} passed its integrity check (schema {version}{later})")
 
 
 def check_disk(paths: Paths, disk_usage: Callable[[Path], Any]) -> Check:

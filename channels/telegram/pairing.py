@@ -23,30 +23,6 @@ from typing import Callable
 ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
 CODE_LENGTH = 8
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS pairing_requests (
-    channel TEXT NOT NULL,
-    code TEXT NOT NULL,
-    user_id TEXT NOT NULL,
-    username TEXT,
-    chat_id TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    expires_at REAL NOT NULL,
-    status TEXT NOT NULL DEFAULT 'pending',   -- pending | approved | replaced (pushed out by newer ones)
-    code_sent INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (channel, code)
-);
-CREATE TABLE IF NOT EXISTS pairing_allowed (
-    channel TEXT NOT NULL,
-    user_id TEXT NOT NULL,
-    username TEXT,
-    chat_id TEXT,
-    approved_at REAL NOT NULL,
-    notified INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (channel, user_id)
-);
-"""
-
 
 class PairingError(Exception):
     """A user-fixable pairing problem, as one line."""
@@ -80,7 +56,6 @@ class PairingStore:
         self.max_pending = max_pending
         self.interval = interval_seconds
         self.clock = clock
-        db.executescript(SCHEMA)
 
     # asked by the daemon on each message -------------------------------------------------
     def is_paired(self, channel: str, user_id: str) -> bool:

@@ -17,32 +17,12 @@ import time
 from typing import Callable
 
 OFFSET_KEY = "telegram:offset"
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS telegram_state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS telegram_sent (outbound_id TEXT PRIMARY KEY, chunks INTEGER NOT NULL, updated_at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS telegram_seen (key TEXT PRIMARY KEY, seen_at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS telegram_refused (user_id TEXT PRIMARY KEY, refused_at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS telegram_owner_ids (username TEXT PRIMARY KEY, user_id TEXT NOT NULL, bound_at REAL NOT NULL);
-"""
 
 
 class ChannelState:
     def __init__(self, db: sqlite3.Connection, *, clock: Callable[[], float] = time.time) -> None:
         self.db = db
         self.clock = clock
-        self.db.executescript(SCHEMA)
-        self._adopt_old_offset()
-
-    def _adopt_old_offset(self) -> None:
-        """Earlier versions kept the offset in a shared kv table; carry it over once."""
-        if self._get(OFFSET_KEY) is not None:
-            return
-        try:
-            row = self.db.execute("SELECT value FROM kv WHERE key=?", (OFFSET_KEY,)).fetchone()
-        except sqlite3.OperationalError:  # no such table: a new database
-            return
-        if row is not None:
-            self.save_offset(int(row[0]))
 
     def _get(self, key: str) -> str | None:
         row = self.db.execute("SELECT value FROM telegram_state WHERE key=?", (key,)).fetchone()

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import sqlite3
+from pathlib import Path
 
 import pytest
 
+from clawgate.agent.core.statedb import open_state_db
 from clawgate.channels.telegram.access import (AccessPolicy, Sender, Verdict, decide, may_approve, parse_session_key,
                                       read_message, session_key)
 from clawgate.channels.telegram.pairing import ALPHABET, CODE_LENGTH, PairingError, PairingStore
@@ -108,8 +109,8 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def pairing(clock: Clock) -> PairingStore:
-    return PairingStore(sqlite3.connect(":memory:", isolation_level=None), ttl_seconds=3600, max_pending=3,
+def pairing(clock: Clock, tmp_path: Path) -> PairingStore:
+    return PairingStore(open_state_db(tmp_path / "state.db", fsync=False), ttl_seconds=3600, max_pending=3,
                         interval_seconds=600, clock=clock)
 
 
