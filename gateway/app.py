@@ -31,13 +31,12 @@ from clawgate.agent.tools.mounts import mount_status
 from clawgate.agent.tools.sandbox import sandbox_status
 from clawgate.channels.base import Channel
 from clawgate.channels.gateway_chat import GatewayChatChannel
-from clawgate.channels.telegram import build as build_telegram
 from clawgate.config.paths import Paths
 from clawgate.config.schema import Settings
 from clawgate.config.token import gateway_token
 from clawgate.workspace.users import Workspaces
 
-from . import __version__
+from . import __version__, chat_channels
 from .api import build_methods
 from .dispatcher import Dispatcher
 from .instance import remove_pid_file
@@ -57,15 +56,13 @@ def build_server(settings: Settings, services: Services) -> GatewayServer:
 
 
 def build_channels(settings: Settings, services: Services, server: GatewayServer, db: sqlite3.Connection,
-                   workspaces: Workspaces) -> dict[str, Channel]:
-    """Every configured channel by name; the gateway's own chat is always there."""
+                   workspaces: Workspaces) -> tuple[dict[str, Channel], chat_channels.Built]:
+    """Every configured channel by name (the `[channels.*]` sections through the channel registry);
+    the gateway's own chat is always there."""
     gateway_chat = GatewayChatChannel(server, db)
     server.backlog = gateway_chat  # a (re)connecting client catches up on the replies it missed
-    channels: dict[str, Channel] = {"gateway": gateway_chat}
-    if (telegram := build_telegram(settings.channels.telegram, services, db,
-                                   workspace=workspaces.owner.root, workspaces=workspaces)) is not None:
-        channels["telegram"] = telegram
-    return channels
+    built = chat_channels.build(settings.channels, services, db, workspace=workspaces.owner.root, workspaces=workspaces)
+    return {"gateway": gateway_chat, **built.runners}, built
 
 
 class App:
@@ -87,7 +84,8 @@ class App:
         self.services = build_services(settings, state, approvals, talk, producers)
         self.server = build_server(settings, self.services)
         install_hooks(hook_pipeline(state, talk, watch, producers, self.server.on_event), state, talk)
-        self.channels = build_channels(settings, self.services, self.server, state.db, state.workspaces)
+        self.channels, self.chat_channels = build_channels(settings, self.services, self.server, state.db,
+                                                           state.workspaces)
         self.dispatcher = Dispatcher(state.bus, self.channels)
 
         # what `run` starts and stops

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 from contextlib import ExitStack
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from clawgate.config.paths import Paths
 from clawgate.config.schema import Settings
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from clawgate.agent.tasks.store import TaskStore
     from clawgate.agent.triggers import CronService
     from clawgate.agent.usage.ledger import UsageLedger
-    from clawgate.channels.telegram.pairing import PairingStore
+    from clawgate.channels.kit.pairing import PairingStore
 
 
 class Offline:
@@ -81,10 +81,16 @@ class Offline:
 
         return UsageLedger(UsageStore.open(self.paths.database))
 
-    def pairing(self) -> "PairingStore":
-        from clawgate.channels.telegram.pairing import PairingStore
+    def pairing(self, channel: str | None = None) -> "PairingStore":
+        """The pairing store, with `channel`'s pairing limits (Telegram's when none is named)."""
+        from clawgate.channels.kit.pairing import PairingStore
+        from clawgate.config.access import AccessSettings
 
-        telegram = self.settings.channels.telegram
-        return PairingStore(self.database(), ttl_seconds=telegram.pairing_ttl_seconds,
-                            max_pending=telegram.pairing_max_pending,
-                            interval_seconds=telegram.pairing_request_interval_seconds)
+        if channel in (None, "telegram"):
+            access: Any = self.settings.channels.telegram
+        else:
+            table = self.settings.channels.sections().get(channel) or {}
+            access = AccessSettings(**{k: v for k, v in table.items() if k.startswith("pairing_")})
+        return PairingStore(self.database(), ttl_seconds=access.pairing_ttl_seconds,
+                            max_pending=access.pairing_max_pending,
+                            interval_seconds=access.pairing_request_interval_seconds)

@@ -80,7 +80,7 @@ CREATE TABLE IF NOT EXISTS usage (
     PRIMARY KEY (day, session)
 ) WITHOUT ROWID;
 
--- pairing codes and the users they admitted, per channel (channels/telegram/pairing.py)
+-- pairing codes and the users they admitted, per channel (channels/kit/pairing.py)
 CREATE TABLE IF NOT EXISTS pairing_requests (
     channel TEXT NOT NULL,
     code TEXT NOT NULL,
@@ -103,16 +103,19 @@ CREATE TABLE IF NOT EXISTS pairing_allowed (
     PRIMARY KEY (channel, user_id)
 );
 
--- the Telegram channel's own bookkeeping (channels/telegram/state.py): the polling offset and
--- migrated groups (telegram_state), chunks sent per reply, updates handled outside the inbox,
+-- every chat channel's own bookkeeping (channels/kit/store.py), one row per (channel, ...): the
+-- cursor and small adapter state, chunks sent per reply, events handled outside the inbox,
 -- strangers refused once, the id each owner named by username had at first contact
-CREATE TABLE IF NOT EXISTS telegram_state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS telegram_sent (
-    outbound_id TEXT PRIMARY KEY, chunks INTEGER NOT NULL, updated_at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS telegram_seen (key TEXT PRIMARY KEY, seen_at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS telegram_refused (user_id TEXT PRIMARY KEY, refused_at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS telegram_owner_ids (
-    username TEXT PRIMARY KEY, user_id TEXT NOT NULL, bound_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS channel_state (channel TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+                                          PRIMARY KEY (channel, key));
+CREATE TABLE IF NOT EXISTS channel_sent (channel TEXT NOT NULL, outbound_id TEXT NOT NULL, chunks INTEGER NOT NULL,
+                                         updated_at REAL NOT NULL, PRIMARY KEY (channel, outbound_id));
+CREATE TABLE IF NOT EXISTS channel_seen (channel TEXT NOT NULL, key TEXT NOT NULL, seen_at REAL NOT NULL,
+                                         PRIMARY KEY (channel, key));
+CREATE TABLE IF NOT EXISTS channel_refused (channel TEXT NOT NULL, user_id TEXT NOT NULL, refused_at REAL NOT NULL,
+                                            PRIMARY KEY (channel, user_id));
+CREATE TABLE IF NOT EXISTS channel_owner_ids (channel TEXT NOT NULL, username TEXT NOT NULL, user_id TEXT NOT NULL,
+                                              bound_at REAL NOT NULL, PRIMARY KEY (channel, username));
 
 -- the gateway's chat replies, numbered per session for clients that resume (channels/gateway_chat.py)
 CREATE TABLE IF NOT EXISTS gateway_chat (
@@ -198,11 +201,16 @@ def _has_table(db: sqlite3.Connection, name: str) -> bool:
 
 def _telegram_offset_out_of_kv(db: sqlite3.Connection) -> None:
     """The first versions kept Telegram's polling offset in a shared key/value table (its only key).
-    A newer offset already in telegram_state wins; then the shared table goes."""
+    A newer offset already in telegram_state wins (migration 4 carries that table over); then the
+    shared table goes."""
     if not _has_table(db, "kv"):
         return
-    db.execute("INSERT OR IGNORE INTO telegram_state(key, value) SELECT key, value FROM kv WHERE key=?",
-               (_TELEGRAM_OFFSET,))
+    if _has_table(db, "telegram_state"):
+        db.execute("INSERT OR IGNORE INTO telegram_state(key, value) SELECT key, value FROM kv WHERE key=?",
+                   (_TELEGRAM_OFFSET,))
+    else:
+        db.execute("INSERT OR IGNORE INTO channel_state(channel, key, value) "
+                   "SELECT 'telegram', 'cursor', value FROM kv WHERE key=?", (_TELEGRAM_OFFSET,))
     db.execute("DROP TABLE kv")
 
 
@@ -221,10 +229,36 @@ def _cron_jobs_carry_creator_and_taint(db: sqlite3.Connection) -> None:
         db.execute("UPDATE cron_jobs SET body=? WHERE id=?", (json.dumps(job, ensure_ascii=False), job_id))
 
 
+_LEGACY_TELEGRAM = {  # table -> the statement that carries its rows into the channel tables
+    "telegram_state": "INSERT OR REPLACE INTO channel_state(channel, key, value) SELECT 'telegram', "
+                      f"CASE key WHEN '{_TELEGRAM_OFFSET}' THEN 'cursor' ELSE key END, value FROM telegram_state",
+    "telegram_sent": "INSERT OR IGNORE INTO channel_sent(channel, outbound_id, chunks, updated_at) "
+                     "SELECT 'telegram', outbound_id, chunks, updated_at FROM telegram_sent",
+    "telegram_seen": "INSERT OR IGNORE INTO channel_seen(channel, key, seen_at) SELECT 'telegram', key, seen_at "
+                     "FROM telegram_seen",
+    "telegram_refused": "INSERT OR IGNORE INTO channel_refused(channel, user_id, refused_at) "
+                        "SELECT 'telegram', user_id, refused_at FROM telegram_refused",
+    "telegram_owner_ids": "INSERT OR IGNORE INTO channel_owner_ids(channel, username, user_id, bound_at) "
+                          "SELECT 'telegram', username, user_id, bound_at FROM telegram_owner_ids",
+}
+
+
+def _telegram_tables_become_channel_tables(db: sqlite3.Connection) -> None:
+    """Telegram's bookkeeping moves into the tables every channel shares (the channel kit): the
+    channel tables are made, the telegram_* rows carried over (its offset becomes the cursor), the
+    old tables dropped."""
+    _tables(STATE_TABLES)(db)
+    for table, carry in _LEGACY_TELEGRAM.items():
+        if _has_table(db, table):
+            db.execute(carry)
+            db.execute(f"DROP TABLE {table}")
+
+
 STATE = Schema(STATE_TABLES, (
     Migration(1, "every table and index the file lacks", _tables(STATE_TABLES)),
     Migration(2, "Telegram's polling offset leaves the shared key/value table", _telegram_offset_out_of_kv),
     Migration(3, "cron jobs carry their creator and taint", _cron_jobs_carry_creator_and_taint),
+    Migration(4, "Telegram's bookkeeping moves into the channel tables", _telegram_tables_become_channel_tables),
 ))
 CHECKPOINTS = Schema(CHECKPOINT_TABLES, (
     Migration(1, "every table and index the file lacks", _tables(CHECKPOINT_TABLES)),

@@ -18,24 +18,30 @@ from .remote import gateway_or_offline
 if TYPE_CHECKING:
     from ..offline import Offline
 
-CHANNELS = ("telegram",)
 
 
-def _with_pairing(fn: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+def _channels() -> list[str]:
+    """The installed channels (entry points of the `clawgate.channels` group)."""
+    from clawgate.channels.kit.registry import installed
+
+    return sorted(installed())
+
+
+def _with_pairing(fn: Callable[[Any], dict[str, Any]], channel: str | None = None) -> dict[str, Any]:
     """Run `fn(PairingStore)` on the shared database; a PairingError is one line, exit 1."""
     def run(parts: "Offline") -> dict[str, Any]:
-        from clawgate.channels.telegram.pairing import PairingError
+        from clawgate.channels.kit.pairing import PairingError
 
         try:
-            return fn(parts.pairing())
+            return fn(parts.pairing(channel))
         except PairingError as exc:
             raise CliError(str(exc), EXIT_FAILED) from None
     return gateway_or_offline(None, {}, run).payload
 
 
 def _check_channel(name: str | None) -> None:
-    if name is not None and name not in CHANNELS:
-        raise CliError(f"unknown channel {name!r}; pairing is available for: {', '.join(CHANNELS)}", EXIT_USAGE)
+    if name is not None and name not in (channels := _channels()):
+        raise CliError(f"unknown channel {name!r}; pairing is available for: {', '.join(channels)}", EXIT_USAGE)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -58,7 +64,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_approve(args: argparse.Namespace) -> int:
     _check_channel(args.channel)
-    req = _with_pairing(lambda p: {"request": p.approve(args.channel, args.code)})["request"]
+    req = _with_pairing(lambda p: {"request": p.approve(args.channel, args.code)}, args.channel)["request"]
     name = f" (@{req.username})" if req.username else ""
     print(f"approved {req.channel} user {req.user_id}{name}; they can chat now")
     return 0
@@ -66,7 +72,7 @@ def cmd_approve(args: argparse.Namespace) -> int:
 
 def cmd_revoke(args: argparse.Namespace) -> int:
     _check_channel(args.channel)
-    if not _with_pairing(lambda p: {"removed": p.revoke(args.channel, args.user)})["removed"]:
+    if not _with_pairing(lambda p: {"removed": p.revoke(args.channel, args.user)}, args.channel)["removed"]:
         raise CliError(f"{args.user!r} is not a paired {args.channel} user; `clawgate pairing list --allowed` shows them",
                        EXIT_FAILED)
     print(f"revoked {args.channel} user {args.user}")
@@ -76,11 +82,11 @@ def cmd_revoke(args: argparse.Namespace) -> int:
 def add_commands(sub: Any) -> None:
     actions = command_group(sub, "pairing", "approve people who asked for access (pairing codes)")
     q = subcommand(actions, "list", "pending pairing codes (or --allowed: paired users)", cmd_list)
-    q.add_argument("channel", nargs="?", help="only this channel (telegram)")
+    q.add_argument("channel", nargs="?", help="only this channel (telegram, …: `clawgate channels`)")
     q.add_argument("--allowed", action="store_true", help="list paired users instead")
     q = subcommand(actions, "approve", "admit the user behind a pairing code", cmd_approve)
-    q.add_argument("channel", help="the channel the code came from: telegram")
+    q.add_argument("channel", help="the channel the code came from, e.g. telegram")
     q.add_argument("code", help="the 8-character code the user was given")
     q = subcommand(actions, "revoke", "remove a paired user", cmd_revoke)
-    q.add_argument("channel", help="telegram")
+    q.add_argument("channel", help="the user's channel, e.g. telegram")
     q.add_argument("user", help="user id or @username")

@@ -111,7 +111,8 @@ def test_the_oldest_shipped_database_is_migrated_at_start_and_read(tmp_path: Pat
     db = sqlite3.connect(path)
     try:
         assert db.execute("PRAGMA user_version").fetchone()[0] == STATE.version
-        assert db.execute("SELECT value FROM telegram_state WHERE key='telegram:offset'").fetchone() == ("424242",)
+        assert db.execute("SELECT value FROM channel_state WHERE channel='telegram' AND key='cursor'").fetchone() == (
+            "424242",)
     finally:
         db.close()
 

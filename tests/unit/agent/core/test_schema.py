@@ -25,8 +25,8 @@ from clawgate.agent.core.statedb import StateUnavailable, open_state_db
 from clawgate.agent.triggers import CronStore
 from clawgate.agent.usage.store import UsageStore
 from clawgate.channels.gateway_chat import GatewayChatChannel
-from clawgate.channels.telegram.pairing import PairingStore
-from clawgate.channels.telegram.state import ChannelState
+from clawgate.channels.kit.pairing import PairingStore
+from clawgate.channels.kit.store import ChannelStore
 
 FIXTURES = Path(__file__).resolve().parents[4] / "tests" / "fixtures" / "statedb"
 
@@ -98,8 +98,13 @@ def test_a_new_file_gets_exactly_the_declared_schema(tmp_path: Path) -> None:
     declared.executescript(STATE.tables)
     assert version_of(fresh) == STATE.version
     assert shape(fresh) == shape(declared)
-    assert {"inbox", "outbox", "cron_jobs", "usage", "pairing_requests", "telegram_state", "gateway_chat"} <= set(
+    assert {"inbox", "outbox", "cron_jobs", "usage", "pairing_requests", "channel_state", "gateway_chat"} <= set(
         rows(fresh))
+
+
+TELEGRAM_TO_CHANNEL = {"telegram_state": "channel_state", "telegram_sent": "channel_sent",
+                       "telegram_seen": "channel_seen", "telegram_refused": "channel_refused",
+                       "telegram_owner_ids": "channel_owner_ids"}
 
 
 @pytest.mark.parametrize("name", VERSIONS)
@@ -115,9 +120,15 @@ def test_a_shipped_state_database_migrates_to_the_current_schema_and_keeps_its_r
     assert shape(db) == shape(open_state_db(tmp_path / "fresh.db", fsync=False))
     after = rows(db)
     for table, kept in before.items():
-        if table == "kv":  # the first versions' shared table: its one key moved to telegram_state
+        if table == "kv":  # the first versions' shared table: its one key became Telegram's cursor
             assert "kv" not in after
-            assert ("telegram:offset", "424242") in after["telegram_state"]
+            assert ("telegram", "cursor", "424242") in after["channel_state"]
+        elif table in TELEGRAM_TO_CHANNEL:  # Telegram's own tables became the channel kit's
+            assert table not in after
+            for row in kept:
+                if table == "telegram_state" and row[0] == "telegram:offset":
+                    row = ("cursor", *row[1:])
+                assert ("telegram", *row) in after[TELEGRAM_TO_CHANNEL[table]], (table, row)
         elif table == "cron_jobs":
             assert [(i, t) for i, _, t in after[table]] == [(i, t) for i, _, t in kept]
             for (_, old_body, _), (_, new_body, _) in zip(kept, after[table]):
@@ -155,8 +166,8 @@ def test_today_s_stores_read_what_a_shipped_version_wrote(name: str, tmp_path: P
     assert pairing.is_paired("telegram", "1001") and not pairing.is_paired("telegram", "1002")
     assert [r.user_id for r in pairing.pending("telegram")] == ["1002"]
 
-    state = ChannelState(db)
-    assert state.offset() == 424242
+    state = ChannelStore(db, "telegram")
+    assert state.cursor() == "424242"
     assert state.chunks_sent("out_pending") == 2
     assert not state.first_time("cmd:4242:17") and state.refused_before("666")
     if "telegram_owner_ids" in had:

@@ -1,4 +1,4 @@
-"""Pairing codes: how the owner admits an unknown user, kept in the daemon's SQLite database.
+"""Pairing codes: how the owner admits an unknown user of any channel, kept in the daemon's SQLite database.
 
 Own tables in the same file as the inbox, so `clawgate pairing list|approve` works whether or
 not the daemon runs: the CLI writes, the running daemon reads on every message (WAL mode lets
@@ -19,6 +19,7 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from typing import Callable
+
 
 ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
 CODE_LENGTH = 8
