@@ -217,6 +217,13 @@ class MatrixBot:
         with urllib.request.urlopen(req, timeout=60) as resp:
             return str(json.loads(resp.read())["access_token"])
 
+    def devices(self) -> list[dict[str, Any]]:
+        """The bot account's devices (GET /devices with the registration's own token)."""
+        req = urllib.request.Request(f"{self.server.base_url}/_matrix/client/v3/devices",
+                                     headers={"Authorization": f"Bearer {self.user.access_token}"})
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return list(json.loads(resp.read())["devices"])
+
     def env(self, **settings: Any) -> dict[str, str]:
         values: dict[str, Any] = {"enabled": True, "homeserver": self.server.base_url, "user_id": self.user.user_id,
                                   "password": self.user.password, "sync_timeout_seconds": 2,

@@ -80,6 +80,7 @@ class MatrixAdapter(PlatformAdapter):
         self.client: AsyncClient | None = None
         self.user_id = settings.user_id or ""
         self.display_name: str | None = None
+        self._typing: set[str] = set()  # rooms where the bot shows "typing" now
 
     # --- connecting -------------------------------------------------------------------------------
     async def connect(self) -> None:
@@ -332,7 +333,11 @@ class MatrixAdapter(PlatformAdapter):
 
     async def send_text(self, target: Target, text: str) -> str:
         content = {**notice_content(text, to_plain(text)), **self._relation(target)}
-        return await self._send(target.chat_id, "m.room.message", content, txn_id=self._txn_id(target, text))
+        event_id = await self._send(target.chat_id, "m.room.message", content, txn_id=self._txn_id(target, text))
+        if target.chat_id in self._typing and self.client is not None:  # the answer is there: stop "typing"
+            self._typing.discard(target.chat_id)
+            await self.client.room_typing(target.chat_id, False)
+        return event_id
 
     @staticmethod
     def _txn_id(target: Target, text: str) -> str | None:
@@ -362,9 +367,11 @@ class MatrixAdapter(PlatformAdapter):
         raise DeliveryError(f"send refused: {resp}", permanent=400 <= status < 500 or code in _AUTH_CODES)
 
     async def typing(self, target: Target) -> None:
+        """Refreshed by the kit every typing_interval_seconds while the agent works; it lapses a little after."""
         if self.client is not None:
-            await self.client.room_typing(target.chat_id, True, timeout=int(self.settings.typing_interval_seconds
-                                                                                 * 1000) + 3000)
+            self._typing.add(target.chat_id)
+            await self.client.room_typing(target.chat_id, True,
+                                          timeout=int(self.settings.typing_interval_seconds * 1000) + 3000)
 
     async def edit_text(self, target: Target, message_id: str, text: str) -> None:
         new = notice_content(text, to_plain(text))

@@ -34,6 +34,8 @@ def test_a_dm_with_a_tool_call_then_a_thread(mx_daemon, matrix_bot, humans, fake
     assert "<strong>nothing much</strong>" in reply["formatted_body"] and "<code>.</code>" in reply["formatted_body"]
     assert user_texts(fake_model.requests[0])[-1] == "what is in your workspace?"
     assert any(bot in e.content["user_ids"] for e in alice.seen(room, type="m.typing"))
+    alice.wait(lambda: bot not in alice.seen(room, type="m.typing")[-1].content["user_ids"],
+               "the typing notice to end with the answer")
     # a thread under the first message is its own conversation, answered in the thread
     alice.send(room, "more on this", thread=root)
     threaded = alice.wait(lambda: [e for e in alice.seen(room, bot) if e.thread == root],
@@ -107,6 +109,9 @@ def test_kill_during_a_burst_of_50_then_every_message_is_answered_once(
     assert sorted(answers) == sorted(want), [a for a in answers if answers.count(a) > 1]
     asked = [user_texts(r)[-1] for r in fake_model.requests]
     assert sorted(asked) == sorted(["warm up", *sent])
+    # the restart logged in as the same device (its id kept), which is what lets the homeserver recognise a resend
+    devices = matrix_bot.devices()
+    assert len([d for d in devices if d.get("display_name") == "clawgate"]) == 1, devices
 
 
 def test_invites_from_strangers_are_declined_and_an_encrypted_room_is_told_once(
