@@ -20,7 +20,7 @@ def bot_notices(person: Human, room: str, bot: str) -> list[str]:
 
 
 def test_a_dm_with_a_tool_call_then_a_thread(mx_daemon, matrix_bot, humans, fake_model: FakeAnthropic) -> None:
-    daemon = mx_daemon(dm_policy="open", max_file_bytes=2000)
+    daemon = mx_daemon(dm_policy="open", max_file_bytes=2000, typing_interval_seconds=30)
     alice = humans("alice")
     bot = matrix_bot.user.user_id
     room = alice.dm(bot)
@@ -35,7 +35,7 @@ def test_a_dm_with_a_tool_call_then_a_thread(mx_daemon, matrix_bot, humans, fake
     assert user_texts(fake_model.requests[0])[-1] == "what is in your workspace?"
     assert any(bot in e.content["user_ids"] for e in alice.seen(room, type="m.typing"))
     alice.wait(lambda: bot not in alice.seen(room, type="m.typing")[-1].content["user_ids"],
-               "the typing notice to end with the answer")
+               "the typing notice to end with the answer", timeout=20)  # on its own it would last 33 s
     # a thread under the first message is its own conversation, answered in the thread
     alice.send(room, "more on this", thread=root)
     threaded = alice.wait(lambda: [e for e in alice.seen(room, bot) if e.thread == root],
