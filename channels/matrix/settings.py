@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 
 from clawgate.channels.kit import AccessSettings
 
@@ -16,10 +16,11 @@ USER_ID = re.compile(r"^@[a-z0-9._=\-/+]+:[A-Za-z0-9.\-]+(:[0-9]{1,5})?$")
 class MatrixSettings(AccessSettings):
     """Log in with a password (a device is created once and its id kept) or an existing access token."""
 
-    homeserver: str | None = Field(None, description="the client-server API base, e.g. https://matrix.example.org")
-    user_id: str | None = Field(None, description="the bot's full user id, e.g. @clawgate:example.org")
+    homeserver: str | None = Field(None, validate_default=True, description=(
+        "the client-server API base, e.g. https://matrix.example.org (base_url is accepted too)"))
+    user_id: str | None = Field(None, validate_default=True, description="the bot's full user id, e.g. @clawgate:example.org")
     password: SecretStr | None = None
-    access_token: SecretStr | None = None
+    access_token: SecretStr | None = Field(None, validate_default=True)
     device_name: str = Field("clawgate", min_length=1, max_length=100)
     sync_timeout_seconds: float = Field(30.0, gt=0, le=300, description="how long one /sync waits for new events")
     timeline_limit: int = Field(50, ge=1, le=500, description=(
@@ -42,8 +43,11 @@ class MatrixSettings(AccessSettings):
 
     @field_validator("homeserver")
     @classmethod
-    def _homeserver(cls, value: str | None) -> str | None:
+    def _homeserver(cls, value: str | None, info: ValidationInfo) -> str | None:
+        value = value or info.data.get("base_url")
         if value is None:
+            if info.data.get("enabled") is not False:
+                raise ValueError("is required: the homeserver's URL, e.g. https://matrix.example.org")
             return None
         if not re.match(r"^https?://[^/\s]+", value):
             raise ValueError("must be the homeserver's URL, e.g. https://matrix.example.org")
@@ -51,21 +55,19 @@ class MatrixSettings(AccessSettings):
 
     @field_validator("user_id")
     @classmethod
-    def _user_id(cls, value: str | None) -> str | None:
-        if value is not None and not USER_ID.match(value):
+    def _user_id(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            if info.data.get("enabled") is not False:
+                raise ValueError("is required: the bot's full user id, e.g. @clawgate:example.org")
+            return None
+        if not USER_ID.match(value):
             raise ValueError("must be a full Matrix user id, e.g. @clawgate:example.org")
         return value
 
-    @model_validator(mode="after")
-    def _complete(self) -> "MatrixSettings":
-        """Enabled means usable: a homeserver, a user id and one way to log in."""
-        if self.enabled is False:
-            return self
-        if self.homeserver is None and self.base_url is not None:
-            self.homeserver = self._homeserver(self.base_url)
-        missing = [name for name in ("homeserver", "user_id") if getattr(self, name) is None]
-        if missing:
-            raise ValueError(f"channels.matrix is enabled but {' and '.join(missing)} is not set")
-        if self.password is None and self.access_token is None:
-            raise ValueError("channels.matrix needs password or access_token (CLAWGATE_CHANNELS__MATRIX__ACCESS_TOKEN)")
-        return self
+    @field_validator("access_token")
+    @classmethod
+    def _login(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        """Enabled means usable: one way to log in."""
+        if value is None and info.data.get("password") is None and info.data.get("enabled") is not False:
+            raise ValueError("or password is required: how the bot logs in")
+        return value
