@@ -109,7 +109,7 @@ class MatrixAdapter(PlatformAdapter):
                 self.kit.store.kv_set("device_id", self.client.device_id)
             named = await self.client.get_displayname(self.user_id)
             self.display_name = getattr(named, "displayname", None)
-            self.kit.bot_name = self.display_name
+            self.kit.bot_name = self.user_id.split(":", 1)[0].lstrip("@")  # `/new@name`, should anyone write it
         except _CONNECTION_ERRORS as exc:
             await self._close_client()
             raise ChannelUnavailable(f"homeserver {s.homeserver} unreachable: {type(exc).__name__}") from exc
@@ -118,6 +118,10 @@ class MatrixAdapter(PlatformAdapter):
             raise
         if self.kit.store.kv_get("first_connect_ms") is None:
             self.kit.store.kv_set("first_connect_ms", str(int(time.time() * 1000)))
+
+    def status(self) -> dict[str, Any]:
+        """For `clawgate channels` / status: who the bot is, once logged in."""
+        return {"bot": self.user_id} if self.client is not None and self.client.access_token else {}
 
     def _login_error(self, err: Any, how: str) -> Exception:
         code = getattr(err, "status_code", None)

@@ -97,5 +97,5 @@ def reaction_answer(key: str) -> bool | None:
 
 def mxc_parts(url: str) -> tuple[str, str] | None:
     """mxc://server/media_id -> (server, media_id); None for anything else."""
-    match = re.fullmatch(r"mxc://([^/]+)/([A-Za-z0-9_\-]+)", url or "")
+    match = re.fullmatch(r"mxc://([A-Za-z0-9.\-]+(?::\d{1,5})?)/([A-Za-z0-9_\-]+)", url or "")
     return (match.group(1), match.group(2)) if match else None

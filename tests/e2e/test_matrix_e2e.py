@@ -6,6 +6,8 @@ person's client reads what Synapse delivered to it.
 
 from __future__ import annotations
 
+import json
+
 from tests.harness import DaemonProcess
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
 from tests.matrix_support import Human, humans, log_tail, matrix_bot, mx_daemon  # noqa: F401
@@ -153,3 +155,5 @@ sync_timeout_seconds = 2
     doctor = daemon.cli("doctor")
     assert "encrypted rooms cannot be read" in doctor.stdout and secret in doctor.stdout, doctor.stdout
     assert token not in daemon.log_text() and token not in doctor.stdout
+    row = next(r for r in json.loads(daemon.cli("channels", "--json").stdout) if r["name"] == "matrix")
+    assert row["state"] == "running" and row["bot"] == bot, row

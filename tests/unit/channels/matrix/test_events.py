@@ -50,6 +50,8 @@ def test_mxc_parts() -> None:
     assert ev.mxc_parts("mxc://example.org/AbC_d-1") == ("example.org", "AbC_d-1")
     assert ev.mxc_parts("https://example.org/x") is None
     assert ev.mxc_parts("mxc://example.org/../etc") is None
+    assert ev.mxc_parts("mxc://example.org:8448/abc") == ("example.org:8448", "abc")
+    assert ev.mxc_parts("mxc://evil?x=/abc") is None and ev.mxc_parts("mxc://a#b/abc") is None
 
 
 def test_notice_html_escapes_raw_html() -> None:
