@@ -1,5 +1,6 @@
 """`clawgate doctor`'s Matrix line: the section is valid, the homeserver answers, the token is the
-bot's, and — always said when the channel is on — encrypted rooms cannot be read (those seen are listed).
+bot's, and — always said when the channel is on — whether encrypted rooms are read (end-to-end
+encryption on) or not (`encryption = false`, or vodozemac missing: the rooms met are listed).
 
 Why its own module: like doctor_mcp.py, one channel's probe (HTTP to the homeserver, the channel's
 rows in the state database) kept out of the general checks.
@@ -63,8 +64,15 @@ def _check(paths: Paths, section: dict[str, Any], offline: bool) -> tuple[str, s
         first = exc.errors()[0]
         where = "".join(f".{p}" for p in first.get("loc", ()))
         return ("matrix", "fail", f"channels.matrix{where}: {first['msg']}", "edit [channels.matrix] in config.toml")
+    from clawgate.channels.matrix.adapter import e2e_available
+
     rooms = _encrypted_rooms(paths)
-    e2e = f"{NOT_SUPPORTED} (the bot said so in: {', '.join(rooms)})" if rooms else f"{NOT_SUPPORTED} (none met so far)"
+    if matrix.encryption and e2e_available():
+        e2e = "end-to-end encrypted rooms are read (keys in state/matrix-e2e)"
+    elif rooms:
+        e2e = f"{NOT_SUPPORTED} (the bot said so in: {', '.join(rooms)})"
+    else:
+        e2e = f"{NOT_SUPPORTED} ({'encryption = false' if not matrix.encryption else 'vodozemac missing'}; none met so far)"
     status, detail, fix = "ok", f"{matrix.user_id} on {matrix.homeserver}", ""
     if not offline:
         status, detail, fix = _probe(matrix)

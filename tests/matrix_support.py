@@ -36,6 +36,7 @@ class Seen:
     type: str
     content: dict[str, Any]
     state_key: str | None = None
+    encrypted: bool = False  # arrived end-to-end encrypted and was decrypted by this client
 
     @property
     def body(self) -> str:
@@ -50,9 +51,13 @@ class Seen:
 class Human:
     """A Matrix user driven from a test: create rooms, send, react, and read what arrived."""
 
-    def __init__(self, server: Synapse, user: MatrixUser, *, sync: bool = True) -> None:
-        """`sync=False`: a person who only writes (the bench), without a background /sync loop."""
+    def __init__(self, server: Synapse, user: MatrixUser, *, sync: bool = True, store: Path | None = None) -> None:
+        """`sync=False`: a person who only writes (the bench), without a background /sync loop.
+        `store`: a folder for the client's keys: end-to-end encryption on (an E2E client like Element)."""
         self.server = server
+        self.store = store
+        if store is not None:
+            store.mkdir(parents=True, exist_ok=True)
         self.user = user
         self.user_id = user.user_id
         self.events: list[Seen] = []
@@ -65,9 +70,22 @@ class Human:
         self._syncing = asyncio.run_coroutine_threadsafe(self._sync_forever() if sync else asyncio.sleep(0), self._loop)
 
     async def _make_client(self) -> AsyncClient:
-        client = AsyncClient(self.server.base_url, self.user_id, config=AsyncClientConfig(store_sync_tokens=False))
+        config = AsyncClientConfig(store_sync_tokens=False, encryption_enabled=self.store is not None)
+        client = AsyncClient(self.server.base_url, self.user_id, config=config, store_path=str(self.store or ""))
         client.access_token, client.device_id = self.user.access_token, self.user.device_id
+        if self.store is not None:
+            client.restore_login(self.user_id, self.user.device_id, self.user.access_token)
+            await client.keys_upload()
         return client
+
+    async def _keys(self) -> None:
+        if self.client.should_upload_keys:
+            await self.client.keys_upload()
+        if self.client.should_query_keys:
+            await self.client.keys_query()
+        if self.client.should_claim_keys:
+            await self.client.keys_claim(self.client.get_users_for_key_claiming())
+        await self.client.send_to_device_messages()
 
     def _run(self, coro: Coroutine[Any, Any, T], timeout: float = DEFAULT_TIMEOUT) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
@@ -80,11 +98,13 @@ class Human:
                 await asyncio.sleep(0.2)
                 continue
             since = resp.next_batch
+            if self.store is not None:
+                await self._keys()
             for room_id, info in resp.rooms.join.items():
                 for event in info.timeline.events:
                     src = event.source
                     seen = Seen(room_id, src.get("event_id", ""), src.get("sender", ""), src.get("type", ""),
-                                src.get("content") or {}, src.get("state_key"))
+                                src.get("content") or {}, src.get("state_key"), bool(getattr(event, "decrypted", False)))
                     with self._lock:
                         self.events.append(seen)
                 for event in info.ephemeral:
@@ -154,7 +174,7 @@ class Human:
                            {"m.relates_to": {"rel_type": "m.annotation", "event_id": event_id, "key": key}})
 
     def _event(self, room_id: str, event_type: str, content: dict[str, Any]) -> str:
-        resp = self._run(self.client.room_send(room_id, event_type, content))
+        resp = self._run(self.client.room_send(room_id, event_type, content, ignore_unverified_devices=True))
         assert isinstance(resp, RoomSendResponse), resp
         return resp.event_id
 
@@ -191,8 +211,8 @@ def humans(synapse: Synapse) -> Iterator[Callable[..., Human]]:
     """Make people on the session's Synapse; their clients are closed at the end of the test."""
     made: list[Human] = []
 
-    def make(prefix: str = "human") -> Human:
-        person = Human(synapse, synapse.register(prefix))
+    def make(prefix: str = "human", store: Path | None = None) -> Human:
+        person = Human(synapse, synapse.register(prefix), store=store)
         made.append(person)
         return person
 

@@ -31,6 +31,8 @@ from nio import (
     WhoamiResponse,
 )
 from nio.api import MessageDirection
+from nio.crypto import ENCRYPTION_ENABLED
+from nio.exceptions import LocalProtocolError
 
 from clawgate.channels.kit import (
     Capabilities,
@@ -48,11 +50,19 @@ from clawgate.channels.kit.markdown import split_markdown, to_plain
 from clawgate.channels.matrix import events as ev
 from clawgate.channels.matrix.render import notice_content
 from clawgate.channels.matrix.settings import MatrixSettings
+from clawgate.config.paths import Paths
 
 MAX_CHARS = 24_000  # the default max_message_bytes: body and HTML together stay under Synapse's 64 KiB per event
 ENCRYPTED_NOTICE = ("I cannot read messages in end-to-end encrypted rooms, so I will not see anything written "
                     "here. Please talk to me in a room without encryption.")
 ENCRYPTED_ROOMS = "encrypted_rooms"  # kv key: the rooms told, for `doctor`
+UNDECRYPTABLE = ("I could not decrypt your message (this device did not get its key). Please send it again; "
+                 "if this keeps happening, verify or re-invite the bot's device.")
+
+
+def e2e_available() -> bool:
+    """matrix-nio's end-to-end encryption needs vodozemac (extra `clawgate[matrix]` installs it)."""
+    return bool(ENCRYPTION_ENABLED)
 _AUTH_CODES = ("M_UNKNOWN_TOKEN", "M_MISSING_TOKEN", "M_FORBIDDEN", "M_USER_DEACTIVATED", "M_INVALID_USERNAME")
 _CONNECTION_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, TimeoutError, OSError)
 
@@ -81,15 +91,22 @@ class MatrixAdapter(PlatformAdapter):
         self.user_id = settings.user_id or ""
         self.display_name: str | None = None
         self._typing: set[str] = set()  # rooms where the bot shows "typing" now
+        self.e2e = False  # end-to-end encryption on (settings.encryption and vodozemac installed)
 
     # --- connecting -------------------------------------------------------------------------------
     async def connect(self) -> None:
         """Log in (token or password; the device id is kept so a restart is the same device)."""
         s = self.settings
-        config = AsyncClientConfig(max_limit_exceeded=0, max_timeouts=0, encryption_enabled=False,
+        self.e2e = s.encryption and e2e_available()
+        config = AsyncClientConfig(max_limit_exceeded=0, max_timeouts=0, encryption_enabled=self.e2e,
                                    store_sync_tokens=False, request_timeout=s.request_timeout_seconds)
         device_id = self.kit.store.kv_get("device_id")
-        self.client = AsyncClient(s.homeserver or "", s.user_id or "", device_id=device_id, config=config)
+        store = None
+        if self.e2e:  # the device's keys (vodozemac account, sessions) live in the state folder, user-only
+            store = Paths.from_env().state / "matrix-e2e"
+            store.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.client = AsyncClient(s.homeserver or "", s.user_id or "", device_id=device_id, config=config,
+                                  store_path=str(store) if store else "")
         try:
             if s.access_token is not None:
                 self.client.access_token = s.access_token.get_secret_value()
@@ -100,6 +117,8 @@ class MatrixAdapter(PlatformAdapter):
                     raise ChannelAuthError(f"channels.matrix: the access token belongs to {who.user_id}, "
                                            f"not user_id {s.user_id}; fix one of them")
                 self.client.user_id, self.client.device_id = who.user_id, who.device_id or device_id
+                if self.e2e:
+                    self.client.restore_login(who.user_id, self.client.device_id or "", self.client.access_token)
             else:
                 assert s.password is not None
                 login = await self.client.login(s.password.get_secret_value(), device_name=s.device_name)
@@ -107,6 +126,8 @@ class MatrixAdapter(PlatformAdapter):
                     raise self._login_error(login, "password")
             if self.client.device_id and self.client.device_id != device_id:
                 self.kit.store.kv_set("device_id", self.client.device_id)
+            if self.e2e and self.client.should_upload_keys:
+                await self._checked(self.client.keys_upload(), "uploading the device's keys")
             named = await self.client.get_displayname(self.user_id)
             self.display_name = getattr(named, "displayname", None)
             self.kit.bot_name = self.user_id.split(":", 1)[0].lstrip("@")  # `/new@name`, should anyone write it
@@ -160,7 +181,28 @@ class MatrixAdapter(PlatformAdapter):
                 raise ChannelUnavailable(f"/sync failed: {resp}")
             await self._handle_sync(resp, since)
             self.kit.store.save_cursor(resp.next_batch)
+            if self.e2e:
+                await self._keys()
             since, full_state = resp.next_batch, False
+
+    async def _keys(self) -> None:
+        """What matrix-nio's sync_forever does after each sync: publish, fetch and claim keys, send to-device."""
+        assert self.client is not None
+        if self.client.should_upload_keys:
+            await self._checked(self.client.keys_upload(), "uploading the device's keys")
+        if self.client.should_query_keys:
+            await self._checked(self.client.keys_query(), "fetching the room members' keys")
+        if self.client.should_claim_keys:
+            await self._checked(self.client.keys_claim(self.client.get_users_for_key_claiming()), "claiming keys")
+        await self.client.send_to_device_messages()
+
+    async def _checked(self, call: Any, what: str) -> None:
+        try:
+            resp = await call
+        except _CONNECTION_ERRORS as exc:
+            raise ChannelUnavailable(f"{what} failed: {type(exc).__name__}") from exc
+        if isinstance(resp, ErrorResponse):
+            self.kit.log.warning("matrix: %s failed: %s", what, resp)
 
     async def _handle_sync(self, resp: SyncResponse, since: str | None) -> None:
         """Invites, then each joined room's events in order; every message handed to the kit."""
@@ -174,7 +216,7 @@ class MatrixAdapter(PlatformAdapter):
             timeline = list(info.timeline.events)
             if info.timeline.limited and since and info.timeline.prev_batch:
                 timeline = await self._backfill(room_id, info.timeline.prev_batch, since) + timeline
-            if room.encrypted or any(isinstance(e, RoomEncryptionEvent) for e in info.state):
+            if not self.e2e and (room.encrypted or any(isinstance(e, RoomEncryptionEvent) for e in info.state)):
                 await self._encrypted(room_id)
             for event in timeline:
                 if getattr(event, "server_timestamp", 0) < floor:
@@ -238,8 +280,15 @@ class MatrixAdapter(PlatformAdapter):
     async def _on_event(self, room: MatrixRoom, event: Any) -> None:
         if getattr(event, "sender", None) == self.user_id:
             return
-        if isinstance(event, MegolmEvent):
-            await self._encrypted(room.room_id)
+        if isinstance(event, MegolmEvent):  # still encrypted: no E2E here, or this device lacks the key
+            if not self.e2e:
+                await self._encrypted(room.room_id)
+            elif self.kit.store.first_time(f"undecryptable:{event.event_id}"):
+                self.kit.log.warning("matrix: cannot decrypt %s in %s (no key for session %s)", event.event_id,
+                                     room.room_id, event.session_id)
+                if self.client is not None:
+                    await self._checked(self.client.request_room_key(event), "asking for a room key")
+                await self.send_text(Target(chat_id=room.room_id), UNDECRYPTABLE)
             return
         if isinstance(event, ReactionEvent):
             await self._on_reaction(room, event)
@@ -357,9 +406,12 @@ class MatrixAdapter(PlatformAdapter):
         if self.client is None:
             raise DeliveryError("matrix is not connected")
         try:
-            resp = await self.client.room_send(room_id, event_type, content, tx_id=txn_id)
+            resp = await self.client.room_send(room_id, event_type, content, tx_id=txn_id,
+                                               ignore_unverified_devices=True)
         except _CONNECTION_ERRORS as exc:
             raise DeliveryError(f"homeserver unreachable: {type(exc).__name__}") from exc
+        except LocalProtocolError as exc:  # an encrypted send before the room's state arrived: later
+            raise DeliveryError(f"room {room_id} not ready for an encrypted send: {exc}") from exc
         if isinstance(resp, RoomSendResponse):
             return resp.event_id
         code = getattr(resp, "status_code", None)

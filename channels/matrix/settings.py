@@ -22,6 +22,9 @@ class MatrixSettings(AccessSettings):
     password: SecretStr | None = None
     access_token: SecretStr | None = Field(None, validate_default=True)
     device_name: str = Field("clawgate", min_length=1, max_length=100)
+    encryption: bool = Field(True, description=(
+        "read and answer end-to-end encrypted rooms (matrix-nio with vodozemac; keys kept in state/matrix-e2e); "
+        "off: the bot says once in such a room that it cannot read it"))
     sync_timeout_seconds: float = Field(30.0, gt=0, le=300, description="how long one /sync waits for new events")
     timeline_limit: int = Field(50, ge=1, le=500, description=(
         "events per room per /sync; when more arrived meanwhile the rest is fetched page by page"))

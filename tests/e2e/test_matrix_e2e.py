@@ -116,6 +116,27 @@ def test_kill_during_a_burst_of_50_then_every_message_is_answered_once(
     assert len([d for d in devices if d.get("display_name") == "clawgate"]) == 1, devices
 
 
+def test_an_encrypted_dm_is_read_and_answered_encrypted(mx_daemon, matrix_bot, humans, fake_model, tmp_path) -> None:
+    alice = humans("alice", store=tmp_path / "alice-keys")  # an E2E client, as Element is
+    daemon = mx_daemon(dm_policy="open")
+    bot = matrix_bot.user.user_id
+    room = alice.encrypted_dm(bot)
+    alice.wait(lambda: bot in alice.members(room), "the bot to join the encrypted DM", describe=log_tail(daemon))
+    alice.send(room, "a secret question")
+    answers = alice.wait(lambda: [e for e in alice.seen(room, bot) if e.body == "echo: a secret question"],
+                         "the encrypted answer", describe=log_tail(daemon))
+    assert answers[0].encrypted and answers[0].content["msgtype"] == NOTICE
+    assert user_texts(fake_model.requests[0])[-1] == "a secret question"
+    assert not [e for e in alice.seen(room, bot) if "encrypted" in e.body]  # no "cannot read" notice
+    # killed and started again, the bot is the same device with the same keys: it still reads the room
+    daemon.kill()
+    daemon.start()
+    alice.send(room, "still secret?")
+    again = alice.wait(lambda: [e for e in alice.seen(room, bot) if e.body == "echo: still secret?"],
+                       "the encrypted answer after a restart", describe=log_tail(daemon))
+    assert again[0].encrypted
+
+
 def test_invites_from_strangers_are_declined_and_an_encrypted_room_is_told_once(
         daemon_factory, matrix_bot, humans, fake_model, tmp_path) -> None:
     """Set up as the README says: an access token from /login, the section in config.toml."""
@@ -133,6 +154,7 @@ user_id = "{bot}"
 access_token = "{token}"
 dm_policy = "allowlist"
 allow_from = ["{friend.user_id}"]
+encryption = false
 sync_timeout_seconds = 2
 """)
     daemon = daemon_factory(home=home, init=False)
