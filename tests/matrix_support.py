@@ -8,6 +8,7 @@ and records every event it sees, so a test waits for a condition on what the per
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import threading
 import urllib.request
@@ -159,13 +160,16 @@ class Human:
     def send_file(self, room_id: str, name: str, data: bytes, mime: str = "text/plain",
                   declared: int | None = None) -> str:
         """Upload to the media repository and post an m.file pointing at it (`declared`: the size the event claims)."""
-        async def upload() -> str:
-            import io
-            resp, _ = await self.client.upload(io.BytesIO(data), content_type=mime, filename=name,
-                                               filesize=len(data))
-            return resp.content_uri
-        uri = self._run(upload())
-        return self._event(room_id, "m.room.message", {"msgtype": "m.file", "body": name, "url": uri,
+        encrypt = self.store is not None and self.client.rooms[room_id].encrypted
+
+        async def upload() -> tuple[str, dict[str, Any] | None]:
+            resp, keys = await self.client.upload(io.BytesIO(data), content_type=mime, filename=name,
+                                                  filesize=len(data), encrypt=encrypt)
+            return resp.content_uri, keys
+
+        uri, keys = self._run(upload())
+        where = {"file": {**keys, "url": uri}} if keys else {"url": uri}  # an encrypted room: the key travels E2E
+        return self._event(room_id, "m.room.message", {"msgtype": "m.file", "body": name, **where,
                                                        "info": {"size": len(data) if declared is None else declared,
                                                                 "mimetype": mime}})
 

@@ -32,7 +32,8 @@ from nio import (
 )
 from nio.api import MessageDirection
 from nio.crypto import ENCRYPTION_ENABLED
-from nio.exceptions import LocalProtocolError
+from nio.crypto.attachments import decrypt_attachment
+from nio.exceptions import EncryptionError, LocalProtocolError
 
 from clawgate.channels.kit import (
     Capabilities,
@@ -309,9 +310,7 @@ class MatrixAdapter(PlatformAdapter):
         files: tuple[IncomingFile, ...] = ()
         if msgtype in ev.FILE_TYPES:
             file = self._file(content, msgtype)
-            if file is None:
-                return None
-            files, body = (file,), ""
+            files, body = ((file,), "") if file is not None else ((), "")  # no file there: unreadable, said so
         elif msgtype not in ("m.text", "m.emote", "m.notice"):
             return None
         private = room.member_count <= 2
@@ -324,21 +323,29 @@ class MatrixAdapter(PlatformAdapter):
             message_id=event_id, chat_id=room.room_id,
             sender=Sender(user_id=sender, username=sender, display=user.display_name if user else None),
             private=private, text=text, addressed=addressed, thread_id=ev.thread_root(content), files=files,
-            sender_is_bot=msgtype == "m.notice",
+            sender_is_bot=msgtype == "m.notice", unreadable=msgtype in ev.FILE_TYPES and not files,
             metadata={"message_id": event_id, **({"reply_to": r} if (r := ev.reply_to(content)) else {})})
 
     def _file(self, content: dict[str, Any], msgtype: str) -> IncomingFile | None:
-        """An attachment in the media repository; fetched only when the kit accepts its declared size."""
-        url = content.get("url")
+        """An attachment in the media repository (in an encrypted room: encrypted there, `content.file`);
+        fetched only when the kit accepts its declared size."""
+        secret = content.get("file") if isinstance(content.get("file"), dict) else None
+        url = (secret or content).get("url")
         parts = ev.mxc_parts(url) if isinstance(url, str) else None
         if parts is None:
-            return None  # an encrypted attachment (content.file) or a broken event
+            return None
         info = content.get("info") if isinstance(content.get("info"), dict) else {}
         size = info.get("size") if isinstance(info.get("size"), int) else None
         name = content.get("filename") or content.get("body") or parts[1]
 
         async def fetch() -> bytes:
-            return await self._download(*parts)
+            data = await self._download(*parts)
+            if secret is None or len(data) > self.settings.max_file_bytes:
+                return data  # (over the limit: the kit refuses it as it is; AES-CTR keeps the size)
+            try:
+                return decrypt_attachment(data, secret["key"]["k"], secret["hashes"]["sha256"], secret["iv"])
+            except (KeyError, TypeError, EncryptionError) as exc:
+                raise DeliveryError(f"the encrypted attachment could not be decrypted: {exc}", permanent=True) from exc
 
         voice = msgtype == "m.audio" and ("org.matrix.msc3245.voice" in content or "m.voice" in content)
         kind = "image" if msgtype == "m.image" else "voice" if voice else "file"

@@ -128,6 +128,11 @@ def test_an_encrypted_dm_is_read_and_answered_encrypted(mx_daemon, matrix_bot, h
     assert answers[0].encrypted and answers[0].content["msgtype"] == NOTICE
     assert user_texts(fake_model.requests[0])[-1] == "a secret question"
     assert not [e for e in alice.seen(room, bot) if "encrypted" in e.body]  # no "cannot read" notice
+    alice.send_file(room, "plan.txt", b"the secret plan")  # uploaded encrypted; the key only in the E2E event
+    alice.wait(lambda: any("plan.txt" in e.body for e in alice.seen(room, bot)), "the encrypted file's answer",
+               describe=log_tail(daemon))
+    saved = list(daemon.guest_workspace(f"matrix:{alice.user_id}").glob("inbox/*-plan.txt"))
+    assert len(saved) == 1 and saved[0].read_bytes() == b"the secret plan"
     # killed and started again, the bot is the same device with the same keys: it still reads the room
     daemon.kill()
     daemon.start()
