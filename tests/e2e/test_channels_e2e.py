@@ -10,7 +10,7 @@ import re
 
 from tests.conformance.platforms.echochat import EchoChatHarness
 from tests.conformance.platforms.telegram import TelegramHarness
-from tests.fakes.anthropic_api import FakeAnthropic
+from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
 from tests.harness import DaemonProcess
 from tests.waiting import wait_until
 
@@ -106,5 +106,21 @@ def test_pairing_works_the_same_on_a_plugin_channel(daemon_factory, fake_model: 
         wait_until(lambda: "echo: thanks!" in echo.replies(chat), "the answer to the paired user")
         wrong = daemon.cli("pairing", "approve", "nosuchchat", code)
         assert wrong.returncode == 2 and "echochat" in wrong.stderr and "telegram" in wrong.stderr
+    finally:
+        echo.close()
+
+
+def test_a_cron_job_made_in_a_plugin_channels_chat_reports_back_there(daemon_factory, fake_model: FakeAnthropic) -> None:
+    echo = EchoChatHarness()
+    echo.start()
+    try:
+        daemon_factory(plugin_env(echo))
+        fake_model.enqueue_for("remind me to stretch",
+                               tool_use("cron", {"action": "add", "message": "Remind the user to stretch", "at": "+1s"}),
+                               text("Sure, I will remind you."))
+        fake_model.enqueue_for("Remind the user to stretch", text("Time to stretch!"))
+        chat = echo.dm_chat(echo.owner)
+        echo.send_dm(echo.owner, "remind me to stretch in a second")
+        wait_until(lambda: echo.replies(chat) == ["Sure, I will remind you.", "Time to stretch!"], "the reminder")
     finally:
         echo.close()
