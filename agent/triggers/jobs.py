@@ -7,10 +7,12 @@ it is wrong.
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
+from importlib.metadata import entry_points
 from typing import Any
 
 from clawgate.agent.core.errors import DomainError
@@ -18,9 +20,18 @@ from clawgate.agent.session import InvalidSessionKey, check_session_key
 
 from .schedule import Schedule, ScheduleError, format_time
 
-KNOWN_CHANNELS = ("telegram", "gateway", "matrix")
+KNOWN_CHANNELS = ("telegram", "gateway")
+CHANNEL_GROUP = "clawgate.channels"  # the chat channels' entry points (channels/kit/registry.py)
 DELIVER_HINT = "use telegram:<chat_id>, gateway[:<session>] or none"
 _SESSION = re.compile(r"^[\w.:@/-]{1,200}$")
+_CHAT = re.compile(r"^[\w.:@!+=/-]{1,200}$")  # another channel's chat id: Discord, Slack, Matrix rooms, addresses
+
+
+@functools.cache
+def known_channels() -> frozenset[str]:
+    """The built-ins and every installed chat channel, by name: read from the installed distributions'
+    entry points (nothing is imported), so a plugin channel's chats can receive cron results."""
+    return frozenset({*KNOWN_CHANNELS, *(ep.name for ep in entry_points(group=CHANNEL_GROUP))})
 
 
 class CronError(DomainError):
@@ -40,8 +51,9 @@ def parse_deliver(target: str | None) -> str | None:
         return None
     channel, sep, chat = text.partition(":")
     channel, chat = channel.strip().lower(), chat.strip()
-    if channel not in KNOWN_CHANNELS:
-        raise CronError(f"invalid delivery target {target!r}: unknown channel {channel!r}; {DELIVER_HINT}")
+    if channel not in known_channels():
+        raise CronError(f"invalid delivery target {target!r}: unknown channel {channel!r} (installed: "
+                        f"{', '.join(sorted(known_channels()))}); {DELIVER_HINT}")
     if channel == "gateway":
         if sep and not _SESSION.match(chat):
             raise CronError(f"invalid delivery target {target!r}: bad session name; {DELIVER_HINT}")
@@ -51,6 +63,10 @@ def parse_deliver(target: str | None) -> str | None:
             raise CronError(f"invalid delivery target {target!r}: a Matrix room id looks like "
                             f"!abc123:example.org; {DELIVER_HINT}")
         return f"matrix:{chat}"
+    if channel != "telegram":
+        if not _CHAT.match(chat):
+            raise CronError(f"invalid delivery target {target!r}: give {channel}:<chat id>; {DELIVER_HINT}")
+        return f"{channel}:{chat}"
     if not re.fullmatch(r"-?\d{1,20}|@\w{3,64}", chat):
         raise CronError(f"invalid delivery target {target!r}: a Telegram chat id is a number (or @channel); {DELIVER_HINT}")
     return f"telegram:{chat}"
