@@ -149,8 +149,8 @@ def test_a_plugin_channels_chats_are_delivery_targets(tmp_path, monkeypatch) -> 
         for bad in ("echochat:", "echochat:has space"):
             with pytest.raises(CronError, match="give echochat:<chat id>"):
                 parse_deliver(bad)
-        with pytest.raises(CronError, match=r"unknown channel 'fax' \(installed: echochat, gateway, telegram\)"):
-            parse_deliver("fax:1")
+        with pytest.raises(CronError, match=r"unknown channel 'fax' \(installed: echochat, gateway, [a-z, ]*telegram\)"):
+            parse_deliver("fax:1")  # (the built-in channels in between: matrix, ...)
     finally:
         monkeypatch.undo()
         jobs.known_channels.cache_clear()
