@@ -68,6 +68,7 @@ class ChannelKit:
         self.command_set = frozenset(n for n, _ in [*services.command_list, *KIT_COMMANDS])
         self.routes: dict[str, tuple[str, str | None]] = {}  # session key -> (chat, thread), seen at intake
         self.connected = asyncio.Event()
+        self.problem: str | None = None  # why receiving fails while the adapter retries by itself
         self._owner_chats = store.owner_chats()
         self._background: set[asyncio.Task[Any]] = set()
         self.intake = Intake(self)
@@ -80,7 +81,9 @@ class ChannelKit:
         self.delivery = Delivery(adapter, self.store, self.log, retries=s.send_retries, base_delay=s.retry_base_seconds,
                                  max_retry_after=s.max_retry_after_seconds)
         self.ops = KitOps(self)
-        self.progress = Progress(self.ops, self.services.busy, locate=self.locate,
+        # a run the kit did not see start (replayed after a restart) is found by its key alone: another
+        # channel's run in the owner's shared session must not get a status line here
+        self.progress = Progress(self.ops, self.services.busy, locate=lambda key: parse_session_key(key, self.name),
                                  typing_interval=s.typing_interval_seconds, edit_interval=s.progress_interval_seconds,
                                  status_messages=s.progress and caps.edit)
         self.prompts = ApprovalPrompts(self.ops, channel=self.name, resolve=self.services.resolve_approval,
@@ -97,6 +100,12 @@ class ChannelKit:
         """A button press: the line to show the presser. `chat_id`: where the pressed prompt is."""
         return self.prompts.answer(approval_id, owner=may_approve(self.policy, sender), approved=approved,
                                    chat_id=chat_id)
+
+    def report_problem(self, problem: str | None) -> None:
+        """For an adapter whose library retries by itself (a polling loop): why receiving fails now, or None
+        once it works again. Shown as the state "retrying" with this reason."""
+        if problem != self.problem:
+            self.problem = problem
 
     def command_names(self) -> list[tuple[str, str]]:
         """(name, description) of the chat commands, for native registration (`/approve` and `/deny`
