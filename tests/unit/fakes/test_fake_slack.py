@@ -430,3 +430,12 @@ async def test_chat_delete_removes_only_the_bots_own_message(fake: FakeSlack, we
     with pytest.raises(SlackApiError) as e:
         await web_client.chat_delete(channel=W.OWNER_DM, ts=posted["ts"])
     assert e.value.response["error"] == "message_not_found"
+
+
+async def test_a_lost_acknowledgement_gets_the_event_sent_again(fake: FakeSlack, app: App) -> None:
+    fake.socket.lose_acks(1)
+    env = fake.send_message("once please")
+    first, retry = await app.wait_requests(2)
+    assert (first.retry_attempt, retry.retry_attempt) == (0, 1)
+    deliveries = await fake.wait_for_async(lambda f: (e := f.envelopes_for(env.event_id)) and e[-1].acked and e)
+    assert [d.acked for d in deliveries] == [False, True] and len(fake.socket.lost_acks) == 1
