@@ -265,7 +265,8 @@ class SlackAdapter(PlatformAdapter):
             raise delivery_error(e, "chat.delete") from None
 
     async def send_approval(self, target: Target, approval_id: str, text: str) -> str | None:
-        body = to_mrkdwn(text)
+        """``text`` is already rendered (a chunk of render())."""
+        body = text
         blocks = [
             {"type": "section", "block_id": "clawgate_approval_text",
              "text": {"type": "mrkdwn", "text": body[:SECTION_TEXT]}},
