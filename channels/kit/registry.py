@@ -9,6 +9,7 @@ section naming no installed channel is one line naming the installed ones.
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 from dataclasses import dataclass, field
@@ -65,7 +66,7 @@ def validate(cls: type[PlatformAdapter], name: str, table: Any) -> BaseModel:
     if not isinstance(table, Mapping):
         raise ChannelConfigError(f"config error: channels.{name} must be a table ([channels.{name}]); fix config.toml")
     try:
-        return cls.settings_model.model_validate(dict(table))
+        return cls.settings_model.model_validate(_env_json(cls.settings_model, dict(table)))
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"])
@@ -75,6 +76,22 @@ def validate(cls: type[PlatformAdapter], name: str, table: Any) -> BaseModel:
                                      f"(or unset {env}) or check its spelling") from None
         raise ChannelConfigError(f"config error: channels.{name}.{loc}: {first['msg'].lower()}; fix it in "
                                  f"config.toml or {env}") from None
+
+
+def _env_json(model: type[BaseModel], table: dict[str, Any]) -> dict[str, Any]:
+    """List and table settings given as CLAWGATE_CHANNELS__<NAME>__<KEY> arrive as JSON text (the
+    config schema does not know a plugin's keys, so nothing decoded them yet): decode those."""
+    out = dict(table)
+    for key, value in table.items():
+        field_info = model.model_fields.get(key)
+        if field_info is None or not isinstance(value, str) or value.strip()[:1] not in ("[", "{"):
+            continue
+        if "list" in str(field_info.annotation).lower() or "dict" in str(field_info.annotation).lower():
+            try:
+                out[key] = json.loads(value)
+            except ValueError:
+                continue  # left as text: the model's own error names the key
+    return out
 
 
 @dataclass
