@@ -314,6 +314,15 @@ class FakeSlack:
                                                    response_url=self._new_response_url())
         return self._envelope("slash_commands", payload, True)
 
+    def redeliver(self, env: Envelope) -> Envelope:
+        """Deliver ``env``'s payload again as a new envelope (same event_id, retry_attempt + 1), as
+        Slack does when it missed the acknowledgement (a reconnect at the wrong moment)."""
+        retry = Envelope(envelope_id=str(uuid.uuid4()), type=env.type, payload=env.payload,
+                         accepts_response_payload=env.accepts_response_payload,
+                         retry_attempt=env.retry_attempt + 1, retry_reason="timeout")
+        self._run(self.socket.deliver(retry))
+        return retry
+
     def _new_response_url(self) -> str:
         return f"{self.base_url}/response/{self.workspace.next_id('R')}"
 
