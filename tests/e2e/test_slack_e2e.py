@@ -6,6 +6,7 @@ the bot really posted through the Web API.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use
@@ -145,3 +146,5 @@ def test_bad_token_is_one_line_and_the_daemon_keeps_serving(slack: FakeSlack, da
     answer = daemon.cli("chat", "-m", "are you there?", timeout=60)
     assert answer.returncode == 0 and "still here" in answer.stdout
     assert not slack.socket.open_connections() and not slack.calls_to("apps.connections.open")
+    (row,) = [r for r in json.loads(daemon.cli("channels", "--json").stdout) if r["name"] == "slack"]
+    assert row["state"] == "failed" and "bot_token" in row["reason"]
