@@ -39,7 +39,7 @@ from clawgate.channels.slack.api import (
 )
 from clawgate.channels.slack.events import message_incoming, slash_incoming
 from clawgate.channels.slack.http import HttpReceiver
-from clawgate.channels.slack.mrkdwn import to_mrkdwn
+from clawgate.channels.slack.mrkdwn import no_pings, to_mrkdwn
 from clawgate.channels.slack.settings import SlackSettings
 from clawgate.channels.slack.socket import SocketReceiver
 
@@ -173,7 +173,7 @@ class SlackAdapter(PlatformAdapter):
         incoming = message_incoming(event, bot_user_id=self.bot_user_id, sender=None, fetch_file=self._fetch_file)
         if incoming is None:
             return
-        if not incoming.sender_is_bot:
+        if incoming.addressed and not incoming.sender_is_bot:  # the kit reads nothing else: no lookup
             incoming = dataclasses.replace(incoming, sender=await self._sender(incoming.sender.user_id))
         await self.kit.receive(incoming)
 
@@ -246,15 +246,16 @@ class SlackAdapter(PlatformAdapter):
 
     async def send_text(self, target: Target, text: str) -> str:
         try:
-            resp = await self._send.chat_postMessage(channel=target.chat_id, text=text, thread_ts=target.thread_id,
-                                                     unfurl_links=False, unfurl_media=False)
+            resp = await self._send.chat_postMessage(channel=target.chat_id, text=no_pings(text),
+                                                     thread_ts=target.thread_id, unfurl_links=False,
+                                                     unfurl_media=False)
         except (SlackApiError, *_NETWORK) as e:
             raise delivery_error(e, "chat.postMessage") from None
         return str(resp["ts"])
 
     async def edit_text(self, target: Target, message_id: str, text: str) -> None:
         try:
-            await self._send.chat_update(channel=target.chat_id, ts=message_id, text=text, blocks=[])
+            await self._send.chat_update(channel=target.chat_id, ts=message_id, text=no_pings(text), blocks=[])
         except (SlackApiError, *_NETWORK) as e:
             raise delivery_error(e, "chat.update") from None
 
@@ -266,7 +267,7 @@ class SlackAdapter(PlatformAdapter):
 
     async def send_approval(self, target: Target, approval_id: str, text: str) -> str | None:
         """``text`` is already rendered (a chunk of render())."""
-        body = text
+        body = no_pings(text)
         blocks = [
             {"type": "section", "block_id": "clawgate_approval_text",
              "text": {"type": "mrkdwn", "text": body[:SECTION_TEXT]}},

@@ -46,6 +46,16 @@ def escape_markdown(markdown: str) -> str:
     return "\n".join(out)
 
 
+_SPECIAL = re.compile(r"<([!@#^][^>]*)>")
+
+
+def no_pings(text: str) -> str:
+    """Text about to be sent with Slack's special sequences (``<!channel>``, ``<!here>``, ``<@U…>``,
+    ``<#C…>``) shown as text, not acted on. to_mrkdwn never writes them (it escapes every ``<``), but
+    the kit's status line is sent as it is, and it quotes a tool's arguments, which the model chose."""
+    return _SPECIAL.sub(r"&lt;\1&gt;", text)
+
+
 def to_mrkdwn(markdown: str) -> str:
     """One chunk of the model's Markdown as the text of a Slack message."""
     return _CONVERTER.convert(escape_markdown(markdown))

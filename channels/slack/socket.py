@@ -25,6 +25,19 @@ from slack_sdk.web.async_client import AsyncWebClient
 EnvelopeHandler = Callable[[str, dict[str, Any], int], Awaitable[dict[str, Any] | None]]
 
 
+class _OneLine(logging.Filter):
+    """slack_sdk logs every failed reconnect with a traceback; while Slack is unreachable that
+    is the same traceback every few seconds. Keep the message (it names the error), drop the trace."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None:
+            record.msg = f"{record.getMessage()} [{type(record.exc_info[1]).__name__}]"
+            record.args = None
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
 class SocketReceiver:
     """One Socket Mode connection (and its reconnections) feeding ``handler``."""
 
@@ -35,8 +48,11 @@ class SocketReceiver:
         self._connect_timeout = connect_timeout
         web = AsyncWebClient(base_url=api_url, timeout=30,
                              retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=2)])
+        sdk_log = log.getChild("socket")
+        if not any(isinstance(f, _OneLine) for f in sdk_log.filters):
+            sdk_log.addFilter(_OneLine())
         self.client = SocketModeClient(app_token=app_token, web_client=web, ping_interval=ping_interval,
-                                       logger=log.getChild("socket"))
+                                       logger=sdk_log)
         self.client.socket_mode_request_listeners.append(self._on_request)
         self._app_token = app_token
 

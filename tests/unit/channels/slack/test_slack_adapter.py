@@ -97,7 +97,9 @@ async def test_channel_mention_is_threaded_and_its_message_twin_has_the_same_id(
     a, kit = adapter
     fake.send_mention("what's up?", also_message_event=True)
     fake.send_message("chatter without a mention", channel=W.GENERAL)
-    first, twin, chatter = await wait(lambda: len(kit.received) == 3 and kit.received, "three messages")
+    got = await wait(lambda: len(kit.received) == 3 and kit.received, "three messages")
+    first, twin = [m for m in got if m.text == "what's up?"]
+    (chatter,) = [m for m in got if m.text == "chatter without a mention"]
     assert first.message_id == twin.message_id and first.text == "what's up?" and first.addressed
     assert (first.private, first.thread_id) == (False, first.metadata["ts"])
     assert chatter.addressed is False
@@ -147,9 +149,10 @@ async def test_send_errors_mean_what_slack_meant(fake: FakeSlack, adapter: Any) 
     with pytest.raises(DeliveryError) as e:
         await a.send_text(Target(W.OWNER_DM), "hi")
     assert not e.value.permanent and e.value.retry_after is None
-    ts = await a.send_text(Target(W.GENERAL, thread_id=None), "working…")
-    await a.edit_text(Target(W.GENERAL), ts, "step 2")
-    assert [m["text"] for m in fake.posted(W.GENERAL)] == ["step 2"]
+    ts = await a.send_text(Target(W.GENERAL, thread_id=None), "⚙️ exec echo <!channel>")  # a status line, raw
+    assert fake.posted(W.GENERAL)[0]["text"] == "⚙️ exec echo &lt;!channel&gt;"  # shown, nobody pinged
+    await a.edit_text(Target(W.GENERAL), ts, "step 2 <@U0GUEST001> <!here>")
+    assert [m["text"] for m in fake.posted(W.GENERAL)] == ["step 2 &lt;@U0GUEST001&gt; &lt;!here&gt;"]
     await a.delete(Target(W.GENERAL), ts)
     assert fake.posted(W.GENERAL) == []
 

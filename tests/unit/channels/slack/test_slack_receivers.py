@@ -146,3 +146,17 @@ async def test_http_answers_within_three_seconds_and_forms_are_read(fake: FakeSl
     assert (await fake.post_signed(receiver.url, press, content_type="application/x-www-form-urlencoded"))[0] == 200
     assert [k for k, _, _ in handler.seen] == ["events_api", "slash_commands", "interactive"]
     assert handler.seen[1][1]["text"] == "new"
+
+
+async def test_sdk_reconnect_errors_are_logged_as_one_line(fake: FakeSlack, caplog: pytest.LogCaptureFixture) -> None:
+    receiver = SocketReceiver(app_token=APP_TOKEN, api_url=fake.api_url, handler=Handler(), log=LOG)
+    await receiver.close()
+    sdk_log = LOG.getChild("socket")
+    with caplog.at_level(logging.ERROR, logger=sdk_log.name):
+        try:
+            raise ConnectionRefusedError("connect call failed")
+        except ConnectionRefusedError:
+            sdk_log.exception("Failed to connect (error: %s); Retrying...", "connect call failed")
+    (record,) = [r for r in caplog.records if r.name == sdk_log.name]
+    assert record.exc_info is None and "Traceback" not in caplog.text
+    assert record.getMessage() == "Failed to connect (error: connect call failed); Retrying... [ConnectionRefusedError]"
