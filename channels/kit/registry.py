@@ -66,7 +66,7 @@ def validate(cls: type[PlatformAdapter], name: str, table: Any) -> BaseModel:
     if not isinstance(table, Mapping):
         raise ChannelConfigError(f"config error: channels.{name} must be a table ([channels.{name}]); fix config.toml")
     try:
-        return cls.settings_model.model_validate(_env_json(cls.settings_model, dict(table)))
+        return cls.settings_model.model_validate(_decoded(cls.settings_model, name, dict(table)))
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"])
@@ -78,19 +78,21 @@ def validate(cls: type[PlatformAdapter], name: str, table: Any) -> BaseModel:
                                  f"config.toml or {env}") from None
 
 
-def _env_json(model: type[BaseModel], table: dict[str, Any]) -> dict[str, Any]:
-    """List and table settings given as CLAWGATE_CHANNELS__<NAME>__<KEY> arrive as JSON text (the
-    config schema does not know a plugin's keys, so nothing decoded them yet): decode those."""
+def _decoded(model: type[BaseModel], name: str, table: dict[str, Any]) -> dict[str, Any]:
+    """Environment values of list and table settings arrive as JSON text (CLAWGATE_CHANNELS__X__OWNER='["1"]'),
+    as for the built-in sections: decode them for fields that are not text."""
     out = dict(table)
     for key, value in table.items():
         field_info = model.model_fields.get(key)
-        if field_info is None or not isinstance(value, str) or value.strip()[:1] not in ("[", "{"):
+        if field_info is None or not isinstance(value, str) or not value.strip().startswith(("[", "{")):
             continue
-        if "list" in str(field_info.annotation).lower() or "dict" in str(field_info.annotation).lower():
-            try:
-                out[key] = json.loads(value)
-            except ValueError:
-                continue  # left as text: the model's own error names the key
+        if field_info.annotation in (str, str | None):
+            continue
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            raise ChannelConfigError(f"config error: channels.{name}.{key} is not valid JSON, which a list or table setting "
+                                     "needs; write lists as '[\"a\",\"b\"]'") from None
     return out
 
 
