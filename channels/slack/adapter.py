@@ -17,11 +17,13 @@ from typing import Any, ClassVar
 import aiohttp
 from pydantic import SecretStr
 from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from clawgate.channels.kit import (
     Capabilities,
     ChannelAuthError,
+    ChannelKit,
     ChannelUnavailable,
     PlatformAdapter,
     Sender,
@@ -62,11 +64,13 @@ class SlackAdapter(PlatformAdapter):
     capabilities: ClassVar[Capabilities] = Capabilities(
         max_chars=MAX_CHARS, edit=True, typing=False, buttons=True, threads=True, native_commands=False)
 
-    def __init__(self, settings: SlackSettings, kit: Any) -> None:  # type: ignore[override]
+    def __init__(self, settings: SlackSettings, kit: ChannelKit) -> None:  # type: ignore[override]
         super().__init__(settings, kit)
         self.settings: SlackSettings = settings
-        self._send: Any = None
-        self._lookup: Any = None
+        # No connection is made before a call; connect() checks the token's shape first.
+        self._send: AsyncWebClient
+        self._lookup: AsyncWebClient
+        self._send, self._lookup = clients(_secret(settings.bot_token), settings.base_url)
         self._receiver: SocketReceiver | HttpReceiver | None = None
         self.bot_user_id = ""
         self.bot_name: str | None = None
@@ -95,9 +99,8 @@ class SlackAdapter(PlatformAdapter):
         return bot, app
 
     async def connect(self) -> None:
-        bot, app = self._tokens()
+        _bot, app = self._tokens()
         s = self.settings
-        self._send, self._lookup = clients(bot, s.base_url)
         try:
             auth = await self._lookup.auth_test()
         except SlackApiError as e:
