@@ -148,3 +148,19 @@ def test_bad_token_is_one_line_and_the_daemon_keeps_serving(slack: FakeSlack, da
     assert not slack.socket.open_connections() and not slack.calls_to("apps.connections.open")
     (row,) = [r for r in json.loads(daemon.cli("channels", "--json").stdout) if r["name"] == "slack"]
     assert row["state"] == "failed" and "bot_token" in row["reason"]
+
+
+def test_a_shared_file_lands_in_the_owners_inbox(slack_daemon, slack, fake_model) -> None:
+    daemon = slack_daemon(max_file_bytes=1000)
+    fake_model.enqueue(text("got the file"))
+    slack.send_file("notes.txt", b"remember the milk\n", text="keep this")
+    slack.wait_for(lambda f: "got the file" in replies(f, W.OWNER_DM), timeout=60)
+    saved = wait_until(lambda: [p for p in (daemon.workspace / "inbox").rglob("*notes*")], "the saved file")
+    assert [p.read_bytes() for p in saved] == [b"remember the milk\n"]
+    assert "notes.txt" in str(fake_model.requests[0]["messages"])
+    assert all(auth.startswith("Bearer xoxb-") for _, auth in slack.file_fetches)
+    slack.send_file("big.bin", b"x" * 5000, mimetype="application/octet-stream")  # over max_file_bytes
+    slack.wait_for(lambda f: len(replies(f, W.OWNER_DM)) >= 2, timeout=60)
+    assert not list((daemon.workspace / "inbox").rglob("*big*"))
+    assert len(slack.file_fetches) == 1  # refused by its announced size, never downloaded
+    assert "too large" in replies(slack, W.OWNER_DM)[1] and len(fake_model.requests) == 1
