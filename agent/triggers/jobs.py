@@ -19,7 +19,17 @@ from clawgate.agent.session import InvalidSessionKey, check_session_key
 from .schedule import Schedule, ScheduleError, format_time
 
 KNOWN_CHANNELS = ("telegram", "gateway")
-DELIVER_HINT = "use telegram:<chat_id>, gateway[:<session>] or none"
+DELIVER_HINT = ("use telegram:<chat_id>, gateway[:<session>] or none, or <channel>:<chat_id> for another installed "
+                "channel (slack:D0123ABCD)")
+_CHAT = re.compile(r"^[\w.@/-][\w.:@/-]{0,199}$")
+
+
+def _installed_channels() -> frozenset[str]:
+    """The chat channels installed (entry-point group clawgate.channels, read without importing
+    the channels layer): a job may deliver to any of them."""
+    from importlib.metadata import entry_points
+
+    return frozenset(ep.name for ep in entry_points(group="clawgate.channels"))
 _SESSION = re.compile(r"^[\w.:@/-]{1,200}$")
 
 
@@ -40,6 +50,10 @@ def parse_deliver(target: str | None) -> str | None:
         return None
     channel, sep, chat = text.partition(":")
     channel, chat = channel.strip().lower(), chat.strip()
+    if channel not in KNOWN_CHANNELS and channel in _installed_channels():
+        if not _CHAT.match(chat):
+            raise CronError(f"invalid delivery target {target!r}: a {channel} chat id is needed; {DELIVER_HINT}")
+        return f"{channel}:{chat}"
     if channel not in KNOWN_CHANNELS:
         raise CronError(f"invalid delivery target {target!r}: unknown channel {channel!r}; {DELIVER_HINT}")
     if channel == "gateway":
