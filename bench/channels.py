@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 from bench.core_bench import pct  # noqa: E402
 from tests.fakes.anthropic_api import FakeAnthropic, last_user_block, text  # noqa: E402
 from tests.fakes.echochat import EchoChatServer  # noqa: E402
+from tests.fakes.slack_api import APP_TOKEN, BOT_TOKEN, FakeSlack  # noqa: E402
 from tests.fakes.telegram_api import FakeTelegram  # noqa: E402
 from tests.harness import DaemonProcess  # noqa: E402
 
@@ -73,6 +74,40 @@ class TelegramPlatform(Platform):
 
     def inject(self, chat: int, text: str) -> None:
         self.fake.inject_message(10_000 + chat, text)
+
+    def close(self) -> None:
+        self.fake.stop()
+
+
+class SlackPlatform(Platform):
+    """The Slack adapter in Socket Mode against the fake Slack server (Web API + WebSocket)."""
+
+    name = "slack"
+
+    def __init__(self) -> None:
+        super().__init__()
+        platform = self
+
+        class Timed(FakeSlack):
+            def _dispatch(self, method: str, params: dict[str, Any], token: str | None) -> tuple[int, dict, dict]:
+                if method == "chat.postMessage":
+                    platform.saw(str(params.get("text")))
+                return super()._dispatch(method, params, token)
+
+        self.fake = Timed().start()
+
+    def env(self) -> dict[str, str]:
+        section = {"ENABLED": "true", "BOT_TOKEN": BOT_TOKEN, "APP_TOKEN": APP_TOKEN, "BASE_URL": self.fake.api_url,
+                   "DM_POLICY": "open"}
+        return {f"CLAWGATE_CHANNELS__SLACK__{k}": v for k, v in section.items()}
+
+    def inject(self, chat: int, text: str) -> None:
+        user, dm = f"U0BENCH{chat:04d}", f"D0BENCH{chat:04d}"
+        with self.fake._cond:
+            if dm not in self.fake.workspace.channels:
+                self.fake.workspace.add_user(user, f"bench{chat}")
+                self.fake.workspace.add_channel(dm, is_im=True, user=user)
+        self.fake.send_message(text, user=user, channel=dm)
 
     def close(self) -> None:
         self.fake.stop()
@@ -146,8 +181,8 @@ class MatrixPlatform(Platform):
         self.server.stop()
 
 
-PLATFORMS: dict[str, Callable[[], Platform]] = {"telegram": TelegramPlatform, "echochat": EchoChatPlatform,
-                                                "matrix": MatrixPlatform}
+PLATFORMS: dict[str, Callable[[], Platform]] = {"telegram": TelegramPlatform, "slack": SlackPlatform,
+                                                "echochat": EchoChatPlatform, "matrix": MatrixPlatform}
 
 
 def measure(make: Callable[[], Platform], chats: int) -> tuple[list[float], list[float]]:

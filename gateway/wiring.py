@@ -170,7 +170,8 @@ def build_checkpoints(paths: Paths, settings: Settings, workspaces: Workspaces, 
     return CheckpointService(
         folder=paths.checkpoints, workspace=workspaces.owner.root, sessions=sessions, tasks=tasks, events=events,
         settings=settings.checkpoints, version=__version__, busy=busy, invalidate=invalidate,
-        fsync=settings.state.fsync, durability=durability, repair=repair, roots=workspaces.root)
+        fsync=settings.state.fsync, durability=durability, repair=repair,
+        roots=lambda user: workspaces.guard(user).root)  # guard(): a guest's folder exists before their first snapshot
 
 
 @dataclass

@@ -82,7 +82,8 @@ def _open(path: Path, fsync: bool, schema: Schema, migrate_schema: bool) -> sqli
             error = sqlite3.DatabaseError(f"integrity check failed: {result}")
             error.sqlite_errorcode = sqlite3.SQLITE_CORRUPT  # type: ignore[attr-defined]
             raise error
-        if migrate_schema and (steps := migrate(db, schema, path)):
+        new_file = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+        if migrate_schema and (steps := migrate(db, schema, path)) and not new_file:  # a new file is not news
             log.info("%s: schema brought to %d (%s)", path.name, steps[-1].version, "; ".join(s.name for s in steps))
     except SchemaTooNew as exc:
         db.close()

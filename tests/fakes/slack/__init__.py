@@ -10,11 +10,12 @@ The real slack_sdk runs against it unmodified::
         await fake.wait_for_async(lambda f: env.acked)
         await fake.wait_for_async(lambda f: f.posted(workspace.OWNER_DM))
 
-Inject: send_message, send_mention, send_event, press_button (block_actions), slash_command,
-disconnect(reason); fail / rate_limit (the next calls of a method); post_signed (an HTTP Events
+Inject: send_message, send_mention, send_file (a shared file: files.info and url_private for the
+bot token), send_event, press_button (block_actions), slash_command,
+disconnect(reason), socket.lose_acks(n); fail / rate_limit (the next calls of a method); post_signed (an HTTP Events
 API request to an app's URL, signed v0). Observe: calls (every Web API call and its answer),
 frames (every Socket Mode text frame, both ways), envelopes (every delivery attempt: acked, expired,
-retry_attempt, ack payload), uploads, responses (posts to response_url), posted(channel), and
+retry_attempt, ack payload), uploads, file_fetches, responses (posts to response_url), posted(channel), and
 wait_for / wait_for_async (a condition wait). State: fake.workspace (users, conversations,
 messages, files).
 

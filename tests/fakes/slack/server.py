@@ -52,6 +52,7 @@ class FakeSlack:
         self._envelopes_by_id: dict[str, Envelope] = {}
         self.unknown_acks: list[JSONDict] = []
         self.uploads: list[tuple[str, bytes]] = []
+        self.file_fetches: list[tuple[str, str]] = []  # url_private downloads: (file id, Authorization)
         self.responses: list[tuple[str, JSONDict]] = []  # posts to response_url: (id, body)
         self._failures: dict[str, list[_Failure]] = {}
         self.socket = SocketMode(self, ack_timeout=ack_timeout, max_retries=max_retries,
@@ -92,6 +93,7 @@ class FakeSlack:
         app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_get("/link/", self.socket.handle)
         app.router.add_post("/upload/v1/{key}", self._upload)
+        app.router.add_get("/files-pri/{team_file}/{name}", self._file_private)
         app.router.add_post("/response/{rid}", self._response_url)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
@@ -198,6 +200,22 @@ class FakeSlack:
             self._cond.notify_all()
         return web.Response(text=f"OK - {len(data)}", content_type="text/plain")
 
+    async def _file_private(self, request: web.Request) -> web.Response:
+        """url_private: the file's bytes for ``Authorization: Bearer <bot token>``; without it Slack
+        answers with its sign-in page (HTML, status 200), which the fake imitates."""
+        file_id = request.match_info["team_file"].rsplit("-", 1)[-1]
+        auth = request.headers.get("Authorization", "")
+        with self._cond:
+            self.file_fetches.append((file_id, auth))
+            self._cond.notify_all()
+            f = self.workspace.files.get(file_id)
+            data = f.get("data") if f else None
+        if f is None or data is None:
+            return web.Response(status=404, text="Not Found", content_type="text/plain")
+        if auth != f"Bearer {self.bot_token}":
+            return web.Response(text="<html><body>Sign in to Fake Team</body></html>", content_type="text/html")
+        return web.Response(body=data, content_type=f["mimetype"])
+
     async def _response_url(self, request: web.Request) -> web.Response:
         try:
             body = await request.json()
@@ -242,6 +260,19 @@ class FakeSlack:
                                                 thread_ts=thread_ts, kind="message")
         return self.send_event(event)
 
+    def send_file(self, name: str, data: bytes, *, text: str = "", mimetype: str = "text/plain",
+                  user: str = W.OWNER_ID, channel: str = W.OWNER_DM, full_file: bool = True) -> Envelope:
+        """A person shares a file: a ``message`` event with subtype ``file_share`` and its file
+        object (with ``full_file=False`` only ``{"id": …}``, as Slack sends for some files, so the
+        app has to ask files.info)."""
+        with self._cond:
+            f = self.workspace.add_user_file(name=name, data=data, mimetype=mimetype, user=user)
+            event = self.workspace.user_message(text=text, user=user, channel=channel, thread_ts=None,
+                                                kind="message")
+            event["subtype"] = "file_share"
+            event["files"] = [self.workspace.file_object(self.base_url, f) if full_file else {"id": f["id"]}]
+        return self.send_event(event)
+
     def send_mention(self, text: str, *, user: str = W.OWNER_ID, channel: str = W.GENERAL,
                      thread_ts: str | None = None, also_message_event: bool = False) -> Envelope:
         """A channel message mentioning the bot: an ``app_mention`` event. ``text`` gets the
@@ -282,6 +313,15 @@ class FakeSlack:
             payload = self.workspace.slash_command(command=command, text=text, user=user, channel=channel,
                                                    response_url=self._new_response_url())
         return self._envelope("slash_commands", payload, True)
+
+    def redeliver(self, env: Envelope) -> Envelope:
+        """Deliver ``env``'s payload again as a new envelope (same event_id, retry_attempt + 1), as
+        Slack does when it missed the acknowledgement (a reconnect at the wrong moment)."""
+        retry = Envelope(envelope_id=str(uuid.uuid4()), type=env.type, payload=env.payload,
+                         accepts_response_payload=env.accepts_response_payload,
+                         retry_attempt=env.retry_attempt + 1, retry_reason="timeout")
+        self._run(self.socket.deliver(retry))
+        return retry
 
     def _new_response_url(self) -> str:
         return f"{self.base_url}/response/{self.workspace.next_id('R')}"

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import WSMsgType, web
 
 from tests.fakes.slack import workspace as W
-from tests.fakes.slack.records import Envelope, Frame
+from tests.fakes.slack.records import Envelope, Frame, JSONDict
 
 if TYPE_CHECKING:
     from tests.fakes.slack.server import FakeSlack
@@ -52,6 +52,8 @@ class SocketMode:
         self.conns: dict[int, _Conn] = {}
         self.waiting: list[Envelope] = []  # envelopes with no open connection to go to yet
         self.refused_connects = 0
+        self.acks_to_lose = 0  # lose_acks(): acknowledgements dropped as if lost on the way
+        self.lost_acks: list[JSONDict] = []
         self._next_conn = 0
         self._timers: set[asyncio.Task] = set()
 
@@ -107,7 +109,10 @@ class SocketMode:
             self.fake.frames.append(Frame(conn.id, "in", data))
             env_id = data.get("envelope_id") if isinstance(data, dict) else None
             env = self.fake._envelopes_by_id.get(env_id) if env_id else None
-            if env is None:
+            if env is not None and env.acked_at is None and self.acks_to_lose > 0:
+                self.acks_to_lose -= 1
+                self.lost_acks.append(data)
+            elif env is None:
                 if env_id:
                     self.fake.unknown_acks.append(data)
             elif env.acked_at is None:
@@ -125,6 +130,12 @@ class SocketMode:
             self.fake.frames.append(Frame(conn.id, "out", data))
             self.fake._cond.notify_all()
         return True
+
+    def lose_acks(self, n: int = 1) -> None:
+        """Drop the next ``n`` acknowledgements as if they never arrived: the envelope expires and an
+        ``events_api`` one is sent again, as Slack does when an ack is lost on the way."""
+        with self.fake._cond:
+            self.acks_to_lose += n
 
     # -- envelopes --------------------------------------------------------------------------
     async def deliver(self, env: Envelope) -> None:

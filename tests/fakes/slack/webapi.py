@@ -86,6 +86,28 @@ def chat_update(fake: "FakeSlack", params: JSONDict) -> JSONDict:
             "message": {k: v for k, v in msg.items() if k != "channel"}}
 
 
+def chat_delete(fake: "FakeSlack", params: JSONDict) -> JSONDict:
+    _require(params, "channel", "ts")
+    chan = _channel(fake, params)
+    msg = fake.workspace.find_message(chan["id"], str(params["ts"]))
+    if msg is None:
+        raise ApiError("message_not_found")
+    if msg.get("user") != W.BOT_USER_ID:
+        raise ApiError("cant_delete_message")
+    fake.workspace.messages.remove(msg)
+    fake.workspace.deleted.append(msg)
+    return {"channel": chan["id"], "ts": msg["ts"]}
+
+
+def files_info(fake: "FakeSlack", params: JSONDict) -> JSONDict:
+    """A person's shared file (see FakeSlack.send_file): its metadata and private URLs."""
+    _require(params, "file")
+    f = fake.workspace.files.get(str(params["file"]))
+    if f is None or not f.get("shared_by_user"):
+        raise ApiError("file_not_found")
+    return {"file": fake.workspace.file_object(fake.base_url, f)}
+
+
 def reactions_add(fake: "FakeSlack", params: JSONDict) -> JSONDict:
     _require(params, "channel", "timestamp", "name")
     chan = _channel(fake, params)
@@ -185,6 +207,8 @@ METHODS: dict[str, tuple[Callable[["FakeSlack", JSONDict], JSONDict], str]] = {
     "apps.connections.open": (apps_connections_open, "app"),
     "chat.postMessage": (chat_post_message, "bot"),
     "chat.update": (chat_update, "bot"),
+    "chat.delete": (chat_delete, "bot"),
+    "files.info": (files_info, "bot"),
     "reactions.add": (reactions_add, "bot"),
     "conversations.info": (conversations_info, "bot"),
     "users.info": (users_info, "bot"),

@@ -31,6 +31,7 @@ class Workspace:
         self.channels: dict[str, JSONDict] = {}
         self.messages: list[JSONDict] = []  # every message in every conversation, in post order
         self.files: dict[str, JSONDict] = {}
+        self.deleted: list[JSONDict] = []  # messages removed by chat.delete
         self._ts_counter = itertools.count(1)
         self._ids = itertools.count(1)
         self.add_user(BOT_USER_ID, BOT_NAME, is_bot=True, bot_id=BOT_ID)
@@ -89,6 +90,24 @@ class Workspace:
         return None
 
     # -- payload builders ------------------------------------------------------------------
+    def add_user_file(self, *, name: str, data: bytes, mimetype: str, user: str) -> JSONDict:
+        """A file a person uploaded: served at its url_private to the bot token only."""
+        file_id = self.next_id("F")
+        f = {"id": file_id, "name": name, "title": name, "mimetype": mimetype, "length": len(data),
+             "data": data, "completed": True, "shared_by_user": user, "upload_key": uuid.uuid4().hex}
+        self.files[file_id] = f
+        return f
+
+    @staticmethod
+    def file_object(base_url: str, f: JSONDict) -> JSONDict:
+        """The file object in a message event and in files.info (the fields apps read)."""
+        url = f"{base_url}/files-pri/{TEAM_ID}-{f['id']}/{f['name']}"
+        return {"id": f["id"], "created": int(time.time()), "timestamp": int(time.time()),
+                "name": f["name"], "title": f["title"], "mimetype": f["mimetype"],
+                "filetype": f["name"].rsplit(".", 1)[-1], "user": f.get("shared_by_user"),
+                "size": f["length"], "mode": "hosted", "is_external": False, "is_public": False,
+                "url_private": url, "url_private_download": f"{url}?download=1"}
+
     def event_callback(self, event: JSONDict) -> JSONDict:
         """The Events API outer payload (same in Socket Mode envelopes and HTTP requests)."""
         return {

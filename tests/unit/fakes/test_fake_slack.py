@@ -395,3 +395,47 @@ def test_sync_use_from_a_test_thread(fake: FakeSlack) -> None:
     assert msg["text"] == "from a thread"
     with pytest.raises(TimeoutError):
         fake.wait_for(lambda f: len(f.posted()) > 1, timeout=0.2)
+
+
+async def test_shared_file_info_and_private_download_need_the_bot_token(fake: FakeSlack, app: App,
+                                                                         web_client: AsyncWebClient) -> None:
+    fake.send_file("notes.txt", b"line one\n", text="read this")
+    fake.send_file("hidden.txt", b"secret\n", full_file=False)
+    first, second = await app.wait_requests(2)
+    event = first.payload["event"]
+    assert (event["subtype"], event["text"]) == ("file_share", "read this")
+    (f,) = event["files"]
+    assert (f["name"], f["size"], f["mimetype"]) == ("notes.txt", 9, "text/plain")
+    (bare,) = second.payload["event"]["files"]
+    assert set(bare) == {"id"}
+    info = await web_client.files_info(file=bare["id"])
+    assert info["file"]["name"] == "hidden.txt" and info["file"]["url_private_download"]
+
+    import aiohttp
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f["url_private_download"], headers={"Authorization": f"Bearer {BOT_TOKEN}"}) as r:
+            assert (r.status, await r.read()) == (200, b"line one\n")
+        async with session.get(f["url_private"]) as r:  # no token: the sign-in page, not the file
+            assert r.content_type == "text/html" and b"line one" not in await r.read()
+    assert [auth for _, auth in fake.file_fetches] == [f"Bearer {BOT_TOKEN}", ""]
+    with pytest.raises(SlackApiError) as e:
+        await web_client.files_info(file="F0NOSUCH")
+    assert e.value.response["error"] == "file_not_found"
+
+
+async def test_chat_delete_removes_only_the_bots_own_message(fake: FakeSlack, web_client: AsyncWebClient) -> None:
+    posted = await web_client.chat_postMessage(channel=W.OWNER_DM, text="working…")
+    await web_client.chat_delete(channel=W.OWNER_DM, ts=posted["ts"])
+    assert fake.posted(W.OWNER_DM) == [] and [m["text"] for m in fake.workspace.deleted] == ["working…"]
+    with pytest.raises(SlackApiError) as e:
+        await web_client.chat_delete(channel=W.OWNER_DM, ts=posted["ts"])
+    assert e.value.response["error"] == "message_not_found"
+
+
+async def test_a_lost_acknowledgement_gets_the_event_sent_again(fake: FakeSlack, app: App) -> None:
+    fake.socket.lose_acks(1)
+    env = fake.send_message("once please")
+    first, retry = await app.wait_requests(2)
+    assert (first.retry_attempt, retry.retry_attempt) == (0, 1)
+    deliveries = await fake.wait_for_async(lambda f: (e := f.envelopes_for(env.event_id)) and e[-1].acked and e)
+    assert [d.acked for d in deliveries] == [False, True] and len(fake.socket.lost_acks) == 1

@@ -126,7 +126,10 @@ def test_delivery_targets() -> None:
     assert parse_deliver("none") is None and parse_deliver(None) is None
     assert resolve_deliver("gateway", "cron:abc") == {"channel": "gateway", "chat_id": "cron:abc"}
     assert resolve_deliver("telegram:7", "cron:abc") == {"channel": "telegram", "chat_id": "7"}
-    for bad in ("telegarm:1", "telegram:", "telegram:abc def", "gateway:has space"):
+    assert parse_deliver("Slack:D0OWNER001") == "slack:D0OWNER001"  # an installed channel (entry point)
+    assert resolve_deliver("slack:C0GENERAL1", "cron:abc") == {"channel": "slack", "chat_id": "C0GENERAL1"}
+    for bad in ("telegarm:1", "telegram:", "telegram:abc def", "gateway:has space", "slack:", "slack:a b",
+                "nochannel:x"):
         with pytest.raises(CronError) as info:
             parse_deliver(bad)
         assert "telegram:<chat_id>, gateway[:<session>] or none" in info.value.message

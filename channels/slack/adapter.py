@@ -1,0 +1,291 @@
+"""SlackAdapter: Slack's protocol for the channel kit (docs/slack.md).
+
+Events arrive over Socket Mode (default) or the Events API over HTTP; either way one handler
+turns them into the kit's Incoming and returns only once ``kit.receive`` did, so Slack's
+envelope (or HTTP request) is acknowledged only after the message is durable. Replies go out
+with chat.postMessage in mrkdwn, threaded under the person's message in channels; the status
+line is one message edited with chat.update (bots have no typing indicator on Slack);
+approvals are Block Kit buttons whose presses come back as ``block_actions``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Any, ClassVar
+
+import aiohttp
+from pydantic import SecretStr
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook.async_client import AsyncWebhookClient
+
+from clawgate.channels.kit import (
+    Capabilities,
+    ChannelAuthError,
+    ChannelKit,
+    ChannelUnavailable,
+    PlatformAdapter,
+    Sender,
+    Target,
+)
+from clawgate.channels.kit.markdown import split_markdown
+from clawgate.channels.slack.api import (
+    AUTH_ERRORS,
+    api_url,
+    clients,
+    delivery_error,
+    download_private,
+    slack_error,
+    token_may_go_to,
+)
+from clawgate.channels.slack.events import message_incoming, slash_incoming
+from clawgate.channels.slack.http import HttpReceiver
+from clawgate.channels.slack.mrkdwn import no_pings, to_mrkdwn
+from clawgate.channels.slack.settings import SlackSettings
+from clawgate.channels.slack.socket import SocketReceiver
+
+# chat.postMessage asks for text of at most 4,000 characters (longer is refused as msg_too_long
+# well below the documented 40,000); a section block's text at most 3,000.
+MAX_CHARS = 3_900
+SPLIT_AT = 3_000
+SECTION_TEXT = 3_000
+APPROVE, DENY = "clawgate_approve", "clawgate_deny"
+_NETWORK = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
+
+
+def _secret(value: SecretStr | None) -> str:
+    return value.get_secret_value().strip() if value is not None else ""
+
+
+class SlackAdapter(PlatformAdapter):
+    name: ClassVar[str] = "slack"
+    settings_model: ClassVar[type[SlackSettings]] = SlackSettings
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        max_chars=MAX_CHARS, edit=True, typing=False, buttons=True, threads=True, native_commands=False)
+
+    def __init__(self, settings: SlackSettings, kit: ChannelKit) -> None:  # type: ignore[override]
+        super().__init__(settings, kit)
+        self.settings: SlackSettings = settings
+        # No connection is made before a call; connect() checks the token's shape first.
+        self._send: AsyncWebClient
+        self._lookup: AsyncWebClient
+        self._send, self._lookup = clients(_secret(settings.bot_token), settings.base_url)
+        self._receiver: SocketReceiver | HttpReceiver | None = None
+        self.bot_user_id = ""
+        self.bot_name: str | None = None
+        self.team: str | None = None
+        self._users: dict[str, Sender] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def _tokens(self) -> tuple[str, str]:
+        """The bot token and (Socket Mode) the app token, checked for shape: one line naming the fix."""
+        s = self.settings
+        bot = _secret(s.bot_token)
+        if not bot.startswith("xoxb-"):
+            problem = "is not set" if not bot else "is not a bot token (xoxb-…)"
+            raise ChannelAuthError(f"Slack: [channels.slack] bot_token {problem}: copy the Bot User OAuth Token "
+                                   "from the app's OAuth & Permissions page (or set CLAWGATE_CHANNELS__SLACK__BOT_TOKEN)")
+        app = _secret(s.app_token)
+        if s.mode == "socket" and not app.startswith("xapp-"):
+            problem = "is not set" if not app else "is not an app-level token (xapp-…)"
+            raise ChannelAuthError(f"Slack: [channels.slack] app_token {problem}: create one with the "
+                                   "connections:write scope under Basic Information → App-Level Tokens, "
+                                   "or set mode = \"http\"")
+        if s.mode == "http" and not _secret(s.signing_secret):
+            raise ChannelAuthError("Slack: mode = \"http\" needs [channels.slack] signing_secret: copy the "
+                                   "Signing Secret from the app's Basic Information page")
+        return bot, app
+
+    async def connect(self) -> None:
+        _bot, app = self._tokens()
+        s = self.settings
+        try:
+            auth = await self._lookup.auth_test()
+        except SlackApiError as e:
+            error = slack_error(e)
+            if error in AUTH_ERRORS:
+                raise ChannelAuthError(f"Slack refused the bot token ({error}): set [channels.slack] bot_token "
+                                       "to the app's current Bot User OAuth Token (xoxb-…)") from None
+            raise ChannelUnavailable(f"Slack auth.test failed: {error}") from None
+        except _NETWORK as e:
+            raise ChannelUnavailable(f"Slack unreachable at {api_url(s.base_url)}: {e or type(e).__name__}") from None
+        self.bot_user_id = str(auth["user_id"])
+        self.bot_name, self.team = auth.get("user"), auth.get("team")
+        if s.mode == "socket":
+            receiver = SocketReceiver(app_token=app, api_url=api_url(s.base_url), handler=self._envelope,
+                                      log=self.kit.log)
+            self._receiver = receiver
+            try:
+                await receiver.connect()
+            except SlackApiError as e:
+                error = slack_error(e)
+                if error in AUTH_ERRORS:
+                    raise ChannelAuthError(f"Slack refused the app-level token ({error}): set [channels.slack] "
+                                           "app_token to an xapp- token with the connections:write scope") from None
+                raise ChannelUnavailable(f"Slack apps.connections.open failed: {error}") from None
+            except (*_NETWORK, ConnectionError) as e:
+                raise ChannelUnavailable(f"Slack Socket Mode unreachable: {e or type(e).__name__}") from None
+        else:
+            http = HttpReceiver(signing_secret=_secret(s.signing_secret), host=s.http_host, port=s.http_port,
+                                path=s.http_path, handler=self._envelope, log=self.kit.log)
+            self._receiver = http
+            try:
+                await http.start()
+            except OSError as e:
+                raise ChannelUnavailable(f"Slack events server cannot listen on {s.http_host}:{s.http_port}: "
+                                         f"{e.strerror or e}") from None
+            self.kit.log.info("Slack events accepted at %s", http.url)
+
+    async def run(self) -> None:
+        if isinstance(self._receiver, SocketReceiver):
+            await self._receiver.lost(self.settings.lost_after_seconds)
+            raise ChannelUnavailable(f"Slack Socket Mode connection lost for {self.settings.lost_after_seconds:g} s")
+        await asyncio.Event().wait()
+
+    async def disconnect(self) -> None:
+        receiver, self._receiver = self._receiver, None
+        if receiver is not None:
+            await receiver.close()
+        for task in list(self._tasks):
+            task.cancel()
+
+    def status(self) -> dict[str, Any]:
+        facts: dict[str, Any] = {"mode": self.settings.mode}
+        if self.bot_name:
+            facts["bot"] = f"@{self.bot_name}"
+        if self.team:
+            facts["team"] = self.team
+        if isinstance(self._receiver, HttpReceiver):
+            facts["url"] = self._receiver.url
+        return facts
+
+    # -- receiving --------------------------------------------------------------------------
+    async def _envelope(self, kind: str, payload: dict[str, Any], retry_attempt: int) -> dict[str, Any] | None:
+        """One Socket Mode envelope or HTTP request; returns the acknowledgement's payload."""
+        if kind == "events_api" and payload.get("type") == "event_callback":
+            await self._on_event(payload.get("event") or {})
+        elif kind == "interactive" and payload.get("type") == "block_actions":
+            await self._on_actions(payload)
+        elif kind == "slash_commands":
+            return await self._on_slash(payload)
+        return None
+
+    async def _on_event(self, event: dict[str, Any]) -> None:
+        incoming = message_incoming(event, bot_user_id=self.bot_user_id, sender=None, fetch_file=self._fetch_file)
+        if incoming is None:
+            return
+        if incoming.addressed and not incoming.sender_is_bot:  # the kit reads nothing else: no lookup
+            incoming = dataclasses.replace(incoming, sender=await self._sender(incoming.sender.user_id))
+        await self.kit.receive(incoming)
+
+    async def _sender(self, user_id: str, username: str | None = None) -> Sender:
+        """The person behind a user id, with their handle (owner entries may name it); looked up once."""
+        known = self._users.get(user_id)
+        if known is not None:
+            return known
+        sender = Sender(user_id=user_id, username=username)
+        try:
+            user = (await self._lookup.users_info(user=user_id))["user"]
+            profile = user.get("profile") or {}
+            sender = Sender(user_id=user_id, username=user.get("name") or username,
+                            display=profile.get("display_name") or user.get("real_name") or None)
+            self._users[user_id] = sender
+        except (SlackApiError, *_NETWORK) as e:
+            self.kit.log.warning("Slack users.info %s failed: %s", user_id, e)
+        return sender
+
+    async def _fetch_file(self, file: dict[str, Any]) -> bytes:
+        return await download_private(file, token=_secret(self.settings.bot_token), base_url=self.settings.base_url,
+                                      lookup=self._lookup, limit=self.settings.max_file_bytes)
+
+    async def _on_actions(self, payload: dict[str, Any]) -> None:
+        user = payload.get("user") or {}
+        for action in payload.get("actions") or []:
+            if action.get("action_id") not in (APPROVE, DENY) or not user.get("id"):
+                continue
+            sender = Sender(user_id=str(user["id"]), username=user.get("username"))
+            line = await self.kit.approval_answer(str(action.get("value") or ""), sender,
+                                                  action.get("action_id") == APPROVE)
+            url = str(payload.get("response_url") or "")
+            if line and url and token_may_go_to(url, self.settings.base_url):
+                self._spawn(self._respond(url, line))
+
+    async def _respond(self, response_url: str, line: str) -> None:
+        """The presser alone sees the answer (an ephemeral message through response_url)."""
+        try:
+            await AsyncWebhookClient(response_url).send(text=line, response_type="ephemeral", replace_original=False)
+        except _NETWORK as e:
+            self.kit.log.warning("Slack response_url post failed: %s", e)
+
+    async def _on_slash(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        names = [name.lstrip("/").lower() for name, _ in self.kit.command_names()]
+        words = str(payload.get("text") or "").split()
+        if not words or words[0].lstrip("/").lower() not in names:
+            return {"response_type": "ephemeral",
+                    "text": f"Usage: {self.settings.slash_command} " + "|".join(names)}
+        sender = await self._sender(str(payload.get("user_id") or ""), payload.get("user_name"))
+        await self.kit.receive(slash_incoming(payload, sender=sender))
+        return None
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- sending ----------------------------------------------------------------------------
+    def render(self, markdown: str) -> list[str]:
+        return [chunk for piece in split_markdown(markdown, SPLIT_AT) for chunk in self._fit(piece, SPLIT_AT)]
+
+    def _fit(self, piece: str, limit: int) -> list[str]:
+        """A piece whose mrkdwn outgrew the limit (escaping & < > lengthens text) is split smaller."""
+        text = to_mrkdwn(piece)
+        if len(text) <= MAX_CHARS:
+            return [text] if text.strip() else []
+        if limit <= 250:
+            return [text[i:i + MAX_CHARS] for i in range(0, len(text), MAX_CHARS)]
+        return [c for part in split_markdown(piece, limit // 2) for c in self._fit(part, limit // 2)]
+
+    async def send_text(self, target: Target, text: str) -> str:
+        try:
+            resp = await self._send.chat_postMessage(channel=target.chat_id, text=no_pings(text),
+                                                     thread_ts=target.thread_id, unfurl_links=False,
+                                                     unfurl_media=False)
+        except (SlackApiError, *_NETWORK) as e:
+            raise delivery_error(e, "chat.postMessage") from None
+        return str(resp["ts"])
+
+    async def edit_text(self, target: Target, message_id: str, text: str) -> None:
+        try:
+            await self._send.chat_update(channel=target.chat_id, ts=message_id, text=no_pings(text), blocks=[])
+        except (SlackApiError, *_NETWORK) as e:
+            raise delivery_error(e, "chat.update") from None
+
+    async def delete(self, target: Target, message_id: str) -> None:
+        try:
+            await self._send.chat_delete(channel=target.chat_id, ts=message_id)
+        except (SlackApiError, *_NETWORK) as e:
+            raise delivery_error(e, "chat.delete") from None
+
+    async def send_approval(self, target: Target, approval_id: str, text: str) -> str | None:
+        """``text`` is already rendered (a chunk of render())."""
+        body = no_pings(text)
+        blocks = [
+            {"type": "section", "block_id": "clawgate_approval_text",
+             "text": {"type": "mrkdwn", "text": body[:SECTION_TEXT]}},
+            {"type": "actions", "block_id": "clawgate_approval", "elements": [
+                {"type": "button", "action_id": APPROVE, "style": "primary", "value": approval_id,
+                 "text": {"type": "plain_text", "text": "Approve"}},
+                {"type": "button", "action_id": DENY, "style": "danger", "value": approval_id,
+                 "text": {"type": "plain_text", "text": "Deny"}}]},
+        ]
+        try:
+            resp = await self._send.chat_postMessage(channel=target.chat_id, text=body[:MAX_CHARS], blocks=blocks,
+                                                     thread_ts=target.thread_id)
+        except (SlackApiError, *_NETWORK) as e:
+            raise delivery_error(e, "chat.postMessage") from None
+        return str(resp["ts"])
+
+
+__all__ = ["SlackAdapter"]
