@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from clawgate.agent.bus import InboundMessage
+from clawgate.config.loader import ConfigError
 from clawgate.workspace.fdpath import locate, read_all
 
-from .jobs import parse_deliver, resolve_deliver
+from .jobs import CronError, parse_deliver, resolve_deliver
 from .schedule import iso_utc, zone
 
 if TYPE_CHECKING:
@@ -129,7 +130,10 @@ class Heartbeat:
         self.hours = ActiveHours.parse(settings.active_hours, settings.timezone)
         # "last": the session's last chat; otherwise a fixed target (or "none") for the heartbeat session.
         self._fixed = settings.deliver != "last"
-        self._deliver = parse_deliver(settings.deliver) if self._fixed else None
+        try:
+            self._deliver = parse_deliver(settings.deliver) if self._fixed else None
+        except CronError as exc:  # a channel that is not installed, or a chat id it cannot have
+            raise ConfigError(f"heartbeat.deliver: {exc}") from None
         self._progress: dict[str, _Progress] = {}
         self._last_beat: dict[str, str] = {}
         self.ticks = 0

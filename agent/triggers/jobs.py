@@ -22,7 +22,7 @@ from .schedule import Schedule, ScheduleError, format_time
 
 KNOWN_CHANNELS = ("telegram", "gateway")
 CHANNEL_GROUP = "clawgate.channels"  # the chat channels' entry points (channels/kit/registry.py)
-DELIVER_HINT = "use telegram:<chat_id>, gateway[:<session>] or none"
+DELIVER_HINT = "use <channel>:<chat id> (telegram:<chat_id>, slack:<channel id>, ...), gateway[:<session>] or none"
 _SESSION = re.compile(r"^[\w.:@/-]{1,200}$")
 _CHAT = re.compile(r"^[\w.:@!+=/-]{1,200}$")  # another channel's chat id: Discord, Slack, Matrix rooms, addresses
 

@@ -25,7 +25,8 @@ class CronAdd(Params):
     every: str | float | None = Field(None, description="interval: '5m', '1h30m' or seconds")
     at: str | float | None = Field(None, description="ISO-8601 time, HH:MM or +20m")
     session: str | None = Field(None, max_length=200)
-    deliver: str | None = Field(None, max_length=200, description="telegram:<chat_id>, gateway[:<session>] or none")
+    deliver: str | None = Field(None, max_length=200, description=(
+        "<channel>:<chat id> (telegram:<chat_id>, slack:<channel id>, ...), gateway[:<session>] or none"))
     grace: str | float | None = Field(None, description="how late a missed run may still start, e.g. '1h'")
 
 

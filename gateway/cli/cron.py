@@ -111,7 +111,8 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--tz", metavar="ZONE", help="IANA time zone for --cron/--at, e.g. Europe/Berlin (default: local)")
     p.add_argument("--message", "-m", required=True, help="the task text the agent receives when the job fires")
     p.add_argument("--name", help="a short name (default: start of the message)")
-    p.add_argument("--deliver", metavar="TARGET", help="telegram:<chat_id>, gateway[:<session>] or none (default)")
+    p.add_argument("--deliver", metavar="TARGET", help="<channel>:<chat id> (telegram:<chat_id>, slack:<channel id>, ...), "
+                                                          "gateway[:<session>] or none (default)")
     p.add_argument("--session", help="session to run in (default: the job's own, cron:<id>)")
     p.add_argument("--grace", metavar="DURATION", help="how late a missed run may still start after downtime (default 1h)")
     p.add_argument("--json", action="store_true")

@@ -132,7 +132,7 @@ def test_delivery_targets() -> None:
                 "nochannel:x"):
         with pytest.raises(CronError) as info:
             parse_deliver(bad)
-        assert "telegram:<chat_id>, gateway[:<session>] or none" in info.value.message
+        assert "<channel>:<chat id> (telegram:<chat_id>, slack:<channel id>, ...), gateway[:<session>] or none" in info.value.message
 
 
 def test_a_plugin_channels_chats_are_delivery_targets(tmp_path, monkeypatch) -> None:

@@ -13,6 +13,7 @@ from clawgate.agent.core.events import EventHub
 from clawgate.agent.session import SessionManager
 from clawgate.agent.tasks.store import Step, Task, TaskStore
 from clawgate.agent.triggers.heartbeat import ActiveHours, Heartbeat, actionable_lines, is_ack
+from clawgate.config.loader import ConfigError
 from clawgate.config.schema import HeartbeatSettings
 from clawgate.agent.bus import SqliteBus
 from clawgate.agent.bus import InboundMessage
@@ -154,6 +155,17 @@ def test_heartbeat_file_lines_go_to_the_heartbeat_session(tmp_path: Path) -> Non
     assert rig.tick()["sent"] == ["heartbeat"]
     (msg,) = rig.published()
     assert "check the build" in msg.text and msg.metadata["deliver"] == {"channel": "telegram", "chat_id": "99"}
+
+
+def test_heartbeat_reports_to_any_installed_chat_channel_and_refuses_an_unknown_one(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, deliver="slack:C0GENERAL1")
+    (rig.workspace / "HEARTBEAT.md").write_text("# HEARTBEAT\n- check the build\n")
+    assert rig.tick()["sent"] == ["heartbeat"]
+    (msg,) = rig.published()
+    assert msg.metadata["deliver"] == {"channel": "slack", "chat_id": "C0GENERAL1"}
+    with pytest.raises(ConfigError, match=r"^heartbeat.deliver: .*unknown channel 'fax'"):
+        (tmp_path / "other").mkdir()
+        Rig(tmp_path / "other", deliver="fax:123")
 
 
 def test_outside_active_hours_nothing_runs(tmp_path: Path) -> None:
