@@ -18,6 +18,7 @@ import asyncio
 import io
 import logging
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -39,13 +40,14 @@ from clawgate.channels.kit import (
     Unconfirmed,
 )
 
-from .incoming import CHAT_TYPES, from_command, from_message, sender_of
+from .incoming import CHAT_TYPES, from_command, from_message, place, sender_of
 from .render import MAX_CHARS, render
 from .settings import DiscordSettings
 
 NO_PINGS = discord.AllowedMentions.none()
 APPROVE, DENY = "clawgate:approve:", "clawgate:deny:"
 INTERACTION_LIFETIME = 14 * 60.0  # Discord keeps an interaction token for 15 minutes
+REMEMBERED = 4096  # sent messages whose channel is remembered for edits (a thread's messages live in the thread)
 TOKEN_FIX = ("Discord rejected the bot token; copy a fresh one from the Developer Portal (your application > "
              "Bot > Reset Token) into CLAWGATE_CHANNELS__DISCORD__TOKEN or channels.discord.token")
 INTENT_FIX = ("Discord refused the Message Content intent; switch on 'Message Content Intent' in the Developer "
@@ -155,6 +157,7 @@ class DiscordAdapter(PlatformAdapter):
         self._gateway: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
         self._pending: dict[str, _Pending] = {}
+        self._sent_in: OrderedDict[str, int] = OrderedDict()  # message id -> the channel it was sent in
 
     @classmethod
     def enabled(cls, settings: BaseModel) -> bool:
@@ -204,6 +207,7 @@ class DiscordAdapter(PlatformAdapter):
             await self.disconnect()
             raise error
         user = client.user
+        self.kit.bot_name = user.name if user is not None else None
         self.kit.log.info("connected to Discord as %s (%s server(s))", user, len(client.guilds))
 
     async def run(self) -> None:
@@ -278,7 +282,8 @@ class DiscordAdapter(PlatformAdapter):
         except discord.HTTPException as exc:
             self.kit.log.warning("could not acknowledge a Discord button press in time (%s)", _describe(exc))
             return
-        line = await self.kit.approval_answer(approval_id, sender_of(interaction.user), approved)
+        chat_id = place(interaction.channel)[0] if interaction.channel is not None else str(interaction.channel_id)
+        line = await self.kit.approval_answer(approval_id, sender_of(interaction.user), approved, chat_id=chat_id)
         try:
             await interaction.followup.send(line, ephemeral=True, allowed_mentions=NO_PINGS)
         except (discord.HTTPException, *_NETWORK) as exc:
@@ -297,6 +302,16 @@ class DiscordAdapter(PlatformAdapter):
     @staticmethod
     def _channel(target: Target) -> int:
         return int(target.thread_id or target.chat_id)
+
+    def _remember(self, message_id: str, channel_id: int) -> str:
+        self._sent_in[message_id] = channel_id
+        while len(self._sent_in) > REMEMBERED:
+            self._sent_in.popitem(last=False)
+        return message_id
+
+    def _channel_of(self, target: Target, message_id: str) -> int:
+        """Where a sent message lives: the kit edits by chat, and a thread's messages are in the thread."""
+        return self._sent_in.get(message_id) or self._channel(target)
 
     def _pending_for(self, target: Target) -> _Pending | None:
         """The unanswered slash command this send answers: the one replied to, else the oldest in the channel."""
@@ -328,7 +343,7 @@ class DiscordAdapter(PlatformAdapter):
                 pending.answered = True
             else:
                 message = await pending.interaction.followup.send(text, allowed_mentions=NO_PINGS, wait=True)
-            return str(message.id)
+            return self._remember(str(message.id), message.channel.id if message.channel else int(pending.channel_id))
         except discord.NotFound:
             self._pending.pop(str(pending.interaction.id), None)
             return None
@@ -337,12 +352,13 @@ class DiscordAdapter(PlatformAdapter):
 
     async def _send(self, target: Target, what: str, **fields: Any) -> str:
         http = self._http()
+        channel = self._channel(target)
         try:
             with handle_message_parameters(allowed_mentions=NO_PINGS, **fields) as params:
-                data = await http.send_message(self._channel(target), params=params)
+                data = await http.send_message(channel, params=params)
         except (discord.HTTPException, discord.RateLimited, *_NETWORK) as exc:
             raise delivery_error(exc, what) from None
-        return str(data["id"])
+        return self._remember(str(data["id"]), channel)
 
     async def typing(self, target: Target) -> None:
         try:
@@ -355,13 +371,13 @@ class DiscordAdapter(PlatformAdapter):
         http = self._http()
         try:
             with handle_message_parameters(content=text, view=None, allowed_mentions=NO_PINGS) as params:
-                await http.edit_message(self._channel(target), int(message_id), params=params)
+                await http.edit_message(self._channel_of(target, message_id), int(message_id), params=params)
         except (discord.HTTPException, discord.RateLimited, *_NETWORK) as exc:
             raise delivery_error(exc, "an edit") from None
 
     async def delete(self, target: Target, message_id: str) -> None:
         try:
-            await self._http().delete_message(self._channel(target), int(message_id))
+            await self._http().delete_message(self._channel_of(target, message_id), int(message_id))
         except discord.NotFound:
             return
         except (discord.HTTPException, discord.RateLimited, *_NETWORK) as exc:

@@ -31,12 +31,16 @@ class RecordingKit:
         self.log = logging.getLogger("clawgate.discord")
         self.incoming: list[Incoming] = []
         self.answers: list[tuple[str, Sender, bool]] = []
+        self.where: str | None = None  # the chat of the last pressed prompt
+        self.bot_name: str | None = None  # set by the adapter once connected
 
     async def receive(self, incoming: Incoming) -> None:
         self.incoming.append(incoming)
 
-    async def approval_answer(self, approval_id: str, sender: Sender, approved: bool) -> str:
+    async def approval_answer(self, approval_id: str, sender: Sender, approved: bool, *,
+                              chat_id: str | None = None) -> str:
         self.answers.append((approval_id, sender, approved))
+        self.where = chat_id
         return OWNER_LINE if sender.user_id == self.owner_id else REFUSED_LINE
 
     def command_names(self) -> list[tuple[str, str]]:

@@ -23,8 +23,8 @@ async def test_identify_asks_for_message_content_dms_and_guilds(fake: FakeDiscor
     identify = fake.received_frames(op=2)
     assert len(identify) == 1 and identify[0]["d"]["intents"] == intents().value
     assert intents().message_content and intents().dm_messages and intents().guild_messages and intents().guilds
-    adapter, _ = connected
-    assert adapter.status() == {"bot": "clawgate-bot"}
+    adapter, kit = connected
+    assert adapter.status() == {"bot": "clawgate-bot"} and kit.bot_name == "clawgate-bot"
 
 
 async def test_dm_guild_mention_role_mention_reply_and_thread(fake: FakeDiscord, connected: Connected) -> None:
@@ -123,6 +123,11 @@ async def test_typing_edit_delete_and_files(fake: FakeDiscord, connected: Connec
     assert fake.sent_texts(fake.channel_id) == ["step 2"]
     await adapter.delete(target, status)
     assert fake.sent_texts(fake.channel_id) == []
+    in_thread = await adapter.send_text(Target(chat_id=fake.channel_id, thread_id=fake.thread_id), "thread step 1")
+    await adapter.edit_text(target, in_thread, "thread step 2")  # the kit edits by chat; the message is in the thread
+    assert fake.sent_texts(fake.thread_id) == ["thread step 2"]
+    await adapter.delete(target, in_thread)
+    assert fake.sent_texts(fake.thread_id) == []
     await adapter.send_file(target, "report.csv", b"a,b\n1,2\n", caption="the report")
     (message,) = fake.sent_messages(fake.channel_id)
     assert message["content"] == "the report" and message["attachments"][0]["filename"] == "report.csv"
@@ -140,6 +145,7 @@ async def test_approval_buttons_owner_and_non_owner(fake: FakeDiscord, connected
     refused = fake.press_button(prompt, approval_custom_id("ap_42", True), user_id=fake.other_user["id"])
     accepted = fake.press_button(prompt, approval_custom_id("ap_42", True), user_id=fake.owner_user["id"])
     await wait_until_async(lambda: len(kit.answers) == 2, "both presses handed to the kit")
+    assert kit.where == fake.channel_id
     assert {(a, s.user_id, ok) for a, s, ok in kit.answers} == {
         ("ap_42", fake.other_user["id"], True), ("ap_42", fake.owner_user["id"], True)}
     for pressed in (refused, accepted):
