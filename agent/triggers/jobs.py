@@ -11,6 +11,7 @@ import re
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
+from importlib.metadata import entry_points
 from typing import Any
 
 from clawgate.agent.core.errors import DomainError
@@ -18,9 +19,16 @@ from clawgate.agent.session import InvalidSessionKey, check_session_key
 
 from .schedule import Schedule, ScheduleError, format_time
 
-KNOWN_CHANNELS = ("telegram", "gateway")
-DELIVER_HINT = "use telegram:<chat_id>, gateway[:<session>] or none"
+DELIVER_HINT = ("use telegram:<chat_id>, gateway[:<session>] or none; any installed channel as <channel>:<chat_id> "
+                "(discord:<channel id>)")
 _SESSION = re.compile(r"^[\w.:@/-]{1,200}$")
+_CHAT = re.compile(r"^[\w.:@!/+-]{1,200}$")
+
+
+def known_channels() -> tuple[str, ...]:
+    """The gateway and every installed chat channel: the `clawgate.channels` entry points, read by name
+    without importing a channel (the agent sits below the channels)."""
+    return ("gateway", "telegram", *sorted(ep.name for ep in entry_points(group="clawgate.channels")))
 
 
 class CronError(DomainError):
@@ -40,12 +48,16 @@ def parse_deliver(target: str | None) -> str | None:
         return None
     channel, sep, chat = text.partition(":")
     channel, chat = channel.strip().lower(), chat.strip()
-    if channel not in KNOWN_CHANNELS:
+    if channel not in known_channels():
         raise CronError(f"invalid delivery target {target!r}: unknown channel {channel!r}; {DELIVER_HINT}")
     if channel == "gateway":
         if sep and not _SESSION.match(chat):
             raise CronError(f"invalid delivery target {target!r}: bad session name; {DELIVER_HINT}")
         return f"gateway:{chat}" if chat else "gateway"
+    if channel != "telegram":
+        if not _CHAT.match(chat):
+            raise CronError(f"invalid delivery target {target!r}: name the {channel} chat after the colon; {DELIVER_HINT}")
+        return f"{channel}:{chat}"
     if not re.fullmatch(r"-?\d{1,20}|@\w{3,64}", chat):
         raise CronError(f"invalid delivery target {target!r}: a Telegram chat id is a number (or @channel); {DELIVER_HINT}")
     return f"telegram:{chat}"

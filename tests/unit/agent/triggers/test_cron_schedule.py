@@ -126,7 +126,9 @@ def test_delivery_targets() -> None:
     assert parse_deliver("none") is None and parse_deliver(None) is None
     assert resolve_deliver("gateway", "cron:abc") == {"channel": "gateway", "chat_id": "cron:abc"}
     assert resolve_deliver("telegram:7", "cron:abc") == {"channel": "telegram", "chat_id": "7"}
-    for bad in ("telegarm:1", "telegram:", "telegram:abc def", "gateway:has space"):
+    assert parse_deliver("Discord:1575362664320860259") == "discord:1575362664320860259"  # an installed channel
+    for bad in ("telegarm:1", "telegram:", "telegram:abc def", "gateway:has space", "discord:", "discord:a b",
+                "nochannel:5"):
         with pytest.raises(CronError) as info:
             parse_deliver(bad)
         assert "telegram:<chat_id>, gateway[:<session>] or none" in info.value.message
