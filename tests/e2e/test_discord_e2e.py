@@ -161,4 +161,20 @@ async def test_killing_discord_leaves_the_gateway_chat_answering(dc_daemon, disc
     discord_fake.inject_dm("hello again")
     dm = discord_fake.dm_channels[discord_fake.owner_user["id"]]
     assert wait_replies(discord_fake, dm, 1) == ["back on Discord"]
-    assert discord_fake.token not in daemon.log_text()
+    log = daemon.log_text()
+    assert discord_fake.token not in log and "Traceback" not in log  # the outage is log lines, not stack traces
+
+
+async def test_a_bad_token_is_one_line_and_the_daemon_keeps_serving(discord_fake: FakeDiscord, daemon_factory,
+                                                                    fake_model) -> None:
+    daemon = daemon_factory({"CLAWGATE_CHANNELS__DISCORD__TOKEN": "revoked-token-value",
+                             "CLAWGATE_CHANNELS__DISCORD__BASE_URL": discord_fake.base_url})
+    line = wait_until(lambda: next((l for l in daemon.log_text().splitlines() if "Reset Token" in l), None),
+                      "the bad-token line", describe=daemon.log_text)
+    assert "channel discord failed" in line and "Traceback" not in daemon.log_text()
+    assert "revoked-token-value" not in daemon.log_text()
+    fake_model.enqueue(text("the gateway still answers"))
+    async with daemon.client() as client:
+        final = await client.chat("hello?")
+    assert final["text"] == "the gateway still answers"
+    assert discord_fake.identifies == 0  # never got past the REST login
