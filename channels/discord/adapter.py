@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import logging
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, ClassVar
 
 import aiohttp
@@ -48,6 +50,9 @@ NO_PINGS = discord.AllowedMentions.none()
 APPROVE, DENY = "clawgate:approve:", "clawgate:deny:"
 INTERACTION_LIFETIME = 14 * 60.0  # Discord keeps an interaction token for 15 minutes
 REMEMBERED = 4096  # sent messages whose channel is remembered for edits (a thread's messages live in the thread)
+CURSORS = "cursors"  # the kit store's kv key: {Discord channel id: the last message handled there}
+CATCH_UP = timedelta(hours=24)  # messages missed while offline are read back this far at most
+CATCH_UP_LIMIT = 100  # per channel
 TOKEN_FIX = ("Discord rejected the bot token; copy a fresh one from the Developer Portal (your application > "
              "Bot > Reset Token) into CLAWGATE_CHANNELS__DISCORD__TOKEN or channels.discord.token")
 INTENT_FIX = ("Discord refused the Message Content intent; switch on 'Message Content Intent' in the Developer "
@@ -130,7 +135,9 @@ class _Client(discord.Client):
         self.adapter = adapter
 
     async def on_ready(self) -> None:
+        """READY after IDENTIFY (not after a RESUME, which replays what was missed): read back the rest."""
         self.adapter._ready.set()
+        self.adapter._start_catch_up()
 
     async def on_message(self, message: discord.Message) -> None:
         await self.adapter._on_message(message)
@@ -158,6 +165,9 @@ class DiscordAdapter(PlatformAdapter):
         self._ready = asyncio.Event()
         self._pending: dict[str, _Pending] = {}
         self._sent_in: OrderedDict[str, int] = OrderedDict()  # message id -> the channel it was sent in
+        self._locks: dict[int, asyncio.Lock] = {}  # per Discord channel: messages handled one at a time, in order
+        self._cursors: dict[str, str] = {}
+        self._catch_up: asyncio.Task[None] | None = None
 
     @classmethod
     def enabled(cls, settings: BaseModel) -> bool:
@@ -181,6 +191,7 @@ class DiscordAdapter(PlatformAdapter):
         if s.base_url:  # class-wide in discord.py: one Discord bot per daemon
             discord.http.Route.BASE = s.base_url
         self._ready = asyncio.Event()
+        self._cursors = json.loads(self.kit.store.kv_get(CURSORS) or "{}")
         client = self.client = _Client(self, intents=intents(), allowed_mentions=NO_PINGS, max_messages=None)
         try:
             await client.login(s.token)
@@ -236,6 +247,10 @@ class DiscordAdapter(PlatformAdapter):
         return ChannelUnavailable(f"the Discord Gateway connection ended ({_describe(exc)}); retrying")
 
     async def disconnect(self) -> None:
+        catch_up, self._catch_up = self._catch_up, None
+        if catch_up is not None:
+            catch_up.cancel()
+            await asyncio.gather(catch_up, return_exceptions=True)
         gateway, self._gateway = self._gateway, None
         client, self.client = self.client, None
         if client is not None:
@@ -248,12 +263,43 @@ class DiscordAdapter(PlatformAdapter):
     # --- receiving ----------------------------------------------------------------------
 
     async def _on_message(self, message: discord.Message) -> None:
+        """One message to the kit, then its channel's cursor moves past it (Discord has no acknowledgement:
+        the cursor is what a restart reads back from, so it moves only once the kit's decision is durable)."""
         client = self.client
-        if client is None or client.user is None or message.author.id == client.user.id:
+        if client is None or client.user is None:
             return
-        if message.type not in CHAT_TYPES:
+        async with self._locks.setdefault(message.channel.id, asyncio.Lock()):
+            if message.author.id != client.user.id and message.type in CHAT_TYPES:
+                await self.kit.receive(from_message(message, client.user))
+            self._advance(str(message.channel.id), message.id)
+
+    def _advance(self, channel_id: str, message_id: int) -> None:
+        current = self._cursors.get(channel_id)
+        if current is None or message_id > int(current):
+            self._cursors[channel_id] = str(message_id)
+            self.kit.store.kv_set(CURSORS, json.dumps(self._cursors))
+
+    def _start_catch_up(self) -> None:
+        if self._catch_up is None or self._catch_up.done():
+            self._catch_up = asyncio.create_task(self._read_back(), name="discord-catch-up")
+
+    async def _read_back(self) -> None:
+        """Messages that arrived while no session was open (a restart, an expired session), oldest first,
+        in every channel the bot has read before; the kit drops any it has seen already."""
+        client = self.client
+        if client is None:
             return
-        await self.kit.receive(from_message(message, client.user))
+        oldest = discord.utils.time_snowflake(discord.utils.utcnow() - CATCH_UP)
+        for channel_id, after in list(self._cursors.items()):
+            try:
+                channel = client.get_channel(int(channel_id)) or await client.fetch_channel(int(channel_id))
+                if not isinstance(channel, discord.abc.Messageable):
+                    continue
+                start = discord.Object(id=max(int(after), oldest))
+                async for message in channel.history(after=start, oldest_first=True, limit=CATCH_UP_LIMIT):
+                    await self._on_message(message)
+            except (discord.HTTPException, *_NETWORK) as exc:
+                self.kit.log.info("could not read back Discord channel %s (%s)", channel_id, _describe(exc))
 
     async def _on_interaction(self, interaction: discord.Interaction) -> None:
         if interaction.type is discord.InteractionType.application_command:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -15,7 +16,8 @@ import pytest
 
 from clawgate.channels.discord.adapter import DiscordAdapter
 from clawgate.channels.discord.settings import DiscordSettings
-from clawgate.channels.kit import Incoming, Sender
+from clawgate.channels.kit import ChannelStore, Incoming, Sender
+from clawgate.channels.kit.store import create_tables
 from tests.fakes.discord_api import FakeDiscord
 
 OWNER_LINE, REFUSED_LINE = "✅ Approved", "Only the owner can approve."
@@ -26,8 +28,12 @@ class RecordingKit:
 
     name = "discord"
 
-    def __init__(self, owner_id: str) -> None:
+    def __init__(self, owner_id: str, db: sqlite3.Connection | None = None) -> None:
         self.owner_id = owner_id
+        if db is None:
+            db = sqlite3.connect(":memory:")
+            create_tables(db)
+        self.store = ChannelStore(db, "discord")  # the real store: the adapter keeps its cursors there
         self.log = logging.getLogger("clawgate.discord")
         self.incoming: list[Incoming] = []
         self.answers: list[tuple[str, Sender, bool]] = []

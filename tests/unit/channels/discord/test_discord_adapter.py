@@ -229,3 +229,26 @@ async def test_no_token_is_refused_before_any_request() -> None:
     assert "CLAWGATE_CHANNELS__DISCORD__TOKEN" in str(raised.value)
     assert not DiscordAdapter.enabled(DiscordAdapter.settings_model())
     assert DiscordAdapter.enabled(DiscordAdapter.settings_model(token="t"))
+
+
+async def test_messages_missed_while_offline_are_read_back_once(fake: FakeDiscord, connected: Connected) -> None:
+    adapter, kit = connected
+    fake.inject_dm("before the restart")
+    fake.inject_guild_message("chatter before", mention_bot=False)
+    await next_incoming(kit, 2)
+    await wait_until_async(lambda: len(adapter._cursors) == 2, "both channels' cursors saved")
+    await adapter.disconnect()  # the daemon is down: nothing reaches it
+
+    missed = [fake.inject_dm("while you were away"), fake.inject_guild_message("hey bot", mention_bot=True)]
+    again = DiscordAdapter(settings_for(fake), kit)  # the same store: a restarted daemon
+    await again.connect()
+    try:
+        await next_incoming(kit, 4)
+        await wait_until_async(lambda: again._catch_up is not None and again._catch_up.done(), "the read-back done")
+        assert [i.text for i in kit.incoming] == ["before the restart", "chatter before", "while you were away",
+                                                  "hey bot"]
+        assert [i.message_id for i in kit.incoming[2:]] == [m["id"] for m in missed]
+        history = fake.requests("GET", f"/channels/{fake.channel_id}/messages")
+        assert history and history[0].query["after"]  # read from the cursor on, not the whole channel
+    finally:
+        await again.disconnect()
