@@ -84,6 +84,12 @@ class Built:
     runners: dict[str, ChannelRunner] = field(default_factory=dict)
     broken: dict[str, str] = field(default_factory=dict)
 
+    def states(self) -> dict[str, dict[str, Any]]:
+        """name -> {state, reason?, since, ...} of every channel the config enables, for status and doctor."""
+        out = {name: runner.status() for name, runner in self.runners.items()}
+        out.update({name: {"name": name, "state": "failed", "reason": reason} for name, reason in self.broken.items()})
+        return dict(sorted(out.items()))
+
 
 def check_sections(sections: Mapping[str, Any], found: Mapping[str, EntryPoint] | None = None) -> None:
     """Every `[channels.<name>]` names an installed channel; else ChannelConfigError (one line)."""
