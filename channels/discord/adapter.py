@@ -53,6 +53,7 @@ REMEMBERED = 4096  # sent messages whose channel is remembered for edits (a thre
 CURSORS = "cursors"  # the kit store's kv key: {Discord channel id: the last message handled there}
 CATCH_UP = timedelta(hours=24)  # messages missed while offline are read back this far at most
 CATCH_UP_LIMIT = 100  # per channel
+RECEIVE_TRIES, RECEIVE_BACKOFF = 5, 1.0  # kit.receive retried after 1, 2, 4, 8 s
 TOKEN_FIX = ("Discord rejected the bot token; copy a fresh one from the Developer Portal (your application > "
              "Bot > Reset Token) into CLAWGATE_CHANNELS__DISCORD__TOKEN or channels.discord.token")
 INTENT_FIX = ("Discord refused the Message Content intent; switch on 'Message Content Intent' in the Developer "
@@ -270,8 +271,25 @@ class DiscordAdapter(PlatformAdapter):
             return
         async with self._locks.setdefault(message.channel.id, asyncio.Lock()):
             if message.author.id != client.user.id and message.type in CHAT_TYPES:
-                await self.kit.receive(from_message(message, client.user))
+                await self._hand_in(from_message(message, client.user))
             self._advance(str(message.channel.id), message.id)
+
+    async def _hand_in(self, incoming: Any) -> None:
+        """kit.receive, retried while it fails (the state database busy, a disk hiccup): the channel's later
+        messages wait, so the cursor never passes one that was not taken. A message that still fails after
+        RECEIVE_TRIES is logged and passed over rather than stop the channel for good."""
+        for attempt in range(RECEIVE_TRIES):
+            try:
+                await self.kit.receive(incoming)
+                return
+            except Exception as exc:  # noqa: BLE001 - whatever the kit raised, the channel goes on
+                if attempt == RECEIVE_TRIES - 1:
+                    self.kit.log.error("Discord message %s in chat %s could not be taken in (%s: %s); passed over",
+                                       incoming.message_id, incoming.chat_id, type(exc).__name__, exc)
+                    return
+                self.kit.log.warning("taking in Discord message %s failed (%s: %s); retrying", incoming.message_id,
+                                     type(exc).__name__, exc)
+                await asyncio.sleep(RECEIVE_BACKOFF * 2 ** attempt)
 
     def _advance(self, channel_id: str, message_id: int) -> None:
         current = self._cursors.get(channel_id)

@@ -252,3 +252,22 @@ async def test_messages_missed_while_offline_are_read_back_once(fake: FakeDiscor
         assert history and history[0].query["after"]  # read from the cursor on, not the whole channel
     finally:
         await again.disconnect()
+
+
+async def test_a_failing_intake_is_retried_in_order_before_the_cursor_moves(fake: FakeDiscord,
+                                                                           connected: Connected) -> None:
+    adapter, kit = connected
+    failures = [RuntimeError("database is locked")]
+    taken = kit.receive
+
+    async def flaky(incoming):  # the first call fails, as with a busy state database
+        if failures:
+            raise failures.pop()
+        await taken(incoming)
+
+    kit.receive = flaky  # type: ignore[method-assign]
+    first = fake.inject_dm("first")
+    fake.inject_dm("second")
+    await next_incoming(kit, 2)
+    assert [i.text for i in kit.incoming] == ["first", "second"]  # the retry came before the next message
+    assert int(adapter._cursors[first["channel_id"]]) > int(first["id"])
