@@ -7,6 +7,7 @@ command) and reads what the bot really sent over the fake's REST API.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -178,3 +179,24 @@ async def test_a_bad_token_is_one_line_and_the_daemon_keeps_serving(discord_fake
         final = await client.chat("hello?")
     assert final["text"] == "the gateway still answers"
     assert discord_fake.identifies == 0  # never got past the REST login
+
+
+def test_a_stranger_pairs_with_the_cli_and_channels_lists_discord(dc_daemon, discord_fake: FakeDiscord,
+                                                                   fake_model) -> None:
+    daemon = dc_daemon(dm_policy="pairing", pairing_check_seconds=0.2)
+    def state() -> str:
+        return next(row for row in json.loads(daemon.cli("channels", "--json").stdout) if row["name"] == "discord")["state"]
+
+    wait_until(lambda: state() == "running", "discord shown running by `clawgate channels`", interval=0.5)
+    bob = discord_fake.other_user["id"]
+    discord_fake.inject_dm("hi, can I use this?", user_id=bob)
+    dm = discord_fake.dm_channels[bob]
+    code_line = wait_replies(discord_fake, dm, 1)[0]
+    code = re.search(r"pairing approve discord (\w+)", code_line)
+    assert code is not None and fake_model.requests == []
+    approved = daemon.cli("pairing", "approve", "discord", code[1])
+    assert approved.returncode == 0, approved.stderr
+    assert "approved" in wait_replies(discord_fake, dm, 2)[1]
+    fake_model.enqueue(text("Welcome, bob."))
+    discord_fake.inject_dm("hello again", user_id=bob)
+    assert wait_replies(discord_fake, dm, 3)[2] == "Welcome, bob."
