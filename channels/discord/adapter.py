@@ -25,11 +25,15 @@ from datetime import timedelta
 from typing import Any, ClassVar
 
 import aiohttp
-import discord
-import discord.gateway
-import discord.http
 import yarl
-from discord.http import handle_message_parameters
+
+try:
+    import discord
+    import discord.gateway
+    import discord.http
+    from discord.http import handle_message_parameters
+except ImportError:  # the channel is an extra: say how to get it (the registry shows this line)
+    raise ImportError("the Discord channel needs discord.py; install it with: pip install 'clawgate[discord]'") from None
 from pydantic import BaseModel
 
 from clawgate.channels.kit import (
