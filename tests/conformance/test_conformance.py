@@ -178,6 +178,12 @@ def test_a_platform_that_goes_away_is_retried_and_the_rest_keeps_serving(platfor
     platform.send_dm(platform.owner, "warm up")
     wait_until(lambda: platform.replies(chat) == ["echo: warm up"], "the warm-up reply")
     platform.stop_server()
+
+    def state() -> str:
+        rows = json.loads(daemon.cli("channels", "--json").stdout)
+        return str(next(row for row in rows if row["name"] == platform.name)["state"])
+
+    wait_until(lambda: state() == "retrying", "the channel shown as retrying")
     answer = daemon.cli("chat", "-m", "are you there?", "--session", "other")
     assert answer.returncode == 0 and answer.stdout.strip() == "echo: are you there?"
-    assert daemon.alive()
+    assert daemon.alive() and state() == "retrying"
