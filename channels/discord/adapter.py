@@ -58,6 +58,7 @@ CURSORS = "cursors"  # the kit store's kv key: {Discord channel id: the last mes
 CATCH_UP = timedelta(hours=24)  # messages missed while offline are read back this far at most
 CATCH_UP_LIMIT = 100  # per channel
 RECEIVE_TRIES, RECEIVE_BACKOFF = 5, 1.0  # kit.receive retried after 1, 2, 4, 8 s
+OFFLINE_GRACE = 10.0  # seconds discord.py may take to RESUME a dropped connection before the outage is reported
 TOKEN_FIX = ("Discord rejected the bot token; copy a fresh one from the Developer Portal (your application > "
              "Bot > Reset Token) into CLAWGATE_CHANNELS__DISCORD__TOKEN or channels.discord.token")
 INTENT_FIX = ("Discord refused the Message Content intent; switch on 'Message Content Intent' in the Developer "
@@ -142,7 +143,14 @@ class _Client(discord.Client):
     async def on_ready(self) -> None:
         """READY after IDENTIFY (not after a RESUME, which replays what was missed): read back the rest."""
         self.adapter._ready.set()
+        self.adapter._online(True)
         self.adapter._start_catch_up()
+
+    async def on_resumed(self) -> None:
+        self.adapter._online(True)
+
+    async def on_disconnect(self) -> None:
+        self.adapter._online(False)
 
     async def on_message(self, message: discord.Message) -> None:
         await self.adapter._on_message(message)
@@ -173,6 +181,7 @@ class DiscordAdapter(PlatformAdapter):
         self._locks: dict[int, asyncio.Lock] = {}  # per Discord channel: messages handled one at a time, in order
         self._cursors: dict[str, str] = {}
         self._catch_up: asyncio.Task[None] | None = None
+        self._up, self._down = asyncio.Event(), asyncio.Event()  # the Gateway session is live / was lost
 
     @classmethod
     def enabled(cls, settings: BaseModel) -> bool:
@@ -196,6 +205,7 @@ class DiscordAdapter(PlatformAdapter):
         if s.base_url:  # class-wide in discord.py: one Discord bot per daemon
             discord.http.Route.BASE = s.base_url
         self._ready = asyncio.Event()
+        self._up, self._down = asyncio.Event(), asyncio.Event()
         self._cursors = json.loads(self.kit.store.kv_get(CURSORS) or "{}")
         client = self.client = _Client(self, intents=intents(), allowed_mentions=NO_PINGS, max_messages=None)
         try:
@@ -226,12 +236,24 @@ class DiscordAdapter(PlatformAdapter):
         self.kit.bot_name = user.name if user is not None else None
         self.kit.log.info("connected to Discord as %s (%s server(s))", user, len(client.guilds))
 
+    def _online(self, live: bool) -> None:
+        (self._up if live else self._down).set()
+        (self._down if live else self._up).clear()
+
     async def run(self) -> None:
-        """Receive until cancelled; discord.py reconnects and resumes by itself."""
-        if self._gateway is None:
+        """Receive until cancelled. discord.py RESUMEs a dropped connection by itself; a session not back
+        within OFFLINE_GRACE is reported (ChannelUnavailable), so the channel shows as retrying and the
+        kit's runner reconnects from scratch (a new session, then the read-back) once Discord answers."""
+        gateway = self._gateway
+        if gateway is None:
             raise ChannelUnavailable("the Discord Gateway is not connected")
-        await asyncio.wait({self._gateway})
-        error = self._translate(self._gateway)
+        while not gateway.done():
+            if not await _first(gateway, self._down.wait()):
+                continue
+            if not await _first(gateway, self._up.wait(), timeout=OFFLINE_GRACE) and not gateway.done():
+                raise ChannelUnavailable(f"the Discord Gateway connection was lost and is not back after "
+                                         f"{OFFLINE_GRACE:.0f}s; reconnecting")
+        error = self._translate(gateway)
         if error is not None:
             raise error
 
@@ -480,6 +502,16 @@ class DiscordAdapter(PlatformAdapter):
         except (discord.HTTPException, *_NETWORK) as exc:
             self.kit.log.warning("could not register the Discord slash commands (%s); the text commands still work",
                                  _describe(exc))
+
+
+async def _first(task: asyncio.Task[None], awaitable: Any, timeout: float | None = None) -> bool:
+    """Wait for `awaitable` or for `task` to end; True when `awaitable` finished first (within `timeout`)."""
+    other = asyncio.ensure_future(awaitable)
+    try:
+        await asyncio.wait({task, other}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        return other.done() and not task.done()
+    finally:
+        other.cancel()
 
 
 def _describe(exc: BaseException) -> str:

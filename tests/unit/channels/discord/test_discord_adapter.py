@@ -271,3 +271,23 @@ async def test_a_failing_intake_is_retried_in_order_before_the_cursor_moves(fake
     await next_incoming(kit, 2)
     assert [i.text for i in kit.incoming] == ["first", "second"]  # the retry came before the next message
     assert int(adapter._cursors[first["channel_id"]]) > int(first["id"])
+
+
+async def test_a_short_drop_is_resumed_and_an_outage_is_reported(fake: FakeDiscord) -> None:
+    kit = RecordingKit(fake.owner_user["id"])
+    adapter = DiscordAdapter(settings_for(fake), kit)
+    await adapter.connect()
+    runner = asyncio.create_task(adapter.run())
+    try:
+        fake.drop_connections(4000)  # a blip: discord.py resumes, run() goes on
+        await fake.wait_for_async(lambda: fake.resumes == 1 and fake.connected(), timeout=30)
+        fake.inject_dm("after the blip")
+        await next_incoming(kit, 1)
+        assert not runner.done()
+        fake.stop()  # an outage: reported once the grace period is over, for the runner to retry
+        with pytest.raises(ChannelUnavailable) as raised:
+            await asyncio.wait_for(runner, 60)
+        assert "reconnecting" in str(raised.value)
+    finally:
+        runner.cancel()
+        await adapter.disconnect()
