@@ -7,6 +7,7 @@ it is wrong.
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 import uuid
@@ -19,16 +20,18 @@ from clawgate.agent.session import InvalidSessionKey, check_session_key
 
 from .schedule import Schedule, ScheduleError, format_time
 
-DELIVER_HINT = ("use telegram:<chat_id>, gateway[:<session>] or none; any installed channel as <channel>:<chat_id> "
-                "(discord:<channel id>)")
+KNOWN_CHANNELS = ("telegram", "gateway")
+CHANNEL_GROUP = "clawgate.channels"  # the chat channels' entry points (channels/kit/registry.py)
+DELIVER_HINT = "use telegram:<chat_id>, gateway[:<session>] or none"
 _SESSION = re.compile(r"^[\w.:@/-]{1,200}$")
-_CHAT = re.compile(r"^[\w.:@!/+-]{1,200}$")
+_CHAT = re.compile(r"^[\w.:@!+=/-]{1,200}$")  # another channel's chat id: Discord, Slack, Matrix rooms, addresses
 
 
-def known_channels() -> tuple[str, ...]:
-    """The gateway and every installed chat channel: the `clawgate.channels` entry points, read by name
-    without importing a channel (the agent sits below the channels)."""
-    return ("gateway", "telegram", *sorted(ep.name for ep in entry_points(group="clawgate.channels")))
+@functools.cache
+def known_channels() -> frozenset[str]:
+    """The built-ins and every installed chat channel, by name: read from the installed distributions'
+    entry points (nothing is imported), so a plugin channel's chats can receive cron results."""
+    return frozenset({*KNOWN_CHANNELS, *(ep.name for ep in entry_points(group=CHANNEL_GROUP))})
 
 
 class CronError(DomainError):
@@ -49,14 +52,15 @@ def parse_deliver(target: str | None) -> str | None:
     channel, sep, chat = text.partition(":")
     channel, chat = channel.strip().lower(), chat.strip()
     if channel not in known_channels():
-        raise CronError(f"invalid delivery target {target!r}: unknown channel {channel!r}; {DELIVER_HINT}")
+        raise CronError(f"invalid delivery target {target!r}: unknown channel {channel!r} (installed: "
+                        f"{', '.join(sorted(known_channels()))}); {DELIVER_HINT}")
     if channel == "gateway":
         if sep and not _SESSION.match(chat):
             raise CronError(f"invalid delivery target {target!r}: bad session name; {DELIVER_HINT}")
         return f"gateway:{chat}" if chat else "gateway"
     if channel != "telegram":
         if not _CHAT.match(chat):
-            raise CronError(f"invalid delivery target {target!r}: name the {channel} chat after the colon; {DELIVER_HINT}")
+            raise CronError(f"invalid delivery target {target!r}: give {channel}:<chat id>; {DELIVER_HINT}")
         return f"{channel}:{chat}"
     if not re.fullmatch(r"-?\d{1,20}|@\w{3,64}", chat):
         raise CronError(f"invalid delivery target {target!r}: a Telegram chat id is a number (or @channel); {DELIVER_HINT}")

@@ -132,3 +132,27 @@ def test_delivery_targets() -> None:
         with pytest.raises(CronError) as info:
             parse_deliver(bad)
         assert "telegram:<chat_id>, gateway[:<session>] or none" in info.value.message
+
+
+def test_a_plugin_channels_chats_are_delivery_targets(tmp_path, monkeypatch) -> None:
+    """A chat channel installed as a plugin (an entry point in the clawgate.channels group) is a valid target."""
+    from clawgate.agent.triggers import jobs
+
+    info = tmp_path / "clawgate_echochat-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: clawgate-echochat\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text("[clawgate.channels]\nechochat = clawgate_echochat:EchoChatAdapter\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    jobs.known_channels.cache_clear()
+    try:
+        assert parse_deliver("echochat:dm-u1") == "echochat:dm-u1"
+        assert parse_deliver("EchoChat:!room:matrix.org") == "echochat:!room:matrix.org"
+        assert resolve_deliver("echochat:dm-u1", "cron:x") == {"channel": "echochat", "chat_id": "dm-u1"}
+        for bad in ("echochat:", "echochat:has space"):
+            with pytest.raises(CronError, match="give echochat:<chat id>"):
+                parse_deliver(bad)
+        with pytest.raises(CronError, match=r"unknown channel 'fax' \(installed: discord, echochat, gateway, telegram\)"):
+            parse_deliver("fax:1")
+    finally:
+        monkeypatch.undo()
+        jobs.known_channels.cache_clear()
