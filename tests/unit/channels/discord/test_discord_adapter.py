@@ -291,3 +291,18 @@ async def test_a_short_drop_is_resumed_and_an_outage_is_reported(fake: FakeDisco
     finally:
         runner.cancel()
         await adapter.disconnect()
+
+
+async def test_a_button_pressed_after_a_restart_still_reaches_the_kit(fake: FakeDiscord, connected: Connected) -> None:
+    adapter, kit = connected
+    prompt = await adapter.send_approval(Target(chat_id=fake.channel_id), "ap_7", "Run it?")
+    await adapter.disconnect()  # the daemon restarts; the prompt stays on Discord
+    again = DiscordAdapter(settings_for(fake), kit)
+    await again.connect()
+    try:
+        pressed = fake.press_button(prompt, approval_custom_id("ap_7", False), user_id=fake.owner_user["id"])
+        await wait_until_async(lambda: kit.answers, "the press handed to the kit")
+        assert [(a, ok) for a, _, ok in kit.answers] == [("ap_7", False)]
+        assert fake.interaction(pressed["id"]).response_type == 6
+    finally:
+        await again.disconnect()
