@@ -227,7 +227,7 @@ class DiscordAdapter(PlatformAdapter):
         if ready not in done:
             ready.cancel()
             if self._gateway in done:
-                error = self._translate(self._gateway)
+                error = self._translate(self._gateway) or ChannelUnavailable("the Discord Gateway closed before READY")
             else:
                 error = ChannelUnavailable(f"no answer from the Discord Gateway within {s.connect_timeout_seconds:.0f}s")
             await self.disconnect()
