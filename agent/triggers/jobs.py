@@ -105,7 +105,7 @@ class Job:
     note: str = ""               # why it is disabled or done
     created_by: str = ""         # "" the owner (CLI, gateway, the owner's chats); else "<channel>:<user>", a guest
     reboot_at: float | None = None  # @reboot: the daemon start it was last due for (see CronService.start)
-    # Untrusted content the creating run had taken in ("" none): the job's runs start tainted (agent/context/taint.py).
+    # Untrusted content the creating run had taken in ("" none): the job's runs start tainted (agent/trust/taint.py).
     tainted: str = ""
 
     def __post_init__(self) -> None:
