@@ -16,8 +16,8 @@ import pytest
 
 from clawgate.channels.discord.adapter import DiscordAdapter
 from clawgate.channels.discord.settings import DiscordSettings
+from clawgate.agent.core.schema import STATE, migrate
 from clawgate.channels.kit import ChannelStore, Incoming, Sender
-from clawgate.channels.kit.store import create_tables
 from tests.fakes.discord_api import FakeDiscord
 
 OWNER_LINE, REFUSED_LINE = "✅ Approved", "Only the owner can approve."
@@ -31,8 +31,8 @@ class RecordingKit:
     def __init__(self, owner_id: str, db: sqlite3.Connection | None = None) -> None:
         self.owner_id = owner_id
         if db is None:
-            db = sqlite3.connect(":memory:")
-            create_tables(db)
+            db = sqlite3.connect(":memory:", isolation_level=None)
+            migrate(db, STATE)
         self.store = ChannelStore(db, "discord")  # the real store: the adapter keeps its cursors there
         self.log = logging.getLogger("clawgate.discord")
         self.incoming: list[Incoming] = []
