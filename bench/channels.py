@@ -181,8 +181,52 @@ class MatrixPlatform(Platform):
         self.server.stop()
 
 
-PLATFORMS: dict[str, Callable[[], Platform]] = {"telegram": TelegramPlatform, "slack": SlackPlatform,
-                                                "echochat": EchoChatPlatform, "matrix": MatrixPlatform}
+
+
+class DiscordPlatform(Platform):
+    """The fake Discord (tests/fakes/discord) with the daemon's real discord.py: Gateway in, REST out."""
+
+    name = "discord"
+
+    def __init__(self) -> None:
+        super().__init__()
+        from tests.fakes.discord import payloads as P
+        from tests.fakes.discord_api import FakeDiscord
+
+        platform = self
+
+        class Timed(FakeDiscord):
+            async def _store_and_dispatch(self, message: dict[str, Any]) -> None:
+                if message["author"]["id"] == self.bot_user["id"]:
+                    platform.saw(str(message["content"]))
+                await super()._store_and_dispatch(message)
+
+        self.fake = Timed().start()
+        self.users: dict[int, str] = {}
+        self.make_user = lambda chat: P.user(P.snowflake(), f"user{chat}")
+
+    def env(self) -> dict[str, str]:
+        return {"CLAWGATE_CHANNELS__DISCORD__TOKEN": self.fake.token,
+                "CLAWGATE_CHANNELS__DISCORD__BASE_URL": self.fake.base_url,
+                "CLAWGATE_CHANNELS__DISCORD__DM_POLICY": "open"}
+
+    def inject(self, chat: int, text: str) -> None:
+        if not self.users:  # a message before the bot is online is one it never sees: wait for its session
+            wait(lambda: 1.0 if self.fake.connected() else None, 60)
+        if chat not in self.users:
+            user = self.make_user(chat)
+            self.fake.users[user["id"]] = user
+            self.users[chat] = user["id"]
+            self.fake.dm_channel_for(user["id"])
+        self.fake.inject_dm(text, user_id=self.users[chat])
+
+    def close(self) -> None:
+        self.fake.stop()
+
+
+PLATFORMS: dict[str, Callable[[], Platform]] = {"telegram": TelegramPlatform, "discord": DiscordPlatform,
+                                                "slack": SlackPlatform, "matrix": MatrixPlatform,
+                                                "echochat": EchoChatPlatform}
 
 
 def measure(make: Callable[[], Platform], chats: int) -> tuple[list[float], list[float]]:

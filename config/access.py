@@ -8,9 +8,12 @@ settings schema; the kit re-exports it (clawgate.channels.kit.AccessSettings).
 
 from __future__ import annotations
 
-from typing import Literal
+import json
+import types
+import typing
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 DmPolicy = Literal["pairing", "allowlist", "open", "disabled"]
 GroupPolicy = Literal["mention", "allowlist", "open", "disabled"]
@@ -22,6 +25,28 @@ class AccessSettings(BaseModel):
 
     # Unknown keys are errors: a typo in config.toml must not be silently ignored.
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _json_from_environment(cls, data: Any) -> Any:
+        """`CLAWGATE_CHANNELS__DISCORD__OWNER='["42"]'`: a section the schema does not type (every channel
+        but Telegram) reaches its model as text; lists and tables are JSON in the environment, as everywhere."""
+        if not isinstance(data, dict):
+            return data
+        out = dict(data)
+        for name, value in data.items():
+            field = cls.model_fields.get(name)
+            if field is None or not isinstance(value, str) or not value.lstrip().startswith(("[", "{")):
+                continue
+            annotation = field.annotation
+            union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+            kinds = typing.get_args(annotation) if union else (annotation,)
+            if any((typing.get_origin(kind) or kind) in (list, dict, tuple, set) for kind in kinds):
+                try:
+                    out[name] = json.loads(value)
+                except ValueError:
+                    pass  # left as it is: the model refuses it with its own one-line message
+        return out
 
     enabled: bool | None = None  # None: on when the section is there (Telegram: when a token is set)
     base_url: str | None = Field(None, description="the platform's API base (a proxy, a test server); empty: the platform's own")

@@ -35,6 +35,8 @@ def channel_daemon(platform: PlatformHarness, daemon_factory: Callable[..., Daem
         full = platform.env(**settings)
         if platform.python_path():
             full["PYTHONPATH"] = os.pathsep.join(platform.python_path())
-        return daemon_factory({**full, **(env or {})})
+        daemon = daemon_factory({**full, **(env or {})})
+        platform.attach(daemon)
+        return daemon
 
     return make

@@ -46,6 +46,10 @@ class PlatformHarness(ABC):
         """Folders the daemon needs on its PYTHONPATH (a channel installed for the test)."""
         return []
 
+    def attach(self, daemon: Any) -> None:
+        """The daemon now running with this channel (a platform without a visible acknowledgement reads
+        the channel's cursor from the daemon's state)."""
+
     # users writing --------------------------------------------------------------------------------------
     @abstractmethod
     def send_dm(self, user: str, text: str) -> Event:

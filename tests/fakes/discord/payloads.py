@@ -133,8 +133,14 @@ def dm_channel(channel_id: str, recipient: JSONDict) -> JSONDict:
     return {"id": channel_id, "type": CHANNEL_DM, "last_message_id": None, "flags": 0, "recipients": [recipient]}
 
 
+def role(role_id: str, name: str, *, managed: bool = False, position: int = 1) -> JSONDict:
+    """A guild role; a bot's own role (created when it is invited) is ``managed``."""
+    return {"id": role_id, "name": name, "color": 0, "hoist": False, "icon": None, "unicode_emoji": None,
+            "position": position, "permissions": "0", "managed": managed, "mentionable": True, "flags": 0}
+
+
 def guild(guild_id: str, name: str, *, owner_id: str, channels: list[JSONDict], members: list[JSONDict],
-          threads: list[JSONDict] | None = None) -> JSONDict:
+          threads: list[JSONDict] | None = None, roles: list[JSONDict] | None = None) -> JSONDict:
     """The GUILD_CREATE payload: a full guild plus the Gateway-only extra fields."""
     everyone = {
         "id": guild_id,
@@ -166,7 +172,7 @@ def guild(guild_id: str, name: str, *, owner_id: str, channels: list[JSONDict], 
         "verification_level": 0,
         "default_message_notifications": 0,
         "explicit_content_filter": 0,
-        "roles": [everyone],
+        "roles": [everyone, *(roles or [])],
         "emojis": [],
         "features": [],
         "mfa_level": 0,

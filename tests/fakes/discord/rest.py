@@ -70,6 +70,7 @@ class Rest:
             ("POST", "/users/@me/channels", self.open_dm, True),
             ("GET", f"/channels/{s}", self.get_channel, True),
             ("POST", f"/channels/{s}/messages", self.create_message, True),
+            ("GET", f"/channels/{s}/messages", self.list_messages, True),
             ("GET", f"/channels/{s}/messages/{s}", self.get_message, True),
             ("PATCH", f"/channels/{s}/messages/{s}", self.edit_message, True),
             ("DELETE", f"/channels/{s}/messages/{s}", self.delete_message, True),
@@ -222,6 +223,26 @@ class Rest:
 
     async def get_channel(self, call: RestCall, channel_id: str) -> tuple[int, Any]:
         return 200, self._channel(channel_id)
+
+    async def list_messages(self, call: RestCall, channel_id: str) -> tuple[int, Any]:
+        """A channel's history as Discord gives it: newest first; with ``after`` the ``limit`` messages
+        right after that id, else the ``limit`` newest before ``before`` (1 to 100, default 50)."""
+        self._channel(channel_id)
+        try:
+            limit = int(call.query.get("limit", "50"))
+            after, before = (int(call.query[k]) if k in call.query else None for k in ("after", "before"))
+        except ValueError:
+            raise form_error(["limit"], "NUMBER_TYPE_COERCE", "Value is not int.") from None
+        if not 1 <= limit <= 100:
+            raise form_error(["limit"], "NUMBER_TYPE_MAX", "int value should be between 1 and 100.")
+        with self.fake._cond:
+            shown = [m for m in self.fake.messages.get(channel_id, []) if not int(m.get("flags") or 0) & 64]
+        ordered = sorted(shown, key=lambda m: int(m["id"]))
+        if after is not None:
+            picked = [m for m in ordered if int(m["id"]) > after][:limit]
+        else:
+            picked = [m for m in ordered if before is None or int(m["id"]) < before][-limit:]
+        return 200, list(reversed(picked))
 
     async def get_message(self, call: RestCall, channel_id: str, message_id: str) -> tuple[int, Any]:
         return 200, self._message(channel_id, message_id)

@@ -61,8 +61,11 @@ class FakeDiscord(Recorder, Interactions):
         self.thread_id = P.snowflake()  # a public thread under #general, started by alice
         self.channels[self.thread_id] = P.thread(self.thread_id, "long task", guild_id, self.channel_id,
                                                  self.owner_user["id"])
+        self.bot_role_id = P.snowflake()  # the managed role Discord gives a bot when it is invited
+        self.roles: dict[str, list[JSONDict]] = {guild_id: [P.role(self.bot_role_id, "clawgate-bot", managed=True)]}
         self.guild_members: dict[str, list[JSONDict]] = {
-            guild_id: [P.member(u) for u in (self.bot_user, self.owner_user, self.other_user)]}
+            guild_id: [P.member(self.bot_user, roles=[self.bot_role_id]),
+                       *(P.member(u) for u in (self.owner_user, self.other_user))]}
         self.dm_channels: dict[str, str] = {}  # user id -> DM channel id
 
         self.rest = Rest(self)
@@ -183,7 +186,8 @@ class FakeDiscord(Recorder, Interactions):
         channels = [c for c in mine if c["type"] != P.CHANNEL_PUBLIC_THREAD]
         threads = [c for c in mine if c["type"] == P.CHANNEL_PUBLIC_THREAD]
         return P.guild(guild_id, info["name"], owner_id=info["owner_id"], channels=channels,
-                       members=self.guild_members.get(guild_id, []), threads=threads)
+                       members=self.guild_members.get(guild_id, []), threads=threads,
+                       roles=self.roles.get(guild_id, []))
 
     def dm_channel_for(self, user_id: str) -> JSONDict:
         with self._cond:
@@ -286,15 +290,28 @@ class FakeDiscord(Recorder, Interactions):
     # --- what tests inject ---------------------------------------------------------------
 
     def _inbound(self, channel: JSONDict, author: JSONDict, content: str, *, mention_bot: bool,
-                 attachments: list[tuple[str, bytes, str | None]] | None) -> JSONDict:
+                 attachments: list[tuple[str, bytes, str | None]] | None, mention_role: bool = False,
+                 reply_to: JSONDict | None = None) -> JSONDict:
         if mention_bot:
             content = f"<@{self.bot_user['id']}> {content}"
+        if mention_role:
+            content = f"<@&{self.bot_role_id}> {content}"
         stored = [self.store_attachment(channel["id"], name, data, ctype) for name, data, ctype in attachments or []]
         mentions = [self.bot_user] if mention_bot else []
+        if reply_to is not None and reply_to["author"]["id"] not in {m["id"] for m in mentions}:
+            mentions.append(self.users[reply_to["author"]["id"]])  # a reply pings its author by default
         if channel.get("guild_id"):
             mentions = [{**u, "member": P.member(None)} for u in mentions]
+        reference = None
+        if reply_to is not None:
+            reference = {"type": 0, "channel_id": reply_to["channel_id"], "message_id": reply_to["id"],
+                         **({"guild_id": channel["guild_id"]} if channel.get("guild_id") else {})}
         message = P.message(P.snowflake(), channel["id"], author, content, guild_id=channel.get("guild_id"),
-                            mentions=mentions, attachments=stored)
+                            mentions=mentions, attachments=stored, message_reference=reference)
+        if mention_role:
+            message["mention_roles"] = [self.bot_role_id]
+        if reply_to is not None:
+            message["referenced_message"] = {k: v for k, v in reply_to.items() if k != "referenced_message"}
         self._call(self._store_and_dispatch(message))
         return message
 
@@ -307,11 +324,14 @@ class FakeDiscord(Recorder, Interactions):
 
     def inject_guild_message(self, content: str, *, channel_id: str | int | None = None,
                              user_id: str | int | None = None, mention_bot: bool = False,
-                             attachments: list[tuple[str, bytes, str | None]] | None = None) -> JSONDict:
-        """Someone writes in a guild channel (``#general`` by default), mentioning the bot or not."""
+                             attachments: list[tuple[str, bytes, str | None]] | None = None,
+                             mention_role: bool = False, reply_to: JSONDict | None = None) -> JSONDict:
+        """Someone writes in a guild channel (``#general`` by default), mentioning the bot, the bot's
+        managed role (``mention_role``), or neither; ``reply_to``: a stored message it replies to."""
         author = self.users[str(user_id or self.human_user["id"])]
         channel = self.channels[str(channel_id or self.channel_id)]
-        return self._inbound(channel, author, content, mention_bot=mention_bot, attachments=attachments)
+        return self._inbound(channel, author, content, mention_bot=mention_bot, attachments=attachments,
+                             mention_role=mention_role, reply_to=reply_to)
 
     def redeliver(self, message: JSONDict) -> None:
         """Send MESSAGE_CREATE for an already delivered message again (same message id, new sequence

@@ -503,3 +503,18 @@ async def test_gateway_closes_what_discord_closes(fake: FakeDiscord, frame: dict
             await ws.send_json(frame)
             closed = await ws.receive(timeout=5)
             assert closed.type is aiohttp.WSMsgType.CLOSE and closed.data == code
+
+
+async def test_history_after_and_before_as_discord_pages_it(fake: FakeDiscord, bot: Bot) -> None:
+    written = [fake.inject_guild_message(f"m{i}") for i in range(5)]
+    await bot.until(lambda: len(bot.from_others()) == 5)
+    channel = bot.client.get_channel(int(fake.channel_id))
+    assert isinstance(channel, discord.TextChannel)
+    after = [m.content async for m in channel.history(after=discord.Object(id=int(written[1]["id"])),
+                                                        oldest_first=True, limit=2)]
+    assert after == ["m2", "m3"]
+    newest = [m.content async for m in channel.history(limit=3)]
+    assert newest == ["m4", "m3", "m2"]
+    with pytest.raises(discord.HTTPException) as raised:
+        await bot.client.http.logs_from(fake.channel_id, 101)
+    assert raised.value.code == 50035
