@@ -62,7 +62,7 @@ class AccessPolicy:
     def is_owner(self, sender: Sender) -> bool:
         """Owners by id, or by a username whose first user (`bound`) this sender is: a renamed or
         re-registered username never carries ownership to another id."""
-        if sender.user_id.lower() in self.owners:
+        if sender.user_id.strip().lstrip("@").lower() in self.owners:  # spelled as `owner` entries are
             return True
         name = _username(sender)
         return name is not None and name in self.owners and self.bound.get(name) == sender.user_id

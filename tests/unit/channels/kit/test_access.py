@@ -223,3 +223,12 @@ def test_approve_admits_once_and_accepts_sloppy_typing(pairing: PairingStore) ->
     with pytest.raises(PairingError, match="not a pairing code"):
         pairing.approve("telegram", "0OIL")
     assert pairing.revoke("telegram", "@zed") and not pairing.is_paired("telegram", "7")
+
+
+def test_an_owner_named_by_a_platform_id_with_an_at_sign_is_the_owner_from_the_first_message() -> None:
+    """Matrix ids start with '@' (`@alice:example.org`); owner entries are kept without it, so the id
+    must be compared the same way, or the owner would only count after a username binding."""
+    policy = AccessPolicy.build("pairing", "mention", [], ["@Alice:example.org"])
+    assert policy.is_owner(Sender("@alice:example.org"))
+    assert not policy.is_owner(Sender("@alice:evil.example"))
+    assert not policy.is_owner(Sender("alice"))
