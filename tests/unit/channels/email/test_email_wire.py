@@ -1,0 +1,190 @@
+"""The email channel's wire plumbing against real servers: Dovecot (IMAP) and aiosmtpd (SMTP).
+
+Mailbox (imapclient on its thread): login, UIDVALIDITY, UIDs after a cursor, fetch without marking
+read, IDLE waking on new mail, a changed UIDVALIDITY seen; send_mail (aiosmtplib): AUTH, delivery into
+the recipient's Dovecot inbox, refused logins and recipients sorted permanent vs transient.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import subprocess
+
+import pytest
+
+from clawgate.channels.base import DeliveryError
+from clawgate.channels.email.compose import compose
+from clawgate.channels.email.imap import Mailbox, MailboxAuthError, MailboxUnavailable
+from clawgate.channels.email.message import read_mail
+from clawgate.channels.email.settings import EmailSettings
+from clawgate.channels.email.smtp import send_mail
+from tests.email_servers import Dovecot, SmtpServer, dovecot, send, unique_address, wait_mail  # noqa: F401
+from tests.harness import free_port
+from tests.waiting import wait_until_async
+
+
+def settings_for(dovecot: Dovecot, address: str, smtp: SmtpServer | None = None, **extra: object) -> EmailSettings:
+    values: dict[str, object] = dict(address=address, password=dovecot.passwords[address], imap_host="127.0.0.1",
+                                     imap_port=dovecot.port, imap_tls="none", smtp_tls="none",
+                                     smtp_port=smtp.port if smtp else free_port(), timeout_seconds=20)
+    values.update(extra)
+    return EmailSettings(**values)  # type: ignore[arg-type]
+
+
+def plain_mail(sender: str, to: str, subject: str, body: str, message_id: str) -> bytes:
+    return (f"From: Alice <{sender}>\r\nTo: {to}\r\nSubject: {subject}\r\nMessage-ID: {message_id}\r\n"
+            f"Content-Type: text/plain; charset=utf-8\r\n\r\n{body}\r\n").encode()
+
+
+@pytest.fixture
+def bot(dovecot: Dovecot) -> str:
+    address = unique_address("bot")
+    dovecot.add_user(address, "bot-secret")
+    return address
+
+
+async def test_mailbox_reads_new_mail_after_a_cursor_without_marking_it_read(dovecot: Dovecot, bot: str) -> None:
+    dovecot.append(bot, plain_mail("alice@example.test", bot, "old", "before the cursor", "<old@example.test>"))
+    box = Mailbox(settings_for(dovecot, bot))
+    await box.connect()
+    try:
+        assert box.uidvalidity > 0 and box.idle_supported
+        last = await box.highest_uid()
+        assert last == 1
+        dovecot.append(bot, plain_mail("alice@example.test", bot, "new", "after the cursor", "<new@example.test>"))
+        uids = await box.uids_after(last)
+        assert uids == [2]
+        assert await box.uids_after(2) == []  # "3:*" matches the highest UID (2); it is filtered out
+        raw = await box.fetch(2)
+        assert raw is not None
+        mail = read_mail(raw, own_address=bot)
+        assert (mail.message_id, mail.sender, mail.text) == ("<new@example.test>", "alice@example.test", "after the cursor")
+    finally:
+        await box.disconnect()
+    seen = dovecot.imap(bot)
+    try:
+        seen.select("INBOX", readonly=True)
+        _, flags = seen.uid("FETCH", "2", "(FLAGS)")
+        assert b"\\Seen" not in flags[0]
+    finally:
+        seen.logout()
+
+
+async def test_idle_wakes_when_mail_arrives(dovecot: Dovecot, bot: str) -> None:
+    box = Mailbox(settings_for(dovecot, bot, idle_seconds=120))
+    await box.connect()
+    try:
+        waiting = asyncio.create_task(box.wait())
+        await asyncio.sleep(0.5)  # let IDLE start; the assertion below is on the push, not on this pause
+        assert not waiting.done()
+        await asyncio.to_thread(dovecot.append, bot, plain_mail("a@example.test", bot, "s", "b", "<idle@example.test>"))
+        await asyncio.wait_for(waiting, 60)
+        assert await box.uids_after(0) == [1]
+    finally:
+        await box.disconnect()
+
+
+async def test_polling_when_the_server_has_no_idle(dovecot: Dovecot, bot: str) -> None:
+    box = Mailbox(settings_for(dovecot, bot, poll_seconds=0.2))
+    await box.connect()
+    try:
+        box.idle_supported = False  # as with a server without the IDLE capability
+        await box.wait()  # a poll: sleeps poll_seconds, then a NOOP so the server reports new mail
+        dovecot.append(bot, plain_mail("a@example.test", bot, "s", "b", "<poll@example.test>"))
+        await wait_until_async(lambda: box.uids_after(0), "the polled mailbox to list the new mail")
+    finally:
+        await box.disconnect()
+
+
+async def test_a_disconnect_ends_a_wait_in_idle_promptly(dovecot: Dovecot, bot: str) -> None:
+    box = Mailbox(settings_for(dovecot, bot, idle_seconds=1700))
+    await box.connect()
+    waiting = asyncio.create_task(box.wait())
+    await asyncio.sleep(0.3)
+    await box.disconnect()
+    await asyncio.wait_for(asyncio.gather(waiting, return_exceptions=True), 30)
+
+
+async def test_wrong_password_is_an_auth_error_naming_the_fix(dovecot: Dovecot, bot: str) -> None:
+    box = Mailbox(settings_for(dovecot, bot, password="wrong"))
+    with pytest.raises(MailboxAuthError, match="app password"):
+        await box.connect()
+    await box.disconnect()
+
+
+async def test_unreachable_server_is_unavailable(dovecot: Dovecot, bot: str) -> None:
+    box = Mailbox(settings_for(dovecot, bot, imap_port=free_port()))
+    with pytest.raises(MailboxUnavailable):
+        await box.connect()
+    await box.disconnect()
+
+
+async def test_tls_to_a_plain_server_fails_as_unavailable_not_silently(dovecot: Dovecot, bot: str) -> None:
+    box = Mailbox(settings_for(dovecot, bot, imap_tls="tls"), ssl_context=ssl.create_default_context())
+    with pytest.raises(MailboxUnavailable):
+        await box.connect()
+    await box.disconnect()
+
+
+async def test_a_rebuilt_mailbox_has_a_new_uidvalidity(dovecot: Dovecot, bot: str) -> None:
+    dovecot.append(bot, plain_mail("a@example.test", bot, "s", "b", "<v1@example.test>"))
+    box = Mailbox(settings_for(dovecot, bot))
+    await box.connect()
+    first = box.uidvalidity
+    await box.disconnect()
+    changed = dovecot.new_uidvalidity(bot)
+    box = Mailbox(settings_for(dovecot, bot))
+    await box.connect()
+    try:
+        assert box.uidvalidity == changed != first
+    finally:
+        await box.disconnect()
+
+
+# SMTP ----------------------------------------------------------------------------------------------
+async def test_send_mail_logs_in_and_delivers_into_the_recipients_inbox(dovecot: Dovecot, bot: str) -> None:
+    alice = unique_address("alice")
+    dovecot.add_user(alice, "alice-secret")
+    smtp = SmtpServer(dovecot, users={bot: "smtp-secret"}).start()
+    try:
+        settings = settings_for(dovecot, bot, smtp, smtp_password="smtp-secret")
+        msg = compose(sender=bot, display_name="Bot", to=alice, subject="hello", markdown="**hi** there")
+        await send_mail(settings, msg)
+        sent = wait_mail(smtp, alice)
+        assert smtp.sent[0].login == bot
+        assert sent[0]["Auto-Submitted"] == "auto-replied"
+        inbox = await asyncio.to_thread(dovecot.messages, alice)
+        assert [m["Message-ID"] for m in inbox] == [msg["Message-ID"]]
+    finally:
+        smtp.stop()
+
+
+async def test_smtp_wrong_password_is_permanent_and_names_the_setting(dovecot: Dovecot, bot: str) -> None:
+    smtp = SmtpServer(users={bot: "smtp-secret"}).start()
+    try:
+        settings = settings_for(dovecot, bot, smtp, smtp_password="nope")
+        with pytest.raises(DeliveryError, match="smtp_password") as caught:
+            await send_mail(settings, compose(sender=bot, display_name="", to="x@example.test", subject="s", markdown="m"))
+        assert caught.value.permanent
+        assert smtp.sent == []
+    finally:
+        smtp.stop()
+
+
+async def test_smtp_down_is_transient(dovecot: Dovecot, bot: str) -> None:
+    settings = settings_for(dovecot, bot)  # nothing listens on its smtp_port
+    with pytest.raises(DeliveryError) as caught:
+        await send_mail(settings, compose(sender=bot, display_name="", to="x@example.test", subject="s", markdown="m"))
+    assert not caught.value.permanent
+
+
+def test_missing_dovecot_message_names_the_package() -> None:
+    script = ("import shutil, os, pytest\n"
+              "import tests.email_servers as s\n"
+              "shutil.which = lambda name: None\n"
+              "os.access = lambda *a: False\n"
+              "s.dovecot_binary()\n")
+    done = subprocess.run([__import__("sys").executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "dovecot-imapd" in done.stderr
