@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import email
 import email.policy
+import email.utils
 import imaplib
 import os
 import pwd
@@ -224,7 +225,9 @@ class SmtpServer:
         self.users = users or {}
         self.port = free_port()
         self.sent: list[Sent] = []
-        self.refuse: str | None = None  # e.g. "550 mailbox unavailable": the next DATA answers this
+        # address -> extra headers: mail to that address is answered at once by an out-of-office
+        # responder that sends from it (what a vacation notice or another bot does)
+        self.auto_responders: dict[str, dict[str, str]] = {}
         self._lock = threading.Lock()
         kwargs: dict[str, Any] = {}
         if self.users:
@@ -246,6 +249,23 @@ class SmtpServer:
             for rcpt in sent.rcpt_tos:
                 if rcpt in self.dovecot.passwords:
                     self.dovecot.append(rcpt, sent.raw)
+        for rcpt in sent.rcpt_tos:
+            if rcpt in self.auto_responders and sent.mail_from:
+                self.record(Sent(rcpt, [sent.mail_from], self._out_of_office(rcpt, sent), None))
+
+    def _out_of_office(self, responder: str, original: Sent) -> bytes:
+        asked = original.message
+        answer = EmailMessage()
+        answer["From"] = responder
+        answer["To"] = original.mail_from
+        answer["Subject"] = f"Out of office: {asked['Subject']}"
+        answer["Message-ID"] = email.utils.make_msgid(domain="example.test")
+        if asked["Message-ID"]:
+            answer["In-Reply-To"] = asked["Message-ID"]
+        for name, value in self.auto_responders[responder].items():
+            answer[name] = value
+        answer.set_content("I am away until Monday.")
+        return answer.as_bytes()
 
     def to(self, address: str) -> list[EmailMessage]:
         with self._lock:
