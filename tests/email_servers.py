@@ -21,6 +21,7 @@ import os
 import pwd
 import shutil
 import socket
+import ssl
 import subprocess
 import tempfile
 import threading
@@ -45,7 +46,7 @@ listen = 127.0.0.1
 base_dir = {root}/run
 state_dir = {root}/state
 log_path = {root}/dovecot.log
-ssl = no
+{ssl}
 disable_plaintext_auth = no
 auth_mechanisms = plain login
 first_valid_uid = 0
@@ -65,7 +66,8 @@ service imap-login {{
     port = {port}
   }}
   inet_listener imaps {{
-    port = 0
+    address = 127.0.0.1
+    port = {tls_port}
   }}
   chroot =
 }}
@@ -84,14 +86,34 @@ def dovecot_binary() -> str:
     return found
 
 
-class Dovecot:
-    """One Dovecot instance in a temp dir; `add_user` may be called while it runs."""
+def self_signed(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 / localhost (openssl CLI), used by the TLS servers and trusted by
+    the client through channels.email.ca_file."""
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.fail("openssl not found: install the Debian package openssl", pytrace=False)
+    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+                   check=True, capture_output=True, timeout=60)
+    return cert, key
 
-    def __init__(self) -> None:
+
+class Dovecot:
+    """One Dovecot instance in a temp dir; `add_user` may be called while it runs. With `tls`, STARTTLS
+    on `port` and implicit TLS on `tls_port`, with a self-signed certificate (`cert`)."""
+
+    def __init__(self, *, tls: bool = False) -> None:
         self.binary = dovecot_binary()
         self.root = Path(tempfile.mkdtemp(prefix="clawgate-dovecot-"))
         self.root.chmod(0o755)  # the mail user (not us, when we are root) walks through it
         self.port = free_port()
+        self.tls_port = free_port() if tls else 0
+        self.cert: Path | None = None
+        ssl_lines = "ssl = no"
+        if tls:
+            self.cert, key = self_signed(self.root)
+            ssl_lines = f"ssl = yes\nssl_cert = <{self.cert}\nssl_key = <{key}"
         self.proc: subprocess.Popen[bytes] | None = None
         self.passwords: dict[str, str] = {}
         if os.geteuid() == 0:
@@ -106,7 +128,8 @@ class Dovecot:
         os.chown(self.root / "mail", self.uid, self.gid)
         (self.root / "users").mkdir()  # one passwd-file per user: a new user is a new file, never a stale cache
         (self.root / "dovecot.conf").write_text(CONFIG.format(root=self.root, users=users, uid=self.uid,
-                                                              gid=self.gid, port=self.port))
+                                                              gid=self.gid, port=self.port, ssl=ssl_lines,
+                                                              tls_port=self.tls_port))
 
     def add_user(self, address: str, password: str) -> None:
         self.passwords[address] = password
@@ -220,7 +243,9 @@ class _Deliver:
 class SmtpServer:
     """aiosmtpd on a loopback port; with `users`, AUTH LOGIN/PLAIN is offered (without TLS: loopback only)."""
 
-    def __init__(self, dovecot: Dovecot | None = None, users: dict[str, str] | None = None) -> None:
+    def __init__(self, dovecot: Dovecot | None = None, users: dict[str, str] | None = None, *,
+                 tls: str | None = None, cert: tuple[Path, Path] | None = None) -> None:
+        """`tls`: None (plain), "starttls" (required before AUTH and MAIL) or "tls" (implicit), with `cert`."""
         self.dovecot = dovecot
         self.users = users or {}
         self.port = free_port()
@@ -231,7 +256,15 @@ class SmtpServer:
         self._lock = threading.Lock()
         kwargs: dict[str, Any] = {}
         if self.users:
-            kwargs.update(authenticator=self._authenticate, auth_require_tls=False)
+            kwargs.update(authenticator=self._authenticate, auth_require_tls=tls == "starttls")
+        if tls is not None:
+            assert cert is not None, "a TLS SMTP server needs cert=(cert.pem, key.pem)"
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            context.load_cert_chain(str(cert[0]), str(cert[1]))
+            if tls == "starttls":
+                kwargs.update(tls_context=context, require_starttls=True)
+            else:
+                kwargs.update(ssl_context=context)
         self.controller = Controller(_Deliver(self), hostname="127.0.0.1", port=self.port, **kwargs)
 
     def _authenticate(self, server: SMTP, session: Session, envelope: Envelope, mechanism: str,

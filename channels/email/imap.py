@@ -38,7 +38,7 @@ class Mailbox:
 
     def __init__(self, settings: EmailSettings, ssl_context: ssl.SSLContext | None = None) -> None:
         self.settings = settings
-        self.ssl_context = ssl_context or ssl.create_default_context()
+        self.ssl_context = ssl_context
         self.client: IMAPClient | None = None
         self.uidvalidity = 0
         self.uidnext = 0
@@ -49,6 +49,9 @@ class Mailbox:
     async def _call(self, work: Callable[[], T]) -> T:
         try:
             return await asyncio.get_running_loop().run_in_executor(self._thread, work)
+        except ssl.SSLCertVerificationError as exc:
+            raise MailboxAuthError(f"the IMAP server's certificate is not trusted ({exc.verify_message}): fix the "
+                                   "server's certificate, or set channels.email.ca_file to its CA") from exc
         except (LoginError, MailboxAuthError) as exc:
             raise MailboxAuthError(str(exc)) from exc
         except (OSError, IMAPClientError, ssl.SSLError) as exc:
@@ -60,12 +63,15 @@ class Mailbox:
 
     def _connect(self) -> None:
         s = self.settings
+        try:
+            context = self.ssl_context or s.tls_context()
+        except ValueError as exc:  # an unreadable ca_file
+            raise MailboxAuthError(str(exc)) from None
         client = IMAPClient(s.imap_host, port=s.imap_server_port, use_uid=True, ssl=s.imap_tls == "tls",
-                            ssl_context=self.ssl_context if s.imap_tls == "tls" else None,
-                            timeout=s.timeout_seconds)
+                            ssl_context=context if s.imap_tls == "tls" else None, timeout=s.timeout_seconds)
         try:
             if s.imap_tls == "starttls":
-                client.starttls(self.ssl_context)
+                client.starttls(context)
             try:
                 client.login(s.login, s.password)
             except LoginError as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import ssl
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -38,6 +39,8 @@ class EmailSettings(BaseModel):
     smtp_tls: Security = "starttls"
     smtp_username: str = Field("", description="default: username")
     smtp_password: str = Field("", description="default: password")
+    ca_file: str = Field("", description=(
+        "PEM file of certificate authorities to trust besides the system's (a mail server with its own CA)"))
     subject: str = Field("Message from your assistant", description="subject of mail that starts a new thread")
     poll_seconds: float = Field(60.0, gt=0, description="how often to look for mail when the server has no IDLE")
     idle_seconds: float = Field(600.0, gt=0, le=1740, description="IDLE is renewed this often (servers drop it at 30 min)")
@@ -54,6 +57,17 @@ class EmailSettings(BaseModel):
                 raise ValueError(f"{kind}_tls = \"none\" sends the password in clear text; it is allowed only for a "
                                  f"loopback host, not {host!r}: use \"tls\" or \"starttls\"")
         return self
+
+    def tls_context(self) -> ssl.SSLContext:
+        """Certificates are always verified; `ca_file` adds authorities, it never turns checking off."""
+        context = ssl.create_default_context()
+        if self.ca_file:
+            try:
+                context.load_verify_locations(cafile=self.ca_file)
+            except (OSError, ssl.SSLError) as exc:
+                raise ValueError(f"channels.email.ca_file {self.ca_file!r} cannot be read as PEM certificates "
+                                 f"({exc}); fix the path or remove the setting") from None
+        return context
 
     @property
     def active(self) -> bool:

@@ -22,12 +22,20 @@ async def send_mail(settings: EmailSettings, message: EmailMessage, *, ssl_conte
     login = settings.smtp_login
     mode = settings.smtp_tls
     try:
+        context = (ssl_context or settings.tls_context()) if mode != "none" else None
+    except ValueError as exc:
+        raise DeliveryError(str(exc), permanent=True) from None
+    try:
         await aiosmtplib.send(
             message, hostname=settings.smtp_server, port=settings.smtp_server_port,
             username=login[0] if login else None, password=login[1] if login else None,
-            use_tls=mode == "tls", start_tls=mode == "starttls", tls_context=ssl_context,
+            use_tls=mode == "tls", start_tls=mode == "starttls",
+            tls_context=context,
             timeout=settings.timeout_seconds,
         )
+    except ssl.SSLCertVerificationError as exc:
+        raise DeliveryError(f"the SMTP server's certificate is not trusted ({exc.verify_message}): fix the server's "
+                            "certificate, or set channels.email.ca_file to its CA", permanent=True) from exc
     except aiosmtplib.SMTPAuthenticationError as exc:
         raise DeliveryError(f"the SMTP server refused the login ({exc.code}); check channels.email.smtp_username / "
                             "smtp_password (or username / password; most providers need an app password)",

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import ssl
 import subprocess
+from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -120,7 +122,7 @@ async def test_unreachable_server_is_unavailable(dovecot: Dovecot, bot: str) -> 
     await box.disconnect()
 
 
-async def test_tls_to_a_plain_server_fails_as_unavailable_not_silently(dovecot: Dovecot, bot: str) -> None:
+async def test_tls_to_a_plain_server_fails_not_silently(dovecot: Dovecot, bot: str) -> None:
     box = Mailbox(settings_for(dovecot, bot, imap_tls="tls"), ssl_context=ssl.create_default_context())
     with pytest.raises(MailboxUnavailable):
         await box.connect()
@@ -188,3 +190,57 @@ def test_missing_dovecot_message_names_the_package() -> None:
     done = subprocess.run([__import__("sys").executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode != 0
     assert "dovecot-imapd" in done.stderr
+
+
+# TLS: a server with its own certificate, trusted through ca_file ---------------------------------
+@pytest.fixture(scope="module")
+def tls_dovecot() -> Iterator[Dovecot]:
+    server = Dovecot(tls=True).start()
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize("mode", ["starttls", "tls"])
+async def test_imap_over_tls_with_the_servers_ca(tls_dovecot: Dovecot, mode: str) -> None:
+    address = unique_address("tlsbot")
+    tls_dovecot.add_user(address, "tls-secret")
+    port = tls_dovecot.port if mode == "starttls" else tls_dovecot.tls_port
+    box = Mailbox(EmailSettings(address=address, password="tls-secret", imap_host="127.0.0.1", imap_port=port,
+                                imap_tls=mode, ca_file=str(tls_dovecot.cert)))  # type: ignore[arg-type]
+    await box.connect()
+    try:
+        assert box.uidvalidity > 0
+    finally:
+        await box.disconnect()
+
+
+async def test_an_untrusted_certificate_is_refused(tls_dovecot: Dovecot) -> None:
+    address = unique_address("tlsbot")
+    tls_dovecot.add_user(address, "tls-secret")
+    box = Mailbox(EmailSettings(address=address, password="tls-secret", imap_host="127.0.0.1",
+                                imap_port=tls_dovecot.tls_port, imap_tls="tls"))
+    with pytest.raises(MailboxAuthError, match="not trusted .*self-signed.*ca_file"):
+        await box.connect()
+    await box.disconnect()
+
+
+def test_an_unreadable_ca_file_names_the_setting(tmp_path: Path) -> None:
+    (tmp_path / "ca.pem").write_text("not a certificate")
+    with pytest.raises(ValueError, match="ca_file"):
+        EmailSettings(ca_file=str(tmp_path / "ca.pem")).tls_context()
+
+
+@pytest.mark.parametrize("mode", ["starttls", "tls"])
+async def test_smtp_over_tls_logs_in_and_sends(tls_dovecot: Dovecot, mode: str) -> None:
+    assert tls_dovecot.cert is not None
+    key = tls_dovecot.cert.with_name("key.pem")
+    smtp = SmtpServer(users={"bot@example.test": "smtp-secret"}, tls=mode, cert=(tls_dovecot.cert, key)).start()
+    try:
+        settings = EmailSettings(address="bot@example.test", smtp_host="127.0.0.1", smtp_port=smtp.port,
+                                 smtp_tls=mode, smtp_password="smtp-secret", ca_file=str(tls_dovecot.cert))  # type: ignore[arg-type]
+        await send_mail(settings, compose(sender="bot@example.test", display_name="", to="alice@example.test",
+                                          subject="s", markdown="over tls"))
+        (sent,) = wait_mail(smtp, "alice@example.test")
+        assert smtp.sent[0].login == "bot@example.test" and "over tls" in sent.get_body(("plain",)).get_content()
+    finally:
+        smtp.stop()
