@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from clawgate.channels.base import DeliveryError
@@ -131,12 +132,17 @@ class EmailAdapter(PlatformAdapter):
                                                "day": dt.date.today().isoformat()}))
 
     async def _take(self, box: Mailbox, uid: int) -> None:
-        raw = await box.fetch(uid)
-        if raw is None:
-            return
         s = self.settings
+        fetched = await box.fetch(uid, s.max_message_bytes)
+        if fetched is None:
+            return
+        raw, size = fetched
         mail = read_mail(raw, own_address=s.address, authserv_id=s.authserv_id,
                          fallback_id=f"uid{box.uidvalidity}.{uid}")
+        if size > s.max_message_bytes:
+            mail = replace(mail, text=f"[A mail of {size} bytes arrived, over the {s.max_message_bytes} bytes "
+                                      "this channel reads (channels.email.max_message_bytes); only its subject "
+                                      f"is known: {mail.subject!r}.]", attachments=())
         why = self._never_answer(mail)
         if why:
             self.kit.log.info("email: UID %s not answered: %s", uid, why)

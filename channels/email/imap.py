@@ -120,11 +120,20 @@ class Mailbox:
         found = await self._call(lambda: self._live().search(["ALL"]))
         return max(found, default=0)
 
-    async def fetch(self, uid: int) -> bytes | None:
-        """The whole message, without marking it read; None when it was expunged meanwhile."""
-        data = await self._call(lambda: self._live().fetch([uid], ["BODY.PEEK[]"]))
-        item = data.get(uid)
-        return item.get(b"BODY[]") if item else None
+    async def fetch(self, uid: int, max_bytes: int) -> tuple[bytes, int] | None:
+        """(message, its size) without marking it read; above `max_bytes` only its header is downloaded.
+        None when it was expunged meanwhile."""
+        def work() -> tuple[bytes, int] | None:
+            client = self._live()
+            sizes = client.fetch([uid], ["RFC822.SIZE"])
+            if uid not in sizes:
+                return None
+            size = int(sizes[uid][b"RFC822.SIZE"])
+            part, key = ("BODY.PEEK[]", b"BODY[]") if size <= max_bytes else ("BODY.PEEK[HEADER]", b"BODY[HEADER]")
+            data = client.fetch([uid], [part]).get(uid)
+            return (data[key], size) if data and key in data else None
+
+        return await self._call(work)
 
     async def mark(self, uid: int, flag: bytes) -> None:
         await self._call(lambda: self._live().add_flags([uid], [flag]))

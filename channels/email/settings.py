@@ -45,6 +45,8 @@ class EmailSettings(BaseModel):
     poll_seconds: float = Field(60.0, gt=0, description="how often to look for mail when the server has no IDLE")
     idle_seconds: float = Field(600.0, gt=0, le=1740, description="IDLE is renewed this often (servers drop it at 30 min)")
     timeout_seconds: float = Field(30.0, gt=0, description="one IMAP or SMTP command's deadline")
+    max_message_bytes: int = Field(25 * 1024 * 1024, ge=1024, description=(
+        "a larger incoming mail is not downloaded: the agent is told its sender, subject and size only"))
     max_send_bytes: int = Field(10 * 1024 * 1024, ge=1, description="largest attachment total sent in one mail")
     authserv_id: str = Field("", description=(
         "when set, only mail whose Authentication-Results header from this server id says dmarc=pass "

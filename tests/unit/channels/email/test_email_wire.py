@@ -58,9 +58,9 @@ async def test_mailbox_reads_new_mail_after_a_cursor_without_marking_it_read(dov
         uids = await box.uids_after(last)
         assert uids == [2]
         assert await box.uids_after(2) == []  # "3:*" matches the highest UID (2); it is filtered out
-        raw = await box.fetch(2)
-        assert raw is not None
-        mail = read_mail(raw, own_address=bot)
+        fetched = await box.fetch(2, 10_000)
+        assert fetched is not None
+        mail = read_mail(fetched[0], own_address=bot)
         assert (mail.message_id, mail.sender, mail.text) == ("<new@example.test>", "alice@example.test", "after the cursor")
     finally:
         await box.disconnect()
@@ -71,6 +71,23 @@ async def test_mailbox_reads_new_mail_after_a_cursor_without_marking_it_read(dov
         assert b"\\Seen" not in flags[0]
     finally:
         seen.logout()
+
+
+async def test_an_oversized_mail_is_not_downloaded_only_its_header(dovecot: Dovecot, bot: str) -> None:
+    big = plain_mail("a@example.test", bot, "huge report", "x" * 50_000, "<big@example.test>")
+    dovecot.append(bot, big)
+    box = Mailbox(settings_for(dovecot, bot))
+    await box.connect()
+    try:
+        fetched = await box.fetch(1, 10_000)
+        assert fetched is not None
+        head, size = fetched
+        assert size == len(big) and len(head) < 1000
+        mail = read_mail(head, own_address=bot)
+        assert (mail.subject, mail.sender, mail.text) == ("huge report", "a@example.test", "")
+        assert await box.fetch(99, 10_000) is None
+    finally:
+        await box.disconnect()
 
 
 async def test_idle_wakes_when_mail_arrives(dovecot: Dovecot, bot: str) -> None:
