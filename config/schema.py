@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic import field_validator  # zone checks (cron, heartbeat)
 from pydantic import ValidationInfo
 
+from .access import AccessSettings, GroupPolicy
 from .mcp import McpSettings
 
 
@@ -165,35 +166,20 @@ def _bot_api_url(value: str | None) -> str | None:
     return url if url.endswith("/bot") else url + "/bot"
 
 
-class TelegramSettings(_Section):
+class TelegramSettings(AccessSettings):
+    """[channels.telegram]: the kit's keys (config/access.py) plus the Bot API's."""
+
     enabled: bool | None = None  # None: on when a token is present
     token: str | None = None  # normally from TELEGRAM_BOT_TOKEN
     base_url: str | None = Field(None, description=(
         "a self-hosted Bot API server, with or without the trailing /bot, e.g. http://127.0.0.1:8081"))
-    allow_from: list[str] = Field(default_factory=list)
-    # The person this agent works for (user ids or @usernames): always admitted, the only ones who
-    # may approve risky tool calls, and the only ones whose runs see everyone's data. Paired and
-    # listed users are guests. Empty: approvals are answered through the gateway only.
-    owner: list[str] = Field(default_factory=list)
-    dm_policy: Literal["pairing", "allowlist", "open"] = "pairing"
     poll_timeout_seconds: int = Field(30, ge=0, le=50)
-    # Groups: "allowlist" = only allow_from / paired users may address the bot; "open"; "disabled".
-    group_policy: Literal["allowlist", "open", "disabled"] = "allowlist"
+    # Telegram's default since its first version, kept so existing configs mean what they meant:
+    # groups read only messages addressing the bot, from owners, allow_from and paired users.
+    group_policy: GroupPolicy = "allowlist"
     stall_seconds: float = Field(90.0, gt=0, description="restart polling when no getUpdates call finished for this long")
     request_timeout_seconds: float = Field(20.0, gt=0)
-    send_retries: int = Field(3, ge=0, le=10, description="retries of a send that provably did not reach Telegram")
-    retry_base_seconds: float = Field(1.0, ge=0)
-    typing_interval_seconds: float = Field(5.0, gt=0)
-    progress: bool = Field(True, description="show a status message with the current tool step while working")
-    progress_interval_seconds: float = Field(2.0, ge=0, description="minimum time between edits of the status message")
-    pairing_ttl_seconds: float = Field(3600.0, gt=0)
-    pairing_max_pending: int = Field(50, ge=1, le=10_000, description=(
-        "pending pairing codes kept at once; when full the oldest is replaced, never a new requester refused"))
-    pairing_request_interval_seconds: float = Field(600.0, ge=0, description=(
-        "a user whose pending code was replaced by newer requests gets a new one only this long after the first"))
-    pairing_check_seconds: float = Field(2.0, gt=0, description="how often approvals made by the CLI are noticed")
     ack_reaction: str = Field("👀", max_length=8, description="reaction put on a message once it is accepted; empty: none")
-    files_dir: str = Field("inbox", min_length=1, description="workspace folder for documents users send")
     max_file_bytes: int = Field(CLOUD_FILE_BYTES, ge=1, le=LOCAL_FILE_BYTES, description=(
         "largest document accepted: up to 20 MiB with Telegram's own Bot API (all it serves to bots), "
         "up to 2000 MiB with a self-hosted Bot API server in base_url"))
@@ -221,7 +207,19 @@ class TelegramSettings(_Section):
 
 
 class ChannelSettings(_Section):
+    """[channels]: the built-in Telegram section is typed here; every other `[channels.<name>]` section is
+    kept as a table and validated by its adapter's settings model when the daemon builds the channels
+    (channels/kit/registry.py), since only the installed adapters know their keys."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
+    owner_shared_session: bool = Field(False, description=(
+        "the owner's private chats on every channel share one session (default: one session per channel and chat)"))
+
+    def sections(self) -> dict[str, dict[str, object]]:
+        """The `[channels.<name>]` tables other than telegram, as written."""
+        return {name: dict(value) for name, value in (self.model_extra or {}).items()}
 
 
 class StateSettings(_Section):

@@ -60,14 +60,13 @@ from clawgate.agent.usage.ledger import MeteredProvider, UsageLedger
 from clawgate.agent.usage.store import UsageStore
 from clawgate.channels.base import Channel
 from clawgate.channels.gateway_chat import GatewayChatChannel
-from clawgate.channels.telegram import build as build_telegram
 from clawgate.config.paths import Paths
 from clawgate.config.schema import Settings
 from clawgate.config.token import gateway_token
 from clawgate.workspace.guard import WorkspaceGuard
 from clawgate.workspace.users import Workspaces
 
-from . import __version__
+from . import __version__, chat_channels
 from .api import build_methods
 from .dispatcher import Dispatcher
 from .instance import remove_pid_file
@@ -236,10 +235,9 @@ class App:
         self.events.subscribe(self.server.on_event)
         gateway_chat = GatewayChatChannel(self.server, self.db)
         self.server.backlog = gateway_chat  # a (re)connecting client catches up on the replies it missed
-        self.channels: dict[str, Channel] = {"gateway": gateway_chat}
-        if (telegram := build_telegram(settings.channels.telegram, self.services, self.db,
-                                       workspace=workspace.root, workspaces=workspaces)) is not None:
-            self.channels["telegram"] = telegram
+        self.chat_channels = chat_channels.build(settings.channels, self.services, self.db, workspace=workspace.root,
+                                                 workspaces=workspaces)  # [channels.*] through the registry
+        self.channels: dict[str, Channel] = {"gateway": gateway_chat, **self.chat_channels.runners}
         self.dispatcher = Dispatcher(self.bus, self.channels)
         self._describe_status(workspace)
 

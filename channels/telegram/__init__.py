@@ -1,40 +1,21 @@
-"""Telegram channel (python-telegram-bot): long polling, access control, replies, approvals.
+"""Telegram channel (python-telegram-bot): the Bot API's protocol on the channel kit.
 
-See docs/telegram.md. `build(settings, services, db)` returns the channel when it is enabled
-(by default: whenever a bot token is configured), else None. The channel (and
-python-telegram-bot, a few hundred milliseconds to import) is only imported when it is on.
+See docs/telegram.md. Registered as the `telegram` entry point of the `clawgate.channels` group
+(pyproject.toml), like any third-party channel; the adapter and python-telegram-bot (a few
+hundred milliseconds to import) are only imported when the channel is built.
 """
 
 from __future__ import annotations
 
-import logging
-import sqlite3
-from pathlib import Path
-from typing import TYPE_CHECKING
-
-from clawgate.agent.services import Services
-from clawgate.config.schema import TelegramSettings
-from clawgate.workspace.users import Workspaces
-
-if TYPE_CHECKING:
-    from .channel import TelegramChannel
-
-log = logging.getLogger("clawgate.telegram")
+from typing import Any
 
 
-def build(settings: TelegramSettings, services: Services, db: sqlite3.Connection, *,
-          workspace: Path | None = None, workspaces: Workspaces | None = None) -> TelegramChannel | None:
-    """The Telegram channel, or None when it is off (no token, or enabled = false)."""
-    if settings.enabled is False:
-        return None
-    if not settings.token:
-        if settings.enabled:
-            log.error("channels.telegram.enabled is true but no bot token is set; set TELEGRAM_BOT_TOKEN "
-                      "(from @BotFather) or channels.telegram.token")
-        return None
-    from .channel import TelegramChannel
+def __getattr__(name: str) -> Any:
+    if name == "TelegramAdapter":
+        from .channel import TelegramAdapter
 
-    return TelegramChannel(settings, services, db, workspace=workspace, workspaces=workspaces)
+        return TelegramAdapter
+    raise AttributeError(name)
 
 
-__all__ = ["build"]
+__all__ = ["TelegramAdapter"]

@@ -22,16 +22,13 @@ from telegram.error import BadRequest, ChatMigrated, Forbidden, InvalidToken, Ne
 from telegram.warnings import PTBDeprecationWarning
 
 from clawgate.channels.base import DeliveryError
+from clawgate.channels.kit.adapter import Unconfirmed  # the request may have reached Telegram: not resent
 
 from .render import Chunk
 
 log = logging.getLogger("clawgate.telegram")
 
 _UNSENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
-
-
-class Unconfirmed(Exception):
-    """The request may or may not have reached Telegram; resending could duplicate it."""
 
 
 def retry_seconds(exc: RetryAfter) -> float:

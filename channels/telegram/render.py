@@ -3,9 +3,9 @@
 Why entities and not HTML: telegramify-markdown parses Markdown with a real CommonMark parser
 (pulldown-cmark) and returns plain text with MessageEntity offsets in UTF-16 units, so there is
 no markup for Telegram to reject and no escaping to get wrong. Splitting happens on the
-Markdown source, before conversion: paragraphs first, then lines, then spaces; a fenced code
-block stays whole whenever it fits in one message and is re-fenced piece by piece when it does
-not. Each piece is converted on its own, so no entity ever spans two messages. No I/O here.
+Markdown source, before conversion, with the kit's block-aware chunker (channels/kit/markdown.py),
+counting UTF-16 units as Telegram does; each piece is converted on its own, so no entity ever
+spans two messages. No I/O here.
 
 One adjustment: raw HTML in a reply ("Usage: tool <input>", "List<String>") is text the model
 meant to show, but CommonMark reads it as markup that the converter would drop; the ranges the
@@ -14,12 +14,12 @@ parser itself reports as HTML get their "<" backslash-escaped, so they arrive as
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
 from typing import Any
 
 import pyromark  # telegramify-markdown's own parser (a dependency of it)
 from telegramify_markdown import convert
+
+from clawgate.channels.kit.markdown import hard_split, split_markdown as kit_split
 
 try:
     from telegramify_markdown.converter import STANDARD_OPTIONS as _OPTIONS
@@ -28,16 +28,24 @@ except ImportError:  # keep working if the library moves its constant
                 | pyromark.Options.ENABLE_TASKLISTS | pyromark.Options.ENABLE_MATH)
 
 MAX_CHARS = 4096
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
 
-@dataclass(frozen=True)
-class Chunk:
-    """One sendable message: `text` with `entities` (Bot API dicts), and the Markdown it came from."""
+class Chunk(str):
+    """One sendable message: its text (the string itself) with `entities` (Bot API dicts), and the
+    Markdown it came from. A str, so the kit handles it like any platform's rendered chunk."""
 
-    text: str
-    entities: list[dict[str, Any]] = field(default_factory=list)
-    source: str = ""
+    entities: list[dict[str, Any]]
+    source: str
+
+    def __new__(cls, text: str = "", entities: list[dict[str, Any]] | None = None, source: str = "") -> "Chunk":
+        chunk = super().__new__(cls, text)
+        chunk.entities = list(entities or [])
+        chunk.source = source
+        return chunk
+
+    @property
+    def text(self) -> str:
+        return str.__str__(self)
 
 
 def tg_length(text: str) -> int:
@@ -97,107 +105,10 @@ def _entity_dict(entity: Any) -> dict[str, Any]:
     return {k: v for k, v in data.items() if v is not None}
 
 
-# splitting -------------------------------------------------------------------------------
 def split_markdown(markdown: str, limit: int = MAX_CHARS) -> list[str]:
-    """Pieces of at most `limit` characters, cut at paragraph, then line, then word boundaries."""
-    text = markdown.replace("\r\n", "\n").strip("\n")
-    if tg_length(text) <= limit:
-        return [text] if text.strip() else []
-    pieces: list[str] = []
-    current = ""
-    for block in _blocks(text):
-        for part in _fit_block(block, limit):
-            joined = f"{current}\n\n{part}" if current else part
-            if tg_length(joined) <= limit:
-                current = joined
-            else:
-                if current:
-                    pieces.append(current)
-                current = part
-    if current:
-        pieces.append(current)
-    return pieces
-
-
-def _blocks(text: str) -> list[str]:
-    """Paragraphs separated by blank lines; a fenced code block is one block, blank lines and all."""
-    blocks: list[str] = []
-    lines: list[str] = []
-    fence: str | None = None
-    for line in text.split("\n"):
-        match = _FENCE.match(line)
-        if fence is None:
-            if match:
-                if lines:
-                    blocks.append("\n".join(lines))
-                lines, fence = [line], match.group(1)
-            elif line.strip():
-                lines.append(line)
-            elif lines:
-                blocks.append("\n".join(lines))
-                lines = []
-        else:
-            lines.append(line)
-            closing = match.group(1) if match else ""
-            if closing[:1] == fence[0] and len(closing) >= len(fence) and not line.strip()[len(closing):]:
-                blocks.append("\n".join(lines))
-                lines, fence = [], None
-    if lines:
-        blocks.append("\n".join(lines))
-    return blocks
-
-
-def _fit_block(block: str, limit: int) -> list[str]:
-    """One block as parts that each fit: whole if possible, else by lines (code re-fenced)."""
-    if tg_length(block) <= limit:
-        return [block]
-    lines = block.split("\n")
-    match = _FENCE.match(lines[0])
-    if match:
-        opener = lines[0]
-        closer = match.group(1)
-        body = lines[1:-1] if len(lines) > 1 and lines[-1].strip() == closer else lines[1:]
-        budget = limit - tg_length(opener) - tg_length(closer) - 2
-        if budget < 64:  # an absurd fence line: treat the block as plain lines
-            return _pack(lines, limit, "\n")
-        return [f"{opener}\n{part}\n{closer}" for part in _pack(body, budget, "\n")]
-    return _pack(lines, limit, "\n")
-
-
-def _pack(units: list[str], limit: int, sep: str) -> list[str]:
-    """Greedily join `units` with `sep` into parts of at most `limit`; over-long units are cut at spaces."""
-    parts: list[str] = []
-    current: str | None = None
-    for unit in units:
-        for piece in ([unit] if tg_length(unit) <= limit else _split_words(unit, limit)):
-            joined = piece if current is None else f"{current}{sep}{piece}"
-            if tg_length(joined) <= limit:
-                current = joined
-            else:
-                if current is not None:
-                    parts.append(current)
-                current = piece
-    if current is not None:
-        parts.append(current)
-    return [p for p in parts if p.strip()] or parts[:1]
-
-
-def _split_words(line: str, limit: int) -> list[str]:
-    words = line.split(" ")
-    if any(tg_length(w) > limit for w in words):
-        return _hard_split(line, limit)
-    return _pack(words, limit, " ")
+    """The kit's block-aware chunker, counting as Telegram does (UTF-16 units)."""
+    return kit_split(markdown, limit, tg_length)
 
 
 def _hard_split(text: str, limit: int) -> list[str]:
-    """Last resort for a single unbroken run: cut by length (UTF-16 safe)."""
-    parts: list[str] = []
-    start = size = 0
-    for index, char in enumerate(text):
-        width = 2 if ord(char) > 0xFFFF else 1
-        if size + width > limit:
-            parts.append(text[start:index])
-            start, size = index, 0
-        size += width
-    parts.append(text[start:])
-    return [p for p in parts if p]
+    return hard_split(text, limit, tg_length)

@@ -294,7 +294,7 @@ def test_memory_search_leaves_out_memory_files_linked_out_of_the_workspace(tmp_p
 
 
 def test_a_received_telegram_file_is_never_written_through_a_link_out(tmp_path: Path) -> None:
-    from clawgate.channels.telegram.media import _write
+    from clawgate.channels.kit.files import write_file as _write
 
     out = outside_dir(tmp_path)
     before = state_of(out)

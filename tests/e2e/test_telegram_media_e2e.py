@@ -12,7 +12,7 @@ import sqlite3
 import urllib.error
 import urllib.request
 
-from clawgate.channels.telegram.media import VOICE_REFUSAL
+from clawgate.channels.kit.files import VOICE_REFUSAL
 from clawgate.channels.telegram.webhook import WebhookServer, default_secret
 from tests.fakes.anthropic_api import FakeAnthropic, text
 from tests.fakes.telegram_api import FakeTelegram

@@ -31,7 +31,7 @@ def test_imports_only_go_down_the_layers(tmp_path: Path) -> None:
         (tmp_path / "clawgate" / package).symlink_to(ROOT / package)
     result = linted(tmp_path, ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "2 kept, 0 broken" in result.stdout
+    assert "3 kept, 0 broken" in result.stdout
 
 
 def test_the_contract_catches_an_upward_import(tmp_path: Path) -> None:
@@ -68,3 +68,19 @@ def test_the_agent_contract_catches_an_upward_import(tmp_path: Path) -> None:
     result = linted(tmp_path, ROOT)
     assert result.returncode != 0
     assert "clawgate.agent.core.errors -> clawgate.agent.loop" in result.stdout
+
+
+def test_the_channels_contract_catches_a_channel_importing_the_command_module(tmp_path: Path) -> None:
+    """Channels get commands and session keys from the kit's ChannelServices, never from agent internals."""
+    (tmp_path / "clawgate").mkdir()
+    (tmp_path / "clawgate" / "__init__.py").write_text("")
+    for package in PACKAGES:
+        if package != "channels":
+            (tmp_path / "clawgate" / package).symlink_to(ROOT / package)
+    channels = tmp_path / "clawgate" / "channels"
+    subprocess.run(["cp", "-r", str(ROOT / "channels"), str(channels)], check=True)
+    with (channels / "kit" / "commands.py").open("a") as f:
+        f.write("\nfrom clawgate.agent.commands import NAMES  # noqa: E402\n")
+    result = linted(tmp_path, ROOT)
+    assert result.returncode != 0
+    assert "clawgate.channels.kit.commands -> clawgate.agent.commands" in result.stdout

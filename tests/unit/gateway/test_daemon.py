@@ -48,4 +48,4 @@ async def test_shutdown_runs_in_reverse_and_releases_the_telegram_client(tmp_pat
         app._stopped.set()
         assert await asyncio.wait_for(running, 30) is False
     assert steps[0] == "stop" and "close" in steps  # input stopped first, the client released after
-    assert telegram.bot._requests_initialized is False  # Bot.shutdown() ran: its HTTP clients are closed
+    assert telegram.adapter.bot._requests_initialized is False  # Bot.shutdown() ran: its HTTP clients are closed

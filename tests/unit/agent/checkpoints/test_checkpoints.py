@@ -14,7 +14,7 @@ from clawgate.agent.commands import COMMANDS, CommandRouter
 from clawgate.agent.core.events import EventHub
 from clawgate.agent.session import Session, SessionManager
 from clawgate.agent.tasks.store import Step, Task, TaskStore
-from clawgate.channels.telegram.access import read_message
+from clawgate.channels.kit.commands import parse_command
 from clawgate.config.schema import CheckpointSettings
 from tests import checkpoint_rows as rows
 
@@ -189,7 +189,7 @@ def test_undo_goes_back_n_steps_and_asks_before_irreversible_effects(tmp_path: P
     router = CommandRouter(agent_name="t", sessions=None, tasks=None, status=None,  # type: ignore[arg-type]
                            checkpoints=rig.service)
     assert "undo" in dict(COMMANDS)  # Telegram's command list is this table
-    assert read_message("/undo 2", private=True, bot_username="b", mentioned=False, reply_to_bot=False).args == "2"
+    assert parse_command("/undo 2", dict(COMMANDS), "b") == ("undo", "2")
     assert "no completed task step" in (router.handle("undo", "s") or "")
     rig.user("s", "do it")
     task = rig.plan("s", 3)

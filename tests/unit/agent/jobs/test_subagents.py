@@ -25,7 +25,7 @@ from clawgate.agent.jobs.subagents import Subagents, child_key
 from clawgate.agent.tools import ToolRegistry
 from clawgate.agent.jobs.spawn_tool import Spawn
 from clawgate.agent.toolset import default_tools
-from clawgate.channels.telegram.access import parse_session_key
+from clawgate.channels.kit.keys import parse_session_key
 from clawgate.config.schema import Settings, SubagentSettings
 from clawgate.workspace.guard import WorkspaceGuard
 from tests.waiting import wait_until_async
@@ -190,7 +190,7 @@ async def test_withheld_tools_are_refused_with_the_reason(tmp_path: Path) -> Non
 def test_child_keys_are_stable_valid_and_not_a_channels_key() -> None:
     key = child_key("telegram:123", "toolu_1")
     assert key == child_key("telegram:123", "toolu_1") != child_key("telegram:123", "toolu_2")
-    assert key.startswith("sub-") and key.endswith("@telegram:123") and parse_session_key(key) is None
+    assert key.startswith("sub-") and key.endswith("@telegram:123") and parse_session_key(key, "telegram") is None
     long_parent = "x" * 200
     assert check_session_key(child_key(long_parent, "toolu_1")) == child_key(long_parent, "toolu_1")
 

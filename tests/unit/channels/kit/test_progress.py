@@ -1,14 +1,19 @@
-"""Typing and the status message, driven by hub events, against recording chat operations (no network)."""
+"""The kit's typing and status message, driven by hub events, against recording chat operations (no network)."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
-from clawgate.channels.telegram.progress import Progress
+from clawgate.channels.kit.keys import parse_session_key
+from clawgate.channels.kit.progress import Progress
 from tests.waiting import wait_until_async
 
 KEY, CHAT = "telegram:9", "9"
+
+
+def locate(key: str) -> tuple[str, str | None] | None:
+    return parse_session_key(key, "telegram")
 
 
 class Ops:
@@ -19,23 +24,22 @@ class Ops:
         self.post_gate = asyncio.Event()  # cleared: a post waits (a test acts while it is under way)
         self.post_gate.set()
 
-    async def typing(self, chat_id: str, thread_id: int | None) -> None:
+    async def typing(self, chat_id: str, thread_id: str | None) -> None:
         self.calls.append(("typing", chat_id))
 
-    async def post(self, chat_id: str, text: str, thread_id: int | None, *, markup: Any = None,
-                   html: bool = False) -> int | None:
+    async def post(self, chat_id: str, text: str, thread_id: str | None) -> str | None:
         self.post_started.set()
         await self.post_gate.wait()
         await asyncio.sleep(0.01)  # a real call takes time: events keep arriving meanwhile
         self.next_id += 1
         self.calls.append(("post", text))
-        return self.next_id
+        return str(self.next_id)
 
-    async def edit(self, chat_id: str, message_id: int, text: str, *, html: bool = False) -> bool:
+    async def edit(self, chat_id: str, message_id: str, text: str) -> bool:
         self.calls.append(("edit", text))
         return True
 
-    async def delete(self, chat_id: str, message_id: int) -> None:
+    async def delete(self, chat_id: str, message_id: str) -> None:
         self.calls.append(("delete", message_id))
 
     def kinds(self, kind: str) -> list[Any]:
@@ -73,7 +77,7 @@ def tool(step: str) -> dict[str, Any]:
 
 async def test_typing_repeats_while_busy_and_stops_with_the_run() -> None:
     ops, busy, t = Ops(), {KEY}, FakeTime()
-    progress = Progress(ops, lambda key: key in busy, typing_interval=5, clock=t.clock, sleep=t.sleep)
+    progress = Progress(ops, locate=locate, busy=lambda key: key in busy, typing_interval=5, clock=t.clock, sleep=t.sleep)
     progress.started(KEY, CHAT, None, "run1")
     await wait_until_async(lambda: len(ops.kinds("typing")) == 1, "the first typing")
     for n in (2, 3):
@@ -89,7 +93,7 @@ async def test_typing_repeats_while_busy_and_stops_with_the_run() -> None:
 
 async def test_a_new_message_shows_typing_at_once() -> None:
     ops, t = Ops(), FakeTime()
-    progress = Progress(ops, lambda key: True, typing_interval=10, clock=t.clock, sleep=t.sleep)
+    progress = Progress(ops, locate=locate, busy=lambda key: True, typing_interval=10, clock=t.clock, sleep=t.sleep)
     progress.started(KEY, CHAT, None, "run1")
     await wait_until_async(lambda: len(ops.kinds("typing")) == 1, "the first typing")
     t.now += 2  # the typing loop still sleeps (nothing wakes it): typing must not wait for it
@@ -100,7 +104,7 @@ async def test_a_new_message_shows_typing_at_once() -> None:
 
 async def test_status_message_is_posted_once_edits_coalesce_and_it_is_removed() -> None:
     ops, t = Ops(), FakeTime()
-    progress = Progress(ops, lambda key: True, typing_interval=10, edit_interval=2, clock=t.clock, sleep=t.sleep)
+    progress = Progress(ops, locate=locate, busy=lambda key: True, typing_interval=10, edit_interval=2, clock=t.clock, sleep=t.sleep)
     progress.on_event(tool("read_file"))
     await wait_until_async(lambda: ops.kinds("post"), "the status message")
     for step in ("list_dir", "exec", "write_file"):  # within one edit interval
@@ -112,7 +116,7 @@ async def test_status_message_is_posted_once_edits_coalesce_and_it_is_removed() 
     assert len(ops.kinds("edit")) == 1 and "step 4: write_file" in ops.kinds("edit")[0]  # only the latest
     progress.on_event({"type": "run_end", "session": KEY, "run_id": "r"})
     await wait_until_async(lambda: ops.kinds("delete"), "the status message deleted")
-    assert ops.kinds("delete") == [101]
+    assert ops.kinds("delete") == ["101"]
     progress.on_event(tool("exec"))  # the next run gets a fresh status message, numbered from 1
     await wait_until_async(lambda: len(ops.kinds("post")) == 2, "a fresh status message")
     assert ops.kinds("post")[-1].startswith("⚙️ Working… step 1: exec")
@@ -121,7 +125,7 @@ async def test_status_message_is_posted_once_edits_coalesce_and_it_is_removed() 
 
 async def test_a_run_that_ends_while_the_status_is_being_posted_leaves_nothing_behind() -> None:
     ops = Ops()
-    progress = Progress(ops, lambda key: True, typing_interval=10)
+    progress = Progress(ops, locate=locate, busy=lambda key: True, typing_interval=10)
     progress.on_event(tool("exec"))
     progress.on_event({"type": "run_end", "session": KEY, "run_id": "r"})  # a quick run: nothing is shown at all
     await wait_until_async(lambda: progress._sessions == {}, "the session forgotten")
@@ -140,7 +144,7 @@ async def test_a_run_that_ends_while_the_status_is_being_posted_leaves_nothing_b
 
 async def test_a_background_job_stays_listed_after_the_run_until_it_ends() -> None:
     ops = Ops()
-    progress = Progress(ops, lambda key: True, typing_interval=10, edit_interval=0.05)
+    progress = Progress(ops, locate=locate, busy=lambda key: True, typing_interval=10, edit_interval=0.05)
     progress.on_event(tool("exec"))
     progress.on_event({"type": "bg_job_start", "session": KEY, "job": "bg-3", "tool": "exec", "summary": "make test"})
     await wait_until_async(lambda: any("bg-3" in t for t in ops.kinds("post") + ops.kinds("edit")), "the job listed")

@@ -1,10 +1,11 @@
-"""While the agent works on a Telegram chat: a typing indicator, and a status message with the step.
+"""While the agent works on a chat: a typing indicator, and a status message with the step.
 
 Driven by the event hub (`tool_start`, `run_end`, and `bg_job_start` / `bg_job_end` for background
 jobs, which stay listed after the run ended until they end), so the loop knows nothing of Telegram. The
 status message is reconciled by one worker per session: events only change the wanted text,
-the worker sends, edits (at most once per `edit_interval`, Telegram's limits) or deletes it,
-so bursts of tool calls coalesce into few edits and no call races another.
+the worker sends, edits (at most once per `edit_interval`, the platforms' limits) or deletes it,
+so bursts of tool calls coalesce into few edits and no call races another. A platform that cannot
+edit gets typing only (the kit passes status_messages=False).
 """
 
 from __future__ import annotations
@@ -17,32 +18,30 @@ from typing import Any, Awaitable, Callable, Protocol
 
 from clawgate.agent.core.redact import redact
 
-from .access import parse_session_key
-
-log = logging.getLogger("clawgate.telegram")
+log = logging.getLogger("clawgate.channels")
+Locate = Callable[[str], "tuple[str, str | None] | None"]  # session key -> (chat id, thread id) of this channel
 
 
 class ChatOps(Protocol):
     """Best-effort chat operations (failures are logged by the implementation, never raised)."""
 
-    async def typing(self, chat_id: str, thread_id: int | None) -> None: ...
-    async def post(self, chat_id: str, text: str, thread_id: int | None, *, markup: Any = None,
-                   html: bool = False) -> int | None: ...
-    async def edit(self, chat_id: str, message_id: int, text: str, *, html: bool = False) -> bool: ...
-    async def delete(self, chat_id: str, message_id: int) -> None: ...
+    async def typing(self, chat_id: str, thread_id: str | None) -> None: ...
+    async def post(self, chat_id: str, text: str, thread_id: str | None) -> str | None: ...
+    async def edit(self, chat_id: str, message_id: str, text: str) -> bool: ...
+    async def delete(self, chat_id: str, message_id: str) -> None: ...
 
 
 @dataclass
 class _Session:
     chat_id: str
-    thread_id: int | None
+    thread_id: str | None
     runs: set[str] = field(default_factory=set)
     steps: int = 0
     step: str | None = None  # the running turn's current step line
     jobs: dict[str, str] = field(default_factory=dict)  # background job id -> its line
     wanted: str | None = None  # status text that should be shown; None: no status message
     shown: str | None = None
-    message_id: int | None = None
+    message_id: str | None = None
     last_edit: float = 0.0
     typed_at: float = float("-inf")
     typing: asyncio.Task[None] | None = None
@@ -50,12 +49,13 @@ class _Session:
 
 
 class Progress:
-    def __init__(self, ops: ChatOps, busy: Callable[[str], bool], *, typing_interval: float = 5.0,
+    def __init__(self, ops: ChatOps, busy: Callable[[str], bool], *, locate: Locate, typing_interval: float = 5.0,
                  edit_interval: float = 2.0, status_messages: bool = True,
                  clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self.ops = ops
         self.busy = busy
+        self.locate = locate
         self.typing_interval = typing_interval
         self.edit_interval = edit_interval
         self.status_messages = status_messages
@@ -63,7 +63,7 @@ class Progress:
         self._sleep = sleep
         self._sessions: dict[str, _Session] = {}
 
-    def started(self, key: str, chat_id: str, thread_id: int | None, run_id: str) -> None:
+    def started(self, key: str, chat_id: str, thread_id: str | None, run_id: str) -> None:
         """A message for `key` was accepted: show typing until its run ends."""
         state = self._sessions.get(key)
         if state is None:
@@ -74,20 +74,24 @@ class Progress:
             state.typing.cancel()  # type: ignore[union-attr]
             alive = False
         if not alive:
-            state.typing = asyncio.create_task(self._type(key, state), name=f"telegram-typing:{key}")
+            state.typing = asyncio.create_task(self._type(key, state), name=f"typing:{key}")
 
     def on_event(self, event: dict[str, Any]) -> None:
         """Event hub subscriber (synchronous, so it only records and wakes the worker)."""
         if event["type"] not in ("tool_start", "run_end", "bg_job_start", "bg_job_end"):
             return  # text deltas and the rest: cheap to ignore
         key = event.get("session")
-        if not isinstance(key, str) or parse_session_key(key) is None:
+        if not isinstance(key, str):
             return
         state = self._sessions.get(key)
+        if state is None and (event["type"] not in ("tool_start", "bg_job_start") or not self.status_messages):
+            return
         if event["type"] in ("tool_start", "bg_job_start") and self.status_messages:
             if state is None:  # a run we did not see start (replayed after a restart)
-                chat_id, thread_id = parse_session_key(key)  # type: ignore[misc]
-                state = self._sessions[key] = _Session(chat_id, thread_id)
+                where = self.locate(key)
+                if where is None:
+                    return  # another channel's session
+                state = self._sessions[key] = _Session(*where)
             summary = redact(str(event.get("summary") or ""))[:160]
             if event["type"] == "bg_job_start":
                 state.jobs[str(event.get("job"))] = f"⏳ In the background: job {event.get('job')}" + \
@@ -131,7 +135,7 @@ class Progress:
     # status message ------------------------------------------------------------------------
     def _kick(self, key: str, state: _Session) -> None:
         if state.worker is None or state.worker.done():
-            state.worker = asyncio.create_task(self._reconcile(key, state), name=f"telegram-status:{key}")
+            state.worker = asyncio.create_task(self._reconcile(key, state), name=f"status:{key}")
 
     async def _reconcile(self, key: str, state: _Session) -> None:
         while state.wanted != state.shown or (state.wanted is None and state.message_id is not None):

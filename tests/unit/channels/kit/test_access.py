@@ -1,4 +1,4 @@
-"""Access decisions, addressing rules and pairing codes, without any network."""
+"""The kit's access decisions, command addressing, session keys and pairing codes, without any network."""
 
 from __future__ import annotations
 
@@ -6,9 +6,11 @@ import sqlite3
 
 import pytest
 
-from clawgate.channels.telegram.access import (AccessPolicy, Sender, Verdict, decide, may_approve, parse_session_key,
-                                      read_message, session_key)
-from clawgate.channels.telegram.pairing import ALPHABET, CODE_LENGTH, PairingError, PairingStore
+from clawgate.channels.kit.access import AccessPolicy, AccessSettings, Sender, Verdict, decide, may_approve
+from clawgate.channels.kit.commands import for_another_bot, parse_command
+from clawgate.channels.kit.keys import parse_session_key, session_key
+from clawgate.channels.kit.pairing import ALPHABET, CODE_LENGTH, PairingError, PairingStore
+from clawgate.channels.telegram.channel import strip_mention
 
 BOT = "clawgate_test_bot"
 ALICE = Sender("111", "Alice")
@@ -69,28 +71,60 @@ def test_owners_are_always_admitted_unless_groups_are_off() -> None:
     assert decide(off, ALICE, private=False, paired=False, refused_before=False) is Verdict.IGNORE
 
 
-@pytest.mark.parametrize("text, private, mentioned, reply, expected", [
-    ("hello", True, False, False, (True, "hello", None)),
-    ("hello", False, False, False, (False, "hello", None)),
-    (f"@{BOT} hello there", False, True, False, (True, "hello there", None)),
-    (f"hey @{BOT.upper()}, look", False, True, False, (True, "hey , look", None)),
-    ("and then?", False, False, True, (True, "and then?", None)),
-    ("/new", True, False, False, (True, "/new", "new")),
-    (f"/STOP@{BOT}", False, False, False, (True, f"/STOP@{BOT}", "stop")),
-    ("/stop", False, False, False, (True, "/stop", "stop")),
-    ("/stop@other_bot", False, False, False, (False, "/stop@other_bot", None)),
-    ("/translate this please", True, False, False, (True, "/translate this please", None)),  # not ours: text
+NAMES = ("new", "stop", "status")
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("hello", None),
+    ("/new", ("new", "")),
+    (f"/STOP@{BOT}", ("stop", "")),
+    ("/stop", ("stop", "")),  # a bare `/cmd` in a group is for every bot there, us included
+    ("/stop@other_bot", None),
+    ("/status  now please", ("status", "now please")),
+    ("/translate this please", None),  # not ours: ordinary text for the model
 ])
-def test_addressing(text: str, private: bool, mentioned: bool, reply: bool, expected: tuple) -> None:
-    got = read_message(text, private=private, bot_username=BOT, mentioned=mentioned, reply_to_bot=reply)
-    assert (got.for_us, got.text, got.command) == expected
+def test_commands(text: str, expected: tuple[str, str] | None) -> None:
+    assert parse_command(text, NAMES, BOT) == expected
+
+
+def test_a_command_for_another_bot_is_not_ours_to_read() -> None:
+    assert for_another_bot("/stop@other_bot", BOT) and for_another_bot("/anything@other_bot now", BOT)
+    assert not for_another_bot(f"/stop@{BOT}", BOT) and not for_another_bot("/stop", BOT)
+    assert not for_another_bot("hello @other_bot", BOT)
+
+
+def test_the_bots_own_mention_is_removed() -> None:
+    assert strip_mention(f"@{BOT} hello there", BOT) == "hello there"
+    assert strip_mention(f"hey @{BOT.upper()}, look", BOT) == "hey , look"
+    assert strip_mention(f"@{BOT}x stays", BOT) == f"@{BOT}x stays"
+
+
+@pytest.mark.parametrize("group, dm, known, expected", [
+    ("mention", "pairing", False, Verdict.REFUSE),  # a stranger mentioning the bot: the DM rules say no
+    ("mention", "pairing", True, Verdict.ADMIT),
+    ("mention", "open", False, Verdict.ADMIT),  # whoever a DM admits
+    ("allowlist", "open", False, Verdict.REFUSE),  # Telegram's old default keeps its meaning
+    ("allowlist", "open", True, Verdict.ADMIT),
+    ("open", "allowlist", False, Verdict.ADMIT),
+    ("disabled", "open", True, Verdict.IGNORE),
+])
+def test_the_group_matrix(group: str, dm: str, known: bool, expected: Verdict) -> None:
+    policy = AccessPolicy.build(dm, group, ("111",) if known else ())  # type: ignore[arg-type]
+    assert decide(policy, ALICE, private=False, paired=False, refused_before=False) is expected
+
+
+def test_private_chats_can_be_disabled_except_for_owners() -> None:
+    policy = AccessPolicy.build("disabled", "mention", ("111",), owners=("222",))
+    assert decide(policy, ALICE, private=True, paired=True, refused_before=False) is Verdict.IGNORE
+    assert decide(policy, BOB, private=True, paired=False, refused_before=False) is Verdict.ADMIT
 
 
 def test_session_keys_round_trip() -> None:
-    assert session_key(42) == "telegram:42" and session_key(-100123, 7) == "telegram:-100123:7"
-    assert parse_session_key("telegram:-100123:7") == ("-100123", 7)
-    assert parse_session_key("telegram:42") == ("42", None)
-    assert parse_session_key("main") is None and parse_session_key("cron:job") is None
+    assert session_key("telegram", 42) == "telegram:42" and session_key("telegram", -100123, 7) == "telegram:-100123:7"
+    assert parse_session_key("telegram:-100123:7", "telegram") == ("-100123", "7")
+    assert parse_session_key("telegram:42", "telegram") == ("42", None)
+    assert parse_session_key("main", "telegram") is None and parse_session_key("cron:job", "telegram") is None
+    assert parse_session_key("discord:42", "telegram") is None
 
 
 # pairing codes ---------------------------------------------------------------------------------------
@@ -170,7 +204,7 @@ def test_codes_expire(pairing: PairingStore, clock: Clock) -> None:
 def test_the_default_cap_leaves_room_for_real_users() -> None:
     from clawgate.config.schema import TelegramSettings
 
-    assert TelegramSettings().pairing_max_pending >= 50
+    assert TelegramSettings().pairing_max_pending >= 50 and AccessSettings().pairing_max_pending >= 50
 
 
 def test_approve_admits_once_and_accepts_sloppy_typing(pairing: PairingStore) -> None:

@@ -1,4 +1,4 @@
-"""Pairing codes: how the owner admits an unknown user, kept in the daemon's SQLite database.
+"""Pairing codes: how the owner admits an unknown user of any channel, kept in the daemon's SQLite database.
 
 Own tables in the same file as the inbox, so `clawgate pairing list|approve` works whether or
 not the daemon runs: the CLI writes, the running daemon reads on every message (WAL mode lets
@@ -20,32 +20,11 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from .store import create_pairing_tables
+
 ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
 CODE_LENGTH = 8
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS pairing_requests (
-    channel TEXT NOT NULL,
-    code TEXT NOT NULL,
-    user_id TEXT NOT NULL,
-    username TEXT,
-    chat_id TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    expires_at REAL NOT NULL,
-    status TEXT NOT NULL DEFAULT 'pending',   -- pending | approved | replaced (pushed out by newer ones)
-    code_sent INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (channel, code)
-);
-CREATE TABLE IF NOT EXISTS pairing_allowed (
-    channel TEXT NOT NULL,
-    user_id TEXT NOT NULL,
-    username TEXT,
-    chat_id TEXT,
-    approved_at REAL NOT NULL,
-    notified INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (channel, user_id)
-);
-"""
 
 
 class PairingError(Exception):
@@ -80,7 +59,7 @@ class PairingStore:
         self.max_pending = max_pending
         self.interval = interval_seconds
         self.clock = clock
-        db.executescript(SCHEMA)
+        create_pairing_tables(db)
 
     # asked by the daemon on each message -------------------------------------------------
     def is_paired(self, channel: str, user_id: str) -> bool:

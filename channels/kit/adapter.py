@@ -1,0 +1,156 @@
+"""What a platform implements: the adapter contract every channel package fills in.
+
+A channel package is only its platform's protocol: connect, receive events (turned into
+`Incoming`), render Markdown for the platform, send one chunk. Access, pairing, commands,
+dedupe, files, retries, chunk progress, typing/status and approval prompts are the kit's
+(channels/kit/), written once. How to write one: docs/channels.md.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Literal
+
+from pydantic import BaseModel
+
+from clawgate.channels.base import DeliveryError
+
+from .access import Sender
+
+if TYPE_CHECKING:
+    from .kit import ChannelKit
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What the platform offers; the kit uses what is there and falls back where it is not."""
+
+    max_chars: int  # one message's limit after rendering; 0: no limit (email)
+    edit: bool = False  # edit_text / delete exist: the status line is edited in place
+    typing: bool = False
+    buttons: bool = False  # send_approval() shows buttons; the adapter calls kit.approval_answer()
+    threads: bool = False
+    native_commands: bool = False  # register_commands() exists
+    dm_is_user_id: bool = False  # a user's id also names the private chat with them (Telegram)
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a message goes. `reply_to` is set on the first chunk of a reply only (the message it answers)."""
+
+    chat_id: str
+    thread_id: str | None = None
+    reply_to: str | None = None
+
+
+@dataclass(frozen=True)
+class IncomingFile:
+    """A file a message carries, fetched only once the sender was admitted (strangers cost no download).
+
+    `kind`: "file" is saved in the sender's workspace inbox; "image" goes to the model as an image
+    (too large: a refusal); "voice" is transcribed when transcription is set up, else refused."""
+
+    name: str | None
+    size: int | None
+    mime: str | None
+    fetch: Callable[[], Awaitable[bytes]]
+    kind: Literal["file", "image", "voice"] = "file"
+
+
+@dataclass(frozen=True)
+class Incoming:
+    """One platform message, normalised. The adapter fills it; the kit decides everything else."""
+
+    message_id: str  # the platform's id, stable across redelivery (the dedupe key)
+    chat_id: str
+    sender: Sender
+    private: bool  # a DM / 1:1 room
+    text: str  # the bot's own mention already removed by the adapter
+    addressed: bool  # private, or the bot was mentioned / replied to (platform rules)
+    thread_id: str | None = None
+    files: tuple[IncomingFile, ...] = ()
+    sender_is_bot: bool = False  # dropped by the kit (no bot loops)
+    metadata: dict[str, Any] = field(default_factory=dict)  # platform extras kept on the InboundMessage
+    unreadable: bool = False  # a kind of message the platform sent that carries nothing readable (a sticker)
+
+
+class ChannelAuthError(Exception):
+    """The platform refuses our credentials: one line naming the fix; not retried until a restart."""
+
+
+class ChannelUnavailable(Exception):
+    """The platform is down or unreachable: the runner retries with backoff."""
+
+
+class Unconfirmed(Exception):
+    """A send may or may not have reached the platform (a timeout after the request went out):
+    the kit counts the chunk as sent rather than risk a duplicate."""
+
+
+class PlatformAdapter(ABC):
+    name: ClassVar[str]  # "discord": also the entry-point name and the [channels.<name>] section
+    settings_model: ClassVar[type[BaseModel]]  # subclass of AccessSettings
+    capabilities: ClassVar[Capabilities]
+
+    def __init__(self, settings: BaseModel, kit: "ChannelKit") -> None:
+        self.settings = settings
+        self.kit = kit
+
+    @classmethod
+    def enabled(cls, settings: BaseModel) -> bool:
+        """Whether to run with these settings: `enabled` when set, else on once the section exists.
+        Telegram overrides this (on when a token is present)."""
+        return getattr(settings, "enabled", None) is not False
+
+    @abstractmethod
+    async def connect(self) -> None:
+        """Authenticate and get ready to receive. Raise ChannelAuthError / ChannelUnavailable."""
+
+    @abstractmethod
+    async def run(self) -> None:
+        """Receive until cancelled: for each event build Incoming, `await kit.receive(incoming)`, and
+        acknowledge the platform only after that returned. Raise ChannelUnavailable on a lost connection."""
+
+    @abstractmethod
+    async def disconnect(self) -> None:
+        """Release clients and sockets; safe to call twice and after a failed connect."""
+
+    @abstractmethod
+    def render(self, markdown: str) -> list[str]:
+        """Markdown -> the platform's format, chunks under capabilities.max_chars (kit.markdown.split_markdown
+        first, then a well-kept converter per chunk). A chunk may be a str subclass carrying more (entities)."""
+
+    @abstractmethod
+    async def send_text(self, target: Target, text: str) -> str:
+        """Send one rendered chunk; return the platform message id.
+        Raise DeliveryError(permanent=..., retry_after=...) or Unconfirmed."""
+
+    # optional, per capabilities --------------------------------------------------------------
+    async def typing(self, target: Target) -> None:
+        """Show 'typing…' (capabilities.typing)."""
+        return None
+
+    async def edit_text(self, target: Target, message_id: str, text: str) -> None:
+        """Replace a sent message's text (capabilities.edit); buttons on it go away."""
+        raise NotImplementedError
+
+    async def delete(self, target: Target, message_id: str) -> None:
+        """Delete a sent message (capabilities.edit)."""
+        raise NotImplementedError
+
+    async def send_approval(self, target: Target, approval_id: str, text: str) -> str | None:
+        """Send `text` with Approve / Deny buttons (capabilities.buttons); return the message id."""
+        raise NotImplementedError
+
+    async def register_commands(self, commands: list[tuple[str, str]]) -> None:
+        """Register the chat commands natively (capabilities.native_commands)."""
+        return None
+
+    def status(self) -> dict[str, Any]:
+        """Extra facts for `clawgate channels` / status (e.g. the bot's name)."""
+        return {}
+
+
+__all__ = ["Capabilities", "ChannelAuthError", "ChannelUnavailable", "DeliveryError", "Incoming", "IncomingFile",
+           "PlatformAdapter", "Target", "Unconfirmed"]

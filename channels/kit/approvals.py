@@ -1,0 +1,156 @@
+"""Approval prompts on any channel: a risky tool call shown to an owner, answered by an owner only.
+
+The ApprovalBroker emits `approval_request`; the prompt goes where an owner sees it: the chat the
+run belongs to when an owner asked, otherwise the owners' private chats (a guest's request must
+reach the owner, and the guest gets nothing to press). With buttons (capabilities.buttons) the
+adapter shows Approve / Deny and reports a press through kit.approval_answer(); without, the prompt
+says to answer `/approve ID` or `/deny ID`, which the kit reads as commands. Either way only an
+owner (access.may_approve) resolves the broker's request; the broker's `approval_result` (approved,
+denied, or timeout = denied) then edits every prompt to show the outcome (or, on a platform that
+cannot edit, posts it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Protocol
+
+from clawgate.agent.core.redact import redact
+
+from .markdown import escape, fence
+
+log = logging.getLogger("clawgate.channels")
+SUMMARY_CAP = 2500  # a Telegram message holds 4096 characters; the prompt's frame and reason fit beside it
+REASON_CAP = 500
+OUTCOMES = {"approved": "✅ Approved — running it.", "denied": "❌ Denied — not run.",
+            "timeout": "⌛ No answer in time — not run."}
+ONLY_OWNERS = "Only the owner of this agent can answer this."
+NOT_PENDING = "This request is no longer pending."
+
+
+class PromptOps(Protocol):
+    """The adapter's sends as the prompts use them (failures logged by the implementation, never raised)."""
+
+    async def post(self, chat_id: str, text: str, thread_id: str | None) -> str | None: ...
+    async def ask(self, chat_id: str, thread_id: str | None, approval_id: str, markdown: str) -> str | None: ...
+    async def replace(self, chat_id: str, message_id: str, markdown: str) -> bool: ...
+
+
+@dataclass
+class _Prompt:
+    chat_id: str
+    text: str
+    message_id: asyncio.Future[str | None]
+
+
+class ApprovalPrompts:
+    def __init__(self, ops: PromptOps, *, channel: str, resolve: Callable[[str, bool], bool],
+                 owner_chats: Callable[[], list[str]], locate: Callable[[str], tuple[str, str | None] | None],
+                 buttons: bool, edit: bool, max_chars: int = 0) -> None:
+        self.ops = ops
+        self.channel = channel
+        self._resolve = resolve
+        self._owner_chats = owner_chats
+        self._locate = locate
+        self.buttons = buttons
+        self.edit = edit
+        self.summary_cap = SUMMARY_CAP if max_chars <= 0 else max(200, min(SUMMARY_CAP, max_chars - 900))
+        self._prompts: dict[str, list[_Prompt]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def pending_in(self, approval_id: str, chat_id: str | None) -> bool:
+        """A prompt for `approval_id` is showing (in `chat_id`, when given)."""
+        return any(chat_id is None or p.chat_id == chat_id for p in self._prompts.get(approval_id, ()))
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        """Event hub subscriber: show this channel's runs' requests to an owner, and the outcomes of ones shown."""
+        if event["type"] == "approval_request":
+            request = event.get("request") or {}
+            if request.get("channel") == self.channel and request.get("id"):
+                self._show(str(request["id"]), request)
+        elif event["type"] == "approval_result" and event.get("id") in self._prompts:
+            how = event.get("how") or ("approved" if event.get("approved") else "denied")
+            self._spawn(self._settle(str(event["id"]), str(how)))
+
+    def answer(self, approval_id: str, *, owner: bool, approved: bool, chat_id: str | None = None) -> str:
+        """A press or an `/approve ID`: the line to show whoever answered."""
+        if not self.pending_in(approval_id, chat_id):
+            return NOT_PENDING
+        if not owner:
+            log.warning("%s: a non-owner tried to answer approval %s", self.channel, approval_id)
+            return ONLY_OWNERS
+        if self._resolve(approval_id, approved):
+            return "Approved." if approved else "Denied."
+        return NOT_PENDING
+
+    def _show(self, approval_id: str, request: dict[str, Any]) -> None:
+        run_chat, session_key = str(request.get("chat_id")), str(request.get("session_key") or "")
+        if request.get("owner"):
+            where = self._locate(session_key)
+            targets = [(run_chat, where[1] if where and where[0] == run_chat else None)]
+        else:
+            targets = [(chat, None) for chat in self._owner_chats()]
+            if not targets:
+                log.warning("approval %s from a guest in %s chat %s: no owner chat to ask (channels.%s.owner); "
+                            "answer it through the gateway or it times out as denied", approval_id, self.channel,
+                            run_chat, self.channel)
+                return
+        text = prompt_text(request, guest=not request.get("owner"), cap=self.summary_cap)
+        if not self.buttons:
+            text += f"\n\nAnswer `/approve {approval_id}` or `/deny {approval_id}`."
+        loop = asyncio.get_running_loop()
+        prompts = self._prompts[approval_id] = [_Prompt(chat, text, loop.create_future()) for chat, _ in targets]
+        for prompt, (_, thread) in zip(prompts, targets):
+            self._spawn(self._ask(approval_id, prompt, thread))
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _ask(self, approval_id: str, prompt: _Prompt, thread_id: str | None) -> None:
+        message_id = None
+        try:
+            if self.buttons:
+                message_id = await self.ops.ask(prompt.chat_id, thread_id, approval_id, prompt.text)
+            else:
+                message_id = await self.ops.post(prompt.chat_id, prompt.text, thread_id)
+        finally:
+            prompt.message_id.set_result(message_id)
+
+    async def _settle(self, approval_id: str, how: str) -> None:
+        outcome = OUTCOMES.get(how, escape(how))
+        for prompt in self._prompts.pop(approval_id, []):
+            message_id = await prompt.message_id
+            if message_id is None:
+                continue
+            if self.edit:
+                await self.ops.replace(prompt.chat_id, message_id, f"{prompt.text}\n\n{outcome}")
+            else:
+                await self.ops.post(prompt.chat_id, f"{outcome} (approval {approval_id})", None)
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+def prompt_text(request: dict[str, Any], *, guest: bool = False, cap: int = SUMMARY_CAP) -> str:
+    """The prompt as Markdown: the call in a code block, everything the model wrote escaped (it cannot
+    make links or formatting in a prompt the owner trusts). Whatever is cut is said to be."""
+    summary = _cut(redact(str(request.get("summary") or request.get("tool") or "a tool call")), cap)
+    reason = _cut(str(request.get("reason") or ""), REASON_CAP)
+    who = (f"\nAsked in chat {escape(str(request.get('chat_id')))} by user "
+           f"{escape(str(request.get('sender_id') or '?'))} (not an owner)") if guest else ""
+    return f"🔐 **Approval needed**{who}\n{fence(summary)}\nWhy: {escape(reason)}\nNo answer means no."
+
+
+def _cut(text: str, cap: int) -> str:
+    if len(text) <= cap:
+        return text
+    return text[:cap] + f" […{len(text) - cap} more characters not shown — deny if unsure]"
+
+
+__all__ = ["ApprovalPrompts", "OUTCOMES", "prompt_text"]

@@ -1,0 +1,165 @@
+"""From a platform message to the agent's inbox: the one road every channel's messages take.
+
+In order: dropped (a bot, not addressed to us, another bot's command), decided by access (refused
+once, paired, ignored), a command (answered at once by the command router, at most once per
+platform message), or content (files fetched into the sender's workspace, within limits) published
+to the bus with an id stable across redelivery (`<channel>:<chat>:<message>`), which the inbox
+answers once. `receive` returns only once its decision is durable, so the adapter acknowledges
+the platform (advances its cursor, acks the envelope) only after that.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from clawgate.agent.bus import InboundMessage
+from clawgate.workspace.users import OWNER
+
+from .access import Sender, Verdict, decide
+from .adapter import Incoming
+from .commands import for_another_bot, parse_command
+from .files import Received, receive_files
+from .keys import OWNER_SESSION, session_key
+
+if TYPE_CHECKING:
+    from .kit import ChannelKit
+
+REFUSAL = "Sorry, this is a private assistant and you are not on its list."
+NOT_TEXT = "I can read text, photos and documents; I can't read this kind of message."
+FETCH_FAILED = "I couldn't fetch that file; please send it again."
+
+
+class Intake:
+    def __init__(self, kit: "ChannelKit") -> None:
+        self.kit = kit
+        self._impostors: set[str] = set()  # ids seen writing with an owner's username after it was bound
+
+    async def receive(self, incoming: Incoming) -> bool:
+        """Decide what `incoming` is; True when it entered the inbox as a new message."""
+        kit = self.kit
+        if incoming.sender_is_bot or for_another_bot(incoming.text, kit.bot_name):
+            return False
+        command = parse_command(incoming.text, kit.command_set, kit.bot_name)
+        if not (incoming.private or incoming.addressed or command):
+            return False  # a group message for the people there (a bare /command is for every bot, us too)
+        who = incoming.sender
+        self._bind_owner(who)
+        verdict = decide(kit.policy, who, private=incoming.private,
+                         paired=kit.pairing.is_paired(kit.name, who.user_id),
+                         refused_before=kit.store.refused_before(who.user_id))
+        if verdict is Verdict.PAIR:
+            self._pair(who, incoming.chat_id)
+            return False
+        if verdict is Verdict.REFUSE:
+            kit.store.mark_refused(who.user_id)
+            kit.log.info("refused user %s (not allowed by policy)", who.user_id)
+            kit.say(incoming.chat_id, REFUSAL, incoming.thread_id)
+            return False
+        if verdict is Verdict.IGNORE:
+            return False
+        owner = kit.policy.is_owner(who)
+        if owner and incoming.private:
+            kit.remember_owner_chat(who.user_id, incoming.chat_id)
+        key = self.session_key(incoming, owner)
+        kit.routes[key] = (incoming.chat_id, incoming.thread_id)
+        if command is not None:
+            if kit.store.first_time(f"command:{incoming.chat_id}:{incoming.message_id}"):
+                reply = self._command(command, key, who, owner, incoming.chat_id)
+                if reply:
+                    kit.say(incoming.chat_id, reply, incoming.thread_id)
+            return False
+        received = await self._content(incoming, who, owner)
+        if received.refusal or not received.text:
+            kit.say(incoming.chat_id, received.refusal or NOT_TEXT, incoming.thread_id)
+            return False
+        inbound = InboundMessage(
+            id=f"{kit.name}:{incoming.chat_id}:{incoming.message_id}", channel=kit.name, chat_id=incoming.chat_id,
+            sender_id=who.user_id, session_key=key, text=received.text, attachments=received.attachments,
+            metadata={"message_id": incoming.message_id, "thread_id": incoming.thread_id, "username": who.username,
+                      "private": incoming.private, "owner": owner, **incoming.metadata},
+        )
+        accepted = kit.services.intake.publish_inbound(inbound)
+        await kit.services.intake.durable()  # before the adapter acknowledges the platform
+        if accepted:
+            kit.progress.started(key, incoming.chat_id, incoming.thread_id, inbound.id)
+        return accepted
+
+    def session_key(self, incoming: Incoming, owner: bool) -> str:
+        """`<channel>:<chat>[:<thread>]` (a chat that moved keeps its first id), or the owner's shared key."""
+        kit = self.kit
+        if owner and incoming.private and kit.services.owner_shared_session:
+            return OWNER_SESSION
+        chat = kit.store.session_chat(incoming.chat_id)
+        return kit.services.check_session_key(session_key(kit.name, chat, incoming.thread_id))
+
+    def _command(self, command: tuple[str, str], key: str, who: Sender, owner: bool, chat_id: str) -> str | None:
+        name, args = command
+        if name in ("approve", "deny"):
+            approval_id = args.split()[0] if args.split() else ""
+            if not approval_id:
+                return f"Say which request: /{name} ID (the id is in the prompt)."
+            return self.kit.prompts.answer(approval_id, owner=owner, approved=name == "approve")
+        return self.kit.services.commands(name, key, args, self.kit.user_of(who))
+
+    async def _content(self, incoming: Incoming, who: Sender, owner: bool) -> Received:
+        if not incoming.files:
+            return Received(text=incoming.text) if not incoming.unreadable else Received()
+        kit = self.kit
+        settings = kit.settings
+        try:
+            return await receive_files(
+                incoming.files, caption=incoming.text, message_id=incoming.message_id,
+                workspace=kit.workspace_of(who, owner), files_dir=settings.files_dir,
+                max_file_bytes=settings.max_file_bytes, limit_key=f"channels.{kit.name}.max_file_bytes",
+                transcription=getattr(settings, "transcription", None))
+        except Exception as exc:  # a platform's download failing in any way must not stop the channel
+            kit.log.warning("could not fetch the file of message %s in chat %s: %s", incoming.message_id,
+                            incoming.chat_id, exc)
+            return Received(refusal=FETCH_FAILED)
+
+    def _bind_owner(self, who: Sender) -> None:
+        """First contact of an owner named by username: keep their id, which alone is the owner from now on."""
+        kit = self.kit
+        name = kit.policy.claim(who)
+        if name is None:
+            if who.username and who.username.lower().lstrip("@") in kit.policy.owners \
+                    and not kit.policy.is_owner(who) and who.user_id not in self._impostors:
+                self._impostors.add(who.user_id)
+                kit.log.warning("user %s writes as @%s, an owner's username, but that owner is user %s; treated as "
+                                "not the owner", who.user_id, who.username,
+                                kit.policy.bound.get(who.username.lower().lstrip("@")))
+            return
+        kit.store.bind_owner(name, who.user_id)
+        kit.policy.bound[name] = who.user_id
+        kit.log.info("owner @%s is user %s (bound at first contact; the username alone no longer makes an owner)",
+                     name, who.user_id)
+
+    def _pair(self, who: Sender, chat_id: str) -> None:
+        kit = self.kit
+        request = kit.pairing.request(kit.name, who.user_id, who.username, chat_id)
+        if request.replaced:  # pushed out by a flood of newer requests: once, say when to ask again
+            if not request.code_sent:
+                kit.pairing.mark_code_sent(kit.name, request.code)
+                wait = max(1, math.ceil((request.expires_at - kit.pairing.clock()) / 60))
+                kit.say(chat_id, "This is a private assistant. Many access requests arrived after yours, so "
+                                 f"your code expired early; send a message again in {wait} minutes for a new one.", None)
+            return
+        if request.code_sent:
+            return  # one reply per code: further messages stay unanswered until the owner decides
+        kit.log.info("pairing code issued to user %s; approve with `clawgate pairing approve %s CODE`",
+                     who.user_id, kit.name)
+        minutes = round(kit.settings.pairing_ttl_seconds / 60)
+        text = (f"Hi! This is a private assistant. To get access, send this code to its owner:\n\n{request.code}\n\n"
+                f"They approve it with: clawgate pairing approve {kit.name} {request.code}\n"
+                f"The code is valid for {minutes} minutes.")
+        kit.pairing.mark_code_sent(kit.name, request.code)  # before sending: a quick second message stays silent
+
+        async def send_code() -> None:
+            if await kit.ops.post(chat_id, text, None) is None:
+                kit.pairing.mark_code_sent(kit.name, request.code, False)  # not delivered: the next message retries
+
+        kit.spawn(send_code())
+
+
+__all__ = ["FETCH_FAILED", "Intake", "NOT_TEXT", "REFUSAL"]

@@ -1,0 +1,205 @@
+"""The ChannelKit: everything an adapter gets besides its settings, and what the agent lends a channel.
+
+`ChannelServices` is all a channel may use of the agent (the composition root fills it from the
+agent's Services): the inbox, the command router and its command list, the session-key rule,
+approvals, events, whether a session is busy, and where a sender's files go. No channel imports
+the agent's command or session modules (an import-linter contract in pyproject.toml).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from clawgate.agent.bus import Intake as Inbox
+from clawgate.agent.core.events import EventHub
+from clawgate.config.access import AccessSettings
+from clawgate.workspace.users import OWNER, Workspaces
+
+from .access import AccessPolicy, Sender, may_approve
+from .adapter import PlatformAdapter, Target, Unconfirmed
+from . import markdown
+from .approvals import ApprovalPrompts
+from .commands import KIT_COMMANDS
+from .delivery import Delivery
+from .intake import Intake
+from .keys import parse_session_key
+from .pairing import PairingStore
+from .progress import Progress
+from .store import ChannelStore
+
+CommandHandler = Callable[[str, str, str, "str | None"], "str | None"]  # (name, session key, args, user) -> reply
+
+
+@dataclass(frozen=True)
+class ChannelServices:
+    """What channels may use of the agent: one narrow surface, built by the composition root."""
+
+    intake: Inbox
+    commands: CommandHandler
+    command_list: list[tuple[str, str]]
+    check_session_key: Callable[[str], str]
+    resolve_approval: Callable[[str, bool], bool]
+    events: EventHub
+    busy: Callable[[str], bool]
+    workspace: Path | None = None  # the owner's workspace (received files go to its files_dir)
+    workspaces: Workspaces | None = None  # guests' own workspaces
+    owner_shared_session: bool = False
+
+
+class ChannelKit:
+    """Handed to an adapter's constructor; `attach()` completes it once the adapter exists."""
+
+    def __init__(self, name: str, settings: AccessSettings, services: ChannelServices, store: ChannelStore,
+                 pairing: PairingStore) -> None:
+        self.name = name
+        self.settings = settings
+        self.services = services
+        self.store = store
+        self.pairing = pairing
+        self.log = logging.getLogger(f"clawgate.{name}")
+        self.markdown = markdown  # split_markdown, to_plain, escape, fence: for the adapter's render()
+        self.bot_name: str | None = None  # the adapter sets it once connected (commands addressed `/cmd@bot`)
+        self.policy = AccessPolicy.from_settings(settings)
+        self.policy.bound.update({n: uid for n, uid in store.owner_ids().items() if n in self.policy.owners})
+        self.command_set = frozenset(n for n, _ in [*services.command_list, *KIT_COMMANDS])
+        self.routes: dict[str, tuple[str, str | None]] = {}  # session key -> (chat, thread), seen at intake
+        self.connected = asyncio.Event()
+        self._owner_chats = store.owner_chats()
+        self._background: set[asyncio.Task[Any]] = set()
+        self.intake = Intake(self)
+
+    def attach(self, adapter: PlatformAdapter) -> None:
+        """Build the parts that use the adapter: delivery, progress, approval prompts."""
+        self.adapter = adapter
+        caps = adapter.capabilities
+        s = self.settings
+        self.delivery = Delivery(adapter, self.store, self.log, retries=s.send_retries, base_delay=s.retry_base_seconds,
+                                 max_retry_after=s.max_retry_after_seconds)
+        self.ops = KitOps(self)
+        self.progress = Progress(self.ops, self.services.busy, locate=self.locate,
+                                 typing_interval=s.typing_interval_seconds, edit_interval=s.progress_interval_seconds,
+                                 status_messages=s.progress and caps.edit)
+        self.prompts = ApprovalPrompts(self.ops, channel=self.name, resolve=self.services.resolve_approval,
+                                       owner_chats=self.owner_chats, locate=self.locate, buttons=caps.buttons,
+                                       edit=caps.edit, max_chars=caps.max_chars)
+
+    # what adapters call ------------------------------------------------------------------------
+    async def receive(self, incoming: Any) -> bool:
+        """Hand one platform message in; returns once the decision is durable (True: a new inbox message)."""
+        return await self.intake.receive(incoming)
+
+    async def approval_answer(self, approval_id: str, sender: Sender, approved: bool, *,
+                              chat_id: str | None = None) -> str:
+        """A button press: the line to show the presser. `chat_id`: where the pressed prompt is."""
+        return self.prompts.answer(approval_id, owner=may_approve(self.policy, sender), approved=approved,
+                                   chat_id=chat_id)
+
+    def command_names(self) -> list[tuple[str, str]]:
+        """(name, description) of the chat commands, for native registration (`/approve` and `/deny`
+        only where approvals are not buttons)."""
+        buttons = getattr(self, "adapter", None) is not None and self.adapter.capabilities.buttons
+        return [*self.services.command_list, *([] if buttons else KIT_COMMANDS)]
+
+    # used by the kit's parts -----------------------------------------------------------------------
+    def locate(self, key: str) -> tuple[str, str | None] | None:
+        """(chat, thread) of one of this channel's session keys, or None for another channel's."""
+        return self.routes.get(key) or parse_session_key(key, self.name)
+
+    def owner_chats(self) -> list[str]:
+        """Private chats where owners are asked about guests' requests."""
+        chats = set(self._owner_chats.values())
+        if self.adapter.capabilities.dm_is_user_id:
+            chats |= set(self.policy.owner_chats())
+        return sorted(chats)
+
+    def remember_owner_chat(self, user_id: str, chat_id: str) -> None:
+        if self._owner_chats.get(user_id) != chat_id:
+            self._owner_chats[user_id] = chat_id
+            self.store.set_owner_chat(user_id, chat_id)
+
+    def user_of(self, who: Sender) -> str:
+        """Whose workspace this sender works in: OWNER, or their own as a guest (the loop's rule)."""
+        return OWNER if self.policy.is_owner(who) else f"{self.name}:{who.user_id}"
+
+    def workspace_of(self, who: Sender, owner: bool) -> Path | None:
+        workspaces = self.services.workspaces
+        if workspaces is None or owner:
+            return self.services.workspace
+        return workspaces.guard(self.user_of(who)).root
+
+    def say(self, chat_id: str, text: str, thread_id: str | None) -> None:
+        """A control message (refusal, command answer): sent in the background, never blocking intake."""
+        self.spawn(self.ops.post(chat_id, text, thread_id))
+
+    def spawn(self, coro: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def tell_paired(self) -> None:
+        """Tell users the owner approved (the CLI writes the database; the daemon notices within seconds)."""
+        while True:
+            await asyncio.sleep(self.settings.pairing_check_seconds)
+            if not self.connected.is_set():
+                continue
+            for user_id, chat_id in self.pairing.unnotified(self.name):
+                self.pairing.mark_notified(self.name, user_id)  # at most once, even if the send fails
+                await self.ops.post(chat_id, "✅ You're approved. Send me a message whenever you like.", None)
+
+    async def close(self) -> None:
+        await self.progress.close()
+        await self.prompts.close()
+        background, self._background = list(self._background), set()
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
+
+
+class KitOps:
+    """Best-effort chat operations on the adapter for progress, prompts and control messages: a
+    failure (or a bug in the adapter) is logged, never raised."""
+
+    def __init__(self, kit: ChannelKit) -> None:
+        self.kit = kit
+
+    async def _try(self, what: str, call: Callable[[], Awaitable[Any]]) -> Any:
+        try:
+            return await call()
+        except (Unconfirmed, NotImplementedError) as exc:
+            self.kit.log.info("%s not done: %s", what, exc)
+        except Exception as exc:  # isolation: a failing platform call never breaks the kit's loops
+            self.kit.log.info("%s not done: %s", what, getattr(exc, "message", exc))
+        return None
+
+    async def typing(self, chat_id: str, thread_id: str | None) -> None:
+        if self.kit.adapter.capabilities.typing:
+            await self._try("typing", lambda: self.kit.adapter.typing(Target(chat_id, thread_id)))
+
+    async def post(self, chat_id: str, text: str, thread_id: str | None) -> str | None:
+        result = await self._try("send", lambda: self.kit.delivery.send_chunk(Target(chat_id, thread_id), text))
+        return None if result is None else str(result)
+
+    async def edit(self, chat_id: str, message_id: str, text: str) -> bool:
+        async def call() -> bool:
+            await self.kit.adapter.edit_text(Target(chat_id), message_id, text)
+            return True
+        return bool(await self._try("edit", call))
+
+    async def delete(self, chat_id: str, message_id: str) -> None:
+        await self._try("delete", lambda: self.kit.adapter.delete(Target(chat_id), message_id))
+
+    async def ask(self, chat_id: str, thread_id: str | None, approval_id: str, markdown: str) -> str | None:
+        rendered = self.kit.adapter.render(markdown)[0]
+        result = await self._try("approval prompt", lambda: self.kit.adapter.send_approval(
+            Target(chat_id, thread_id), approval_id, rendered))
+        return None if result is None else str(result)
+
+    async def replace(self, chat_id: str, message_id: str, markdown: str) -> bool:
+        return await self.edit(chat_id, message_id, self.kit.adapter.render(markdown)[0])
+
+
+__all__ = ["ChannelKit", "ChannelServices", "KitOps"]

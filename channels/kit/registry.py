@@ -1,0 +1,133 @@
+"""Which channels are installed, and building the enabled ones from the config.
+
+Adapters are found through the entry-point group `clawgate.channels` (name = the channel's name
+and config section, value = its PlatformAdapter class); the built-in ones register the same way
+in clawgate's own pyproject.toml, so a third-party channel is `pip install` plus a
+`[channels.<name>]` section. Each section is validated by its adapter's settings model; a
+section naming no installed channel is one line naming the installed ones.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any, Mapping
+
+from pydantic import BaseModel, ValidationError
+
+from .adapter import PlatformAdapter
+from .kit import ChannelKit, ChannelServices
+from .pairing import PairingStore
+from .runner import ChannelRunner
+from .store import ChannelStore, create_tables
+
+GROUP = "clawgate.channels"
+log = logging.getLogger("clawgate.channels")
+
+
+class ChannelConfigError(Exception):
+    """A `[channels.<name>]` section that cannot be used, as one line naming the fix."""
+
+
+def installed() -> dict[str, EntryPoint]:
+    """name -> entry point of every installed channel."""
+    return {ep.name: ep for ep in entry_points(group=GROUP)}
+
+
+def load(name: str, found: Mapping[str, EntryPoint] | None = None) -> type[PlatformAdapter]:
+    """The adapter class of an installed channel; ChannelConfigError (one line) when it cannot be loaded."""
+    found = installed() if found is None else found
+    if name not in found:
+        raise ChannelConfigError(unknown_section(name, found))
+    try:
+        cls = found[name].load()
+    except Exception as exc:  # a broken plugin: one line, the others keep working
+        raise ChannelConfigError(f"channel {name!r} ({found[name].value}) cannot be loaded: "
+                                 f"{type(exc).__name__}: {exc}; reinstall its package") from None
+    if not (isinstance(cls, type) and issubclass(cls, PlatformAdapter)):
+        raise ChannelConfigError(f"channel {name!r} ({found[name].value}) is not a PlatformAdapter; "
+                                 "fix its clawgate.channels entry point")
+    return cls
+
+
+def unknown_section(name: str, found: Mapping[str, EntryPoint]) -> str:
+    names = ", ".join(sorted(found)) or "none"
+    return (f"config error: [channels.{name}] names no installed channel (installed: {names}); "
+            "check its spelling or install the channel's package")
+
+
+def validate(cls: type[PlatformAdapter], name: str, table: Any) -> BaseModel:
+    """`[channels.<name>]` as the adapter's settings; ChannelConfigError naming the key otherwise."""
+    if isinstance(table, BaseModel):
+        return table
+    if not isinstance(table, Mapping):
+        raise ChannelConfigError(f"config error: channels.{name} must be a table ([channels.{name}]); fix config.toml")
+    try:
+        return cls.settings_model.model_validate(dict(table))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        env = f"CLAWGATE_CHANNELS__{name.upper()}__" + "__".join(str(p).upper() for p in first["loc"])
+        if first["type"] == "extra_forbidden":
+            raise ChannelConfigError(f"config error: unknown key 'channels.{name}.{loc}'; remove it from config.toml "
+                                     f"(or unset {env}) or check its spelling") from None
+        raise ChannelConfigError(f"config error: channels.{name}.{loc}: {first['msg'].lower()}; fix it in "
+                                 f"config.toml or {env}") from None
+
+
+@dataclass
+class Built:
+    """The channels the config enables, and the ones that could not be built (name -> one line)."""
+
+    runners: dict[str, ChannelRunner] = field(default_factory=dict)
+    broken: dict[str, str] = field(default_factory=dict)
+
+
+def check_sections(sections: Mapping[str, Any], found: Mapping[str, EntryPoint] | None = None) -> None:
+    """Every `[channels.<name>]` names an installed channel; else ChannelConfigError (one line)."""
+    found = installed() if found is None else found
+    for name in sections:
+        if name not in found:
+            raise ChannelConfigError(unknown_section(name, found))
+
+
+def build_channels(sections: Mapping[str, Any], services: ChannelServices, db: sqlite3.Connection, *,
+                   runner_options: Mapping[str, Any] | None = None) -> Built:
+    """A runner per enabled channel. `sections`: name -> settings (a model, or a table to validate).
+    ChannelConfigError for a section naming no installed channel or with a bad key (the daemon
+    refuses to start: a typo must not silently leave a channel off); a plugin that fails to load is
+    reported in `broken` and the others run."""
+    found = installed()
+    check_sections(sections, found)
+    create_tables(db)
+    built = Built()
+    for name, table in sections.items():
+        try:
+            cls = load(name, found)
+        except ChannelConfigError as exc:
+            log.error("%s", exc)
+            built.broken[name] = str(exc)
+            continue
+        settings = validate(cls, name, table)
+        if not cls.enabled(settings):
+            continue
+        store = ChannelStore(db, name)
+        pairing = PairingStore(db, ttl_seconds=settings.pairing_ttl_seconds,  # type: ignore[attr-defined]
+                               max_pending=settings.pairing_max_pending,  # type: ignore[attr-defined]
+                               interval_seconds=settings.pairing_request_interval_seconds)  # type: ignore[attr-defined]
+        kit = ChannelKit(name, settings, services, store, pairing)  # type: ignore[arg-type]
+        try:
+            adapter = cls(settings, kit)
+        except Exception as exc:
+            log.error("channel %s cannot be set up: %s", name, exc)
+            built.broken[name] = f"cannot be set up: {exc}"
+            continue
+        kit.attach(adapter)
+        built.runners[name] = ChannelRunner(adapter, kit, **dict(runner_options or {}))
+    return built
+
+
+__all__ = ["Built", "ChannelConfigError", "GROUP", "build_channels", "check_sections", "installed", "load",
+           "validate"]

@@ -1,0 +1,169 @@
+"""Running one channel so that nothing it does can stop the daemon or another channel.
+
+The runner is what the dispatcher sees of a channel (channels/base.py `Channel`). `start` returns at
+once; a supervisor task connects and receives, and its state is one of starting | running |
+retrying (reason) | failed (reason) | stopped, shown by `clawgate status`, `doctor`, `channels`
+and the web page. A platform that cannot be reached (ChannelUnavailable, or any error from the
+adapter) is retried with exponential backoff; credentials it refuses (ChannelAuthError) fail
+the channel with one line until a restart; an exception in the adapter never leaves this task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Awaitable, Callable
+
+from clawgate.agent.bus import OutboundMessage
+from clawgate.channels.base import Channel, DeliveryError
+
+from .adapter import ChannelAuthError, ChannelUnavailable, PlatformAdapter, Target
+from .kit import ChannelKit
+
+
+class ChannelRunner(Channel):
+    def __init__(self, adapter: PlatformAdapter, kit: ChannelKit, *, backoff_base: float = 1.0,
+                 backoff_max: float = 60.0, connect_wait: float = 60.0,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        self.name = adapter.name
+        self.adapter = adapter
+        self.kit = kit
+        self.log: logging.Logger = kit.log
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.connect_wait = connect_wait
+        self._sleep = sleep
+        self.state = "stopped"
+        self.reason: str | None = None
+        self.since = time.time()
+        self.attempts = 0
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._unsubscribe: list[Callable[[], None]] = []
+
+    # state -------------------------------------------------------------------------------------
+    def _set(self, state: str, reason: str | None = None) -> None:
+        if (state, reason) != (self.state, self.reason):
+            self.state, self.reason, self.since = state, reason, time.time()
+
+    @property
+    def connected(self) -> bool:
+        """Connected to the platform (sends go out now)."""
+        return self.kit.connected.is_set()
+
+    def status(self) -> dict[str, Any]:
+        """For status / doctor / channels / the web page."""
+        out: dict[str, Any] = {"name": self.name, "state": self.state, "since": round(self.since, 3)}
+        if self.reason:
+            out["reason"] = self.reason
+        try:
+            out.update(self.adapter.status())
+        except Exception as exc:  # a status line must never break `status`
+            out["statusError"] = str(exc)
+        return out
+
+    # lifecycle -------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Begin connecting in the background; never raises."""
+        self.kit.store.prune()
+        events = self.kit.services.events
+        self._unsubscribe = [events.subscribe(self.kit.progress.on_event), events.subscribe(self.kit.prompts.on_event)]
+        self._set("starting")
+        self._tasks = [asyncio.create_task(self._supervise(), name=f"channel:{self.name}"),
+                       asyncio.create_task(self.kit.tell_paired(), name=f"channel:{self.name}:pairing")]
+
+    async def _supervise(self) -> None:
+        delay = self.backoff_base
+        while True:
+            self.attempts += 1
+            reason = await self._connect_and_run()
+            if reason is None:
+                return  # failed for good (logged)
+            self.kit.connected.clear()
+            if self.attempts == 1 or self.state != "retrying":
+                self.log.warning("channel %s: %s; retrying in %.0fs", self.name, reason, delay)
+            else:
+                self.log.info("channel %s still unavailable (%s); next try in %.0fs", self.name, reason, delay)
+            self._set("retrying", reason)
+            await self._sleep(delay)
+            delay = min(delay * 2, self.backoff_max)
+
+    async def _connect_and_run(self) -> str | None:
+        """One connection's life: the reason it ended (to retry), or None when the channel failed for good."""
+        try:
+            await self.adapter.connect()
+        except ChannelAuthError as exc:
+            return self._fail(str(exc))
+        except ChannelUnavailable as exc:
+            return str(exc) or "the platform is unreachable"
+        except Exception as exc:  # a bug in the adapter: retried, never the daemon's problem
+            self.log.exception("channel %s failed to connect", self.name)
+            return f"{type(exc).__name__}: {exc}"
+        self.kit.connected.set()
+        self._set("running")
+        if self.adapter.capabilities.native_commands:
+            try:
+                await self.adapter.register_commands(self.kit.command_names())
+            except Exception as exc:
+                self.log.warning("channel %s could not register its commands: %s", self.name, exc)
+        try:
+            await self.adapter.run()
+        except ChannelAuthError as exc:
+            return self._fail(str(exc))
+        except ChannelUnavailable as exc:
+            return str(exc) or "the connection was lost"
+        except Exception as exc:
+            self.log.exception("channel %s stopped receiving", self.name)
+            return f"{type(exc).__name__}: {exc}"
+        return self._fail("stopped receiving (see the line above)")
+
+    def _fail(self, reason: str) -> None:
+        self.log.error("channel %s failed: %s", self.name, reason)
+        self._set("failed", reason)
+        return None
+
+    async def stop(self) -> None:
+        """Stop taking input. Sending still works (close() releases the platform client)."""
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        self._unsubscribe = []
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.kit.progress.close()
+        await self.kit.prompts.close()
+        if self.state != "failed":
+            self._set("stopped")
+
+    async def close(self) -> None:
+        await self.stop()
+        await self.kit.close()
+        try:
+            await self.adapter.disconnect()
+        except Exception as exc:  # the process is ending; a failing close must not hide why
+            self.log.warning("closing channel %s failed: %s", self.name, exc)
+
+    # outbound ----------------------------------------------------------------------------------------
+    async def send(self, msg: OutboundMessage) -> None:
+        """Deliver one reply (DeliveryError when it cannot be now; the dispatcher retries or reports it)."""
+        if not self.kit.connected.is_set():  # e.g. replies replayed at start while the platform is unreachable
+            if self.state == "failed":
+                raise DeliveryError(f"the {self.name} channel failed: {self.reason}", retry_after=60.0)
+            try:
+                await asyncio.wait_for(self.kit.connected.wait(), timeout=self.connect_wait)
+            except asyncio.TimeoutError:
+                raise DeliveryError(f"the {self.name} channel cannot reach its platform yet", retry_after=30.0) from None
+        await self.kit.delivery.send(msg, self.target(msg))
+
+    def target(self, msg: OutboundMessage) -> Target:
+        """Where a reply goes: its chat, the thread it was asked in, and (a reply) the message it answers."""
+        meta = msg.metadata
+        where = self.kit.locate(msg.session_key or "")
+        thread = meta.get("thread_id") or (where[1] if where and where[0] == msg.chat_id else None)
+        reply_to = meta.get("message_id") if msg.kind == "reply" else None
+        return Target(chat_id=str(msg.chat_id), thread_id=None if thread is None else str(thread),
+                      reply_to=None if reply_to is None else str(reply_to))
+
+
+__all__ = ["ChannelRunner"]

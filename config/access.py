@@ -1,0 +1,52 @@
+"""The settings every chat channel shares: who may talk to the agent, files, sending, progress.
+
+Each channel's `[channels.<name>]` section is its adapter's settings model, a subclass of
+AccessSettings with its own tokens added, so every channel is configured the same way. Lives in
+the config layer (not in the channel kit) so the built-in Telegram section can be part of the
+settings schema; the kit re-exports it (clawgate.channels.kit.AccessSettings).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+DmPolicy = Literal["pairing", "allowlist", "open", "disabled"]
+GroupPolicy = Literal["mention", "allowlist", "open", "disabled"]
+DEFAULT_MAX_FILE_BYTES = 20 * 1024 * 1024
+
+
+class AccessSettings(BaseModel):
+    """The kit's keys (docs/channels.md has the access matrix)."""
+
+    # Unknown keys are errors: a typo in config.toml must not be silently ignored.
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    enabled: bool | None = None  # None: on when the section is there (Telegram: when a token is set)
+    base_url: str | None = Field(None, description="the platform's API base (a proxy, a test server); empty: the platform's own")
+    # The person this agent works for (user ids or @usernames): always admitted, the only ones who may
+    # approve risky tool calls. Paired and listed users are guests.
+    owner: list[str] = Field(default_factory=list)
+    allow_from: list[str] = Field(default_factory=list)
+    dm_policy: DmPolicy = "pairing"
+    # Groups read only messages that address the bot (a mention, a reply to it, a command), whatever
+    # the policy; the policy says whose: "mention" = whoever the DM rules admit (owners, allow_from,
+    # paired users; everyone when dm_policy is "open"), "allowlist" = owners, allow_from and paired
+    # users only, "open" = anyone in the group, "disabled" = nobody (owners neither).
+    group_policy: GroupPolicy = "mention"
+    max_file_bytes: int = Field(DEFAULT_MAX_FILE_BYTES, ge=1, description="largest file accepted from a user")
+    files_dir: str = Field("inbox", min_length=1, description="workspace folder for files users send")
+    send_retries: int = Field(3, ge=0, le=10, description="retries of a send that provably did not reach the platform")
+    retry_base_seconds: float = Field(1.0, ge=0)
+    max_retry_after_seconds: float = Field(120.0, ge=0, description=(
+        "a rate limit asking to wait longer than this hands the reply back to the dispatcher"))
+    typing_interval_seconds: float = Field(5.0, gt=0)
+    progress: bool = Field(True, description="show a status message with the current tool step while working")
+    progress_interval_seconds: float = Field(2.0, ge=0, description="minimum time between edits of the status message")
+    pairing_ttl_seconds: float = Field(3600.0, gt=0)
+    pairing_max_pending: int = Field(50, ge=1, le=10_000, description=(
+        "pending pairing codes kept at once; when full the oldest is replaced, never a new requester refused"))
+    pairing_request_interval_seconds: float = Field(600.0, ge=0, description=(
+        "a user whose pending code was replaced by newer requests gets a new one only this long after the first"))
+    pairing_check_seconds: float = Field(2.0, gt=0, description="how often approvals made by the CLI are noticed")

@@ -1,0 +1,63 @@
+"""Building the chat channels: the `[channels.<name>]` sections through the channel registry.
+
+The one place that lends the channels what they may use of the agent (channels/kit/kit.py
+`ChannelServices`): the kit never imports the agent's command or session modules itself.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from clawgate.agent.commands import COMMANDS
+from clawgate.agent.core.redact import register_secrets
+from clawgate.agent.services import Services
+from clawgate.agent.session import check_session_key
+from clawgate.channels.kit.kit import ChannelServices
+from clawgate.channels.kit.registry import Built, ChannelConfigError, build_channels
+from clawgate.config.loader import ConfigError
+from clawgate.config.schema import ChannelSettings
+from clawgate.workspace.users import Workspaces
+
+SECRET_WORDS = ("token", "secret", "password", "key")
+
+
+def channel_services(services: Services, settings: ChannelSettings, *, workspace: Path | None,
+                     workspaces: Workspaces | None) -> ChannelServices:
+    commands = services.commands
+    return ChannelServices(
+        intake=services.intake,
+        commands=lambda name, key, args, user: commands.handle(name, key, args, user=user),
+        command_list=list(COMMANDS), check_session_key=check_session_key,
+        resolve_approval=services.approvals.resolve, events=services.events, busy=services.sessions.busy,
+        workspace=workspace, workspaces=workspaces, owner_shared_session=settings.owner_shared_session)
+
+
+def sections(settings: ChannelSettings) -> dict[str, Any]:
+    """The channel sections to build: Telegram's when it could be on (a token, or `enabled` set: then
+    its adapter says why it is off), and every other `[channels.<name>]` table unless `enabled = false`."""
+    out: dict[str, Any] = {}
+    telegram = settings.telegram
+    if telegram.enabled is not False and (telegram.token or telegram.enabled):
+        out["telegram"] = telegram
+    for name, table in settings.sections().items():
+        out[name] = table
+    return out
+
+
+def build(settings: ChannelSettings, services: Services, db: sqlite3.Connection, *, workspace: Path | None,
+          workspaces: Workspaces | None) -> Built:
+    """The enabled channels' runners; ConfigError (one line) for a section the installed channels cannot use."""
+    wanted = sections(settings)
+    for table in wanted.values():
+        if isinstance(table, dict):
+            register_secrets([str(v) for k, v in table.items() if any(w in k.lower() for w in SECRET_WORDS) and v])
+    try:
+        return build_channels(wanted, channel_services(services, settings, workspace=workspace, workspaces=workspaces),
+                              db)
+    except ChannelConfigError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+__all__ = ["build", "channel_services", "sections"]
