@@ -254,6 +254,7 @@ class App:
         add("provider", lambda: self.provider.name)
         add("model", lambda: self.settings.agent.model)
         add("channels", lambda: sorted(self.channels))
+        add("channelStates", self.chat_channels.states)  # starting | running | retrying | failed | stopped
         add("activeSessions", self.services.sessions.active)
         add("queues", self.bus.counts)
         add("clients", lambda: sum(1 for c in self.server.connections if not c.closed))

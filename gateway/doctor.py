@@ -21,6 +21,7 @@ from clawgate.config.paths import Paths
 from clawgate.config.schema import Settings
 from clawgate.config.token import gateway_token
 
+from .doctor_channels import check_channels
 from .doctor_mcp import check_mcp
 
 Status = Literal["ok", "warn", "fail", "skip"]
@@ -79,7 +80,8 @@ def run_checks(paths: Paths, *, offline: bool = False,
             check_telegram(settings, offline), check_workspace(paths, settings), check_sandbox(sandbox_status),
             check_mounts(mount_status),
             check_database(paths), check_disk(paths, disk_usage),
-            *(Check(*found) for found in check_mcp(paths, settings, offline))]  # type: ignore[arg-type]
+            *(Check(*found) for found in check_mcp(paths, settings, offline)),  # type: ignore[arg-type]
+            *(Check(*found) for found in check_channels(paths, settings))]  # type: ignore[arg-type]
 
 
 def check_model(settings: Settings, offline: bool) -> Check:

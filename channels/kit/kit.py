@@ -68,6 +68,7 @@ class ChannelKit:
         self.command_set = frozenset(n for n, _ in [*services.command_list, *KIT_COMMANDS])
         self.routes: dict[str, tuple[str, str | None]] = {}  # session key -> (chat, thread), seen at intake
         self.connected = asyncio.Event()
+        self.problem: str | None = None  # why receiving fails while the adapter retries by itself
         self._owner_chats = store.owner_chats()
         self._background: set[asyncio.Task[Any]] = set()
         self.intake = Intake(self)
@@ -97,6 +98,12 @@ class ChannelKit:
         """A button press: the line to show the presser. `chat_id`: where the pressed prompt is."""
         return self.prompts.answer(approval_id, owner=may_approve(self.policy, sender), approved=approved,
                                    chat_id=chat_id)
+
+    def report_problem(self, problem: str | None) -> None:
+        """For an adapter whose library retries by itself (a polling loop): why receiving fails now, or None
+        once it works again. Shown as the state "retrying" with this reason."""
+        if problem != self.problem:
+            self.problem = problem
 
     def command_names(self) -> list[tuple[str, str]]:
         """(name, description) of the chat commands, for native registration (`/approve` and `/deny`

@@ -9,6 +9,7 @@ section naming no installed channel is one line naming the installed ones.
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 from dataclasses import dataclass, field
@@ -65,7 +66,7 @@ def validate(cls: type[PlatformAdapter], name: str, table: Any) -> BaseModel:
     if not isinstance(table, Mapping):
         raise ChannelConfigError(f"config error: channels.{name} must be a table ([channels.{name}]); fix config.toml")
     try:
-        return cls.settings_model.model_validate(dict(table))
+        return cls.settings_model.model_validate(_decoded(cls.settings_model, name, dict(table)))
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"])
@@ -77,12 +78,36 @@ def validate(cls: type[PlatformAdapter], name: str, table: Any) -> BaseModel:
                                  f"config.toml or {env}") from None
 
 
+def _decoded(model: type[BaseModel], name: str, table: dict[str, Any]) -> dict[str, Any]:
+    """Environment values of list and table settings arrive as JSON text (CLAWGATE_CHANNELS__X__OWNER='["1"]'),
+    as for the built-in sections: decode them for fields that are not text."""
+    out = dict(table)
+    for key, value in table.items():
+        field_info = model.model_fields.get(key)
+        if field_info is None or not isinstance(value, str) or not value.strip().startswith(("[", "{")):
+            continue
+        if field_info.annotation in (str, str | None):
+            continue
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            raise ChannelConfigError(f"config error: channels.{name}.{key} is not valid JSON, which a list or table setting "
+                                     "needs; write lists as '[\"a\",\"b\"]'") from None
+    return out
+
+
 @dataclass
 class Built:
     """The channels the config enables, and the ones that could not be built (name -> one line)."""
 
     runners: dict[str, ChannelRunner] = field(default_factory=dict)
     broken: dict[str, str] = field(default_factory=dict)
+
+    def states(self) -> dict[str, dict[str, Any]]:
+        """name -> {state, reason?, since, ...} of every channel the config enables, for status and doctor."""
+        out = {name: runner.status() for name, runner in self.runners.items()}
+        out.update({name: {"name": name, "state": "failed", "reason": reason} for name, reason in self.broken.items()})
+        return dict(sorted(out.items()))
 
 
 def check_sections(sections: Mapping[str, Any], found: Mapping[str, EntryPoint] | None = None) -> None:

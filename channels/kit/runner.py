@@ -53,9 +53,12 @@ class ChannelRunner(Channel):
 
     def status(self) -> dict[str, Any]:
         """For status / doctor / channels / the web page."""
-        out: dict[str, Any] = {"name": self.name, "state": self.state, "since": round(self.since, 3)}
-        if self.reason:
-            out["reason"] = self.reason
+        state, reason = self.state, self.reason
+        if state == "running" and self.kit.problem:  # the adapter's library is retrying by itself
+            state, reason = "retrying", self.kit.problem
+        out: dict[str, Any] = {"name": self.name, "state": state, "since": round(self.since, 3)}
+        if reason:
+            out["reason"] = reason
         try:
             out.update(self.adapter.status())
         except Exception as exc:  # a status line must never break `status`
@@ -100,6 +103,7 @@ class ChannelRunner(Channel):
             self.log.exception("channel %s failed to connect", self.name)
             return f"{type(exc).__name__}: {exc}"
         self.kit.connected.set()
+        self.kit.report_problem(None)
         self._set("running")
         if self.adapter.capabilities.native_commands:
             try:

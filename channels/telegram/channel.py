@@ -142,7 +142,8 @@ class TelegramAdapter(PlatformAdapter):
             await self._serve_webhook()
             return
         self.poller = Poller(self.bot, self._on_update, _Offsets(self.kit), timeout=s.poll_timeout_seconds,
-                             stall_after=max(s.stall_seconds, s.poll_timeout_seconds + 5.0))
+                             stall_after=max(s.stall_seconds, s.poll_timeout_seconds + 5.0),
+                             on_health=self.kit.report_problem)
         await self.poller.run()
 
     async def _serve_webhook(self) -> None:

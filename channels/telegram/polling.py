@@ -46,8 +46,11 @@ class Poller:
     def __init__(self, bot: UpdateSource, handle: Callable[[Update], Awaitable[None]], offsets: OffsetStore, *,
                  timeout: int = 30, stall_after: float = 60.0, check_every: float = 1.0, max_backoff: float = 30.0,
                  clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                 on_health: Callable[[str | None], None] | None = None) -> None:
+        """`on_health(problem)`: told why polling fails while it retries (None once it works again)."""
         self.bot = bot
+        self.on_health = on_health or (lambda problem: None)
         self.handle = handle
         self.offsets = offsets
         self.timeout = timeout
@@ -96,6 +99,8 @@ class Poller:
             try:
                 updates = await self.bot.get_updates(offset=offset or None, timeout=self.timeout,
                                                      allowed_updates=list(ALLOWED_UPDATES))
+                if failures:
+                    self.on_health(None)
                 failures = 0
             except RetryAfter as exc:
                 self.last_progress = self.clock()
@@ -111,6 +116,7 @@ class Poller:
                 level = logging.WARNING if failures in (1, 5) or failures % 50 == 0 else logging.DEBUG
                 hint = " (another bot instance or a webhook is using this token)" if isinstance(exc, Conflict) else ""
                 log.log(level, "getUpdates failed (%s)%s; retry %d in %.1fs", exc.message, hint, failures, delay)
+                self.on_health(f"getUpdates failed ({exc.message}){hint}")
                 await self._sleep(delay)
                 continue
             self.polls += 1

@@ -61,12 +61,27 @@ def status_lines(status: dict[str, Any]) -> list[str]:
             out += _rows("breakers", provider_lines(value))
         elif key == "mcp" and isinstance(value, dict):
             out += _rows("mcp", mcp_lines(value))
+        elif key == "channelStates" and isinstance(value, dict):
+            out += _rows("chat channels", channel_lines(value))
         elif key == "backgroundJobs" and isinstance(value, list):  # one entry per running job: what, where, how long
             jobs = "; ".join(f"{j['id']} in {j['session']}: {j['summary'][:60]} ({j['runningSeconds']:.0f}s)" for j in value)
             out.append(f"{key:{LABEL}} {jobs or 'none'}")
         else:
             out.append(f"{key:{LABEL}} {value}")
     return out
+
+
+def channel_lines(states: dict[str, Any]) -> list[str]:
+    """One line per chat channel: its state, and why when it is not running."""
+    lines = []
+    for name, s in states.items():
+        line = f"{name}: {s.get('state')}"
+        if s.get("bot"):
+            line += f" as {s['bot']}"
+        if s.get("reason") and s.get("state") != "running":
+            line += f" ({s['reason']})"
+        lines.append(line)
+    return lines or ["none"]
 
 
 def mcp_lines(servers: dict[str, Any]) -> list[str]:

@@ -48,12 +48,13 @@ def test_a_healthy_home_passes_with_the_key_checked_against_the_api(home, fake_m
     code, checks, raw = run_doctor(home)
     assert code == 0, raw
     assert [c for c in checks] == ["config", "model", "token", "port", "telegram", "workspace", "sandbox",
-                                   "mounts", "database", "disk"]
+                                   "mounts", "database", "disk", "channels"]
     assert checks["model"]["status"] == "ok" and "key accepted" in checks["model"]["detail"]
     assert fake_model.requests == []  # count_tokens, not a paid message (test_rejected_key_fails proves the call)
     assert checks["telegram"]["status"] == "skip" and checks["port"]["status"] == "ok"
     out = text_doctor(home)
-    assert out.returncode == 0 and len(out.stdout.splitlines()) == 10
+    assert out.returncode == 0 and len(out.stdout.splitlines()) == 11
+    assert checks["channels"]["status"] == "ok" and "telegram" in checks["channels"]["detail"]
     assert all(line.split()[0] in ("ok", "WARN", "skip") for line in out.stdout.splitlines()), out.stdout
 
 

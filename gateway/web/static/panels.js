@@ -179,6 +179,16 @@ export class SessionsPanel {
   }
 }
 
+/** The channels and, for chat platforms, their state: "telegram running", "discord retrying (unreachable)". */
+function channelText(s) {
+  const states = s.channelStates || {};
+  return [...new Set([...(s.channels || []), ...Object.keys(states)])].map((name) => {
+    const c = states[name];
+    if (!c) return name;
+    return c.state === "running" ? `${name} running` : `${name} ${c.state}${c.reason ? ` (${c.reason})` : ""}`;
+  }).join(", ");
+}
+
 export class StatusPanel {
   constructor(gateway, root, { onError }) {
     this.gateway = gateway;
@@ -205,7 +215,7 @@ export class StatusPanel {
       const rows = [
         ["version", s.version], ["provider", s.provider], ["model", s.model],
         ["providers", breakers.join(", ")],
-        ["uptime", `${Math.round(s.uptime)} s`], ["channels", (s.channels || []).join(", ")],
+        ["uptime", `${Math.round(s.uptime)} s`], ["channels", channelText(s)],
         ["active sessions", Array.isArray(s.activeSessions) ? s.activeSessions.length : s.activeSessions],
         ["clients", s.clients],
         ["model calls today", count(today.calls)],

@@ -1,0 +1,185 @@
+"""Chat channel overhead: what the channel kit and each adapter add on the way in and on the way out.
+
+Per channel, 100 chats, one message each, one at a time, through the real `clawgate gateway` process:
+- intake: from the platform handing over the message (the fake server queued it) to the model request
+  arriving at the fake Messages API (long-poll wake-up, access, dedupe, inbox commit, loop pick-up);
+- delivery: from the fake model answering to the platform receiving the reply (outbox, dispatcher,
+  render, send).
+The fake model (in this process, zero latency, echo) and the platforms' fake servers share the machine's
+cores with the daemon. Add a channel by adding a Platform below. Usage:
+.venv/bin/python bench/channels.py [--chats 100] [--only telegram]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.core_bench import pct  # noqa: E402
+from tests.fakes.anthropic_api import FakeAnthropic, last_user_block, text  # noqa: E402
+from tests.fakes.echochat import EchoChatServer  # noqa: E402
+from tests.fakes.telegram_api import FakeTelegram  # noqa: E402
+from tests.harness import DaemonProcess  # noqa: E402
+
+
+class Platform:
+    """One channel's fake server as the bench drives it: inject a message, see when a text was sent."""
+
+    name: str
+
+    def env(self) -> dict[str, str]: ...
+    def inject(self, chat: int, text: str) -> None: ...
+    def close(self) -> None: ...
+
+    def __init__(self) -> None:
+        self.sent_at: dict[str, float] = {}  # text -> when the platform received it (first time)
+        self.lock = threading.Lock()
+
+    def saw(self, text: str) -> None:
+        with self.lock:
+            self.sent_at.setdefault(text, time.perf_counter())
+
+
+class TelegramPlatform(Platform):
+    name = "telegram"
+
+    def __init__(self) -> None:
+        super().__init__()
+        platform = self
+
+        class Timed(FakeTelegram):
+            def _dispatch(self, path: str, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+                if path.endswith("/sendMessage"):
+                    platform.saw(str(params.get("text")))
+                return super()._dispatch(path, params)
+
+        self.fake = Timed().start()
+
+    def env(self) -> dict[str, str]:
+        return {"TELEGRAM_BOT_TOKEN": self.fake.token, "CLAWGATE_CHANNELS__TELEGRAM__BASE_URL": self.fake.base_url,
+                "CLAWGATE_CHANNELS__TELEGRAM__DM_POLICY": "open", "CLAWGATE_CHANNELS__TELEGRAM__ACK_REACTION": ""}
+
+    def inject(self, chat: int, text: str) -> None:
+        self.fake.inject_message(10_000 + chat, text)
+
+    def close(self) -> None:
+        self.fake.stop()
+
+
+class EchoChatPlatform(Platform):
+    """The example third-party channel (tests/plugins/echochat), installed with pip for the run."""
+
+    name = "echochat"
+
+    def __init__(self) -> None:
+        super().__init__()
+        from tests.conformance.platforms.echochat import install_plugin
+
+        self.target = install_plugin()
+        platform = self
+
+        class Timed(EchoChatServer):
+            def send(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+                platform.saw(str(body.get("text")))
+                return super().send(body)
+
+        self.fake = Timed().start()
+
+    def env(self) -> dict[str, str]:
+        return {"PYTHONPATH": self.target, "CLAWGATE_CHANNELS__ECHOCHAT__BASE_URL": self.fake.base_url,
+                "CLAWGATE_CHANNELS__ECHOCHAT__TOKEN": self.fake.token, "CLAWGATE_CHANNELS__ECHOCHAT__DM_POLICY": "open"}
+
+    def inject(self, chat: int, text: str) -> None:
+        self.fake.inject(chat=f"dm-{chat}", user=f"u{chat}", text=text)
+
+    def close(self) -> None:
+        self.fake.stop()
+
+
+PLATFORMS: dict[str, Callable[[], Platform]] = {"telegram": TelegramPlatform, "echochat": EchoChatPlatform}
+
+
+def measure(make: Callable[[], Platform], chats: int) -> tuple[list[float], list[float]]:
+    """(intake ms, delivery ms) of `chats` messages, each in its own chat."""
+    asked: dict[str, float] = {}
+    answered: dict[str, float] = {}
+
+    def responder(body: dict) -> Any:
+        said = last_user_block(body)
+        asked.setdefault(said, time.perf_counter())
+        reply = text("echo: " + said)
+        answered.setdefault(said, time.perf_counter())
+        return reply
+
+    platform = make()
+    model = FakeAnthropic(responder).start()
+    model.record_requests = False
+    home = Path(tempfile.mkdtemp(prefix="clawgate-bench-channels-"))
+    daemon = DaemonProcess(home, anthropic_url=model.base_url, env={**platform.env(), "CLAWGATE_LOG__LEVEL": "warning"})
+    daemon.init()
+    daemon.start()
+    intake, delivery = [], []
+    try:
+        warm = "warm up"
+        injected = time.perf_counter()
+        platform.inject(0, warm)
+        wait(lambda: platform.sent_at.get(f"echo: {warm}"), 60)
+        for i in range(1, chats + 1):
+            said = f"ping {i}"
+            injected = time.perf_counter()
+            platform.inject(i, said)
+            sent = wait(lambda: platform.sent_at.get(f"echo: {said}"), 60)
+            intake.append((asked[said] - injected) * 1000)
+            delivery.append((sent - answered[said]) * 1000)
+    finally:
+        daemon.kill()
+        model.stop()
+        platform.close()
+    return intake, delivery
+
+
+def wait(check: Callable[[], float | None], timeout: float) -> float:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.0005)
+    raise SystemExit("a reply did not arrive in time; see the daemon's log")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chats", type=int, default=100)
+    parser.add_argument("--only", choices=sorted(PLATFORMS), action="append")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    rows = {}
+    for name in args.only or list(PLATFORMS):
+        intake, delivery = measure(PLATFORMS[name], args.chats)
+        rows[name] = {"intake_p50": pct(intake, 0.5), "intake_p99": pct(intake, 0.99),
+                      "delivery_p50": pct(delivery, 0.5), "delivery_p99": pct(delivery, 0.99), "chats": args.chats}
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"{'channel':10} {'intake p50':>11} {'intake p99':>11} {'delivery p50':>13} {'delivery p99':>13}  (ms, "
+          f"{args.chats} chats)")
+    for name, r in rows.items():
+        print(f"{name:10} {r['intake_p50']:11.1f} {r['intake_p99']:11.1f} {r['delivery_p50']:13.1f} "
+              f"{r['delivery_p99']:13.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    raise SystemExit(main())

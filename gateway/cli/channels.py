@@ -1,0 +1,79 @@
+"""`clawgate channels [--json]`: the installed chat channels, which ones the config enables, and their state.
+
+Installed: the entry points of the `clawgate.channels` group (built-in and third-party alike).
+Enabled: a `[channels.<name>]` section without `enabled = false` (Telegram: a bot token). State:
+the running daemon's (starting, running, retrying, failed, stopped), or "daemon not running".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from .remote import Target, gateway_or_offline
+
+
+def _configured(t: Target) -> dict[str, bool]:
+    """name -> enabled, for every channel the config mentions."""
+    telegram = t.settings.channels.telegram
+    out = {"telegram": telegram.enabled is not False and bool(telegram.token)}
+    for name, table in t.settings.channels.sections().items():
+        out[name] = not (isinstance(table, dict) and table.get("enabled") is False)
+    return out
+
+
+def rows() -> list[dict[str, Any]]:
+    from clawgate.channels.kit.registry import installed
+
+    found = installed()
+    seen: dict[str, Any] = {}
+
+    def offline(t: Target) -> dict[str, Any]:
+        seen["configured"] = _configured(t)
+        return {}
+
+    reply = gateway_or_offline("status", {}, offline)
+    states: dict[str, Any] = reply.payload.get("channelStates") or {} if reply.live else {}
+    if "configured" not in seen:  # the daemon answered: read the config here too, for the enabled column
+        from .remote import target
+
+        seen["configured"] = _configured(target())
+    configured: dict[str, bool] = seen["configured"]
+    out = []
+    for name in sorted(set(found) | set(configured)):
+        state = states.get(name)
+        out.append({
+            "name": name,
+            "installed": found[name].value if name in found else None,
+            "enabled": bool(configured.get(name)) and name in found,
+            "state": (state or {}).get("state") if reply.live else None,
+            "reason": (state or {}).get("reason"),
+            "bot": (state or {}).get("bot"),
+            "daemon": reply.live,
+        })
+    return out
+
+
+def cmd_channels(args: argparse.Namespace) -> int:
+    table = rows()
+    if args.json:
+        print(json.dumps(table, indent=2))
+        return 0
+    for row in table:
+        installed = row["installed"] or "NOT INSTALLED (a [channels] section names it)"
+        if not row["daemon"]:
+            state = "daemon not running"
+        elif row["state"] is None:
+            state = "-" if not row["enabled"] else "not started"
+        else:
+            state = row["state"] + (f" as {row['bot']}" if row["bot"] else "") + \
+                (f" ({row['reason']})" if row["reason"] and row["state"] != "running" else "")
+        print(f"{row['name']:12} {'enabled' if row['enabled'] else 'off':8} {state:30} {installed}")
+    return 0
+
+
+def add_commands(sub: Any) -> None:
+    p = sub.add_parser("channels", help="installed chat channels, the enabled ones and their state")
+    p.add_argument("--json", action="store_true", help="as JSON")
+    p.set_defaults(fn=cmd_channels)

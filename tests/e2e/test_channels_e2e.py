@@ -1,0 +1,86 @@
+"""Channels as plugins, end to end: `clawgate channels` lists what is installed (a third-party channel
+installed with pip included), config sections are checked against the installed channels in one line,
+and with `[channels] owner_shared_session` the owner's private chats on two channels share one session."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from tests.conformance.platforms.echochat import EchoChatHarness
+from tests.conformance.platforms.telegram import TelegramHarness
+from tests.fakes.anthropic_api import FakeAnthropic
+from tests.harness import DaemonProcess
+from tests.waiting import wait_until
+
+
+def plugin_env(harness: EchoChatHarness, **access: object) -> dict[str, str]:
+    return {**harness.env(owner=[harness.owner], **access), "PYTHONPATH": os.pathsep.join(harness.python_path())}
+
+
+def test_an_installed_plugin_is_listed_and_runs(daemon_factory) -> None:
+    echo = EchoChatHarness()
+    echo.start()
+    try:
+        daemon: DaemonProcess = daemon_factory(plugin_env(echo))
+        wait_until(lambda: '"running"' in daemon.cli("channels", "--json").stdout, "echochat running")
+        rows = {row["name"]: row for row in json.loads(daemon.cli("channels", "--json").stdout)}
+        assert rows["echochat"]["installed"] == "clawgate_echochat:EchoChatAdapter" and rows["echochat"]["enabled"]
+        assert rows["telegram"]["installed"] == "clawgate.channels.telegram:TelegramAdapter"
+        assert not rows["telegram"]["enabled"]  # no bot token
+        text = daemon.cli("channels").stdout
+        assert "echochat" in text and "running" in text
+        status = daemon.cli("status").stdout
+        assert "echochat: running" in status
+    finally:
+        echo.close()
+
+
+def test_a_section_for_a_channel_that_is_not_installed_is_one_line(daemon_factory, tmp_path) -> None:
+    daemon = DaemonProcess(tmp_path / "home", anthropic_url=None, env={"CLAWGATE_CHANNELS__DISCROD__TOKEN": "x"})
+    daemon.init()
+    started = daemon.cli("gateway", timeout=60)
+    assert started.returncode == 2 and started.stderr.count("\n") == 1 and "Traceback" not in started.stderr
+    assert "[channels.discrod] names no installed channel (installed: telegram)" in started.stderr
+    doctor = json.loads(daemon.cli("doctor", "--json", "--offline").stdout)
+    [check] = [c for c in doctor["checks"] if c["name"] == "channels"]
+    assert check["status"] == "fail" and "discrod" in check["detail"]
+
+
+def test_a_bad_key_in_a_plugin_section_is_one_line(tmp_path) -> None:
+    echo = EchoChatHarness()
+    echo.start()
+    try:
+        env = {**plugin_env(echo), "CLAWGATE_CHANNELS__ECHOCHAT__DM_POLICY": "everyone"}
+        daemon = DaemonProcess(tmp_path / "home", anthropic_url=None, env=env)
+        daemon.init()
+        started = daemon.cli("gateway", timeout=60)
+    finally:
+        echo.close()
+    assert started.returncode == 2 and started.stderr.count("\n") == 1
+    assert "channels.echochat.dm_policy" in started.stderr and "CLAWGATE_CHANNELS__ECHOCHAT__DM_POLICY" in started.stderr
+
+
+def test_the_owner_can_share_one_session_across_channels(daemon_factory, fake_model: FakeAnthropic) -> None:
+    echo, telegram = EchoChatHarness(), TelegramHarness()
+    echo.start()
+    telegram.start()
+    try:
+        env = {**plugin_env(echo, allow_from=[echo.friend]), **telegram.env(owner=[telegram.owner]),
+               "CLAWGATE_CHANNELS__OWNER_SHARED_SESSION": "true"}
+        daemon = daemon_factory(env)
+        telegram.send_dm(telegram.owner, "remember the word pelican")
+        wait_until(lambda: telegram.replies(telegram.dm_chat(telegram.owner)), "the Telegram reply")
+        echo.send_dm(echo.owner, "which word?")
+        wait_until(lambda: echo.replies(echo.dm_chat(echo.owner)), "the EchoChat reply")
+        assert echo.replies(echo.dm_chat(echo.owner)) == ["echo: which word?"]  # answered where it was asked
+        history = json.dumps(fake_model.requests[-1]["messages"])
+        assert "pelican" in history  # the same conversation
+        assert (daemon.home / "state/sessions/owner%3Adm.jsonl").exists()
+        # a guest's chat stays its own
+        echo.send_dm(echo.friend, "hello")
+        wait_until(lambda: echo.replies(echo.dm_chat(echo.friend)) == ["echo: hello"], "the guest's reply")
+        assert len(fake_model.requests) == 3 and "pelican" not in json.dumps(fake_model.requests[-1]["messages"])
+    finally:
+        echo.close()
+        telegram.close()
