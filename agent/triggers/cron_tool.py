@@ -27,7 +27,7 @@ class CronTool(Tool):
         "fires, self-contained (e.g. 'Remind the user to call Anna'), plus one of 'at' (once: 2026-03-01T09:00, "
         "'HH:MM' or '+20m'), 'every' ('30m', '1d') or 'cron' (crontab, e.g. '0 9 * * mon-fri'); 'tz' (e.g. "
         "Europe/Berlin) for the user's local times. Delivered to this chat unless 'deliver' is "
-        "telegram:<chat_id>, gateway:<session> or none."
+        "telegram:<chat_id>, gateway:<session>, email:<address> or none."
     )
     side_effects = True
 

@@ -18,8 +18,9 @@ from clawgate.agent.session import InvalidSessionKey, check_session_key
 
 from .schedule import Schedule, ScheduleError, format_time
 
-KNOWN_CHANNELS = ("telegram", "gateway")
-DELIVER_HINT = "use telegram:<chat_id>, gateway[:<session>] or none"
+KNOWN_CHANNELS = ("telegram", "gateway", "email")
+DELIVER_HINT = "use telegram:<chat_id>, gateway[:<session>], email:<address> or none"
+_ADDRESS = re.compile(r"^[^@\s]{1,64}@[^@\s]{1,190}$")
 _SESSION = re.compile(r"^[\w.:@/-]{1,200}$")
 
 
@@ -46,6 +47,10 @@ def parse_deliver(target: str | None) -> str | None:
         if sep and not _SESSION.match(chat):
             raise CronError(f"invalid delivery target {target!r}: bad session name; {DELIVER_HINT}")
         return f"gateway:{chat}" if chat else "gateway"
+    if channel == "email":
+        if not _ADDRESS.match(chat):
+            raise CronError(f"invalid delivery target {target!r}: an email target is an address; {DELIVER_HINT}")
+        return f"email:{chat.lower()}"
     if not re.fullmatch(r"-?\d{1,20}|@\w{3,64}", chat):
         raise CronError(f"invalid delivery target {target!r}: a Telegram chat id is a number (or @channel); {DELIVER_HINT}")
     return f"telegram:{chat}"

@@ -15,6 +15,7 @@ a third party), threaded under the mail they answer: In-Reply-To, References, "R
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import re
 from dataclasses import replace
@@ -22,11 +23,11 @@ from typing import Any, ClassVar
 
 from clawgate.channels.base import DeliveryError
 from clawgate.channels.kit import (
-    AccessPolicy, Capabilities, ChannelAuthError, ChannelUnavailable, Incoming, IncomingFile, PlatformAdapter,
-    Sender, Target, Verdict, decide,
+    Capabilities, ChannelAuthError, ChannelKit, ChannelUnavailable, Incoming, IncomingFile, PlatformAdapter, Sender,
+    Target, Verdict, decide,
 )
 
-from .compose import compose
+from .compose import compose, new_message_id
 from .imap import Mailbox, MailboxAuthError, MailboxUnavailable
 from .message import Attachment, MailIn, read_mail
 from .settings import EmailSettings
@@ -35,6 +36,7 @@ from .smtp import send_mail
 # "approve ID" / "deny ID" as the first words of a reply (the kit's commands are "/approve ID").
 _APPROVAL = re.compile(r"^\s*/?(approve|deny)\s+([A-Za-z0-9_-]+)\b", re.IGNORECASE)
 THREAD_KEY = "thread:"  # kv: Message-ID -> {"subject", "references"} of a mail we may answer
+OUT_KEY = "out:"  # kv: hash of (recipient, answered Message-ID, text) -> {"id", "sent"} of our answer
 RESCAN_DAYS = 1  # after a UIDVALIDITY change, re-read mail from this many days before the last seen
 
 
@@ -47,14 +49,14 @@ def approval_command(text: str) -> str:
 class EmailAdapter(PlatformAdapter):
     name: ClassVar[str] = "email"
     settings_model: ClassVar[type[EmailSettings]] = EmailSettings
-    capabilities: ClassVar[Capabilities] = Capabilities(max_chars=0)
+    capabilities: ClassVar[Capabilities] = Capabilities(max_chars=0, dm_is_user_id=True)
 
     settings: EmailSettings
+    kit: ChannelKit
 
-    def __init__(self, settings: EmailSettings, kit: Any) -> None:  # type: ignore[override]
+    def __init__(self, settings: EmailSettings, kit: ChannelKit) -> None:  # type: ignore[override]
         super().__init__(settings, kit)
         self.mailbox: Mailbox | None = None
-        self.policy = AccessPolicy.from_settings(settings)
 
     @classmethod
     def enabled(cls, settings: Any) -> bool:
@@ -151,7 +153,7 @@ class EmailAdapter(PlatformAdapter):
                               json.dumps({"subject": mail.subject, "references": list(mail.references)}))
         await self.kit.receive(Incoming(
             message_id=mail.message_id, chat_id=mail.sender,
-            sender=Sender(user_id=mail.sender, username=mail.sender, display=mail.display or None),
+            sender=Sender(user_id=mail.sender, display=mail.display or None),
             private=True, text=approval_command(mail.text), addressed=True,
             files=tuple(_incoming_file(a) for a in mail.attachments),
             metadata={"message_id": mail.message_id, "subject": mail.subject},
@@ -166,16 +168,13 @@ class EmailAdapter(PlatformAdapter):
             return mail.automatic
         if mail.authenticated is False:
             return f"From {mail.sender} not confirmed by {self.settings.authserv_id}'s Authentication-Results"
-        sender = Sender(user_id=mail.sender, username=mail.sender)
+        sender = Sender(user_id=mail.sender)
         # A stranger is never answered, not even once: with mail, the From can be anyone's address.
-        verdict = decide(self.policy, sender, private=True, paired=self._paired(mail.sender), refused_before=True)
+        verdict = decide(self.kit.policy, sender, private=True,
+                         paired=self.kit.pairing.is_paired(self.name, mail.sender), refused_before=True)
         if verdict is Verdict.IGNORE:
             return f"{mail.sender} is not allowed (channels.email allow_from / owner / dm_policy)"
         return None
-
-    def _paired(self, address: str) -> bool:
-        pairing = getattr(self.kit, "pairing", None)
-        return bool(pairing is not None and pairing.is_paired(self.name, address))
 
     # sending ----------------------------------------------------------------------------------
     def render(self, markdown: str) -> list[str]:
@@ -191,11 +190,25 @@ class EmailAdapter(PlatformAdapter):
         info = json.loads(thread) if thread else {}
         if "@" not in target.chat_id:
             raise DeliveryError(f"not an email address: {target.chat_id!r}", permanent=True)
+        # An answer to one mail is recorded the moment the server took it, under a key of what it answers
+        # and says: sent again after a crash (the reply not yet marked delivered), it is not mailed twice;
+        # lost between "about to send" and the server's OK, it goes out again with the same Message-ID,
+        # which mail clients show once.
+        key = OUT_KEY + hashlib.sha256(f"{target.chat_id}\n{parent}\n{text}".encode()).hexdigest()[:32] if parent else None
+        record = json.loads(self.kit.store.kv_get(key) or "null") if key else None
+        if record and record.get("sent"):
+            self.kit.log.info("email: the answer to %s was already sent as %s; not sent twice", parent, record["id"])
+            return str(record["id"])
+        message_id = record["id"] if record else new_message_id(s.address)
+        if key:
+            self.kit.store.kv_set(key, json.dumps({"id": message_id, "sent": False}))
         message = compose(sender=s.address, display_name=s.display_name, to=target.chat_id,
                           subject=info.get("subject") or s.subject, markdown=text, parent=parent,
-                          references=tuple(info.get("references", ())))
+                          references=tuple(info.get("references", ())), message_id=message_id)
         await send_mail(s, message)
-        return str(message["Message-ID"])
+        if key:
+            self.kit.store.kv_set(key, json.dumps({"id": message_id, "sent": True}))
+        return message_id
 
     def status(self) -> dict[str, Any]:
         box = self.mailbox

@@ -35,6 +35,10 @@ class OutFile:
     mime: str | None = None
 
 
+def new_message_id(sender: str) -> str:
+    return make_msgid(domain=sender.partition("@")[2] or None)
+
+
 def reply_subject(subject: str) -> str:
     """"Re: " exactly once in front of the original subject ("Re: Re: AW: x" -> "Re: x")."""
     bare = _RE.sub("", subject).strip()
@@ -56,7 +60,7 @@ def references_for(references: tuple[str, ...] | list[str], parent: str | None) 
 
 def compose(*, sender: str, display_name: str, to: str, subject: str, markdown: str,
             parent: str | None = None, references: tuple[str, ...] | list[str] = (),
-            files: tuple[OutFile, ...] = ()) -> EmailMessage:
+            files: tuple[OutFile, ...] = (), message_id: str | None = None) -> EmailMessage:
     """The mail answering `parent` (its Message-ID) in its thread, or a new thread when parent is None."""
     msg = EmailMessage()
     local, _, domain = sender.partition("@")
@@ -64,7 +68,7 @@ def compose(*, sender: str, display_name: str, to: str, subject: str, markdown: 
     msg["To"] = to
     msg["Subject"] = reply_subject(subject) if parent else subject
     msg["Date"] = formatdate(localtime=False, usegmt=True)
-    msg["Message-ID"] = make_msgid(domain=domain or None)
+    msg["Message-ID"] = message_id or new_message_id(sender)
     if parent:
         msg["In-Reply-To"] = parent
         msg["References"] = " ".join(references_for(references, parent))

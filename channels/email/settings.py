@@ -6,7 +6,9 @@ import ipaddress
 import ssl
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from clawgate.config.access import AccessSettings, DmPolicy
 
 Security = Literal["tls", "starttls", "none"]
 IMAP_PORTS = {"tls": 993, "starttls": 143, "none": 143}
@@ -22,10 +24,13 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-class EmailSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+class EmailSettings(AccessSettings):
+    """The kit's access keys (owner, allow_from, dm_policy, max_file_bytes, ...) plus the mailbox's.
+    `enabled` None: on when imap_host and address are set."""
 
-    enabled: bool | None = None  # None: on when imap_host and address are set
+    # A stranger is never answered by default: with "pairing" anyone could make the agent mail a code
+    # to any address they put in From.
+    dm_policy: DmPolicy = "allowlist"
     address: str = Field("", description="the bot's own address: the From of its mail, never answered itself")
     display_name: str = Field("", description="shown beside the address in the recipient's mail client")
     username: str = Field("", description="IMAP (and by default SMTP) login; empty: the address")

@@ -126,7 +126,8 @@ def test_delivery_targets() -> None:
     assert parse_deliver("none") is None and parse_deliver(None) is None
     assert resolve_deliver("gateway", "cron:abc") == {"channel": "gateway", "chat_id": "cron:abc"}
     assert resolve_deliver("telegram:7", "cron:abc") == {"channel": "telegram", "chat_id": "7"}
-    for bad in ("telegarm:1", "telegram:", "telegram:abc def", "gateway:has space"):
+    assert parse_deliver("email:Ann@Example.test") == "email:ann@example.test"
+    for bad in ("telegarm:1", "telegram:", "telegram:abc def", "gateway:has space", "email:", "email:no-at-sign"):
         with pytest.raises(CronError) as info:
             parse_deliver(bad)
-        assert "telegram:<chat_id>, gateway[:<session>] or none" in info.value.message
+        assert "telegram:<chat_id>, gateway[:<session>], email:<address> or none" in info.value.message
