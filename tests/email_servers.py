@@ -25,6 +25,7 @@ import ssl
 import subprocess
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from email.message import EmailMessage
 from pathlib import Path
@@ -157,6 +158,11 @@ class Dovecot:
         return path.read_text(errors="replace")[-3000:] if path.exists() else "(no dovecot.log)"
 
     def stop(self) -> None:
+        self.halt()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def halt(self) -> None:
+        """Stop the server (connections dropped and refused from now on); its files stay."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -164,13 +170,26 @@ class Dovecot:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(15)
-        shutil.rmtree(self.root, ignore_errors=True)
 
     # what a test does with a mailbox ------------------------------------------------------------
     def imap(self, address: str) -> imaplib.IMAP4:
         client = imaplib.IMAP4("127.0.0.1", self.port, timeout=30)
         client.login(address, self.passwords[address])
         return client
+
+    def flags_of(self, address: str, message_id: str) -> list[bytes]:
+        """The flags of every copy of the message with this Message-ID in INBOX (read-only)."""
+        client = self.imap(address)
+        try:
+            client.select("INBOX", readonly=True)
+            _, data = client.uid("SEARCH", "HEADER", "Message-ID", message_id)
+            flags = []
+            for uid in data[0].split():
+                _, parts = client.uid("FETCH", uid.decode(), "(FLAGS)")
+                flags.append(parts[0])
+            return flags
+        finally:
+            client.logout()
 
     def append(self, address: str, raw: bytes, mailbox: str = "INBOX") -> None:
         client = self.imap(address)
@@ -234,8 +253,12 @@ class _Deliver:
         self.server = server
 
     async def handle_DATA(self, smtp: SMTP, session: Session, envelope: Envelope) -> str:
-        raw = envelope.original_content or b""
         login = session.auth_data if session.authenticated else None
+        if login is not None:  # a client that logged in: the daemon (people in the tests send without AUTH)
+            self.server.attempts.append(time.monotonic())
+            if self.server.fail_next:
+                return self.server.fail_next.pop(0)
+        raw = envelope.original_content or b""
         self.server.record(Sent(envelope.mail_from or "", list(envelope.rcpt_tos), raw, login))
         return "250 OK"
 
@@ -250,6 +273,10 @@ class SmtpServer:
         self.users = users or {}
         self.port = free_port()
         self.sent: list[Sent] = []
+        # from clients that logged in (the daemon): the time of every DATA, refused ones too, and the
+        # answers ("550 ...") to give the next ones instead of 250
+        self.attempts: list[float] = []
+        self.fail_next: list[str] = []
         # address -> extra headers: mail to that address is answered at once by an out-of-office
         # responder that sends from it (what a vacation notice or another bot does)
         self.auto_responders: dict[str, dict[str, str]] = {}

@@ -57,6 +57,8 @@ class EmailAdapter(PlatformAdapter):
     def __init__(self, settings: EmailSettings, kit: ChannelKit) -> None:  # type: ignore[override]
         super().__init__(settings, kit)
         self.mailbox: Mailbox | None = None
+        # Built as the daemon starts: on the channel's first start, mail delivered before now is old.
+        self.started = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
 
     @classmethod
     def enabled(cls, settings: Any) -> bool:
@@ -100,11 +102,12 @@ class EmailAdapter(PlatformAdapter):
             raise ChannelAuthError(str(exc)) from None
 
     async def _start_point(self, box: Mailbox) -> int:
-        """The UID after which mail is new. First start: the mail already there is not answered."""
+        """The UID after which mail is new. First start: mail delivered before the daemon started is not answered."""
         saved = self._saved()
         if saved is None:
-            last = await box.highest_uid()
-            self.kit.log.info("email: first start; mail already in %s is not answered", self.settings.imap_folder)
+            last = await box.last_uid_before(self.started)
+            self.kit.log.info("email: first start; mail delivered to %s before the daemon started is not answered",
+                              self.settings.imap_folder)
             self._save(box.uidvalidity, last)
             return last
         validity, last, day = saved

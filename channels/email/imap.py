@@ -9,6 +9,7 @@ checks a stop flag every second, so disconnect() returns promptly.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import socket
 import ssl
 import threading
@@ -77,6 +78,7 @@ class Mailbox:
             except LoginError as exc:
                 raise MailboxAuthError(f"the IMAP server refused the login for {s.login!r} ({_text(exc)}); check "
                                        "channels.email.username / password (most providers need an app password)") from exc
+            client.normalise_times = False  # INTERNALDATE with its zone, compared with an aware time
             info = client.select_folder(s.imap_folder)
             self.uidvalidity = int(info.get(b"UIDVALIDITY", 0))
             self.uidnext = int(info.get(b"UIDNEXT", 0))
@@ -120,6 +122,19 @@ class Mailbox:
         found = await self._call(lambda: self._live().search(["ALL"]))
         return max(found, default=0)
 
+    async def last_uid_before(self, when: dt.datetime) -> int:
+        """The UID after which mail arrived at or after `when` (the server's INTERNALDATE): mail delivered
+        before then is old. `when` is timezone-aware."""
+        def work() -> int:
+            client = self._live()
+            everything = client.search(["ALL"])
+            recent = client.search(["SINCE", (when - dt.timedelta(days=1)).date()])
+            dates = client.fetch(recent, ["INTERNALDATE"]) if recent else {}
+            newer = [uid for uid, item in dates.items() if _aware(item[b"INTERNALDATE"]) >= when]
+            return min(newer) - 1 if newer else max(everything, default=0)
+
+        return await self._call(work)
+
     async def fetch(self, uid: int, max_bytes: int) -> tuple[bytes, int] | None:
         """(message, its size) without marking it read; above `max_bytes` only its header is downloaded.
         None when it was expunged meanwhile."""
@@ -157,6 +172,10 @@ class Mailbox:
                     return
         finally:
             _quietly(client.idle_done)
+
+
+def _aware(value: dt.datetime) -> dt.datetime:
+    return value if value.tzinfo is not None else value.astimezone()
 
 
 def _text(exc: BaseException) -> str:
