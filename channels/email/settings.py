@@ -52,7 +52,6 @@ class EmailSettings(AccessSettings):
     timeout_seconds: float = Field(30.0, gt=0, description="one IMAP or SMTP command's deadline")
     max_message_bytes: int = Field(25 * 1024 * 1024, ge=1024, description=(
         "a larger incoming mail is not downloaded: the agent is told its sender, subject and size only"))
-    max_send_bytes: int = Field(10 * 1024 * 1024, ge=1, description="largest attachment total sent in one mail")
     authserv_id: str = Field("", description=(
         "when set, only mail whose Authentication-Results header from this server id says dmarc=pass "
         "(or dkim=pass for the From domain) counts as from its From address; other mail is not answered"))

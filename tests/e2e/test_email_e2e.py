@@ -185,3 +185,29 @@ def test_the_password_never_appears_in_the_log(mail_daemon, mail_world: MailWorl
     w.mail(w.owner, "hi")
     w.wait_replies(w.owner, 1)
     assert w.dovecot.passwords[w.bot] not in daemon.log_text()
+
+
+def test_pairing_where_enabled_mails_a_code_and_the_owner_admits(mail_daemon, mail_world: MailWorld,
+                                                                 fake_model: FakeAnthropic) -> None:
+    daemon = mail_daemon(dm_policy="pairing", pairing_check_seconds=0.2)
+    w = mail_world
+    w.mail(w.stranger, "hi, may I use you?")
+    (code_mail,) = w.wait_replies(w.stranger, 1)
+    code = re.search(r"\b([A-Z2-9]{8})\b", plain(code_mail)).group(1)
+    assert "clawgate pairing approve email" in plain(code_mail) and fake_model.requests == []
+    approved = daemon.cli("pairing", "approve", "email", code)
+    assert approved.returncode == 0, approved.stderr
+    w.wait_replies(w.stranger, 2)  # told they are approved
+    w.mail(w.stranger, "now can we talk?")
+    wait_until(lambda: "echo: now can we talk?" in w.texts(w.stranger), "the paired sender answered")
+
+
+def test_with_authserv_id_only_authenticated_mail_is_answered(mail_daemon, mail_world: MailWorld) -> None:
+    mail_daemon(authserv_id="mx.example.test")
+    w = mail_world
+    w.mail(w.owner, "forged, no verdict")
+    w.mail(w.owner, "forged verdict from elsewhere", headers={"Authentication-Results": "evil.test; dmarc=pass"})
+    w.mail(w.owner, "really me", headers={"Authentication-Results": "mx.example.test; dmarc=pass"})
+    w.wait_replies(w.owner, 1)
+    wait_past(RESEND_WINDOW)
+    assert w.texts(w.owner) == ["echo: really me"]
