@@ -79,7 +79,7 @@ class MailWorld:
         sent = [(s.rcpt_tos, s.message["Subject"]) for s in self.smtp.sent]
         log = "\n".join(line for line in self.daemon.log_text().splitlines()[-200:]
                         if "email" in line or "channel" in line or "rror" in line)[-6000:] if self.daemon else ""
-        return f"sent so far: {sent}\ndaemon output:\n{log}"
+        return f"sent so far: {sent}\ndaemon output:\n{log}\ndovecot log:\n{self.dovecot.log()[-2500:]}"
 
 
 def plain(msg: EmailMessage) -> str:

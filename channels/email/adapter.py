@@ -71,6 +71,7 @@ class EmailAdapter(PlatformAdapter):
         if missing:
             raise ChannelAuthError(f"channels.email needs {', '.join(missing)}: set them in [channels.email] "
                                    "(or CLAWGATE_CHANNELS__EMAIL__<KEY>)")
+        await self.disconnect()  # a reconnect after a lost connection: the old one's socket and thread go
         self.mailbox = Mailbox(s)
         try:
             await self.mailbox.connect()

@@ -164,6 +164,8 @@ class Mailbox:
 
     def _idle(self) -> None:
         client = self._live()
+        # A server that reports new mail before accepting IDLE makes idle() raise: that is a reconnect
+        # (MailboxUnavailable), after which the mail is found from the saved cursor.
         client.idle()
         deadline = time.monotonic() + self.settings.idle_seconds
         try:

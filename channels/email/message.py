@@ -14,7 +14,7 @@ import email.policy
 import re
 from dataclasses import dataclass
 from email.message import EmailMessage
-from email.utils import getaddresses, parseaddr
+from email.utils import parseaddr
 
 from mailparser_reply import EmailReplyParser
 
@@ -152,6 +152,3 @@ def read_mail(raw: bytes, *, own_address: str, authserv_id: str = "", fallback_i
         authenticated=authentication_passed(msg, authserv_id) if authserv_id else None,
     )
 
-
-def recipients(msg: EmailMessage) -> list[str]:
-    return [addr.lower() for _, addr in getaddresses([str(v) for v in msg.get_all("To", []) + msg.get_all("Cc", [])])]

@@ -136,3 +136,13 @@ def test_ports_follow_the_security_mode() -> None:
     assert (s.imap_server_port, s.smtp_server, s.smtp_server_port, s.smtp_login) == (993, "mail.example.com", 587,
                                                                                      (BOT, "pw"))
     assert EmailSettings(smtp_tls="tls").smtp_server_port == 465
+
+
+@pytest.mark.parametrize("text, command", [
+    ("approve ab12-cd", "/approve ab12-cd"), ("Deny ab12\n\nnot now", "/deny ab12"), ("/approve x1", "/approve x1"),
+    ("please approve it", "please approve it"), ("approve", "approve"),
+])
+def test_an_approval_written_in_a_reply_becomes_the_kits_command(text: str, command: str) -> None:
+    from clawgate.channels.email.adapter import approval_command
+
+    assert approval_command(text) == command
