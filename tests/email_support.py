@@ -37,7 +37,7 @@ class MailWorld:
             "address": self.bot, "password": self.dovecot.passwords[self.bot], "display_name": "Claw",
             "imap_host": "127.0.0.1", "imap_port": self.dovecot.port, "imap_tls": "none",
             "smtp_port": self.smtp.port, "smtp_tls": "none", "owner": [self.owner], "allow_from": [self.friend],
-            "retry_base_seconds": RETRY_BASE, "progress": False, **self.settings,
+            "retry_base_seconds": RETRY_BASE, "progress": False, "idle_seconds": 5, **self.settings,
         }
         return "\n[channels.email]\n" + "".join(f"{key} = {json.dumps(value)}\n" for key, value in values.items())
 

@@ -48,7 +48,9 @@ class EmailSettings(AccessSettings):
         "PEM file of certificate authorities to trust besides the system's (a mail server with its own CA)"))
     subject: str = Field("Message from your assistant", description="subject of mail that starts a new thread")
     poll_seconds: float = Field(60.0, gt=0, description="how often to look for mail when the server has no IDLE")
-    idle_seconds: float = Field(600.0, gt=0, le=1740, description="IDLE is renewed this often (servers drop it at 30 min)")
+    idle_seconds: float = Field(60.0, gt=0, le=1740, description=(
+        "IDLE is ended and the folder checked this often: servers drop IDLE at 30 min, and a push the "
+        "server missed costs at most this long"))
     timeout_seconds: float = Field(30.0, gt=0, description="one IMAP or SMTP command's deadline")
     max_message_bytes: int = Field(25 * 1024 * 1024, ge=1024, description=(
         "a larger incoming mail is not downloaded: the agent is told its sender, subject and size only"))

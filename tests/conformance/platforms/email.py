@@ -63,7 +63,7 @@ class EmailHarness(PlatformHarness):
     def env(self, **access: Any) -> dict[str, str]:
         values = {"address": BOT, "password": self.password, "imap_host": "127.0.0.1", "imap_port": self.dovecot.port,
                   "imap_tls": "none", "smtp_port": self.smtp.port, "smtp_tls": "none",
-                  "pairing_check_seconds": 0.2, **access}
+                  "pairing_check_seconds": 0.2, "idle_seconds": 5, **access}
         return {f"CLAWGATE_CHANNELS__EMAIL__{k.upper()}": v if isinstance(v, str) else json.dumps(v)
                 for k, v in values.items()}
 
