@@ -15,7 +15,7 @@ from .core.errors import Conflict, DomainError
 if TYPE_CHECKING:
     from .checkpoints import CheckpointService
     from .control import SessionControl, TaskControl
-    from .status import Status
+    from .health import Health
     from .usage.ledger import UsageLedger
 
 COMMANDS: list[tuple[str, str]] = [
@@ -30,7 +30,7 @@ NAMES = frozenset(name for name, _ in COMMANDS)
 
 
 class CommandRouter:
-    def __init__(self, *, agent_name: str, sessions: "SessionControl", tasks: "TaskControl", status: "Status",
+    def __init__(self, *, agent_name: str, sessions: "SessionControl", tasks: "TaskControl", status: "Health",
                  checkpoints: "CheckpointService | None" = None, usage: "UsageLedger | None" = None) -> None:
         self.agent_name = agent_name
         self.usage = usage

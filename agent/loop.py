@@ -30,7 +30,7 @@ from .core.events import DeltaBuffer, EventHub
 from .core.lanes import Lanes
 from .providers.base import ModelResponse, Provider, ProviderError
 from .session import Session, SessionManager
-from .context.taint import Taint
+from .trust.taint import Taint
 from .recovery.tool_calls import crash_point, resolve, unknown_notice, unknown_outcomes
 from .tools import ToolContext, ToolOutcome, ToolRegistry
 

@@ -15,7 +15,7 @@ from .bus import Intake
 from .commands import CommandRouter
 from .control import SessionControl, TaskControl
 from .core.events import EventHub
-from .status import Status
+from .health import Health
 
 if TYPE_CHECKING:
     from .checkpoints import CheckpointService
@@ -34,7 +34,7 @@ class Services:
     approvals: ApprovalBroker
     cron: "CronService"
     events: EventHub
-    status: Status
+    status: Health
     commands: CommandRouter
     checkpoints: "CheckpointService"
     usage: "UsageLedger | None" = None  # token usage per day and session (the `usage` method)

@@ -24,7 +24,7 @@ from .core.errors import DomainError
 from .history_view import readable_history
 from .providers.base import text_of
 from .core.redact import redact
-from .context.untrusted import neutralise_markers
+from .trust.untrusted import neutralise_markers
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from clawgate.agent.session import Session  # noqa: E402
 from clawgate.agent.tools import ToolRegistry  # noqa: E402
 from clawgate.agent.toolset import default_tools  # noqa: E402
 from clawgate.config.schema import Settings  # noqa: E402
-from clawgate.gateway.init import write_workspace  # noqa: E402
+from clawgate.gateway.home_setup import write_workspace  # noqa: E402
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use  # noqa: E402
 from tests.harness import DaemonProcess  # noqa: E402
 

@@ -22,16 +22,6 @@ from clawgate.agent.bus import OutboundMessage
 
 from .base import Channel
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS gateway_chat (
-    session TEXT NOT NULL,
-    seq INTEGER NOT NULL,                      -- per session, from 1
-    outbox_id TEXT NOT NULL UNIQUE,            -- the reply's outbox row: a replayed reply keeps its number
-    payload TEXT NOT NULL,                     -- the `chat` event as clients get it
-    created_at REAL NOT NULL,
-    PRIMARY KEY (session, seq)
-);
-"""
 # Replies kept per session for clients catching up; older ones are read with chat.history.
 KEEP = 500
 
@@ -50,7 +40,6 @@ class GatewayChatChannel(Channel):
     def __init__(self, server: EventSink, db: sqlite3.Connection) -> None:
         self.server = server
         self.db = db
-        db.executescript(SCHEMA)
         # session -> seq -> resolved once a client of the session has that reply
         self._waiting: dict[str, dict[int, asyncio.Future[None]]] = {}
 

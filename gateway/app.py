@@ -2,10 +2,13 @@
 
 Everything else receives what it needs through its constructor — channels get their settings
 and the narrow Services, triggers their parts, gateway methods the Services — so no part holds
-"the daemon". Start-up order matters for crash safety: state first, pending inbound and
-outbound messages replayed before any channel takes new input, the ready line only when every
-part serves. Shutdown is the exact reverse (an AsyncExitStack): triggers, then channels stop
-taking input, running turns get a moment to finish, replies drain, then clients and files close.
+"the daemon". `App.__init__` reads top to bottom as the order of construction: one `build_*` per
+subsystem (gateway/wiring.py for the agent's parts; the gateway server and the channels here),
+then the loop's hooks from one table (`wiring.hook_pipeline`). Start-up order matters for crash
+safety: state first, pending inbound and outbound messages replayed before any channel takes new
+input, the ready line only when every part serves. Shutdown is the exact reverse (an
+AsyncExitStack): triggers, then channels stop taking input, running turns get a moment to finish,
+replies drain, then clients and files close.
 """
 
 from __future__ import annotations
@@ -14,91 +17,52 @@ import asyncio
 import logging
 import os
 import signal
+import sqlite3
 from contextlib import AsyncExitStack
-from pathlib import Path
 from typing import Any, Callable
 
-from clawgate.agent.approvals import ApprovalBroker
-from clawgate.agent.core.audit import AuditLog
-from clawgate.agent.jobs.background import BackgroundJobs
-from clawgate.agent.bus import SqliteBus
 from clawgate.agent.core.durability import Durability
-from clawgate.agent.checkpoints import CheckpointService, ReplayProvider, ToolReplay
-from clawgate.agent.commands import CommandRouter
-from clawgate.agent.context.compaction import Compactor
-from clawgate.agent.supervision.completeness import CompletenessCheck
-from clawgate.agent.context.consolidation import Consolidator
-from clawgate.agent.context.builder import ContextBuilder
-from clawgate.agent.control import SessionControl, TaskControl
-from clawgate.agent.supervision.drift_control import CheckpointRestorer, DriftControl
-from clawgate.agent.supervision.drift_restore import DriftRestore
-from clawgate.agent.core.events import EventHub
-from clawgate.agent.loop import AgentLoop, run_user, session_user
-from clawgate.agent.mcp import McpManager
-from clawgate.agent.memory.store import Memory
-from clawgate.agent.providers import Provider, UnconfiguredProvider
-from clawgate.agent.providers.breaker import OnChange
-from clawgate.agent.recovery.restart import TaskTracker, resume_tasks
 from clawgate.agent.core.redact import register_secrets
-from clawgate.agent.context.restatement import Restatement
+from clawgate.agent.providers import Provider
+from clawgate.agent.recovery.restart import resume_tasks
 from clawgate.agent.services import Services
-from clawgate.agent.session import SessionManager
-from clawgate.agent.core.statedb import open_state_db
-from clawgate.agent.jobs.subagents import Subagents
-from clawgate.agent.status import Status
-from clawgate.agent.tasks.store import TaskStore
-from clawgate.agent.tools import ToolRegistry
-from clawgate.agent.triggers.cron_tool import CronTool
+from clawgate.agent.supervision.drift_control import CheckpointRestorer
 from clawgate.agent.tools.mounts import mount_status
-from clawgate.agent.tools.sandbox import SandboxPolicy, sandbox_status
-from clawgate.agent.jobs.spawn_tool import Spawn
-from clawgate.agent.toolset import default_tools
-from clawgate.agent.core.trace import TraceWriter
-from clawgate.agent.triggers import CronService, CronStore, Triggers
-from clawgate.agent.triggers.heartbeat import Heartbeat
-from clawgate.agent.usage.ledger import MeteredProvider, UsageLedger
-from clawgate.agent.usage.store import UsageStore
+from clawgate.agent.tools.sandbox import sandbox_status
 from clawgate.channels.base import Channel
 from clawgate.channels.gateway_chat import GatewayChatChannel
 from clawgate.config.paths import Paths
 from clawgate.config.schema import Settings
 from clawgate.config.token import gateway_token
-from clawgate.workspace.guard import WorkspaceGuard
 from clawgate.workspace.users import Workspaces
 
 from . import __version__, chat_channels
 from .api import build_methods
 from .dispatcher import Dispatcher
 from .instance import remove_pid_file
-from .limits import open_files_per_cache, raise_open_file_limit
 from .runtime import event_loop_name, settle_heap
 from .server import GatewayServer
+from .wiring import (State, build_approvals, build_conversation, build_model, build_producers, build_services,
+                     build_state, build_supervision, hook_pipeline, install_hooks)
 
 log = logging.getLogger("clawgate")
 TURN_GRACE_SECONDS = 5.0
 DELIVERY_GRACE_SECONDS = 3.0
 
 
-def make_provider(settings: Settings, *, on_breaker: OnChange | None = None) -> Provider:
-    """Anthropic (when a key is set), then an OpenAI-compatible endpoint (when configured), in order,
-    each behind its circuit breaker (`on_breaker` hears it open and close)."""
-    from clawgate.agent.providers.anthropic import AnthropicProvider
-    from clawgate.agent.providers.chain import ProviderChain
+def build_server(settings: Settings, services: Services) -> GatewayServer:
+    """The WebSocket gateway: its methods are the Services, nothing more."""
+    return GatewayServer(settings.gateway, build_methods(services))
 
-    anthropic, compat = settings.providers.anthropic, settings.providers.openai_compat
-    providers: list[Provider] = []
-    if anthropic.api_key:
-        providers.append(AnthropicProvider(anthropic, stream=settings.agent.stream))
-    if compat is not None:
-        from clawgate.agent.providers.openai_compat import OpenAICompatProvider  # and httpx: only when configured
 
-        register_secrets([compat.api_key])
-        providers.append(OpenAICompatProvider(compat, stream=settings.agent.stream))
-    if not providers:
-        return UnconfiguredProvider()
-    breaker = settings.providers.breaker
-    return ProviderChain(providers, threshold=breaker.failure_threshold if breaker.enabled else None,
-                         cooldown=breaker.cooldown_seconds, on_breaker=on_breaker)
+def build_channels(settings: Settings, services: Services, server: GatewayServer, db: sqlite3.Connection,
+                   workspaces: Workspaces) -> tuple[dict[str, Channel], chat_channels.Built]:
+    """Every configured channel by name (the `[channels.*]` sections through the channel registry);
+    the gateway's own chat is always there."""
+    gateway_chat = GatewayChatChannel(server, db)
+    server.backlog = gateway_chat  # a (re)connecting client catches up on the replies it missed
+    built = chat_channels.build(settings.channels, services, db, workspace=workspaces.owner.root, workspaces=workspaces)
+    return {"gateway": gateway_chat, **built.runners}, built
 
 
 class App:
@@ -107,150 +71,40 @@ class App:
     def __init__(self, paths: Paths, settings: Settings, *, provider: Provider | None = None,
                  restorer: CheckpointRestorer | None = None) -> None:
         self.paths, self.settings = paths, settings
-        agent = settings.agent
         paths.ensure()
         if not settings.gateway.token:  # the gateway is never open: generate (once) and persist a token
             settings.gateway.token = gateway_token(paths, settings, create=True)
             register_secrets([settings.gateway.token])
-        workspace = WorkspaceGuard(Path(agent.workspace).expanduser() if agent.workspace else paths.default_workspace)
-        # each guest works in a workspace of their own; exec's HOME/TMPDIR are per person (workspace/users.py)
-        workspaces = Workspaces(workspace, paths.guest_workspaces, paths.exec_scratch)
-        fsync = settings.state.fsync
+        state = build_state(paths, settings)
+        self.provider, self.unconfigured = build_model(settings, state, provider)
+        approvals = build_approvals(settings, state)
+        talk = build_conversation(paths, settings, state, self.provider, approvals)
+        watch = build_supervision(paths, settings, state, self.provider, talk, restorer=restorer)
+        producers = build_producers(paths, settings, state, talk)
+        self.services = build_services(settings, state, approvals, talk, producers)
+        self.server = build_server(settings, self.services)
+        install_hooks(hook_pipeline(state, talk, watch, producers, self.server.on_event), state, talk)
+        self.channels, self.chat_channels = build_channels(settings, self.services, self.server, state.db,
+                                                           state.workspaces)
+        self.dispatcher = Dispatcher(state.bus, self.channels)
 
-        # state and the bus. Durable writes are flushed in batches off the event loop (group commit,
-        # agent/core/durability.py): the database commits without its own fsync, the barrier fsyncs the WAL.
-        self.durability = Durability(enabled=fsync)
-        self.db = open_state_db(paths.database, fsync=False)
-        self.bus = SqliteBus(self.db, self.durability)
-        self.events = EventHub()
-        # Busy sessions keep their log and trace open (raised from the usual 1,024 open files).
-        keep_open = open_files_per_cache(raise_open_file_limit())
-        self.trace = TraceWriter(paths.traces, max_open=keep_open)
-        self.events.subscribe(self.trace)
-        self.audit = AuditLog(paths.audit_log)
-        self.sessions = SessionManager(paths.sessions, fsync=fsync, durability=self.durability, max_open=keep_open)
-        self.tasks = TaskStore(paths.tasks, fsync=fsync, durability=self.durability)
-        # every real model call is counted per day and session (agent/usage/ledger.py), saved in batches
-        self.usage = UsageLedger(UsageStore(self.db), flush_seconds=settings.state.usage_flush_seconds)
-        model = provider or make_provider(settings, on_breaker=lambda kind, fields: self.events.emit(kind, **fields))
-        self.unconfigured = isinstance(model, UnconfiguredProvider)
-        self.provider: Provider = MeteredProvider(model, self.usage)
-
-        # the agent: tools, context, loop
-        approvals = ApprovalBroker(self.events, mode=settings.tools.approval_mode,
-                                   timeout=settings.tools.approval_timeout_seconds)
-        exec_sandbox = SandboxPolicy.for_paths(paths, settings.tools.exec.sandbox_read_paths)
-        # slow work off the session's lane (docs/background.md); results join the session before its next model call
-        self.background = BackgroundJobs(settings.background, index_path=paths.state / "background.json",
-                                         sessions=self.sessions, events=self.events, audit=self.audit,
-                                         busy=lambda key: self.loop.busy(key), fsync=fsync)
-        self.background.intake = self.bus
-        tools = ToolRegistry(default_tools(settings, sessions=paths.sessions, tasks=self.tasks,
-                                           written_ledger=paths.written_ledger, exec_sandbox=exec_sandbox,
-                                           background=self.background),
-                             events=self.events, audit=self.audit, approvals=approvals)
-        context = ContextBuilder(workspace.root, tools=tools.definitions, model=agent.model, max_tokens=agent.max_tokens,
-                                 compactor=Compactor(keep=agent.compact_keep_messages,
-                                                     chunk_chars=int(agent.context_tokens * 4 * agent.compact_chunk_ratio)),
-                                 active_tasks=lambda: [task.status_line() for task in self.tasks.active()])
-        context.guest_root = lambda session: None if not (user := session_user(session)) else workspaces.guard(user).root
-        # checkpoints: a projection of the session log plus snapshots; restored/forked branches replay
-        # recorded answers and tool results (the loop sees a provider and a registry that may answer from the tape)
-        self.checkpoints = CheckpointService(
-            folder=paths.checkpoints, workspace=workspace.root, sessions=self.sessions, tasks=self.tasks,
-            events=self.events, settings=settings.checkpoints, version=__version__,
-            busy=lambda key: self.loop.busy(key), invalidate=context.invalidate, fsync=fsync,
-            durability=self.durability, roots=lambda user: workspaces.guard(user).root)
-        self.sessions.observers += [self.checkpoints.tapes.on_append, self.checkpoints.on_append]
-        tools.interceptors.append(ToolReplay(self.checkpoints.tapes, self.sessions.loaded))
-        replaying = ReplayProvider(self.provider, self.checkpoints.tapes, self.sessions.loaded)
-        self.loop = AgentLoop(bus=self.bus, sessions=self.sessions, provider=replaying, tools=tools,
-                              context=context, events=self.events, settings=agent, workspace=workspace,
-                              workspaces=workspaces)
-        tracker = TaskTracker(self.tasks, remind_after=agent.task_reminder_turns, events=self.events)
-        self.events.subscribe(tracker.on_event)
-        tools.result_hooks.append(tracker.remind)
-        context.contributors.append(self._task_status_line)
-        restate = Restatement(agent.name, self.tasks.current, after_turns=agent.restate_after_turns)
-        context.contributors.append(restate)
-        context.followups.append(restate)
-        context.injectors.append(self.background.inject)
-        self.loop.skip_if.append(self.background.skip_wake)
-        # drift control after each turn; the completeness check before a multi-step answer goes out
-        drift = settings.drift
-        self.embedder = None
-        if drift.embedding_url:  # optional: its HTTP client is imported only when configured
-            from clawgate.agent.memory.embeddings import EmbeddingRelevance
-
-            self.embedder = EmbeddingRelevance(drift.embedding_url, drift.embedding_model,
-                                               min_similarity=drift.embedding_min_similarity)
-        # rung (b), back to the last good checkpoint: decided in the turn, carried out after the run (in its lane)
-        self.drift_restore = DriftRestore(self.checkpoints, self.sessions, self.bus, self.events,
-                                          paths.checkpoints / "drift", fsync=fsync) if settings.checkpoints.enabled else None
-        self.loop.after_turn.append(DriftControl(drift, provider=self.provider, model=agent.model, tasks=self.tasks,
-                                                 context=context, events=self.events,
-                                                 restorer=restorer or self.drift_restore, embedder=self.embedder))
-        self.loop.before_final.append(CompletenessCheck(settings.reflection, provider=self.provider, model=agent.model,
-                                                        tasks=self.tasks, tools=tools.definitions, events=self.events,
-                                                        side_effects=tools.has_side_effects))
-        self.loop.after_run.append(Consolidator(
-            provider=self.provider, context=context, memory=Memory(workspace.root), settings=agent, events=self.events,
-            memory_for=lambda session, msg: Memory(workspaces.guard(run_user(msg, session)).root)))
-        if self.drift_restore is not None:  # after consolidation, which still works on the run's session
-            self.loop.after_run.append(self.drift_restore.after_run)
-        self.loop.after_run.append(self.background.after_run)
-
-        # triggers: producers on the bus
-        session_control = SessionControl(self.loop, self.sessions, context, self.background)
-        cron = CronService(CronStore(self.db, history=settings.cron.history), self.bus, self.events, settings.cron,
-                           result_of=self._run_result, busy=session_control.busy)
-        self.events.subscribe(cron.on_event)
-        tools.add(CronTool(cron))
-        # sub-agents: children run the same loop on their own logs, with fewer tools and a budget
-        self.subagents = Subagents(settings.subagents, parent=self.loop, sessions=self.sessions, bus=self.bus,
-                                   events=self.events, pending=paths.subagents, fsync=fsync)
-        if settings.subagents.enabled:
-            tools.add(Spawn(self.subagents))
-        # MCP tool servers: each one's tools join the registry once it is up (docs/mcp.md)
-        self.mcp = McpManager(settings.mcp, tools, workspace=workspace.root, logs=paths.logs)
-        heartbeat = Heartbeat(settings.heartbeat, workspace=workspace.root, tasks=self.tasks, sessions=self.sessions,
-                              bus=self.bus, events=self.events, busy=session_control.busy)
-        self.loop.reply_filters.append(heartbeat.reply_filter)
-        self.triggers = Triggers(cron=cron, heartbeat=heartbeat, cron_settings=settings.cron,
-                                 heartbeat_settings=settings.heartbeat)
-
-        # what the outside may use
-        self.status = Status()
-        task_control = TaskControl(self.tasks, session_control, self.events)
-        self.services = Services(
-            intake=self.bus, sessions=session_control, tasks=task_control, approvals=approvals, cron=cron,
-            events=self.events, status=self.status,
-            commands=CommandRouter(agent_name=agent.name, sessions=session_control, tasks=task_control,
-                                   status=self.status, checkpoints=self.checkpoints, usage=self.usage),
-            checkpoints=self.checkpoints, usage=self.usage,
-        )
-
-        # the gateway and the channels
-        self.server = GatewayServer(settings.gateway, build_methods(self.services))
-        self.events.subscribe(self.server.on_event)
-        gateway_chat = GatewayChatChannel(self.server, self.db)
-        self.server.backlog = gateway_chat  # a (re)connecting client catches up on the replies it missed
-        self.chat_channels = chat_channels.build(settings.channels, self.services, self.db, workspace=workspace.root,
-                                                 workspaces=workspaces)  # [channels.*] through the registry
-        self.channels: dict[str, Channel] = {"gateway": gateway_chat, **self.chat_channels.runners}
-        self.dispatcher = Dispatcher(self.bus, self.channels)
-        self._describe_status(workspace)
-
+        # what `run` starts and stops
+        self.state, self.loop, self.checkpoints = state, talk.loop, talk.checkpoints
+        self.bus, self.usage, self.background = state.bus, state.usage, talk.background
+        self.drift_restore, self.embedder = watch.drift_restore, watch.embedder
+        self.subagents, self.mcp, self.triggers = producers.subagents, producers.mcp, producers.triggers
+        self._describe_status(state)
         self._core: list[asyncio.Task[Any]] = []
         self._stopped = asyncio.Event()
         self.failed = False
 
-    def _describe_status(self, workspace: WorkspaceGuard) -> None:
-        add = self.status.add
+    def _describe_status(self, state: State) -> None:
+        """The sections of `status`, `/status` and `clawgate status`: each read when a snapshot is taken."""
+        add = self.services.status.add
         add("version", lambda: __version__)
         add("pid", os.getpid)
         add("home", lambda: str(self.paths.home))
-        add("workspace", lambda: str(workspace.root))
+        add("workspace", lambda: str(state.workspace.root))
         add("provider", lambda: self.provider.name)
         add("model", lambda: self.settings.agent.model)
         add("channels", lambda: sorted(self.channels))
@@ -266,13 +120,6 @@ class App:
         add("backgroundJobs", self.background.running)
         if self.settings.mcp.servers:
             add("mcp", self.mcp.status)
-
-    def _task_status_line(self, session: Any) -> str | None:
-        task = self.tasks.current(session.key)
-        return f"task: {task.status_line()}" if task else None
-
-    def _run_result(self, session_key: str, run_id: str) -> str:
-        return self.sessions.get(session_key).run_result(run_id) if self.sessions.exists(session_key) else ""
 
     # lifecycle -----------------------------------------------------------------------------
     async def run(self) -> bool:
@@ -298,9 +145,11 @@ class App:
 
     async def _start(self, stack: AsyncExitStack) -> None:
         """Start in dependency order, registering each part's undo; the stack unwinds in reverse."""
-        for close in (self.db.close, self.checkpoints.store.close, self.audit.close, self.trace.close, self.sessions.close):
+        state = self.state
+        for close in (state.db.close, self.checkpoints.store.close, state.audit.close, state.trace.close,
+                      state.sessions.close):
             stack.callback(close)
-        stack.callback(_quietly_sync, self.durability)  # runs before the files close
+        stack.callback(_quietly_sync, state.durability)  # runs before the files close
         stack.callback(self.usage.close)  # after the last turn ran, before the database closes
         stack.push_async_callback(self.provider.close)
         if self.embedder is not None:
@@ -319,7 +168,7 @@ class App:
             log.info("recovered %d unanswered message(s) and %d undelivered repl(ies) from before the restart", inbound, outbound)
         if self.drift_restore is not None and (settled := self.drift_restore.recover()):  # before tasks resume
             log.info("finished %d drift restore(s) interrupted by the restart: %s", len(settled), ", ".join(settled))
-        resumed = resume_tasks(self.tasks, self.sessions, self.bus, max_resumes=self.settings.agent.max_task_resumes)
+        resumed = resume_tasks(state.tasks, state.sessions, self.bus, max_resumes=self.settings.agent.max_task_resumes)
         if resumed:
             log.info("resuming %d interrupted task(s): %s", len(resumed), ", ".join(resumed))
         if children := self.subagents.resume():

@@ -7,6 +7,7 @@ the machine the test runs on.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import shutil
 import socket
@@ -22,7 +23,6 @@ from clawgate.config.schema import Settings
 from clawgate.config.token import gateway_token
 
 from .doctor_channels import check_channels
-from .doctor_mcp import check_mcp
 
 Status = Literal["ok", "warn", "fail", "skip"]
 ANTHROPIC_URL = "https://api.anthropic.com"
@@ -219,16 +219,23 @@ def _sandbox_fields(report: Any) -> tuple[bool, str, str]:
 
 
 def check_database(paths: Paths) -> Check:
+    """Integrity and schema version, read only: an older file is left for the gateway to migrate."""
+    from clawgate.agent.core.schema import STATE, version_of
     from clawgate.agent.core.statedb import StateUnavailable, open_state_db
 
     database = paths.database
     if not database.exists():
         return Check("database", "ok", f"{database} not created yet (the gateway makes it at first start)")
     try:
-        open_state_db(database, repair=False).close()
+        db = open_state_db(database, repair=False, migrate_schema=False)
     except StateUnavailable as exc:
         return Check("database", "fail", str(exc).split(";")[0], str(exc).split(";", 1)[-1].strip())
-    return Check("database", "ok", f"{database} passed its integrity check")
+    try:
+        version = version_of(db)
+    finally:
+        db.close()
+    later = f"; the gateway brings it to {STATE.version} at its next start" if version < STATE.version else ""
+    return Check("database", "ok", f"{database} passed its integrity check (schema {version}{later})")
 
 
 def check_disk(paths: Paths, disk_usage: Callable[[Path], Any]) -> Check:
@@ -258,3 +265,42 @@ def line(check: Check) -> str:
     mark = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "skip": "skip"}[check.status]
     text = f"{mark} {check.name:10} {check.detail}"
     return text + (f" — fix: {check.fix}" if check.fix and check.status != "ok" else "")
+
+
+# MCP: each configured server started once, hand-shaken, its tools counted. Why start it rather than
+# only look for the program: a server that is installed but crashes at start, wants a missing variable
+# or refuses our token fails the same way inside the daemon, where it only shows as "down" in
+# `clawgate status`. Streamable-HTTP servers are not contacted with --offline; local programs are
+# still started (no network involved).
+PROBE_SECONDS = 30.0
+
+
+def check_mcp(paths: Paths, settings: Settings, offline: bool) -> list[tuple[str, str, str, str]]:
+    """(name, status, detail, fix) per configured server; nothing when none is configured."""
+    workspace = Path(settings.agent.workspace).expanduser() if settings.agent.workspace else paths.default_workspace
+    out: list[tuple[str, str, str, str]] = []
+    if settings.mcp.servers:
+        from clawgate.agent.mcp.connection import ProbeFailed, probe  # the SDK is slow to import: only when needed
+    for name, server in settings.mcp.servers.items():
+        label = f"mcp {name}"
+        if not server.enabled:
+            out.append((label, "skip", "disabled (enabled = false)", ""))
+            continue
+        if offline and server.url:
+            out.append((label, "skip", f"{server.url} not contacted (--offline)", ""))
+            continue
+        quick = server.model_copy(update={"startup_timeout_seconds": min(server.startup_timeout_seconds, PROBE_SECONDS)})
+        try:
+            count, task_only = asyncio.run(probe(name, quick, cwd=workspace,
+                                                 stderr_file=paths.logs / f"mcp-{name}.log"))
+        except ProbeFailed as exc:
+            out.append((label, "fail", f"did not start: {exc}",
+                        f"fix mcp.servers.{name} in config.toml; the server's own messages are in "
+                        f"{paths.logs / f'mcp-{name}.log'}"))
+            continue
+        detail = f"started and listed {count} tool(s)"
+        if task_only:
+            detail += (f"; {len(task_only)} more not offered to the model, they run only as MCP tasks: "
+                       f"{', '.join(task_only[:5])}")
+        out.append((label, "ok", detail, ""))
+    return out

@@ -14,7 +14,7 @@ from clawgate.agent.tools import ToolContext, ToolRegistry
 from clawgate.agent.tools.sandbox import SandboxPolicy
 from clawgate.agent.toolset import default_tools
 from clawgate.config.schema import Settings
-from clawgate.gateway.init import write_workspace
+from clawgate.gateway.home_setup import write_workspace
 from clawgate.workspace.guard import WorkspaceGuard
 
 

@@ -3,7 +3,7 @@
 The inbox row is committed before a channel acknowledges a message to its platform, and
 the outbox row before a channel sends, so after a crash the daemon knows what was accepted
 but not answered and what was answered but not delivered. The connection comes from
-agent/core/statedb.py (shared settings); the tables are this module's alone.
+agent/core/statedb.py (shared settings and the tables, declared in agent/core/schema.py).
 
 With a Durability barrier (the daemon), commits do not fsync one by one (synchronous=NORMAL:
 a process crash loses nothing, the database is never corrupted); `durable()` fsyncs the WAL
@@ -25,31 +25,6 @@ from clawgate.agent.core.statedb import open_state_db
 from .bus import MessageBus
 from .messages import InboundMessage, OutboundMessage
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS inbox (
-    id TEXT PRIMARY KEY,
-    session_key TEXT NOT NULL,
-    body TEXT NOT NULL,
-    status TEXT NOT NULL DEFAULT 'accepted',   -- accepted | answered
-    attempts INTEGER NOT NULL DEFAULT 0,       -- starts without progress; guards against poison messages
-    progress INTEGER NOT NULL DEFAULT -1,      -- session log position when the last attempt began
-    accepted_at REAL NOT NULL,
-    answered_at REAL
-);
-CREATE INDEX IF NOT EXISTS inbox_open ON inbox(status) WHERE status = 'accepted';
-CREATE TABLE IF NOT EXISTS outbox (
-    id TEXT PRIMARY KEY,
-    channel TEXT NOT NULL,
-    body TEXT NOT NULL,
-    status TEXT NOT NULL DEFAULT 'pending',    -- pending | delivered | failed
-    attempts INTEGER NOT NULL DEFAULT 0,
-    created_at REAL NOT NULL,
-    delivered_at REAL,
-    error TEXT
-);
-CREATE INDEX IF NOT EXISTS outbox_open ON outbox(status) WHERE status = 'pending';
-"""
-
 
 class SqliteBus(MessageBus):
     """One writer: the daemon's event loop thread. The queues in memory mirror the open rows."""
@@ -57,7 +32,6 @@ class SqliteBus(MessageBus):
     def __init__(self, db: sqlite3.Connection, durability: Durability | None = None) -> None:
         self._db = db
         self._durability = durability
-        db.executescript(SCHEMA)
         self._wal = db.execute("PRAGMA database_list").fetchone()[2] + "-wal"
         self._inbound: asyncio.Queue[InboundMessage] = asyncio.Queue()
         self._outbound: asyncio.Queue[OutboundMessage] = asyncio.Queue()

@@ -23,25 +23,11 @@ from typing import Iterator
 from urllib.parse import unquote
 
 from ..core.durability import Durability
+from ..core.schema import CHECKPOINTS
 from ..core.statedb import open_state_db
 from .model import Checkpoint, CheckpointRefused, decode, encode
 
 log = logging.getLogger(__name__)
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS checkpoints (
-    id TEXT PRIMARY KEY,
-    session TEXT NOT NULL,
-    time REAL NOT NULL,
-    seq INTEGER NOT NULL,
-    body BLOB NOT NULL
-);
-CREATE INDEX IF NOT EXISTS checkpoints_by_session ON checkpoints(session, time, seq);
-CREATE TABLE IF NOT EXISTS heads (
-    session TEXT PRIMARY KEY,
-    id TEXT NOT NULL
-);
-"""
 
 
 class CheckpointStore:
@@ -51,8 +37,7 @@ class CheckpointStore:
         # With a barrier the rows are flushed with the next batch (before the reply goes out);
         # without one (offline commands) every commit is fsynced by SQLite itself.
         self.durability = durability if fsync else None
-        self._db = open_state_db(self.path, fsync=fsync and durability is None, repair=repair)
-        self._db.executescript(SCHEMA)
+        self._db = open_state_db(self.path, fsync=fsync and durability is None, repair=repair, schema=CHECKPOINTS)
         self._wal = str(self.path) + "-wal"
         self._import_files(folder / "sessions")
 

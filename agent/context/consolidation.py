@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from clawgate.config.schema import AgentSettings
@@ -58,17 +59,17 @@ MAX_IDENTIFIERS = 40
 ITEM_CAP = 1_500
 
 
+@dataclass(kw_only=True, eq=False)
 class Consolidator:
-    def __init__(self, *, provider: Provider, context: ContextBuilder, memory: Memory, settings: AgentSettings,
-                 events: EventHub | None = None, memory_for: Callable[[Session, Any], Memory] | None = None) -> None:
-        """`memory_for(session, msg)`: the memory of the person the run acted for (a guest's summaries go
-        to the guest's own daily log, never the owner's); without it, always `memory`."""
-        self.provider = provider
-        self.context = context
-        self.memory = memory
-        self.memory_for = memory_for
-        self.settings = settings
-        self.events = events
+    """`memory_for(session, msg)`: the memory of the person the run acted for (a guest's summaries go
+    to the guest's own daily log, never the owner's); without it, always `memory`."""
+
+    provider: Provider
+    context: ContextBuilder
+    memory: Memory
+    settings: AgentSettings
+    events: EventHub | None = None
+    memory_for: Callable[[Session, Any], Memory] | None = None
 
     @property
     def threshold(self) -> int:

@@ -1,8 +1,10 @@
-"""The one way to open the daemon's SQLite state file (inbox/outbox, cron, pairing, channel state).
+"""The one way to open the daemon's SQLite files (the state database and the checkpoint database).
 
 Every owner of a table opens the file here, so all connections share one set of settings:
-busy_timeout first (so the pragmas below wait for another process instead of failing),
-WAL, `synchronous` from `state.fsync`, and a quick_check.
+busy_timeout first (so the pragmas below wait for another process instead of failing), a
+refusal of files a newer clawgate wrote (before anything is changed), WAL, `synchronous` from
+`state.fsync`, a quick_check, and then the file's schema brought up to date (schema.py): the
+stores only query.
 
 Only real corruption (a failed quick_check, or "file is not a database") moves the file aside
 and starts a fresh one. A locked database, a full disk or too many open files are not
@@ -17,6 +19,8 @@ import sqlite3
 import time
 from pathlib import Path
 
+from .schema import STATE, Schema, SchemaTooNew, migrate, refuse_newer
+
 log = logging.getLogger(__name__)
 BUSY_TIMEOUT_MS = 5000
 # sqlite3 error codes that mean "the bytes are damaged", as opposed to "cannot use it now".
@@ -27,16 +31,20 @@ class StateUnavailable(Exception):
     """The state database exists but cannot be used right now; the message names the fix."""
 
 
-def open_state_db(path: Path, *, fsync: bool = True, repair: bool = True) -> sqlite3.Connection:
-    """Open (creating if needed) the state database with the shared settings.
+def open_state_db(path: Path, *, fsync: bool = True, repair: bool = True, schema: Schema = STATE,
+                  migrate_schema: bool = True) -> sqlite3.Connection:
+    """Open (creating if needed) the state database with the shared settings and current schema.
 
     `repair`: move a corrupt file aside and start afresh (the daemon); the CLI passes False and
     reports instead, so an offline command never throws away the daemon's state.
-    Raises StateUnavailable for anything that is not corruption.
+    `schema`: which file this is (schema.STATE or schema.CHECKPOINTS). `migrate_schema=False`
+    (doctor) only checks the file is not newer than this code and changes nothing in it.
+    Raises StateUnavailable for anything that is not corruption, including a file a newer
+    clawgate wrote (left exactly as it is).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        return _open(path, fsync)
+        return _open(path, fsync, schema, migrate_schema)
     except sqlite3.DatabaseError as exc:
         if not _is_corrupt(exc):
             raise StateUnavailable(_unavailable(path, exc)) from None
@@ -51,7 +59,7 @@ def open_state_db(path: Path, *, fsync: bool = True, repair: bool = True) -> sql
                 extra.rename(aside.with_name(aside.name + suffix))
         log.error("state database %s is corrupt (%s); moved aside to %s and started a new one", path, exc, aside.name)
         try:
-            return _open(path, fsync)
+            return _open(path, fsync, schema, migrate_schema)
         except sqlite3.DatabaseError as again:
             raise StateUnavailable(_unavailable(path, again)) from None
     except OSError as exc:
@@ -59,12 +67,13 @@ def open_state_db(path: Path, *, fsync: bool = True, repair: bool = True) -> sql
                                "permissions, free disk space and open-file limit") from None
 
 
-def _open(path: Path, fsync: bool) -> sqlite3.Connection:
+def _open(path: Path, fsync: bool, schema: Schema, migrate_schema: bool) -> sqlite3.Connection:
     if not path.exists():  # created user-only, so there is no moment it is readable by others
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
     db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
     try:
         db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")  # first: the pragmas below may need to wait
+        refuse_newer(db, schema, path)  # before WAL or anything else could change a newer file
         db.execute("PRAGMA journal_mode=WAL")
         # FULL fsyncs the WAL on each commit (power-loss safe); NORMAL is process-crash safe.
         db.execute(f"PRAGMA synchronous={'FULL' if fsync else 'NORMAL'}")
@@ -73,6 +82,12 @@ def _open(path: Path, fsync: bool) -> sqlite3.Connection:
             error = sqlite3.DatabaseError(f"integrity check failed: {result}")
             error.sqlite_errorcode = sqlite3.SQLITE_CORRUPT  # type: ignore[attr-defined]
             raise error
+        new_file = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+        if migrate_schema and (steps := migrate(db, schema, path)) and not new_file:  # a new file is not news
+            log.info("%s: schema brought to %d (%s)", path.name, steps[-1].version, "; ".join(s.name for s in steps))
+    except SchemaTooNew as exc:
+        db.close()
+        raise StateUnavailable(str(exc)) from None
     except BaseException:
         db.close()
         raise

@@ -27,13 +27,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from .background_index import Entry, Index, kill_leftover, process_start
+from .background_index import Entry, Index, kill_leftover
 from ..bus import InboundMessage, Intake
 from ..session import LLM_KINDS, Session, SessionManager
+from ..tools.handoff import JobLimit, ProcessInfo
 
 if TYPE_CHECKING:
     from clawgate.config.schema import BackgroundSettings
@@ -48,26 +49,6 @@ RESULT_CAP = 64_000  # as for a foreground tool result
 _NOT_PEOPLE = ("heartbeat", "recovery", "cron", CHANNEL)
 INTERRUPTED = ("the daemon {how} while it ran, so its outcome is unknown. It was NOT re-run because it may have "
                "side effects: check its effects (files, output) before running it again.")
-
-
-class JobLimit(Exception):
-    """No room for another background job; the message names the cap and what to do."""
-
-
-@dataclass
-class ProcessInfo:
-    """The OS process behind a job, filled in by the tool that runs it: a restart kills a leftover
-    process by it, and the end event reports its exit."""
-
-    pid: int | None = None
-    start: str | None = None
-    exit_code: int | None = None
-    timed_out: bool = False
-    spawned: asyncio.Event = field(default_factory=asyncio.Event)
-
-    def started(self, pid: int) -> None:
-        self.pid, self.start = pid, process_start(pid)
-        self.spawned.set()
 
 
 @dataclass

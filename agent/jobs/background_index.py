@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.fsio import atomic_write_text
+from ..tools.handoff import process_start
 
 log = logging.getLogger(__name__)
 VERSION = 1
@@ -82,16 +83,6 @@ class Index:
             atomic_write_text(self.path, json.dumps(data, indent=1, ensure_ascii=False), fsync=self.fsync)
         except OSError as exc:
             log.error("could not write the background job index %s: %s", self.path, exc)
-
-
-def process_start(pid: int) -> str | None:
-    """The kernel's start time of `pid` (Linux /proc), or None when it cannot be read."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[-1].split()
-    return fields[19] if len(fields) > 19 else None  # field 22 of stat; the first two precede ")"
 
 
 def kill_leftover(entry: Entry) -> bool:

@@ -36,7 +36,7 @@ from ..loop import AgentLoop
 from ..providers.base import ModelResponse, text_of
 from ..session import InvalidSessionKey, Record, Session, SessionManager, check_session_key, session_file_name
 from ..tools import Tool, ToolContext, ToolError, ToolOutcome, ToolRegistry
-from ..context.untrusted import wrap_untrusted
+from ..trust.untrusted import wrap_untrusted
 
 log = logging.getLogger(__name__)
 CHANNEL = "subagent"  # the channel name of a background child's report on the bus

@@ -30,7 +30,7 @@ from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, PaginatedRequestParams
 from clawgate.config.mcp import McpServerSettings
 
 from ..tools.base import ToolError
-from ..context.untrusted import wrap_untrusted
+from ..trust.untrusted import wrap_untrusted
 from .tool import needs_task
 
 log = logging.getLogger(__name__)

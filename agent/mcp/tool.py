@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from ..tools.base import Tool, ToolContext, ToolError
-from ..context.untrusted import wrap_untrusted
+from ..trust.untrusted import wrap_untrusted
 
 if TYPE_CHECKING:
     from clawgate.config.mcp import McpServerSettings

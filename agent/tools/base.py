@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from clawgate.workspace.guard import WorkspaceGuard
 
-from ..context.taint import Taint
+from ..trust.taint import Taint
 
 if TYPE_CHECKING:
     from clawgate.agent.bus import OutboundMessage
@@ -78,7 +78,7 @@ class ToolContext:
     user: str = ""
     # exec's per-person HOME/TMPDIR parent, outside every workspace (None: inside the workspace, tests).
     scratch: Path | None = None
-    # Whether untrusted content entered this run (one object for the whole run, see agent/context/taint.py).
+    # Whether untrusted content entered this run (one object for the whole run, see agent/trust/taint.py).
     taint: Taint = field(default_factory=Taint)
     # Set by the registry for the one call the owner approved: a tool may then use what the
     # approval covered (exec: writing the agent's own files, the network).

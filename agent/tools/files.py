@@ -17,7 +17,7 @@ import io
 import os
 import stat
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import Any, BinaryIO, Iterator
 
 import aiofiles
 from pydantic import Field
@@ -25,7 +25,7 @@ from pydantic import Field
 from clawgate.workspace.fdpath import Location, open_folder, open_regular, write_atomic_async
 from clawgate.workspace.guard import PathOutsideWorkspace
 
-from ..context.untrusted import wrap_untrusted
+from ..trust.untrusted import wrap_untrusted
 from .base import Args, Checked, Tool, ToolContext, ToolError
 from .ledger import WrittenLedger, digest
 from .protected import protected_reason
@@ -208,41 +208,39 @@ class ReadFile(Tool):
         return out or "(empty file)"
 
 
-def _protected_write(ctx: ToolContext, path: str) -> str | None:
-    """Nobody's run changes what steers the owner's sessions without the owner's yes (exec's
-    sandbox keeps the same files read-only, agent/tools/protected.py)."""
-    reason = protected_reason(ctx.workspace, path)
-    if reason and not ctx.owner:
-        return f"{reason} (asked by a guest's run)"
-    return reason
+class _WorkspaceWrite(Tool):
+    """What write_file and edit_file share: a lasting side effect, checked (not re-run) after a crash,
+    the owner's yes for the files that steer sessions, and the ledger of text the agent wrote."""
+
+    side_effects = True
+    recovery = "check"
+
+    def __init__(self, ledger: WrittenLedger | None = None) -> None:
+        self.ledger = ledger
+
+    def needs_approval(self, args: Any, ctx: ToolContext) -> str | None:
+        """Nobody's run changes what steers the owner's sessions without the owner's yes (exec's
+        sandbox keeps the same files read-only, agent/tools/protected.py)."""
+        reason = protected_reason(ctx.workspace, args.path)
+        if reason and not ctx.owner:
+            return f"{reason} (asked by a guest's run)"
+        return reason
+
+    def lasting_effect(self, args: Any, ctx: ToolContext) -> str | None:
+        """In a tainted run the memory logs count as well."""
+        return protected_reason(ctx.workspace, args.path, memory=True)
 
 
-def _lasting_write(ctx: ToolContext, path: str) -> str | None:
-    """In a tainted run the memory logs count as well."""
-    return protected_reason(ctx.workspace, path, memory=True)
-
-
-class WriteFile(Tool):
+class WriteFile(_WorkspaceWrite):
     name = "write_file"
     description = (
         "Create or overwrite a workspace text file with the complete content (parents are created). "
         "For small changes prefer edit_file."
     )
-    side_effects = True
-    recovery = "check"
 
     class Arguments(Args):
         path: str
         content: str
-
-    def __init__(self, ledger: WrittenLedger | None = None) -> None:
-        self.ledger = ledger
-
-    def needs_approval(self, args: Arguments, ctx: ToolContext) -> str | None:
-        return _protected_write(ctx, args.path)
-
-    def lasting_effect(self, args: Arguments, ctx: ToolContext) -> str | None:
-        return _lasting_write(ctx, args.path)
 
     async def run(self, args: Arguments, ctx: ToolContext) -> str:
         data = args.content.encode("utf-8")
@@ -273,28 +271,17 @@ class WriteFile(Tool):
         return Checked(True, f"{relative} already has the intended content ({len(data)} bytes)")
 
 
-class EditFile(Tool):
+class EditFile(_WorkspaceWrite):
     name = "edit_file"
     description = (
         "Replace exact text in a workspace file: old_text must occur exactly once (include surrounding "
         "lines to make it unique)."
     )
-    side_effects = True
-    recovery = "check"
 
     class Arguments(Args):
         path: str
         old_text: str = Field(min_length=1)
         new_text: str
-
-    def __init__(self, ledger: WrittenLedger | None = None) -> None:
-        self.ledger = ledger
-
-    def needs_approval(self, args: Arguments, ctx: ToolContext) -> str | None:
-        return _protected_write(ctx, args.path)
-
-    def lasting_effect(self, args: Arguments, ctx: ToolContext) -> str | None:
-        return _lasting_write(ctx, args.path)
 
     async def run(self, args: Arguments, ctx: ToolContext) -> str:
         raw, new, relative = await self._edit(ctx, args)

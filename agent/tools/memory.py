@@ -20,7 +20,7 @@ from pydantic import Field
 from ..memory.store import Memory, MemoryProblem
 from ..memory.search import MemorySearch, record_text
 from ..session import record_problem, session_file_name
-from ..context.untrusted import wrap_untrusted
+from ..trust.untrusted import wrap_untrusted
 from .base import Args, Tool, ToolContext, ToolError
 from .files import lines_of, numbered, pinned_file
 

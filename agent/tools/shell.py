@@ -43,7 +43,7 @@ import shutil
 import shlex
 import signal
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from pydantic import Field
 
@@ -51,16 +51,13 @@ from clawgate.config.paths import Paths
 from clawgate.config.schema import ExecSettings
 from clawgate.workspace.guard import PathOutsideWorkspace
 
-from ..jobs.background import JobLimit, ProcessInfo
-from ..context.untrusted import wrap_untrusted
+from ..trust.untrusted import wrap_untrusted
 from .base import Args, Tool, ToolContext, ToolError
 from .exec_checks import inside, operand_problem, option_problem, path_problem
 from .files import _resolve
+from .handoff import Background, JobLimit, ProcessInfo
 from .mounts import MountStatus, Unprotectable, bwrap_argv, mount_status, prepare
 from .sandbox import TMP_NAME, SandboxPolicy, SandboxStatus, argv_file, sandbox_status
-
-if TYPE_CHECKING:
-    from ..jobs.background import BackgroundJobs
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +88,7 @@ class Exec(Tool):
 
     def __init__(self, settings: ExecSettings, *, sandbox: SandboxPolicy | None = None,
                  status: Callable[[], SandboxStatus] = sandbox_status,
-                 background: "BackgroundJobs | None" = None,
+                 background: "Background | None" = None,
                  mounts: Callable[[], MountStatus] = mount_status) -> None:
         """`sandbox` names what the sandbox protects (default: this CLAWGATE_HOME's state and
         config); `status` says whether the host can sandbox (injectable to simulate a host without),

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, PrivateAttr
 
-from ..context.untrusted import escape_source, wrap_untrusted
+from ..trust.untrusted import escape_source, wrap_untrusted
 from .base import Args, Tool, ToolContext, ToolError
 
 if TYPE_CHECKING:  # imported when a fetch runs (the daemon warms it after start-up): not at start-up

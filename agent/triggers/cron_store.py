@@ -1,7 +1,8 @@
 """Cron jobs and their bounded run history, in the daemon's SQLite database (WAL).
 
-Own tables beside the inbox/outbox, so the daemon and an offline `clawgate cron …` share
-one file safely (SQLite's locking, a busy timeout), and a job change is one transaction.
+Own tables (declared with every other in agent/core/schema.py) beside the inbox/outbox, so the
+daemon and an offline `clawgate cron …` share one file safely (SQLite's locking, a busy timeout),
+and a job change is one transaction.
 Jobs are stored as JSON bodies: readable with the sqlite3 shell, no pickle.
 """
 
@@ -18,31 +19,7 @@ from clawgate.agent.core.statedb import open_state_db
 
 from .jobs import Job
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS cron_jobs (
-    id TEXT PRIMARY KEY,
-    body TEXT NOT NULL,
-    updated_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS cron_runs (
-    run_id TEXT PRIMARY KEY,         -- the inbound message id of the run (cron:<job>:<time>)
-    job_id TEXT NOT NULL,
-    scheduled_at REAL,
-    started_at REAL NOT NULL,
-    ended_at REAL,
-    status TEXT NOT NULL,            -- queued | running | ok | error | cancelled | missed | skipped
-    result TEXT NOT NULL DEFAULT ''
-);
-CREATE INDEX IF NOT EXISTS cron_runs_job ON cron_runs(job_id, started_at);
-CREATE TABLE IF NOT EXISTS cron_meta (
-    key TEXT PRIMARY KEY,            -- "daemon": the current daemon start, for @reboot jobs
-    value TEXT NOT NULL              -- JSON
-);
-"""
 OPEN = ("queued", "running")
-# Jobs stored before jobs recorded whether their creating run had read untrusted content: nobody
-# can tell any more, so their runs are treated as untrusted (re-adding a job makes it trusted).
-LEGACY_TAINT = "created before clawgate recorded where jobs come from"
 RESULT_CAP = 500
 
 
@@ -68,20 +45,6 @@ class CronStore:
     def __init__(self, db: sqlite3.Connection, *, history: int = 50) -> None:
         self.db = db
         self.history = history
-        self.db.executescript(SCHEMA)
-        self._migrate_taint()
-
-    def _migrate_taint(self) -> None:
-        """Give every job stored without a `tainted` field the legacy mark, once (durable, idempotent)."""
-        rows = self.db.execute("SELECT id, body FROM cron_jobs").fetchall()
-        old = [(job_id, data) for job_id, body in rows if "tainted" not in (data := json.loads(body))]
-        if not old:
-            return
-        with self.db:
-            self.db.execute("BEGIN")
-            for job_id, body in old:
-                body["tainted"] = LEGACY_TAINT
-                self.db.execute("UPDATE cron_jobs SET body=? WHERE id=?", (json.dumps(body, ensure_ascii=False), job_id))
 
     @classmethod
     def open(cls, path: Path, *, history: int = 50, fsync: bool = True) -> "CronStore":

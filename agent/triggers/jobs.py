@@ -7,10 +7,12 @@ it is wrong.
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
+from importlib.metadata import entry_points
 from typing import Any
 
 from clawgate.agent.core.errors import DomainError
@@ -18,10 +20,18 @@ from clawgate.agent.session import InvalidSessionKey, check_session_key
 
 from .schedule import Schedule, ScheduleError, format_time
 
-KNOWN_CHANNELS = ("telegram", "gateway", "email")
-DELIVER_HINT = "use telegram:<chat_id>, gateway[:<session>], email:<address> or none"
-_ADDRESS = re.compile(r"^[^@\s]{1,64}@[^@\s]{1,190}$")
+KNOWN_CHANNELS = ("telegram", "gateway")
+CHANNEL_GROUP = "clawgate.channels"  # the chat channels' entry points (channels/kit/registry.py)
+DELIVER_HINT = "use telegram:<chat_id>, gateway[:<session>] or none"
 _SESSION = re.compile(r"^[\w.:@/-]{1,200}$")
+_CHAT = re.compile(r"^[\w.:@!+=/-]{1,200}$")  # another channel's chat id: Discord, Slack, Matrix rooms, addresses
+
+
+@functools.cache
+def known_channels() -> frozenset[str]:
+    """The built-ins and every installed chat channel, by name: read from the installed distributions'
+    entry points (nothing is imported), so a plugin channel's chats can receive cron results."""
+    return frozenset({*KNOWN_CHANNELS, *(ep.name for ep in entry_points(group=CHANNEL_GROUP))})
 
 
 class CronError(DomainError):
@@ -41,16 +51,17 @@ def parse_deliver(target: str | None) -> str | None:
         return None
     channel, sep, chat = text.partition(":")
     channel, chat = channel.strip().lower(), chat.strip()
-    if channel not in KNOWN_CHANNELS:
-        raise CronError(f"invalid delivery target {target!r}: unknown channel {channel!r}; {DELIVER_HINT}")
+    if channel not in known_channels():
+        raise CronError(f"invalid delivery target {target!r}: unknown channel {channel!r} (installed: "
+                        f"{', '.join(sorted(known_channels()))}); {DELIVER_HINT}")
     if channel == "gateway":
         if sep and not _SESSION.match(chat):
             raise CronError(f"invalid delivery target {target!r}: bad session name; {DELIVER_HINT}")
         return f"gateway:{chat}" if chat else "gateway"
-    if channel == "email":
-        if not _ADDRESS.match(chat):
-            raise CronError(f"invalid delivery target {target!r}: an email target is an address; {DELIVER_HINT}")
-        return f"email:{chat.lower()}"
+    if channel != "telegram":
+        if not _CHAT.match(chat):
+            raise CronError(f"invalid delivery target {target!r}: give {channel}:<chat id>; {DELIVER_HINT}")
+        return f"{channel}:{chat}"
     if not re.fullmatch(r"-?\d{1,20}|@\w{3,64}", chat):
         raise CronError(f"invalid delivery target {target!r}: a Telegram chat id is a number (or @channel); {DELIVER_HINT}")
     return f"telegram:{chat}"
@@ -94,7 +105,7 @@ class Job:
     note: str = ""               # why it is disabled or done
     created_by: str = ""         # "" the owner (CLI, gateway, the owner's chats); else "<channel>:<user>", a guest
     reboot_at: float | None = None  # @reboot: the daemon start it was last due for (see CronService.start)
-    # Untrusted content the creating run had taken in ("" none): the job's runs start tainted (agent/context/taint.py).
+    # Untrusted content the creating run had taken in ("" none): the job's runs start tainted (agent/trust/taint.py).
     tainted: str = ""
 
     def __post_init__(self) -> None:

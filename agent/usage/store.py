@@ -19,18 +19,6 @@ TOKENS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_cre
 FIELDS = ("calls", *TOKENS)
 _COLUMNS = ("calls", "input_tokens", "output_tokens", "cache_read", "cache_write")
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS usage (
-    day TEXT NOT NULL,               -- YYYY-MM-DD, the daemon host's local date
-    session TEXT NOT NULL,           -- session key ('' for calls made outside any session)
-    calls INTEGER NOT NULL DEFAULT 0,
-    input_tokens INTEGER NOT NULL DEFAULT 0,
-    output_tokens INTEGER NOT NULL DEFAULT 0,
-    cache_read INTEGER NOT NULL DEFAULT 0,
-    cache_write INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (day, session)
-) WITHOUT ROWID;
-"""
 _SUMS = ", ".join(f"SUM({c})" for c in _COLUMNS)
 
 Counts = dict[str, int]
@@ -53,7 +41,6 @@ class Totals:
 class UsageStore:
     def __init__(self, db: sqlite3.Connection) -> None:
         self.db = db
-        self.db.executescript(SCHEMA)
 
     @classmethod
     def open(cls, path: Path) -> "UsageStore":

@@ -65,7 +65,7 @@ class Intake:
         kit.routes[key] = (incoming.chat_id, incoming.thread_id)
         if command is not None:
             if kit.store.first_time(f"command:{incoming.chat_id}:{incoming.message_id}"):
-                reply = self._command(command, key, who, owner, incoming.chat_id)
+                reply = self._command(command, key, who, owner)
                 if reply:
                     kit.say(incoming.chat_id, reply, incoming.thread_id)
             return False
@@ -93,7 +93,7 @@ class Intake:
         chat = kit.store.session_chat(incoming.chat_id)
         return kit.services.check_session_key(session_key(kit.name, chat, incoming.thread_id))
 
-    def _command(self, command: tuple[str, str], key: str, who: Sender, owner: bool, chat_id: str) -> str | None:
+    def _command(self, command: tuple[str, str], key: str, who: Sender, owner: bool) -> str | None:
         name, args = command
         if name in ("approve", "deny"):
             approval_id = args.split()[0] if args.split() else ""

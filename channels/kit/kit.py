@@ -81,7 +81,9 @@ class ChannelKit:
         self.delivery = Delivery(adapter, self.store, self.log, retries=s.send_retries, base_delay=s.retry_base_seconds,
                                  max_retry_after=s.max_retry_after_seconds)
         self.ops = KitOps(self)
-        self.progress = Progress(self.ops, self.services.busy, locate=self.locate,
+        # a run the kit did not see start (replayed after a restart) is found by its key alone: another
+        # channel's run in the owner's shared session must not get a status line here
+        self.progress = Progress(self.ops, self.services.busy, locate=lambda key: parse_session_key(key, self.name),
                                  typing_interval=s.typing_interval_seconds, edit_interval=s.progress_interval_seconds,
                                  status_messages=s.progress and caps.edit)
         self.prompts = ApprovalPrompts(self.ops, channel=self.name, resolve=self.services.resolve_approval,

@@ -20,11 +20,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from .store import create_pairing_tables
 
 ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
 CODE_LENGTH = 8
-
 
 
 class PairingError(Exception):
@@ -59,7 +57,6 @@ class PairingStore:
         self.max_pending = max_pending
         self.interval = interval_seconds
         self.clock = clock
-        create_pairing_tables(db)
 
     # asked by the daemon on each message -------------------------------------------------
     def is_paired(self, channel: str, user_id: str) -> bool:

@@ -22,7 +22,7 @@ from .adapter import PlatformAdapter
 from .kit import ChannelKit, ChannelServices
 from .pairing import PairingStore
 from .runner import ChannelRunner
-from .store import ChannelStore, create_tables
+from .store import ChannelStore
 
 GROUP = "clawgate.channels"
 log = logging.getLogger("clawgate.channels")
@@ -126,7 +126,6 @@ def build_channels(sections: Mapping[str, Any], services: ChannelServices, db: s
     reported in `broken` and the others run."""
     found = installed()
     check_sections(sections, found)
-    create_tables(db)
     built = Built()
     for name, table in sections.items():
         try:

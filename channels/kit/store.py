@@ -13,8 +13,8 @@ Per channel (every row carries the channel's name):
 - the id each owner named by username had at first contact (ownership stays with the id);
 - a small key/value space for the adapter's own state.
 
-The tables are made by `create_tables` (the one place with this module's DDL); rows of the
-Telegram-only tables of earlier versions are carried over once by `migrate_legacy`.
+The tables are declared with every other table in agent/core/schema.py (migration 4 carried the
+Telegram-only tables of earlier versions over).
 """
 
 from __future__ import annotations
@@ -28,83 +28,6 @@ KV = "kv:"
 OWNER_CHAT = "owner-chat:"
 
 
-# --- schema: the channel kit's tables (keep every CREATE TABLE of the channels here) -------------------
-def create_tables(db: sqlite3.Connection) -> None:
-    """Create the kit's tables and carry over the rows of earlier versions' Telegram tables."""
-    db.executescript("""
-CREATE TABLE IF NOT EXISTS channel_state (channel TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
-                                          PRIMARY KEY (channel, key));
-CREATE TABLE IF NOT EXISTS channel_sent (channel TEXT NOT NULL, outbound_id TEXT NOT NULL, chunks INTEGER NOT NULL,
-                                         updated_at REAL NOT NULL, PRIMARY KEY (channel, outbound_id));
-CREATE TABLE IF NOT EXISTS channel_seen (channel TEXT NOT NULL, key TEXT NOT NULL, seen_at REAL NOT NULL,
-                                         PRIMARY KEY (channel, key));
-CREATE TABLE IF NOT EXISTS channel_refused (channel TEXT NOT NULL, user_id TEXT NOT NULL, refused_at REAL NOT NULL,
-                                            PRIMARY KEY (channel, user_id));
-CREATE TABLE IF NOT EXISTS channel_owner_ids (channel TEXT NOT NULL, username TEXT NOT NULL, user_id TEXT NOT NULL,
-                                              bound_at REAL NOT NULL, PRIMARY KEY (channel, username));
-""")
-    migrate_legacy(db)
-
-
-def migrate_legacy(db: sqlite3.Connection) -> None:
-    """Earlier versions kept Telegram's state in telegram_* tables (and before that its offset in a
-    shared kv table): copy the rows into the kit's tables once, in one transaction, then drop them."""
-    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    legacy = [t for t in ("telegram_state", "telegram_sent", "telegram_seen", "telegram_refused", "telegram_owner_ids")
-              if t in tables]
-    has_kv = "kv" in tables
-    if not legacy and not has_kv:
-        return
-    with db:
-        db.execute("BEGIN IMMEDIATE")
-        if "telegram_state" in legacy:
-            db.execute("INSERT OR IGNORE INTO channel_state(channel, key, value) SELECT 'telegram', "
-                       "CASE key WHEN 'telegram:offset' THEN 'cursor' ELSE key END, value FROM telegram_state")
-        if "telegram_sent" in legacy:
-            db.execute("INSERT OR IGNORE INTO channel_sent(channel, outbound_id, chunks, updated_at) "
-                       "SELECT 'telegram', outbound_id, chunks, updated_at FROM telegram_sent")
-        if "telegram_seen" in legacy:
-            db.execute("INSERT OR IGNORE INTO channel_seen(channel, key, seen_at) "
-                       "SELECT 'telegram', key, seen_at FROM telegram_seen")
-        if "telegram_refused" in legacy:
-            db.execute("INSERT OR IGNORE INTO channel_refused(channel, user_id, refused_at) "
-                       "SELECT 'telegram', user_id, refused_at FROM telegram_refused")
-        if "telegram_owner_ids" in legacy:
-            db.execute("INSERT OR IGNORE INTO channel_owner_ids(channel, username, user_id, bound_at) "
-                       "SELECT 'telegram', username, user_id, bound_at FROM telegram_owner_ids")
-        if has_kv:  # the oldest place of the offset
-            db.execute("INSERT OR IGNORE INTO channel_state(channel, key, value) "
-                       "SELECT 'telegram', 'cursor', value FROM kv WHERE key='telegram:offset'")
-        for table in legacy:
-            db.execute(f"DROP TABLE {table}")
-        if has_kv:
-            db.execute("DELETE FROM kv WHERE key='telegram:offset'")
-def create_pairing_tables(db: sqlite3.Connection) -> None:
-    """The pairing tables (channels/kit/pairing.py), keyed by (channel, user)."""
-    db.executescript("""
-CREATE TABLE IF NOT EXISTS pairing_requests (
-    channel TEXT NOT NULL,
-    code TEXT NOT NULL,
-    user_id TEXT NOT NULL,
-    username TEXT,
-    chat_id TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    expires_at REAL NOT NULL,
-    status TEXT NOT NULL DEFAULT 'pending',   -- pending | approved | replaced (pushed out by newer ones)
-    code_sent INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (channel, code)
-);
-CREATE TABLE IF NOT EXISTS pairing_allowed (
-    channel TEXT NOT NULL,
-    user_id TEXT NOT NULL,
-    username TEXT,
-    chat_id TEXT,
-    approved_at REAL NOT NULL,
-    notified INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (channel, user_id)
-);
-""")
-# --- end of schema -------------------------------------------------------------------------------------
 
 
 class ChannelStore:
@@ -205,4 +128,4 @@ class ChannelStore:
         self._set(KV + key, value)
 
 
-__all__ = ["ChannelStore", "create_tables", "migrate_legacy"]
+__all__ = ["ChannelStore"]

@@ -10,7 +10,7 @@ import argparse
 from typing import Any
 
 from ..client import GatewayClient
-from .output import print_json
+from .output import command_group, print_rows, subcommand
 from .remote import with_gateway
 
 
@@ -18,16 +18,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     async def ask(client: GatewayClient) -> list[dict[str, Any]]:
         return (await client.request("approvals.list"))["pending"]
 
-    pending = with_gateway(ask)
-    if args.json:
-        print_json(pending)
-    elif not pending:
-        print("no approvals waiting")
-    else:
-        for item in pending:
-            print(f"{item['id']}  {item['session_key']:16}  {item['tool']}: {item['summary']}"
-                  + (f"  ({item['reason']})" if item.get("reason") else ""))
-    return 0
+    return print_rows(with_gateway(ask), as_json=args.json, empty="no approvals waiting",
+                      line=lambda item: f"{item['id']}  {item['session_key']:16}  {item['tool']}: {item['summary']}"
+                      + (f"  ({item['reason']})" if item.get("reason") else ""))
 
 
 def _resolve(approval_id: str, approve: bool) -> int:
@@ -40,14 +33,7 @@ def _resolve(approval_id: str, approve: bool) -> int:
 
 
 def add_commands(sub: Any) -> None:
-    group = sub.add_parser("approvals", help="risky tool calls waiting for a yes or no")
-    gsub = group.add_subparsers(dest="approvals_command", required=True)
-    p = gsub.add_parser("list", help="approvals waiting now")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(fn=cmd_list)
-    p = gsub.add_parser("approve", help="let a waiting tool call run")
-    p.add_argument("id")
-    p.set_defaults(fn=lambda a: _resolve(a.id, True))
-    p = gsub.add_parser("deny", help="refuse a waiting tool call")
-    p.add_argument("id")
-    p.set_defaults(fn=lambda a: _resolve(a.id, False))
+    gsub = command_group(sub, "approvals", "risky tool calls waiting for a yes or no")
+    subcommand(gsub, "list", "approvals waiting now", cmd_list, json=True)
+    subcommand(gsub, "approve", "let a waiting tool call run", lambda a: _resolve(a.id, True), "id")
+    subcommand(gsub, "deny", "refuse a waiting tool call", lambda a: _resolve(a.id, False), "id")

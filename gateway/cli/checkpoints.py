@@ -4,43 +4,23 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import EXIT_FAILED, CliError
-from .output import print_json
-from .remote import Target, gateway_or_offline
+from .output import command_group, print_json, subcommand
+from .remote import gateway_or_offline
 
-
-def _service(t: Target) -> Any:
-    """The same service the daemon uses, on the files (the caller holds the instance lock)."""
-    from clawgate.agent.checkpoints import CheckpointService
-    from clawgate.agent.core.events import EventHub
-    from clawgate.agent.session import SessionManager
-    from clawgate.agent.tasks.store import TaskStore
-
-    from .. import __version__
-
-    agent = t.settings.agent
-    fsync = t.settings.state.fsync
-    from clawgate.workspace.guard import WorkspaceGuard
-    from clawgate.workspace.users import Workspaces
-
-    workspace = Path(agent.workspace).expanduser() if agent.workspace else t.paths.default_workspace
-    workspaces = Workspaces(WorkspaceGuard(workspace), t.paths.guest_workspaces, t.paths.exec_scratch)
-    return CheckpointService(folder=t.paths.checkpoints, workspace=workspace, roots=workspaces.root,
-                             sessions=SessionManager(t.paths.sessions, fsync=fsync),
-                             tasks=TaskStore(t.paths.tasks, fsync=fsync), events=EventHub(),
-                             settings=t.settings.checkpoints, version=__version__, busy=lambda key: False,
-                             invalidate=lambda key: None, fsync=fsync, repair=False)
+if TYPE_CHECKING:
+    from ..offline import Offline
 
 
 def _offline(call: str, *args: Any, **kwargs: Any) -> Any:
+    """`call` on the daemon's checkpoint service over the files; a refusal is the daemon's one line."""
     from clawgate.agent.core.errors import DomainError
 
-    def run(t: Target) -> dict[str, Any]:
+    def run(parts: "Offline") -> dict[str, Any]:
         try:
-            return getattr(_service(t), call)(*args, **kwargs)
+            return getattr(parts.checkpoints(), call)(*args, **kwargs)
         except DomainError as exc:
             raise CliError(exc.message, EXIT_FAILED) from None
     return run
@@ -128,26 +108,15 @@ def cmd_fork(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: Any) -> None:
-    group = sub.add_parser("checkpoints", help="checkpoints: list, show, restore, fork (time travel)")
-    csub = group.add_subparsers(dest="checkpoints_command", required=True)
-    p = csub.add_parser("list", help="checkpoints, newest first")
+    csub = command_group(sub, "checkpoints", "checkpoints: list, show, restore, fork (time travel)")
+    p = subcommand(csub, "list", "checkpoints, newest first", cmd_list, json=True)
     p.add_argument("--session")
     p.add_argument("--task")
     p.add_argument("--limit", type=int, default=200)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(fn=cmd_list)
-    p = csub.add_parser("show", help="what the agent knew and did at a checkpoint")
-    p.add_argument("id")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(fn=cmd_show)
-    p = csub.add_parser("restore", help="go back to a checkpoint (the later history is kept as a branch)")
-    p.add_argument("id")
+    subcommand(csub, "show", "what the agent knew and did at a checkpoint", cmd_show, "id", json=True)
+    p = subcommand(csub, "restore", "go back to a checkpoint (the later history is kept as a branch)", cmd_restore,
+                   "id", json=True)
     p.add_argument("--mode", choices=["conversation", "files", "both"], default="both")
     p.add_argument("--yes", action="store_true", help="restore although some effects after it cannot be undone")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(fn=cmd_restore)
-    p = csub.add_parser("fork", help="a new session branched from a checkpoint")
-    p.add_argument("id")
+    p = subcommand(csub, "fork", "a new session branched from a checkpoint", cmd_fork, "id", json=True)
     p.add_argument("--session", help="the new session's key (default: <session>~<random>)")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(fn=cmd_fork)

@@ -9,35 +9,24 @@ it runs when the gateway starts. The choice is made in `remote.gateway_or_offlin
 from __future__ import annotations
 
 import argparse
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .errors import EXIT_FAILED, EXIT_USAGE, CliError
-from .output import print_json
-from .remote import Target, gateway_or_offline
+from .output import command_group, print_json, print_rows, print_table, subcommand
+from .remote import gateway_or_offline
 
-Offline = Callable[[Target], dict[str, Any]]
+if TYPE_CHECKING:
+    from ..offline import Offline
 
-
-def _offline(fn: Callable[[Any], dict[str, Any]]) -> Offline:
+def _offline(fn: Callable[[Any], dict[str, Any]]) -> Callable[["Offline"], dict[str, Any]]:
     """Run `fn(CronService)` on the store; a CronError becomes the same one line the daemon would give."""
-    def run(t: Target) -> dict[str, Any]:
-        from clawgate.agent.core.events import EventHub
-        from clawgate.agent.triggers import CronService, CronStore
+    def run(parts: "Offline") -> dict[str, Any]:
         from clawgate.agent.triggers.jobs import CronError
 
-        from clawgate.agent.bus import SqliteBus
-        from clawgate.agent.core.statedb import open_state_db
-
-        t.paths.ensure()
-        db = open_state_db(t.paths.database, fsync=t.settings.state.fsync, repair=False)
         try:
-            service = CronService(CronStore(db, history=t.settings.cron.history), SqliteBus(db), EventHub(),
-                                  t.settings.cron)
-            return fn(service)
+            return fn(parts.cron())
         except CronError as exc:
             raise CliError(exc.message, EXIT_USAGE if exc.code == "invalid_params" else EXIT_FAILED) from None
-        finally:
-            db.close()
     return run
 
 
@@ -60,19 +49,14 @@ def cmd_add(args: argparse.Namespace) -> int:
 def cmd_list(args: argparse.Namespace) -> int:
     payload, _ = gateway_or_offline("cron.list", {}, _offline(lambda s: {"jobs": [j.public() for j in s.jobs()]}))
     jobs = payload["jobs"]
-    if args.json:
-        print_json(jobs)
-        return 0
-    if not jobs:
-        print("no cron jobs; add one with `clawgate cron add --every 1h --message '…'`")
-        return 0
+    if args.json or not jobs:
+        return print_rows(jobs, as_json=args.json, line=str,
+                          empty="no cron jobs; add one with `clawgate cron add --every 1h --message '…'`")
     rows = [("ID", "NAME", "SCHEDULE", "NEXT RUN", "STATE", "LAST", "DELIVER")]
     for j in jobs:
         state = j["state"] if j["enabled"] or j["state"] != "scheduled" else "off"
         rows.append((j["id"], j["name"][:30], j["describe"], j["nextRun"] or "-", state, j["lastStatus"] or "-", j["deliver"]))
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    print_table(rows)
     return 0
 
 
@@ -104,25 +88,19 @@ def _set_enabled(enabled: bool) -> Callable[[argparse.Namespace], int]:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    payload, _ = gateway_or_offline("cron.runs", {"id": args.id, "limit": args.limit}, _offline(
-        lambda s: {"job": args.id, "runs": [r.public() for r in s.runs(args.id, args.limit)]}))
-    runs = payload["runs"]
-    if args.json:
-        print_json(runs)
-        return 0
-    if not runs:
-        print(f"job {args.id} has not run yet")
     from clawgate.agent.triggers.schedule import format_time
 
-    for run in runs:
+    payload, _ = gateway_or_offline("cron.runs", {"id": args.id, "limit": args.limit}, _offline(
+        lambda s: {"job": args.id, "runs": [r.public() for r in s.runs(args.id, args.limit)]}))
+
+    def line(run: dict[str, Any]) -> str:
         took = f"{run['endedAt'] - run['startedAt']:.1f}s" if run["endedAt"] else "…"
-        print(f"{format_time(run['startedAt'])}  {run['status']:9} {took:>7}  {run['result'][:100]!s}")
-    return 0
+        return f"{format_time(run['startedAt'])}  {run['status']:9} {took:>7}  {run['result'][:100]!s}"
+    return print_rows(payload["runs"], as_json=args.json, empty=f"job {args.id} has not run yet", line=line)
 
 
 def add_commands(sub: Any) -> None:
-    cron = sub.add_parser("cron", help="scheduled jobs: add, list, remove, run, enable, disable, runs")
-    csub = cron.add_subparsers(dest="cron_command", required=True)
+    csub = command_group(sub, "cron", "scheduled jobs: add, list, remove, run, enable, disable, runs")
 
     p = csub.add_parser("add", help="add a job", description="Schedule a message for the agent. Day names in cron "
                         "expressions are safest: '0 9 * * mon-fri' is 09:00 on weekdays.")
@@ -139,19 +117,10 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_add)
 
-    p = csub.add_parser("list", help="list jobs")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(fn=cmd_list)
-
+    subcommand(csub, "list", "list jobs", cmd_list, json=True)
     for name, fn, text in (("remove", cmd_remove, "delete a job and its history"), ("run", cmd_run, "run a job now"),
                            ("enable", _set_enabled(True), "turn a job back on (resets its failures)"),
                            ("disable", _set_enabled(False), "turn a job off, keep it")):
-        p = csub.add_parser(name, help=text)
-        p.add_argument("id")
-        p.set_defaults(fn=fn)
-
-    p = csub.add_parser("runs", help="a job's run history, newest first")
-    p.add_argument("id")
+        subcommand(csub, name, text, fn, "id")
+    p = subcommand(csub, "runs", "a job's run history, newest first", cmd_runs, "id", json=True)
     p.add_argument("--limit", type=int, default=20)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(fn=cmd_runs)

@@ -1,4 +1,4 @@
-"""`clawgate init`: write config.toml and the workspace templates (the writing is in gateway/init.py)."""
+"""`clawgate init`: write config.toml and the workspace templates (the writing is in gateway/home_setup.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     from clawgate.config.loader import load
     from clawgate.config.paths import Paths
 
-    from ..init import write_config, write_workspace
+    from ..home_setup import write_config, write_workspace
 
     paths = Paths.from_env()
     interactive = sys.stdin.isatty() and not args.yes

@@ -1,4 +1,5 @@
-"""`--json` output: one key style (camelCase, like the gateway's payloads) for every command.
+"""What commands print, and how a command is declared: `--json` in one key style (camelCase, like the
+gateway's payloads) for every command, listings and tables, the subcommand scaffold.
 
 Some payloads still carry snake_case keys (a task's stored fields, the status queue counts);
 converting at the one printing point keeps every `--json` consistent whether the data came
@@ -7,9 +8,10 @@ from the daemon or from the files.
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
-from typing import Any
+from typing import Any, Callable
 
 # Values under these keys are user data (a task's free-form context; MCP servers keyed by the names the
 # owner gave them), not field names: kept as is.
@@ -34,3 +36,39 @@ def camel_keys(value: Any) -> Any:
 
 def print_json(value: Any) -> None:
     print(json.dumps(camel_keys(value), indent=2, ensure_ascii=False))
+
+
+def print_rows(items: list[Any], *, as_json: bool, empty: str, line: Callable[[Any], str]) -> int:
+    """The one shape of every listing command: JSON when asked, a line saying there is nothing, or a line per item."""
+    if as_json:
+        print_json(items)
+        return 0
+    if not items:
+        print(empty)
+    for item in items:
+        print(line(item))
+    return 0
+
+
+def print_table(rows: list[tuple[Any, ...]]) -> None:
+    """Rows in columns as wide as their widest cell (the first row is the header)."""
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(str(value).ljust(width) for value, width in zip(row, widths, strict=True)).rstrip())
+
+
+def subcommand(group: Any, name: str, text: str, fn: Callable[[argparse.Namespace], int], *positionals: str,
+               json: bool = False, **parser: Any) -> argparse.ArgumentParser:
+    """One `clawgate <group> <name>`: its help, positional arguments, `--json` when it prints data, its function."""
+    p: argparse.ArgumentParser = group.add_parser(name, help=text, **parser)
+    for positional in positionals:
+        p.add_argument(positional)
+    if json:
+        p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=fn)
+    return p
+
+
+def command_group(sub: Any, name: str, text: str) -> Any:
+    """`clawgate <name> …`: a group whose subcommands are declared with `subcommand`."""
+    return sub.add_parser(name, help=text).add_subparsers(dest=f"{name}_command", required=True)

@@ -19,7 +19,7 @@ import json
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, NamedTuple, TypeVar
 
 from clawgate.config.loader import load
 from clawgate.config.paths import Paths
@@ -29,6 +29,9 @@ from clawgate.config.token import gateway_token
 from ..client import GatewayClient, GatewayError, gateway_url
 from ..instance import CLI, AlreadyRunning, InstanceLock
 from .errors import EXIT_FAILED, EXIT_NO_DAEMON, EXIT_UNREACHABLE, EXIT_USAGE, CliError
+
+if TYPE_CHECKING:
+    from ..offline import Offline
 
 T = TypeVar("T")
 HELLO_SECONDS = 10.0      # connect + the gateway's hello; a foreign server that never answers ends here
@@ -72,8 +75,9 @@ def with_gateway(work: Callable[[GatewayClient], Awaitable[T]], *, subscribe: li
 
 
 def gateway_or_offline(method: str | None, params: dict[str, Any],
-                       offline: Callable[[Target], dict[str, Any]]) -> Reply:
-    """`method` through the running gateway, else `offline(target)` under the instance lock.
+                       offline: Callable[["Offline"], dict[str, Any]]) -> Reply:
+    """`method` through the running gateway, else `offline(parts)` under the instance lock, on the
+    daemon's stores as gateway/offline.py opens them.
 
     method=None: there is no gateway method, because the store is shared with a running daemon
     by design (SQLite in WAL mode, which the daemon re-reads); `offline` then runs either way,
@@ -98,18 +102,22 @@ def gateway_or_offline(method: str | None, params: dict[str, Any],
     return Reply(payload, live)
 
 
-def _offline(offline: Callable[[Target], T], t: Target) -> T:
-    """A state database that is corrupt, locked or unreadable is one line here, as in the daemon."""
+def _offline(offline: Callable[["Offline"], T], t: Target) -> T:
+    """A state database that is corrupt, locked or unreadable is one line here, as in the daemon;
+    whatever the command opened is closed when it is done."""
     from clawgate.agent.core.statedb import StateUnavailable
 
+    from ..offline import Offline
+
     try:
-        return offline(t)
+        with Offline(t.paths, t.settings) as parts:
+            return offline(parts)
     except StateUnavailable as exc:
         raise CliError(str(exc), EXIT_FAILED) from None
 
 
 def _reach(t: Target, work: Callable[[GatewayClient], Awaitable[Any]], *, subscribe: list[str] | str | None,
-           offline: Callable[[Target], Any] | None) -> tuple[Any, bool]:
+           offline: Callable[["Offline"], Any] | None) -> tuple[Any, bool]:
     deadline: float | None = None
     while True:
         try:

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import EXIT_FAILED, CliError
-from .output import print_json
-from .remote import Target, gateway_or_offline
+from .output import command_group, print_json, print_rows, subcommand
+from .remote import gateway_or_offline
 
-
-def _store(t: Target) -> Any:
-    from clawgate.agent.tasks.store import TaskStore
-
-    return TaskStore(t.paths.tasks, fsync=t.settings.state.fsync)
+if TYPE_CHECKING:
+    from ..offline import Offline
 
 
 def _not_found(task_id: str) -> CliError:
@@ -21,26 +18,20 @@ def _not_found(task_id: str) -> CliError:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    def offline(t: Target) -> dict[str, Any]:
+    def offline(parts: "Offline") -> dict[str, Any]:
         from clawgate.agent.control import task_summary
 
-        store = _store(t)
+        store = parts.tasks()
         return {"tasks": [task_summary(task) for task in (store.all() if args.all else store.active())]}
 
     tasks = gateway_or_offline("tasks.list", {"all": args.all}, offline).payload["tasks"]
-    if args.json:
-        print_json(tasks)
-    elif not tasks:
-        print("no active tasks" if not args.all else "no tasks")
-    else:
-        for task in tasks:
-            print(f"{task['id']}  {task['status']:11}  {task['session']:20}  {task['line']}")
-    return 0
+    return print_rows(tasks, as_json=args.json, empty="no active tasks" if not args.all else "no tasks",
+                      line=lambda task: f"{task['id']}  {task['status']:11}  {task['session']:20}  {task['line']}")
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    def offline(t: Target) -> dict[str, Any]:
-        task = _store(t).get(args.id)
+    def offline(parts: "Offline") -> dict[str, Any]:
+        task = parts.tasks().get(args.id)
         if task is None:
             raise _not_found(args.id)
         return {"task": task.to_dict()}
@@ -52,8 +43,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_cancel(args: argparse.Namespace) -> int:
     """With a daemon running this must go through it: it holds the task in memory and would
     overwrite a file edited behind it (and only it can stop the task's running turn)."""
-    def offline(t: Target) -> dict[str, Any]:
-        store = _store(t)
+    def offline(parts: "Offline") -> dict[str, Any]:
+        store = parts.tasks()
         task = store.get(args.id)
         if task is None:
             raise _not_found(args.id)
@@ -69,15 +60,8 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: Any) -> None:
-    tasks = sub.add_parser("tasks", help="long tasks: list, show, cancel")
-    tsub = tasks.add_subparsers(dest="tasks_command", required=True)
-    p = tsub.add_parser("list", help="active tasks (--all for finished ones too)")
+    tsub = command_group(sub, "tasks", "long tasks: list, show, cancel")
+    p = subcommand(tsub, "list", "active tasks (--all for finished ones too)", cmd_list, json=True)
     p.add_argument("--all", action="store_true")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(fn=cmd_list)
-    p = tsub.add_parser("show", help="one task as JSON")
-    p.add_argument("id")
-    p.set_defaults(fn=cmd_show)
-    p = tsub.add_parser("cancel", help="cancel a task")
-    p.add_argument("id")
-    p.set_defaults(fn=cmd_cancel)
+    subcommand(tsub, "show", "one task as JSON", cmd_show, "id")
+    subcommand(tsub, "cancel", "cancel a task", cmd_cancel, "id")

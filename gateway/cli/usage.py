@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .output import print_json
-from .remote import Target, gateway_or_offline
+from .remote import gateway_or_offline
 from .status_view import counts_line, usage_lines
+
+if TYPE_CHECKING:
+    from ..offline import Offline
 
 
 def cmd_usage(args: argparse.Namespace) -> int:
@@ -15,11 +18,8 @@ def cmd_usage(args: argparse.Namespace) -> int:
     if args.session is not None:
         params["session"] = args.session
 
-    def offline(t: Target) -> dict[str, Any]:
-        from clawgate.agent.usage.ledger import UsageLedger
-        from clawgate.agent.usage.store import UsageStore
-
-        return UsageLedger(UsageStore.open(t.paths.database)).report(session=args.session, days=args.days, top=args.top)
+    def offline(parts: "Offline") -> dict[str, Any]:
+        return parts.usage().report(session=args.session, days=args.days, top=args.top)
 
     report = gateway_or_offline("usage", params, offline).payload
     if args.json:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 from tests.conformance.platforms.echochat import EchoChatHarness
 from tests.conformance.platforms.telegram import TelegramHarness
-from tests.fakes.anthropic_api import FakeAnthropic
+from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
 from tests.harness import DaemonProcess
 from tests.waiting import wait_until
 
@@ -84,3 +85,42 @@ def test_the_owner_can_share_one_session_across_channels(daemon_factory, fake_mo
     finally:
         echo.close()
         telegram.close()
+
+
+def test_pairing_works_the_same_on_a_plugin_channel(daemon_factory, fake_model: FakeAnthropic) -> None:
+    echo = EchoChatHarness()
+    echo.start()
+    try:
+        daemon = daemon_factory(plugin_env(echo, dm_policy="pairing", pairing_check_seconds=0.2))
+        chat = echo.dm_chat(echo.stranger)
+        echo.send_dm(echo.stranger, "hi, can I use this?")
+        wait_until(lambda: echo.replies(chat), "the pairing code")
+        code = re.search(r"\b([A-Z2-9]{8})\b", echo.replies(chat)[0]).group(1)  # type: ignore[union-attr]
+        listed = daemon.cli("pairing", "list", "echochat")
+        assert listed.returncode == 0 and code in listed.stdout and "echochat" in listed.stdout
+        approved = daemon.cli("pairing", "approve", "echochat", code)
+        assert approved.returncode == 0, approved.stderr
+        wait_until(lambda: any("You're approved" in m["text"] for m in echo.fake.sent if m["chat"] == chat),
+                   "the approval notice")
+        echo.send_dm(echo.stranger, "thanks!")
+        wait_until(lambda: "echo: thanks!" in echo.replies(chat), "the answer to the paired user")
+        wrong = daemon.cli("pairing", "approve", "nosuchchat", code)
+        assert wrong.returncode == 2 and "echochat" in wrong.stderr and "telegram" in wrong.stderr
+    finally:
+        echo.close()
+
+
+def test_a_cron_job_made_in_a_plugin_channels_chat_reports_back_there(daemon_factory, fake_model: FakeAnthropic) -> None:
+    echo = EchoChatHarness()
+    echo.start()
+    try:
+        daemon_factory(plugin_env(echo))
+        fake_model.enqueue_for("remind me to stretch",
+                               tool_use("cron", {"action": "add", "message": "Remind the user to stretch", "at": "+1s"}),
+                               text("Sure, I will remind you."))
+        fake_model.enqueue_for("Remind the user to stretch", text("Time to stretch!"))
+        chat = echo.dm_chat(echo.owner)
+        echo.send_dm(echo.owner, "remind me to stretch in a second")
+        wait_until(lambda: echo.replies(chat) == ["Sure, I will remind you.", "Time to stretch!"], "the reminder")
+    finally:
+        echo.close()

@@ -13,7 +13,7 @@ from clawgate.agent.providers.anthropic import AnthropicProvider
 from clawgate.agent.providers.chain import ProviderChain
 from clawgate.agent.providers.openai_compat import OpenAICompatProvider, from_chat_response, to_chat_request
 from clawgate.config.schema import AnthropicSettings, OpenAICompatSettings, Settings
-from clawgate.gateway.app import make_provider
+from clawgate.gateway.wiring import make_provider
 from tests.fakes.openai_api import FakeOpenAI, chat_text, chat_tool_call
 
 CACHE = {"type": "ephemeral"}

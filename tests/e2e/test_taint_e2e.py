@@ -187,6 +187,7 @@ async def test_jobs_stored_before_taint_tracking_are_marked_untrusted_once(daemo
     legacy = json.loads(body)
     assert legacy.pop("tainted") == ""  # a job the owner adds now is trusted
     db.execute("UPDATE cron_jobs SET body=? WHERE id=?", (json.dumps(legacy), job_id))  # as an older version stored it
+    db.execute("PRAGMA user_version = 0")  # and before the state database had a schema version
     db.commit()
     db.close()
     daemon.start()

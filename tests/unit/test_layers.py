@@ -8,10 +8,14 @@ contracts run on a `clawgate/` folder of links to the repository's packages.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
+import tomllib
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("gateway", "channels", "agent", "workspace", "config")
@@ -54,8 +58,16 @@ def test_the_contract_catches_an_upward_import(tmp_path: Path) -> None:
     assert "clawgate.agent.loop -> clawgate.gateway.app" in result.stdout
 
 
-def test_the_agent_contract_catches_an_upward_import(tmp_path: Path) -> None:
-    """The agent's inner layers: infrastructure (core) importing the loop must fail."""
+@pytest.mark.parametrize(("module", "line", "edge"), [
+    ("core/errors.py", "from clawgate.agent.loop import AgentLoop", "clawgate.agent.core.errors -> clawgate.agent.loop"),
+    # the two knots that were once allowed: exec's background jobs, the session's marker neutralising
+    ("tools/shell.py", "from clawgate.agent.jobs.background import BackgroundJobs",
+     "clawgate.agent.tools.shell -> clawgate.agent.jobs.background"),
+    ("session.py", "from clawgate.agent.context.builder import ContextBuilder",
+     "clawgate.agent.session -> clawgate.agent.context.builder"),
+])
+def test_the_agent_contract_catches_an_upward_import(tmp_path: Path, module: str, line: str, edge: str) -> None:
+    """The agent's inner layers: a lower part importing a higher one must fail."""
     (tmp_path / "clawgate").mkdir()
     (tmp_path / "clawgate" / "__init__.py").write_text("")
     for package in PACKAGES:
@@ -63,11 +75,23 @@ def test_the_agent_contract_catches_an_upward_import(tmp_path: Path) -> None:
             (tmp_path / "clawgate" / package).symlink_to(ROOT / package)
     agent = tmp_path / "clawgate" / "agent"
     subprocess.run(["cp", "-r", str(ROOT / "agent"), str(agent)], check=True)
-    with (agent / "core" / "errors.py").open("a") as f:
-        f.write("\nfrom clawgate.agent.loop import AgentLoop  # noqa: E402\n")
+    with (agent / module).open("a") as f:
+        f.write(f"\n{line}  # noqa: E402\n")
     result = linted(tmp_path, ROOT)
     assert result.returncode != 0
-    assert "clawgate.agent.core.errors -> clawgate.agent.loop" in result.stdout
+    assert edge in result.stdout
+
+
+def test_every_agent_part_has_a_layer() -> None:
+    """A new sub-package or module of the agent must be placed in the agent contract, not left outside it."""
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    (agent,) = [c for c in contracts if c.get("containers") == ["clawgate.agent"]]
+    named = {part.strip() for layer in agent["layers"] for part in re.split(r"[|:]", layer)}
+    parts = {p.stem for p in (ROOT / "agent").glob("*.py") if p.stem != "__init__"}
+    parts |= {p.parent.name for p in (ROOT / "agent").glob("*/__init__.py")}
+    assert parts - named == set(), f"agent parts with no layer in pyproject.toml: {sorted(parts - named)}"
+    assert named - parts == set(), f"layers naming no agent part: {sorted(named - parts)}"
+    assert all(":" not in layer for layer in agent["layers"]), "a `:` layer lets its members import each other"
 
 
 def test_the_channels_contract_catches_a_channel_importing_the_command_module(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from clawgate.agent.approvals import ApprovalBroker
 from clawgate.agent.core.events import EventHub
-from clawgate.agent.context.taint import Taint
+from clawgate.agent.trust.taint import Taint
 from clawgate.agent.tools import ToolContext, ToolRegistry
 from clawgate.agent.toolset import default_tools
 from clawgate.config.schema import Settings
@@ -99,7 +99,7 @@ async def test_lasting_or_outward_calls_ask_in_a_tainted_run_only(world: World, 
 
 
 def test_untrusted_results_taint_and_plain_ones_do_not() -> None:
-    from clawgate.agent.context.untrusted import wrap_untrusted
+    from clawgate.agent.trust.untrusted import wrap_untrusted
 
     taint = Taint()
     taint.take_in("exit code 0 (no output)", "exec")

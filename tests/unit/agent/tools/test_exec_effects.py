@@ -20,7 +20,7 @@ import pytest
 
 from clawgate.agent.approvals import ApprovalBroker
 from clawgate.agent.core.events import EventHub
-from clawgate.agent.context.taint import Taint
+from clawgate.agent.trust.taint import Taint
 from clawgate.agent.tools import ToolContext, ToolError, ToolRegistry
 from clawgate.agent.tools.mounts import MountStatus, mount_status
 from clawgate.agent.tools.sandbox import SandboxPolicy

@@ -126,8 +126,32 @@ def test_delivery_targets() -> None:
     assert parse_deliver("none") is None and parse_deliver(None) is None
     assert resolve_deliver("gateway", "cron:abc") == {"channel": "gateway", "chat_id": "cron:abc"}
     assert resolve_deliver("telegram:7", "cron:abc") == {"channel": "telegram", "chat_id": "7"}
-    assert parse_deliver("email:Ann@Example.test") == "email:ann@example.test"
-    for bad in ("telegarm:1", "telegram:", "telegram:abc def", "gateway:has space", "email:", "email:no-at-sign"):
+    for bad in ("telegarm:1", "telegram:", "telegram:abc def", "gateway:has space"):
         with pytest.raises(CronError) as info:
             parse_deliver(bad)
-        assert "telegram:<chat_id>, gateway[:<session>], email:<address> or none" in info.value.message
+        assert "telegram:<chat_id>, gateway[:<session>] or none" in info.value.message
+
+
+def test_a_plugin_channels_chats_are_delivery_targets(tmp_path, monkeypatch) -> None:
+    """A chat channel installed as a plugin (an entry point in the clawgate.channels group) is a valid target."""
+    from clawgate.agent.triggers import jobs
+
+    info = tmp_path / "clawgate_echochat-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: clawgate-echochat\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text("[clawgate.channels]\nechochat = clawgate_echochat:EchoChatAdapter\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    jobs.known_channels.cache_clear()
+    try:
+        assert parse_deliver("echochat:dm-u1") == "echochat:dm-u1"
+        assert parse_deliver("EchoChat:!room:matrix.org") == "echochat:!room:matrix.org"
+        assert resolve_deliver("echochat:dm-u1", "cron:x") == {"channel": "echochat", "chat_id": "dm-u1"}
+        for bad in ("echochat:", "echochat:has space"):
+            with pytest.raises(CronError, match="give echochat:<chat id>"):
+                parse_deliver(bad)
+        # every installed channel is listed, the plugin among them (the built-ins grow: email, ...)
+        with pytest.raises(CronError, match=r"unknown channel 'fax' \(installed: echochat, (\w+, )*gateway, (\w+, )*telegram\)"):
+            parse_deliver("fax:1")
+    finally:
+        monkeypatch.undo()
+        jobs.known_channels.cache_clear()

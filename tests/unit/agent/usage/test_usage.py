@@ -143,7 +143,7 @@ async def test_session_less_calls_count_for_the_runs_session_in_the_same_task_on
 
 def test_chat_status_shows_only_this_chats_tokens_and_paused_providers(tmp_path: Path):
     from clawgate.agent.commands import CommandRouter
-    from clawgate.agent.status import Status
+    from clawgate.agent.health import Health
 
     class Sessions:
         def busy(self, key: str) -> bool:
@@ -165,7 +165,7 @@ def test_chat_status_shows_only_this_chats_tokens_and_paused_providers(tmp_path:
     ledger = UsageLedger(None)
     ledger.record("telegram:1", {"input_tokens": 1500, "output_tokens": 20})
     ledger.record("telegram:2", {"input_tokens": 999_999, "output_tokens": 7})
-    status = Status()
+    status = Health()
     status.add("model", lambda: "claude-x")
     status.add("provider", lambda: "anthropic->openai")
     status.add("providers", lambda: [{"name": "anthropic", "state": "open", "retryAt": 1_800_000_000.0, "failures": 3},

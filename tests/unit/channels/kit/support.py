@@ -10,7 +10,8 @@ from clawgate.agent.bus import InboundMessage
 from clawgate.agent.core.events import EventHub
 from clawgate.channels.kit import AccessSettings, Capabilities, ChannelKit, ChannelServices, PlatformAdapter, Target
 from clawgate.channels.kit.pairing import PairingStore
-from clawgate.channels.kit.store import ChannelStore, create_tables
+from clawgate.agent.core.schema import STATE, migrate
+from clawgate.channels.kit.store import ChannelStore
 
 
 class Inbox:
@@ -84,7 +85,7 @@ class Sleeps:
 def make_kit(name: str = "memory", settings: AccessSettings | None = None,
              adapter: Callable[[Any, ChannelKit], PlatformAdapter] = MemoryAdapter) -> tuple[ChannelKit, Any, Inbox]:
     db = sqlite3.connect(":memory:", isolation_level=None)
-    create_tables(db)
+    migrate(db, STATE)
     inbox = Inbox()
     services = ChannelServices(intake=inbox, commands=lambda name, key, args, user: f"/{name} answered",
                                command_list=[("new", "start over")], check_session_key=lambda key: key,

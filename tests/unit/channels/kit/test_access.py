@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import sqlite3
+from pathlib import Path
 
 import pytest
 
+from clawgate.agent.core.statedb import open_state_db
 from clawgate.channels.kit.access import AccessPolicy, AccessSettings, Sender, Verdict, decide, may_approve
 from clawgate.channels.kit.commands import for_another_bot, parse_command
 from clawgate.channels.kit.keys import parse_session_key, session_key
@@ -142,8 +143,8 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def pairing(clock: Clock) -> PairingStore:
-    return PairingStore(sqlite3.connect(":memory:", isolation_level=None), ttl_seconds=3600, max_pending=3,
+def pairing(clock: Clock, tmp_path: Path) -> PairingStore:
+    return PairingStore(open_state_db(tmp_path / "state.db", fsync=False), ttl_seconds=3600, max_pending=3,
                         interval_seconds=600, clock=clock)
 
 

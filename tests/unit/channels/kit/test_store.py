@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import sqlite3
 
-from clawgate.channels.kit.store import ChannelStore, create_tables
+from clawgate.agent.core.schema import STATE, migrate
+from clawgate.channels.kit.store import ChannelStore
 
 
 def fresh() -> sqlite3.Connection:
     db = sqlite3.connect(":memory:", isolation_level=None)
-    create_tables(db)
+    migrate(db, STATE)
     return db
 
 
@@ -36,13 +37,29 @@ def test_each_channel_has_its_own_rows() -> None:
     assert discord.owner_chats() == {"u1": "dm1"} and telegram.owner_chats() == {}
 
 
-def test_the_oldest_offset_in_the_shared_kv_table_carries_over_once() -> None:
+def test_telegram_s_own_tables_of_earlier_versions_carry_over_once() -> None:
+    """A file at schema 3 (Telegram's telegram_* tables) reaches the channel tables by migration 4."""
     db = sqlite3.connect(":memory:", isolation_level=None)
-    db.execute("CREATE TABLE kv (key TEXT PRIMARY KEY, value TEXT)")
-    db.execute("INSERT INTO kv VALUES ('telegram:offset', '1234'), ('other', 'kept')")
-    create_tables(db)
-    assert ChannelStore(db, "telegram").cursor() == "1234"
-    assert db.execute("SELECT key FROM kv").fetchall() == [("other",)]
-    ChannelStore(db, "telegram").save_cursor("1300")
-    create_tables(db)  # every start: nothing carried over twice
+    db.executescript("""
+CREATE TABLE telegram_state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE telegram_sent (outbound_id TEXT PRIMARY KEY, chunks INTEGER NOT NULL, updated_at REAL NOT NULL);
+CREATE TABLE telegram_seen (key TEXT PRIMARY KEY, seen_at REAL NOT NULL);
+CREATE TABLE telegram_refused (user_id TEXT PRIMARY KEY, refused_at REAL NOT NULL);
+CREATE TABLE telegram_owner_ids (username TEXT PRIMARY KEY, user_id TEXT NOT NULL, bound_at REAL NOT NULL);
+INSERT INTO telegram_state VALUES ('telegram:offset', '1234'), ('migrated:-5', '-1005');
+INSERT INTO telegram_sent VALUES ('out_1', 2, 1.0);
+INSERT INTO telegram_seen VALUES ('callback:9', 1.0);
+INSERT INTO telegram_refused VALUES ('666', 1.0);
+INSERT INTO telegram_owner_ids VALUES ('boss', '7', 1.0);
+PRAGMA user_version = 3;
+""")
+    migrate(db, STATE)
+    telegram = ChannelStore(db, "telegram")
+    assert telegram.cursor() == "1234" and telegram.session_chat("-5") == "-1005"
+    assert telegram.chunks_sent("out_1") == 2 and not telegram.first_time("callback:9")
+    assert telegram.refused_before("666") and telegram.owner_ids() == {"boss": "7"}
+    assert not {"telegram_state", "telegram_sent", "telegram_seen", "telegram_refused", "telegram_owner_ids"} & {
+        row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    telegram.save_cursor("1300")
+    migrate(db, STATE)  # every start: nothing carried over twice
     assert ChannelStore(db, "telegram").cursor() == "1300"

@@ -55,10 +55,15 @@ timeout_seconds = 30
 # allowlist = ["ls", "cat", "head", "tail", "wc", "grep", "pwd", "date", "echo",
 #              "diff", "sort", "uniq", "stat", "du", "true", "file", "which"]
 
+# Chat channels (docs/channels.md): one [channels.<name>] section per channel; `clawgate channels` lists them.
+# [channels]
+# owner_shared_session = false   # true: your private chats on every channel share one conversation
+
 [channels.telegram]
 # enabled = true          # default: on when a token is set
 # token = ""              # prefer TELEGRAM_BOT_TOKEN
-dm_policy = "pairing"     # pairing | allowlist | open
+dm_policy = "pairing"     # pairing | allowlist | open | disabled
+# group_policy = "allowlist"  # groups read only messages addressing the bot; mention | allowlist | open | disabled
 owner = []                # your Telegram user id: you alone approve risky tool calls from Telegram
 allow_from = []           # guests: Telegram user ids or usernames
 

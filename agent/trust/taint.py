@@ -1,6 +1,6 @@
 """Taint of a run: whether untrusted content has entered it, and from where.
 
-A prompt injection works by getting text into the model's input; the wrapper (agent/context/untrusted.py)
+A prompt injection works by getting text into the model's input; the wrapper (agent/trust/untrusted.py)
 tells the model it is data, but a model can still be talked round. So the decision is taken in
 code, on the effect: once a run has taken in untrusted content, every call with a lasting or
 outward effect (the agent's own files, memory, cron jobs, other chats, a new web host, a

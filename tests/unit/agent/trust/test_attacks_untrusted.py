@@ -26,7 +26,7 @@ from clawgate.agent.tools import ToolContext, ToolError, ToolRegistry
 from clawgate.agent.tools.files import EditFile, ReadFile, WriteFile
 from clawgate.agent.tools.ledger import WrittenLedger
 from clawgate.agent.tools.web import WebFetch
-from clawgate.agent.context.untrusted import wrap_untrusted
+from clawgate.agent.trust.untrusted import wrap_untrusted
 from clawgate.config.paths import Paths
 from tests.fakes.loopback import html, web_page
 from tests.context_helpers import builder, registry as memory_registry, tool_context, user, workspace

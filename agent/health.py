@@ -11,7 +11,9 @@ import time
 from typing import Any, Callable
 
 
-class Status:
+class Health:
+    """Named sections, each read when a snapshot is taken."""
+
     def __init__(self, *, started_at: float | None = None) -> None:
         self.started_at = time.time() if started_at is None else started_at
         self._sections: dict[str, Callable[[], Any]] = {}

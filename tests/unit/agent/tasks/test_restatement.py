@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from clawgate.agent.context.restatement import Restatement
+from clawgate.agent.tasks.restatement import Restatement
 from clawgate.agent.session import Session
 from clawgate.agent.tasks.store import Step, Task, TaskStore
 from tests.context_helpers import answer, builder, tool_round, user, workspace
