@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test setup browser sandbox-tools bench clean
+.PHONY: run test setup browser sandbox-tools mail-server bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,8 +40,18 @@ sandbox-tools:
 	    >/dev/null 2>&1 || echo "bubblewrap could not be installed; exec's mount-layer tests will fail"; \
 	fi
 
+# The email channel's tests run against a real IMAP server, Dovecot (tests/email_servers.py starts it on
+# a loopback port from a generated config). Installed the same way: when missing and we may.
+mail-server:
+	@if ! command -v dovecot >/dev/null 2>&1 && [ ! -x /usr/sbin/dovecot ] && [ "$$(id -u)" = 0 ] \
+	    && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing dovecot-imapd for the email tests (apt-get, once)"; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends dovecot-imapd; } \
+	    >/dev/null 2>&1 || echo "dovecot-imapd could not be installed; the email tests will fail (apt-get install dovecot-imapd)"; \
+	fi
+
 # The slowest 15 tests are printed at the end, so a slow test is seen where it is added.
-test: $(STAMP) browser sandbox-tools
+test: $(STAMP) browser sandbox-tools mail-server
 	$(BIN)/python -m pytest --durations=15
 
 bench: $(STAMP)

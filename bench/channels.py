@@ -6,7 +6,7 @@ Per channel, 100 chats, one message each, one at a time, through the real `clawg
 - delivery: from the fake model answering to the platform receiving the reply (outbox, dispatcher,
   render, send).
 The fake model (in this process, zero latency, echo) and the platforms' fake servers share the machine's
-cores with the daemon. Add a channel by adding a Platform below. Usage:
+cores with the daemon; email runs against real servers (Dovecot, aiosmtpd). Add a channel by adding a Platform below. Usage:
 .venv/bin/python bench/channels.py [--chats 100] [--only telegram]
 """
 
@@ -224,9 +224,51 @@ class DiscordPlatform(Platform):
         self.fake.stop()
 
 
+class EmailPlatform(Platform):
+    """Real servers: a Dovecot the bench starts (IMAP IDLE) and aiosmtpd (tests/email_servers.py). A message
+    is handed over by an IMAP APPEND into the bot's inbox (what an MTA's delivery amounts to); the reply is
+    seen when the SMTP server accepted it."""
+
+    name = "email"
+    bot = "bot@example.test"
+
+    def __init__(self) -> None:
+        super().__init__()
+        from tests.email_servers import Dovecot, Sent, SmtpServer
+
+        platform = self
+        self.dovecot = Dovecot()
+        self.dovecot.add_user(self.bot, "bench-password")
+
+        class Timed(SmtpServer):
+            def record(self, sent: Sent) -> None:
+                body = sent.message.get_body(preferencelist=("plain",))
+                platform.saw(str(body.get_content()).strip() if body is not None else "")
+                super().record(sent)
+
+        self.dovecot.start()
+        self.smtp = Timed(users={self.bot: "bench-password"}).start()
+
+    def env(self) -> dict[str, str]:
+        values = {"address": self.bot, "password": "bench-password", "imap_host": "127.0.0.1",
+                  "imap_port": self.dovecot.port, "imap_tls": "none", "smtp_port": self.smtp.port, "smtp_tls": "none",
+                  "dm_policy": "open"}
+        return {f"CLAWGATE_CHANNELS__EMAIL__{k.upper()}": v if isinstance(v, str) else json.dumps(v)
+                for k, v in values.items()}
+
+    def inject(self, chat: int, text: str) -> None:
+        raw = (f"From: u{chat}@example.test\r\nTo: {self.bot}\r\nSubject: bench\r\n"
+               f"Message-ID: <bench-{chat}-{time.time_ns()}@example.test>\r\n\r\n{text}\r\n").encode()
+        self.dovecot.append(self.bot, raw)
+
+    def close(self) -> None:
+        self.smtp.stop()
+        self.dovecot.stop()
+
+
 PLATFORMS: dict[str, Callable[[], Platform]] = {"telegram": TelegramPlatform, "discord": DiscordPlatform,
                                                 "slack": SlackPlatform, "matrix": MatrixPlatform,
-                                                "echochat": EchoChatPlatform}
+                                                "email": EmailPlatform, "echochat": EchoChatPlatform}
 
 
 def measure(make: Callable[[], Platform], chats: int) -> tuple[list[float], list[float]]:

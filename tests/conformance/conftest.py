@@ -7,13 +7,20 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from tests.conformance.harness import PlatformHarness, harness_names, make_harness
+from tests.conformance.harness import PlatformHarness, applies, harness_names, make_harness
 from tests.harness import DaemonProcess
 
 RETRY_BASE = 0.05  # the daemons' send backoff base here (channels.<name>.retry_base_seconds)
 
 
-@pytest.fixture(params=harness_names())
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Each case runs for every harness it applies to (a harness lists the ones that do not, with why)."""
+    if "platform" in metafunc.fixturenames:
+        names = [n for n in harness_names() if applies(n, metafunc.function.__name__)]
+        metafunc.parametrize("platform", names, indirect=True)
+
+
+@pytest.fixture
 def platform(request: pytest.FixtureRequest) -> Iterator[PlatformHarness]:
     harness = make_harness(request.param)
     harness.start()

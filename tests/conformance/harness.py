@@ -68,6 +68,9 @@ class PlatformHarness(ABC):
         """The daemon acknowledged `event` to the platform (cursor past it, envelope acked)."""
 
     ack_window: float = 2.0  # seconds within which an unblocked daemon acknowledges an event
+    # Cases (test function names) that do not apply to the platform, each with why (mail has no groups):
+    # the suite is not generated for them (tests/conformance/conftest.py), rather than skipped.
+    not_applicable: dict[str, str] = {}
 
     # what the bot sent ------------------------------------------------------------------------------------
     @abstractmethod
@@ -125,6 +128,12 @@ def harness_names() -> list[str]:
     from tests.conformance import platforms
 
     return sorted(m.name for m in pkgutil.iter_modules(platforms.__path__) if not m.name.startswith("_"))
+
+
+def applies(name: str, case: str) -> bool:
+    """Whether the conformance case `case` applies to the harness `name`."""
+    module = importlib.import_module(f"tests.conformance.platforms.{name}")
+    return case not in module.HARNESS.not_applicable
 
 
 def make_harness(name: str) -> PlatformHarness:
