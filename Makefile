@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test setup browser sandbox-tools bench clean
+.PHONY: run test setup browser sandbox-tools redis bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,8 +40,17 @@ sandbox-tools:
 	    >/dev/null 2>&1 || echo "bubblewrap could not be installed; exec's mount-layer tests will fail"; \
 	fi
 
+# The fleet tests (tests/e2e/fleet/) start a real redis-server (Debian package redis-server). Installed
+# the same way: when missing and we may; otherwise those tests fail with one line naming the package.
+redis:
+	@if ! command -v redis-server >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing redis-server for the fleet tests (apt-get, once)"; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server; } \
+	    >/dev/null 2>&1 || echo "redis-server could not be installed; the fleet tests will fail (apt-get install redis-server)"; \
+	fi
+
 # The slowest 15 tests are printed at the end, so a slow test is seen where it is added.
-test: $(STAMP) browser sandbox-tools
+test: $(STAMP) browser sandbox-tools redis
 	$(BIN)/python -m pytest --durations=15
 
 bench: $(STAMP)

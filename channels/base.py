@@ -8,6 +8,7 @@ delivers the OutboundMessages the dispatcher hands it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import Awaitable, Callable
 
 from clawgate.agent.bus import OutboundMessage
 

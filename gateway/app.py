@@ -68,6 +68,7 @@ from clawgate.workspace.guard import WorkspaceGuard
 from clawgate.workspace.users import Workspaces
 
 from . import __version__
+from . import fleet
 from .api import build_methods
 from .dispatcher import Dispatcher
 from .instance import remove_pid_file
@@ -122,7 +123,9 @@ class App:
         # agent/core/durability.py): the database commits without its own fsync, the barrier fsyncs the WAL.
         self.durability = Durability(enabled=fsync)
         self.db = open_state_db(paths.database, fsync=False)
-        self.bus = SqliteBus(self.db, self.durability)
+        # [fleet] redis_url: the bus is Redis Streams shared by the fleet's processes (gateway/fleet.py)
+        self.fleet = fleet.build(settings)
+        self.bus = self.fleet.bus if self.fleet is not None else SqliteBus(self.db, self.durability)
         self.events = EventHub()
         # Busy sessions keep their log and trace open (raised from the usual 1,024 open files).
         keep_open = open_files_per_cache(raise_open_file_limit())
@@ -242,6 +245,8 @@ class App:
             self.channels["telegram"] = telegram
         self.dispatcher = Dispatcher(self.bus, self.channels)
         self._describe_status(workspace)
+        if self.fleet is not None:
+            fleet.wire(self, self.fleet)
 
         self._core: list[asyncio.Task[Any]] = []
         self._stopped = asyncio.Event()
@@ -315,12 +320,18 @@ class App:
             log.info("forgot %d answered/delivered queue row(s) older than %g days", pruned, self.settings.state.keep_days)
         if self.settings.checkpoints.enabled:
             self.checkpoints.prune()
+        if self.fleet is not None:  # before the loop: it stops after the turns ended, and hands its partitions back
+            stack.callback(self.fleet.close)
+            await self.fleet.start()
+            stack.push_async_callback(self.fleet.stop)
         inbound, outbound = self.bus.replay_pending()
         if inbound or outbound:
             log.info("recovered %d unanswered message(s) and %d undelivered repl(ies) from before the restart", inbound, outbound)
         if self.drift_restore is not None and (settled := self.drift_restore.recover()):  # before tasks resume
             log.info("finished %d drift restore(s) interrupted by the restart: %s", len(settled), ", ".join(settled))
-        resumed = resume_tasks(self.tasks, self.sessions, self.bus, max_resumes=self.settings.agent.max_task_resumes)
+        # in a fleet, a task's run resumes where its partition's pending entry is claimed (agent/fleet/bus.py)
+        resumed = [] if self.fleet is not None else resume_tasks(self.tasks, self.sessions, self.bus,
+                                                                  max_resumes=self.settings.agent.max_task_resumes)
         if resumed:
             log.info("resuming %d interrupted task(s): %s", len(resumed), ", ".join(resumed))
         if children := self.subagents.resume():

@@ -62,6 +62,9 @@ class CronService:
         self.clock = clock
         self.scheduler: "AsyncIOScheduler | None" = None
         self._closed = False
+        # Once across a fleet: True for the one process that may start this (job, due time) run
+        # (agent/fleet claims it in Redis); alone, always True.
+        self.claim: Callable[[str], bool] = lambda what: True
 
     # lifecycle ---------------------------------------------------------------------
     def start(self, scheduler: "AsyncIOScheduler") -> int:
