@@ -49,7 +49,8 @@ def wire(app: "App", node: "FleetNode") -> None:
     app.loop.skip_if.append(lambda session, msg: node.bus.stale(msg.id))
     for channel in app.channels.values():
         channel.exclusive = node.singletons.hold
-    app.triggers.cron.claim = lambda what: node.claim(what, 86400)
+    app.triggers.cron.claim = lambda what: node.claim(f"cron:{what}", 86400)
+    node.periodic.append(app.triggers.cron.resync)  # a job added or changed on another process
     app.triggers.heartbeat.claim = lambda what: node.claim(what, max(60.0, app.settings.heartbeat.interval_seconds * 2))
     app.status.add("fleet", node.status)
 

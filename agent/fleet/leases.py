@@ -225,15 +225,29 @@ class Singletons:
             task = asyncio.create_task(body(), name=f"singleton:{name}")
             try:
                 ended = await self._keep(lease, task, interval)
+            except asyncio.CancelledError:  # the channel stops: hand the lease on at once (no TTL to wait out)
+                await self._stop(task)
+                await asyncio.shield(self._release_quietly(lease))
+                raise
             finally:
                 self.holding.pop(name, None)
-                if not task.done():
-                    task.cancel()
-                    await asyncio.gather(task, return_exceptions=True)
+                await self._stop(task)
             if ended:
                 await self.leases.release(lease)
                 return
             log.warning("fleet: lost the lease on %s; stopped it here (another process takes it over)", name)
+
+    @staticmethod
+    async def _stop(task: "asyncio.Task[None]") -> None:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _release_quietly(self, lease: Lease) -> None:
+        try:
+            await self.leases.release(lease)
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            pass
 
     async def _keep(self, lease: Lease, task: "asyncio.Task[None]", interval: float) -> bool:
         """Renew until the body ends (True) or the lease is lost (False)."""

@@ -46,6 +46,8 @@ class FleetNode:
         # set by the app: stop the local runs of sessions whose partition moved away
         self.stop_sessions: Callable[[list[str]], None] = lambda keys: None
         self.port = port
+        # called every third of the lease TTL (the cron scheduler re-reads the shared job store)
+        self.periodic: list[Callable[[], Any]] = []
         self._tasks: list[asyncio.Task[Any]] = []
         self._started = time.time()
 
@@ -94,6 +96,11 @@ class FleetNode:
 
     async def _register(self) -> list[str]:
         """Say this worker is alive (until now + TTL); return the workers alive now."""
+        for call in self.periodic:
+            try:
+                call()
+            except Exception:
+                log.exception("fleet: periodic %s failed", getattr(call, "__name__", call))
         seconds, micros = await self.r.time()
         now = int(seconds) * 1000 + int(micros) // 1000
         info = {"pid": os.getpid(), "host": socket.gethostname(), "port": self.port or 0, "started": self._started,

@@ -152,9 +152,13 @@ class TelegramChannel(Channel):
         if s.webhook_url:
             await self._serve_webhook()
             return
-        self.poller = Poller(self.bot, self._on_update, self.state, timeout=s.poll_timeout_seconds,
-                             stall_after=max(s.stall_seconds, s.poll_timeout_seconds + 5.0))
-        await self.poller.run()
+
+        async def poll() -> None:
+            self.poller = Poller(self.bot, self._on_update, self.state, timeout=s.poll_timeout_seconds,
+                                 stall_after=max(s.stall_seconds, s.poll_timeout_seconds + 5.0))
+            await self.poller.run()
+
+        await self.exclusive(f"telegram-poller:{self.bot.id}", poll)  # once per bot, in a fleet too
 
     async def _serve_webhook(self) -> None:
         """Listen first, then tell Telegram where to post; serve until stopped."""
