@@ -56,6 +56,7 @@ class RedisBus(MessageBus):
         self._taken: dict[str, tuple[int, str, int]] = {}   # inbound id -> (partition, entry id, token)
         self._sessions: dict[str, str] = {}                 # inbound id -> session key
         self._out_taken: dict[str, tuple[int, str, int]] = {}
+        self._queued: set[str] = set()  # inbound ids waiting in _in_q (a re-claim must not queue one twice)
         self._inflight: Counter[int] = Counter()
         self._claim_in: set[int] = set()
         self._claim_out: set[int] = set()
@@ -83,9 +84,8 @@ class RedisBus(MessageBus):
             if p == n:
                 del self._taken[inbound_id]
                 sessions.append(self._sessions.pop(inbound_id, ""))
-        for out_id, (p, _, _) in list(self._out_taken.items()):
-            if p == n:
-                del self._out_taken[out_id]
+        # replies taken for delivery stay known: one being sent now is still acked once sent
+        # (next_outbound drops the others)
         self._inflight.pop(n, None)
         return sorted(set(filter(None, sessions)))
 
@@ -111,6 +111,7 @@ class RedisBus(MessageBus):
     async def next_inbound(self) -> InboundMessage:
         while True:
             msg = await self._in_q.get()
+            self._queued.discard(msg.id)
             if msg.id in self._taken:
                 return msg
 
@@ -176,8 +177,9 @@ class RedisBus(MessageBus):
         while True:
             msg = await self._out_q.get()
             taken = self._out_taken.get(msg.id)
-            if taken is not None and self.lease_of(taken[0]) is not None:
+            if taken is not None and self.lease_of(taken[0]) is not None and self.lease_of(taken[0]).token == taken[2]:
                 return msg
+            self._out_taken.pop(msg.id, None)  # its partition moved on: the new holder delivers it
 
     def mark_delivered(self, outbound_id: str) -> None:
         self._finish(outbound_id, "delivered", "")
@@ -186,6 +188,7 @@ class RedisBus(MessageBus):
         self._finish(outbound_id, "failed", error[:500])
 
     def _finish(self, outbound_id: str, status: str, error: str) -> None:
+        """Not fenced: a reply that went out is acked whoever holds the partition now."""
         n, entry, _ = self._out_taken.pop(outbound_id, (0, "", 0))
         self._finish_out(keys=[self.keys.reply(outbound_id), self.keys.outbound(n), self.keys.outbox_pending],
                          args=[status, error, entry, self.keep_seconds])
@@ -252,17 +255,19 @@ class RedisBus(MessageBus):
         self._taken[msg.id] = (n, entry, lease.token)
         self._sessions[msg.id] = msg.session_key
         self._inflight[n] += 1
-        self._in_q.put_nowait(msg)
+        if msg.id not in self._queued:  # else the copy already waiting is the one that runs
+            self._queued.add(msg.id)
+            self._in_q.put_nowait(msg)
 
     def _accept_out(self, n: int, entry: str, fields: dict[str, str]) -> None:
         lease = self.lease_of(n)
         if lease is None:
             return
         msg = OutboundMessage.from_dict(json.loads(fields["body"]))
-        if msg.id in self._out_taken:
-            return
+        known = msg.id in self._out_taken
         self._out_taken[msg.id] = (n, entry, lease.token)
-        self._out_q.put_nowait(msg)
+        if not known:  # else it is queued or being sent here already: under the new lease now
+            self._out_q.put_nowait(msg)
 
     # recovery and upkeep -----------------------------------------------------------------
     def replay_pending(self) -> tuple[int, int]:
