@@ -13,6 +13,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from clawgate.agent.bus import OutboundMessage
+from clawgate.channels.base import Channel
+from clawgate.channels.gateway_chat import GatewayChatChannel
 from clawgate.config.schema import Settings
 
 if TYPE_CHECKING:
@@ -53,6 +56,81 @@ def wire(app: "App", node: "FleetNode") -> None:
     node.periodic.append(app.triggers.cron.resync)  # a job added or changed on another process
     app.triggers.heartbeat.claim = lambda what: node.claim(what, max(60.0, app.settings.heartbeat.interval_seconds * 2))
     app.status.add("fleet", node.status)
+    _relay(app, node)
+
+
+def _relay(app: "App", node: "FleetNode") -> None:
+    """Runs on any worker, clients on any process: events, replies and control cross over."""
+    relay, server = node.relay, app.server
+    app.events.subscribe(relay.event)
+    remote_approvals: set[str] = set()
+
+    def on_event(event: dict[str, Any]) -> None:
+        if event.get("type") == "approval_request":
+            remote_approvals.add(str(event["request"]["id"]))
+        elif event.get("type") == "approval_result":
+            remote_approvals.discard(str(event.get("id")))
+        server.on_event(event)
+
+    relay.on_event = on_event
+    relay.on_chat = lambda target, payload: server.broadcast("chat", payload, target) and None
+    gateway = app.channels.get("gateway")
+    if isinstance(gateway, GatewayChatChannel):
+        app.channels["gateway"] = RelayedGatewayChat(gateway, node)
+    control, approvals = app.services.sessions, app.services.approvals
+    local_stop, local_resolve = control.stop, approvals.resolve
+
+    def stop(key: str) -> bool:
+        """Here, or on the worker running it."""
+        if local_stop(key):
+            return True
+        holder = node.holder(key)
+        if holder is None or holder == node.node:
+            return False
+        relay.control(op="stop", session=key)
+        return True
+
+    def resolve(approval_id: str, approved: bool) -> bool:
+        if local_resolve(approval_id, approved):
+            return True
+        if approval_id not in remote_approvals:
+            return False
+        relay.control(op="approve", id=approval_id, approved=approved)
+        return True
+
+    def on_control(message: dict[str, Any]) -> None:
+        if message.get("op") == "stop":
+            key = str(message.get("session"))
+            control.stop_background(key)
+            local_stop(key)
+        elif message.get("op") == "approve":
+            local_resolve(str(message.get("id")), bool(message.get("approved")))
+
+    control.stop, approvals.resolve = stop, resolve  # type: ignore[method-assign]
+    relay.on_control = on_control
+
+
+class RelayedGatewayChat(Channel):
+    """The gateway chat channel in a fleet: the worker that ran the turn numbers the reply in the
+    shared database (so `resume` finds it on any process), shows it to its own clients and relays
+    it to the clients of the others. Delivered once relayed: a client away at that moment catches
+    up with `resume` (docs/fleet.md)."""
+
+    name = "gateway"
+
+    def __init__(self, inner: GatewayChatChannel, node: "FleetNode") -> None:
+        self.inner, self.node = inner, node
+
+    async def start(self) -> None:
+        await self.inner.start()
+
+    async def stop(self) -> None:
+        await self.inner.stop()
+
+    async def send(self, msg: OutboundMessage) -> None:
+        target, payload = self.inner.number(msg)
+        self.inner.server.broadcast("chat", payload, target)
+        self.node.relay.chat(target, payload)
 
 
 def _stop(app: "App", keys: list[str]) -> None:

@@ -22,6 +22,7 @@ from .bus import Fenced, RedisBus
 from .connect import async_client, check, mask_url, sync_client
 from .keys import IN_GROUP, OUT_GROUP, Keys, partition_lease
 from .leases import LeaseClient, Partitions, Singletons
+from .relay import Relay
 
 log = logging.getLogger("clawgate.fleet")
 
@@ -43,6 +44,7 @@ class FleetNode:
         self.partitions = Partitions(self.leases, self.partition_count, on_gained=self.bus.gained,
                                      on_lost=self._lost, busy=self.bus.busy)
         self.singletons = Singletons(self.leases)
+        self.relay = Relay(self.r, f"{settings.prefix}:relay", self.node)
         # set by the app: stop the local runs of sessions whose partition moved away
         self.stop_sessions: Callable[[list[str]], None] = lambda keys: None
         self.port = port
@@ -75,6 +77,11 @@ class FleetNode:
             raise Fenced(f"write to session {session_key} refused: this worker no longer holds partition {n} "
                          "(its lease ran out or moved to another worker)")
 
+    def holder(self, session_key: str) -> str | None:
+        """The worker holding this session's partition now (None: nobody, between holders)."""
+        value = self.sync.get(self.keys.lease(partition_lease(self.bus.partition(session_key))))
+        return value.split("|")[0] if value else None
+
     def _lost(self, n: int) -> None:
         sessions = self.bus.lost(n)
         if sessions:
@@ -90,7 +97,9 @@ class FleetNode:
         await self._register()
         self._tasks = [asyncio.create_task(self.partitions.run(self._register), name="fleet-leases"),
                        asyncio.create_task(self.bus.read_inbound(), name="fleet-inbound"),
-                       asyncio.create_task(self.bus.read_outbound(), name="fleet-outbound")]
+                       asyncio.create_task(self.bus.read_outbound(), name="fleet-outbound"),
+                       asyncio.create_task(self.relay.send_loop(), name="fleet-relay-out"),
+                       asyncio.create_task(self.relay.receive_loop(), name="fleet-relay-in")]
         log.info("fleet: joined as %s on %s (%d partitions, lease %gs)", self.node, self.masked_url,
                  self.partition_count, self.ttl)
 
