@@ -136,5 +136,6 @@ class RelayedGatewayChat(Channel):
 def _stop(app: "App", keys: list[str]) -> None:
     """The partition moved: its runs here stop (their writes would be refused); the new holder resumes them."""
     for key in keys:
+        app.loop.lanes.drop_queued(key)
         if app.loop.lanes.cancel_current(key):
             log.warning("fleet: stopped the run of session %s here: its partition moved to another worker", key)

@@ -109,6 +109,18 @@ class Fleet:
     def holders(self, r: "redis.Redis") -> dict[int, str]:
         return {n: h for n in range(PARTITIONS) if (h := self.holder(r, n))}
 
+    def state(self) -> str:
+        """The fleet's queues as Redis has them: per partition its holder, backlog and pending entries."""
+        r = redis.Redis.from_url(self.redis_url, decode_responses=True)
+        lines = []
+        for n in range(PARTITIONS):
+            pending_in = r.xpending(f"{self.prefix}:in:{n}", "workers")
+            pending_out = r.xpending(f"{self.prefix}:out:{n}", "delivery")
+            lines.append(f"p{n} lease={r.get(f'{self.prefix}:lease:p{n}')} in={r.xlen(f'{self.prefix}:in:{n}')} "
+                         f"pending_in={pending_in['pending']} {pending_in.get('consumers')} "
+                         f"out={r.xlen(f'{self.prefix}:out:{n}')} pending_out={pending_out['pending']}")
+        return "\n".join(lines)
+
     def logs(self) -> str:
         return "\n\n".join(f"--- {p.node} ---\n" + "\n".join(p.output[-60:]) for p in self.procs)  # type: ignore[attr-defined]
 

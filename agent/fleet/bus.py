@@ -24,7 +24,7 @@ import json
 import logging
 import time
 from collections import Counter
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import redis
 import redis.asyncio as aioredis
@@ -51,12 +51,14 @@ class RedisBus(MessageBus):
         self.sync, self.r, self.keys, self.count, self.node = sync, r, keys, partitions, node
         self.keep_seconds = max(60, int(keep_days * 86400))
         self.lease_of, self.reading = lease_of, reading
-        self._in_q: asyncio.Queue[InboundMessage] = asyncio.Queue()
-        self._out_q: asyncio.Queue[OutboundMessage] = asyncio.Queue()
+        # each queued copy carries the fencing token it was read under: a copy from before the
+        # partition was lost (and taken again) is dropped, so the re-claimed order is the one that runs
+        self._in_q: asyncio.Queue[tuple[InboundMessage, int]] = asyncio.Queue()
+        self._out_q: asyncio.Queue[tuple[OutboundMessage, int]] = asyncio.Queue()
         self._taken: dict[str, tuple[int, str, int]] = {}   # inbound id -> (partition, entry id, token)
         self._sessions: dict[str, str] = {}                 # inbound id -> session key
         self._out_taken: dict[str, tuple[int, str, int]] = {}
-        self._queued: set[str] = set()  # inbound ids waiting in _in_q (a re-claim must not queue one twice)
+        self._sending: set[str] = set()  # replies handed to their channel: acked once sent, whatever the lease
         self._inflight: Counter[int] = Counter()
         self._claim_in: set[int] = set()
         self._claim_out: set[int] = set()
@@ -64,6 +66,9 @@ class RedisBus(MessageBus):
         self._publish_out = sync.register_script(scripts.PUBLISH_OUT)
         self._finish_out = sync.register_script(scripts.FINISH_OUT)
         self._begin = sync.register_script(scripts.BEGIN_ATTEMPT)
+        # set by the node: a lease found run out here is given up at once (its work is claimed again
+        # by whoever takes the partition next, this worker included), never renewed as if nothing happened
+        self.expired: Callable[[int], None] = lambda n: None
         self.refused = 0  # fenced writes refused (status, tests)
         self.answered = 0  # messages this worker answered (status: how the work is spread)
 
@@ -84,8 +89,9 @@ class RedisBus(MessageBus):
             if p == n:
                 del self._taken[inbound_id]
                 sessions.append(self._sessions.pop(inbound_id, ""))
-        # replies taken for delivery stay known: one being sent now is still acked once sent
-        # (next_outbound drops the others)
+        for out_id, (p, _, _) in list(self._out_taken.items()):
+            if p == n and out_id not in self._sending:  # one being sent now is still acked once sent
+                del self._out_taken[out_id]
         self._inflight.pop(n, None)
         return sorted(set(filter(None, sessions)))
 
@@ -110,9 +116,9 @@ class RedisBus(MessageBus):
 
     async def next_inbound(self) -> InboundMessage:
         while True:
-            msg = await self._in_q.get()
-            self._queued.discard(msg.id)
-            if msg.id in self._taken:
+            msg, token = await self._in_q.get()
+            taken = self._taken.get(msg.id)
+            if taken is not None and taken[2] == token:
                 return msg
 
     def begin_attempt(self, inbound_id: str, progress: int) -> int:
@@ -142,6 +148,14 @@ class RedisBus(MessageBus):
         if taken is not None:
             n, entry, token = taken
             expected = f"{self.node}|{token}"
+            lease = self.lease_of(n)
+            if lease is None or lease.token != token:  # past the local deadline: refused before Redis is asked
+                self.refused += 1
+                self.expired(n)
+                log.warning("fleet: write for partition %d refused: its lease (fencing token %d) ran out here before "
+                            "it was renewed; %s not queued (the next holder answers)", n, token,
+                            f"reply {msg.id}" if msg else f"answered mark of {answers}")
+                return False
         else:
             assert msg is not None
             n = self.partition(msg.session_key or f"{msg.channel}:{msg.chat_id}")
@@ -154,14 +168,18 @@ class RedisBus(MessageBus):
                   self.keys.inbox_open, self.keys.outbox_pending],
             args=[expected, msg.id if msg else "", json.dumps(msg.to_dict()) if msg else "", answers or "", entry,
                   self.keys_ttl]))
-        if result < 0:
+        duplicate = result == -2
+        if duplicate:
+            log.warning("fleet: %s was answered already; this second answer is dropped", answers)
+            result = 0
+        elif result < 0:
             self.refused += 1
             log.warning("fleet: write for partition %d refused: fencing token %s is stale (another worker holds the "
                         "lease now); %s not queued", n, expected.rsplit("|", 1)[-1],
                         f"reply {msg.id}" if msg else f"answered mark of {answers}")
             return False
         if taken is not None and answers is not None:
-            self.answered += 1
+            self.answered += 0 if duplicate else 1
             self._taken.pop(answers, None)
             self._sessions.pop(answers, None)
             self._inflight[n] -= 1
@@ -175,11 +193,22 @@ class RedisBus(MessageBus):
 
     async def next_outbound(self) -> OutboundMessage:
         while True:
-            msg = await self._out_q.get()
+            msg, token = await self._out_q.get()
             taken = self._out_taken.get(msg.id)
-            if taken is not None and self.lease_of(taken[0]) is not None and self.lease_of(taken[0]).token == taken[2]:
+            if taken is not None and taken[2] == token:
                 return msg
-            self._out_taken.pop(msg.id, None)  # its partition moved on: the new holder delivers it
+
+    def deliverable(self, outbound_id: str) -> bool:
+        """Right before each send attempt (retries included): this worker still holds the reply's
+        partition under the lease it read it with; else the new holder delivers it, in order."""
+        taken = self._out_taken.get(outbound_id)
+        lease = self.lease_of(taken[0]) if taken is not None else None
+        if taken is None or lease is None or lease.token != taken[2]:
+            self._sending.discard(outbound_id)
+            self._out_taken.pop(outbound_id, None)
+            return False
+        self._sending.add(outbound_id)
+        return True
 
     def mark_delivered(self, outbound_id: str) -> None:
         self._finish(outbound_id, "delivered", "")
@@ -189,6 +218,7 @@ class RedisBus(MessageBus):
 
     def _finish(self, outbound_id: str, status: str, error: str) -> None:
         """Not fenced: a reply that went out is acked whoever holds the partition now."""
+        self._sending.discard(outbound_id)
         n, entry, _ = self._out_taken.pop(outbound_id, (0, "", 0))
         self._finish_out(keys=[self.keys.reply(outbound_id), self.keys.outbound(n), self.keys.outbox_pending],
                          args=[status, error, entry, self.keep_seconds])
@@ -204,7 +234,7 @@ class RedisBus(MessageBus):
         await self._read(OUT_GROUP, self.keys.outbound, self._claim_out, self._accept_out, self._out_q)
 
     async def _read(self, group: str, stream: Callable[[int], str], to_claim: set[int],
-                    accept: Callable[[int, str, dict[str, str]], None], queue: "asyncio.Queue") -> None:
+                    accept: Callable[[int, str, dict[str, str]], None], queue: "asyncio.Queue[Any]") -> None:
         failures = 0
         while True:
             try:
@@ -255,19 +285,16 @@ class RedisBus(MessageBus):
         self._taken[msg.id] = (n, entry, lease.token)
         self._sessions[msg.id] = msg.session_key
         self._inflight[n] += 1
-        if msg.id not in self._queued:  # else the copy already waiting is the one that runs
-            self._queued.add(msg.id)
-            self._in_q.put_nowait(msg)
+        self._in_q.put_nowait((msg, lease.token))
 
     def _accept_out(self, n: int, entry: str, fields: dict[str, str]) -> None:
         lease = self.lease_of(n)
         if lease is None:
             return
         msg = OutboundMessage.from_dict(json.loads(fields["body"]))
-        known = msg.id in self._out_taken
         self._out_taken[msg.id] = (n, entry, lease.token)
-        if not known:  # else it is queued or being sent here already: under the new lease now
-            self._out_q.put_nowait(msg)
+        if msg.id not in self._sending:  # else being sent here now, under the new lease
+            self._out_q.put_nowait((msg, lease.token))
 
     # recovery and upkeep -----------------------------------------------------------------
     def replay_pending(self) -> tuple[int, int]:

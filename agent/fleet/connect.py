@@ -37,7 +37,9 @@ def mask_url(url: str) -> str:
 
 
 def _retry() -> Retry:
-    return Retry(ExponentialBackoff(cap=2.0, base=0.05), RETRIES)
+    """OSError too: a refused connect (Redis restarting) is one, and is retried like a dropped one."""
+    return Retry(ExponentialBackoff(cap=2.0, base=0.05), RETRIES,
+                 supported_errors=(redis.ConnectionError, redis.TimeoutError, OSError))
 
 
 def sync_client(url: str) -> "redis.Redis":

@@ -134,6 +134,14 @@ class Partitions:
                 (log.warning if failures == 1 else log.debug)("fleet: Redis unreachable (%s); retrying", exc)
             await asyncio.sleep(delay)
 
+    def expire(self, n: int) -> None:
+        """A write found partition n's lease run out here: give it up now, even if a renewal sent
+        before the stall would still find it ours in Redis (it then expires there; the next holder,
+        maybe this worker again, claims its unfinished entries)."""
+        lease = self.held.get(n)
+        if lease is not None and not lease.valid:
+            self._lose(n, "its lease ran out here before it was renewed (the process stalled)")
+
     def _expire_local(self) -> None:
         """Leases past their local deadline are gone, whether Redis said so or not."""
         for n, lease in list(self.held.items()):

@@ -44,6 +44,7 @@ class FleetNode:
         self.partitions = Partitions(self.leases, self.partition_count, on_gained=self.bus.gained,
                                      on_lost=self._lost, busy=self.bus.busy)
         self.singletons = Singletons(self.leases)
+        self.bus.expired = self.partitions.expire
         self.relay = Relay(self.r, f"{settings.prefix}:relay", self.node)
         # set by the app: stop the local runs of sessions whose partition moved away
         self.stop_sessions: Callable[[list[str]], None] = lambda keys: None
@@ -74,6 +75,7 @@ class FleetNode:
         partition now (checked on the local lease deadline: no round trip, and a pause counts)."""
         n = self.bus.partition(session_key)
         if self.partitions.lease_of(n) is None:
+            self.partitions.expire(n)
             raise Fenced(f"write to session {session_key} refused: this worker no longer holds partition {n} "
                          "(its lease ran out or moved to another worker)")
 

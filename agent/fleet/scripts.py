@@ -18,6 +18,14 @@ return 1
 #       keep seconds
 PUBLISH_OUT = """
 if ARGV[1] ~= '' and redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+if ARGV[4] ~= '' and redis.call('HGET', KEYS[4], 's') ~= 'accepted' then
+  -- answered already (by a worker whose run overlapped this one's): one answer per message
+  if ARGV[5] ~= '' then
+    redis.call('XACK', KEYS[5], 'workers', ARGV[5])
+    redis.call('XDEL', KEYS[5], ARGV[5])
+  end
+  return -2
+end
 local queued = 0
 if ARGV[3] ~= '' and redis.call('EXISTS', KEYS[2]) == 0 then
   redis.call('XADD', KEYS[3], '*', 'id', ARGV[2], 'body', ARGV[3])

@@ -31,6 +31,11 @@ def replies_by_chat(fake: FakeTelegram) -> dict[int, list[str]]:
     return out
 
 
+def missing(fake: FakeTelegram) -> dict[int, int]:
+    got = replies_by_chat(fake)
+    return {s: len(got.get(FIRST_CHAT + s, [])) for s in range(SESSIONS) if len(got.get(FIRST_CHAT + s, [])) < PER_SESSION}
+
+
 def test_200_sessions_x_5_messages_answered_once_in_order_across_three_processes(
         fleet_factory, telegram: FakeTelegram) -> None:
     fleet: Fleet = fleet_factory(telegram_env(telegram))
@@ -47,7 +52,7 @@ def test_200_sessions_x_5_messages_answered_once_in_order_across_three_processes
         return sum(len(v) for v in replies_by_chat(telegram).values())
 
     wait_until(lambda: answered() >= total, f"{total} replies", timeout=240,
-               describe=lambda: f"{answered()} replies\n{fleet.logs()}")
+               describe=lambda: f"{answered()} replies; missing {missing(telegram)}\n{fleet.state()}\n{fleet.logs()}")
     got = replies_by_chat(telegram)
     for s in range(SESSIONS):
         assert got[FIRST_CHAT + s] == [f"echo: s{s} m{i}" for i in range(PER_SESSION)], f"chat {s}"
@@ -56,3 +61,9 @@ def test_200_sessions_x_5_messages_answered_once_in_order_across_three_processes
     assert all(st["answered"] > 0 for st in statuses), [st["answered"] for st in statuses]
     assert {pr["node"] for pr in statuses[0]["processes"]} == {"w0", "w1", "w2"}
     assert answered() == total  # nothing arrived late, twice
+    shown = procs[1].cli("status")
+    assert shown.returncode == 0, shown.stderr
+    for node in ("w0", "w1", "w2"):
+        assert f"process {node}: pid" in shown.stdout, shown.stdout
+    assert "this process: w1 on redis://127.0.0.1:" in shown.stdout
+    assert "singleton telegram-poller:" in shown.stdout and "backlog: none" in shown.stdout
