@@ -21,7 +21,7 @@ import redis
 from tests.harness import DaemonProcess, free_port
 from tests.waiting import wait_until
 
-LEASE_SECONDS = 3.0  # short, so failover in the tests takes seconds (docs/fleet.md: the default is 15)
+LEASE_SECONDS = 5.0  # short, so failover in the tests takes seconds (docs/fleet.md: the default is 15)
 PARTITIONS = 16
 
 
