@@ -58,6 +58,7 @@ class RedisBus(MessageBus):
         self._taken: dict[str, tuple[int, str, int]] = {}   # inbound id -> (partition, entry id, token)
         self._sessions: dict[str, str] = {}                 # inbound id -> session key
         self._out_taken: dict[str, tuple[int, str, int]] = {}
+        self._reads: dict[str, set[int]] = {}  # partitions in a read (or claim) now in flight, per group
         self._sending: set[str] = set()  # replies handed to their channel: acked once sent, whatever the lease
         self._inflight: Counter[int] = Counter()
         self._claim_in: set[int] = set()
@@ -70,6 +71,7 @@ class RedisBus(MessageBus):
         # by whoever takes the partition next, this worker included), never renewed as if nothing happened
         self.expired: Callable[[int], None] = lambda n: None
         self.refused = 0  # fenced writes refused (status, tests)
+        self.sweep_seconds = 10.0  # how often (and past what idle time) orphaned pending entries are claimed
         self.answered = 0  # messages this worker answered (status: how the work is spread)
 
     def partition(self, session_key: str) -> int:
@@ -96,7 +98,10 @@ class RedisBus(MessageBus):
         return sorted(set(filter(None, sessions)))
 
     def busy(self, n: int) -> bool:
-        return self._inflight.get(n, 0) > 0 or any(p == n for p, _, _ in self._out_taken.values())
+        """Work of partition n in hand here, or a read that may still return some: not to be given away
+        (a read answered after the release would leave its entries pending under this worker)."""
+        return (self._inflight.get(n, 0) > 0 or any(n in parts for parts in self._reads.values())
+                or any(p == n for p, _, _ in self._out_taken.values()))
 
     def stale(self, inbound_id: str) -> bool:
         """Taken under a lease this worker no longer holds (the run must not start)."""
@@ -236,12 +241,20 @@ class RedisBus(MessageBus):
     async def _read(self, group: str, stream: Callable[[int], str], to_claim: set[int],
                     accept: Callable[[int, str, dict[str, str]], None], queue: "asyncio.Queue[Any]") -> None:
         failures = 0
+        swept = time.monotonic()
         while True:
             try:
                 parts = self.reading()
+                self._reads[group] = set(parts)
                 for n in sorted(to_claim & set(parts)):
                     await self._claim(group, stream(n), n, accept)
                     to_claim.discard(n)
+                if time.monotonic() - swept > self.sweep_seconds:
+                    # entries read by a worker just as it handed the partition over (its read raced the
+                    # release): pending under it, idle, unseen by the new holder's first claim
+                    swept = time.monotonic()
+                    for n in parts:
+                        await self._claim(group, stream(n), n, accept, min_idle_ms=int(self.sweep_seconds * 1000))
                 if not parts or queue.qsize() > MAX_QUEUED:
                     await asyncio.sleep(0.05)
                     continue
@@ -253,17 +266,24 @@ class RedisBus(MessageBus):
                 (log.warning if failures == 1 else log.debug)("fleet: reading %s failed (%s); retrying", group, exc)
                 await asyncio.sleep(min(2.0, 0.05 * 2 ** failures))
                 continue
+            except Exception:  # a bug here must not stop this worker reading its partitions for good
+                log.exception("fleet: reading %s failed; retrying", group)
+                await asyncio.sleep(1.0)
+                continue
             for name, entries in answer or []:
                 n = int(name.rsplit(":", 1)[1])
                 for entry, fields in entries:
                     if fields:
                         accept(n, entry, fields)
+            self._reads[group] = set()
 
-    async def _claim(self, group: str, stream: str, n: int, accept: Callable[[int, str, dict[str, str]], None]) -> None:
-        """A new holder takes over what the previous one read and did not finish, oldest first."""
+    async def _claim(self, group: str, stream: str, n: int, accept: Callable[[int, str, dict[str, str]], None],
+                     min_idle_ms: int = 0) -> None:
+        """A new holder takes over what the previous one read and did not finish, oldest first
+        (its own unfinished entries too: `accept` skips what is already in work here)."""
         cursor, claimed = "0-0", 0
         while True:
-            result = await self.r.xautoclaim(stream, group, self.node, 0, cursor, count=500)
+            result = await self.r.xautoclaim(stream, group, self.node, min_idle_ms, cursor, count=500)
             cursor, entries = result[0], result[1]
             for entry, fields in entries:
                 if fields:
@@ -271,7 +291,7 @@ class RedisBus(MessageBus):
                     claimed += 1
             if cursor == "0-0":
                 break
-        if claimed:
+        if claimed and not min_idle_ms:
             log.info("fleet: partition %d: took over %d unfinished %s entr%s", n, claimed, group,
                      "y" if claimed == 1 else "ies")
 
@@ -292,6 +312,9 @@ class RedisBus(MessageBus):
         if lease is None:
             return
         msg = OutboundMessage.from_dict(json.loads(fields["body"]))
+        known = self._out_taken.get(msg.id)
+        if known is not None and known[2] == lease.token:
+            return  # already here under this lease (a sweep found it idle in the queue)
         self._out_taken[msg.id] = (n, entry, lease.token)
         if msg.id not in self._sending:  # else being sent here now, under the new lease
             self._out_q.put_nowait((msg, lease.token))

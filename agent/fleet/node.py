@@ -45,6 +45,7 @@ class FleetNode:
                                      on_lost=self._lost, busy=self.bus.busy)
         self.singletons = Singletons(self.leases)
         self.bus.expired = self.partitions.expire
+        self.bus.sweep_seconds = max(1.0, 2 * self.ttl)
         self.relay = Relay(self.r, f"{settings.prefix}:relay", self.node)
         # set by the app: stop the local runs of sessions whose partition moved away
         self.stop_sessions: Callable[[list[str]], None] = lambda keys: None
