@@ -125,8 +125,11 @@ async def overhead(urls: list[str], sessions: int, model_latency: float) -> list
                         return
 
     shares = [[s for s in range(sessions) if s % len(urls) == i] for i in range(len(urls))]
-    await asyncio.gather(*(on(url, share) for url, share in zip(urls, shares)))
-    return [(done[run] - sent[run] - model_latency) * 1000 for run in sent]
+    try:
+        await asyncio.wait_for(asyncio.gather(*(on(url, share) for url, share in zip(urls, shares))), 600)
+    except asyncio.TimeoutError:
+        print(f"overhead: {len(sent) - len(done)} of {len(sent)} replies never reached their client", file=sys.stderr)
+    return [(done[run] - sent[run] - model_latency) * 1000 for run in sent if run in done]
 
 
 async def answered(url: str, session: str, timeout: float = 120.0) -> float:

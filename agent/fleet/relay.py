@@ -19,7 +19,7 @@ import redis.asyncio as aioredis
 
 log = logging.getLogger("clawgate.fleet")
 BATCH = 256
-QUEUE_LIMIT = 10_000  # messages waiting to go out; past it, events are dropped (views, never data)
+QUEUE_LIMIT = 50_000  # messages waiting to go out; past it, run events are dropped (views, never replies)
 
 
 class Relay:
@@ -43,7 +43,7 @@ class Relay:
         self._put({"k": "control", **fields})
 
     def _put(self, message: dict[str, Any]) -> None:
-        if self._out.qsize() >= QUEUE_LIMIT:
+        if self._out.qsize() >= QUEUE_LIMIT and message["k"] == "event":  # views only: replies and control always go
             self.dropped += 1
             return
         self._out.put_nowait(json.dumps({"n": self.node, **message}, default=str, ensure_ascii=False))
