@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test setup browser sandbox-tools mail-server bench clean
+.PHONY: run test setup browser sandbox-tools mail-server redis bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -50,8 +50,17 @@ mail-server:
 	    >/dev/null 2>&1 || echo "dovecot-imapd could not be installed; the email tests will fail (apt-get install dovecot-imapd)"; \
 	fi
 
+# The fleet tests (tests/e2e/fleet/) start a real redis-server (Debian package redis-server). Installed
+# the same way: when missing and we may; otherwise those tests fail with one line naming the package.
+redis:
+	@if ! command -v redis-server >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing redis-server for the fleet tests (apt-get, once)"; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server; } \
+	    >/dev/null 2>&1 || echo "redis-server could not be installed; the fleet tests will fail (apt-get install redis-server)"; \
+	fi
+
 # The slowest 15 tests are printed at the end, so a slow test is seen where it is added.
-test: $(STAMP) browser sandbox-tools mail-server
+test: $(STAMP) browser sandbox-tools mail-server redis
 	$(BIN)/python -m pytest --durations=15
 
 bench: $(STAMP)

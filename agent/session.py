@@ -483,6 +483,9 @@ class SessionManager:
         self._writers: OrderedDict[Session, None] = OrderedDict()  # may hold a file open; least recent first
         # Told of every record appended to any session; a failing observer never breaks a run.
         self.observers: list[Callable[[Session, Record], None]] = []
+        # Called with the session's key before every append; raises to refuse the write (a fleet
+        # worker that lost the session's partition, agent/fleet). None: every write goes through.
+        self.guard: Callable[[str], None] | None = None
         folder.mkdir(parents=True, exist_ok=True)
 
     def get(self, key: str) -> Session:
@@ -508,6 +511,10 @@ class SessionManager:
         """The session if it is in memory (no file is read)."""
         return self._sessions.get(key)
 
+    def loaded_keys(self) -> list[str]:
+        """Keys of the sessions in memory."""
+        return list(self._sessions)
+
     def forget(self, key: str) -> None:
         """Drop the in-memory session so the next `get` reads its log again (after the log was replaced)."""
         session = self._sessions.pop(key, None)
@@ -516,6 +523,8 @@ class SessionManager:
             session.close()
 
     def _writing(self, session: Session) -> None:
+        if self.guard is not None:
+            self.guard(session.key)
         self._writers[session] = None
         self._writers.move_to_end(session)
         while len(self._writers) > self.max_open:

@@ -8,6 +8,7 @@ delivers the OutboundMessages the dispatcher hands it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import Awaitable, Callable
 
 from clawgate.agent.bus import OutboundMessage
 
@@ -21,8 +22,18 @@ class DeliveryError(Exception):
         self.retry_after = retry_after
 
 
+async def run_alone(name: str, body: Callable[[], Awaitable[None]]) -> None:
+    """One process: a connection that may exist once per bot simply runs."""
+    await body()
+
+
 class Channel(ABC):
     name: str
+    # Runs a connection that may exist only once per bot (a Telegram long-poller, a Discord gateway
+    # socket, a Slack Socket Mode socket): `await self.exclusive("<kind>:<bot id>", body)`. In a fleet
+    # the daemon sets it to the fleet's singleton lease (agent/fleet/leases.py): the body runs only in
+    # the process holding the lease and moves to another when that one dies.
+    exclusive: Callable[[str, Callable[[], Awaitable[None]]], Awaitable[None]] = staticmethod(run_alone)
 
     @abstractmethod
     async def start(self) -> None:

@@ -68,6 +68,12 @@ class GatewayChatChannel(Channel):
             if not waiting:
                 self._waiting.pop(target, None)
 
+    def number(self, msg: OutboundMessage) -> tuple[str, dict[str, Any]]:
+        """The reply's address and its numbered `chat` event, kept for clients that `resume` (a
+        fleet relays it to the clients of every process, gateway/fleet.py)."""
+        target = msg.chat_id or msg.session_key
+        return target, self._numbered(msg, target)
+
     def _numbered(self, msg: OutboundMessage, target: str) -> dict[str, Any]:
         """The reply's `chat` event with its number: the same number when the reply is sent again."""
         row = self.db.execute("SELECT payload FROM gateway_chat WHERE outbox_id = ?", (msg.id,)).fetchone()

@@ -327,6 +327,22 @@ class SubagentSettings(_Section):
     summary_chars: int = Field(4000, ge=200, le=64_000, description="longest result a sub-agent hands back; its transcript keeps the rest")
 
 
+class FleetSettings(_Section):
+    """Several processes on one Redis share the work (docs/fleet.md); unset: one process, SQLite, as always."""
+
+    redis_url: str | None = Field(None, description=(
+        "redis://[:password@]host:port/db of the fleet's Redis (AOF on); set: this process joins the fleet"))
+    node: str | None = Field(None, max_length=100, pattern=r"^[A-Za-z0-9_.:-]+$",
+                             description="this process's name in the fleet; default: host name and pid")
+    partitions: int = Field(64, ge=1, le=4096, description=(
+        "partition streams sessions are spread over; read only when the fleet is created (kept in Redis)"))
+    lease_seconds: float = Field(15.0, ge=0.5, le=600, description=(
+        "how long a worker's hold on a partition or singleton lasts without renewal (renewed every third of it); "
+        "a dead worker's work moves on after this"))
+    prefix: str = Field("clawgate", min_length=1, max_length=50, pattern=r"^[A-Za-z0-9_.:-]+$",
+                        description="key prefix: fleets sharing one Redis need different prefixes")
+
+
 class Settings(_Section):
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)
@@ -342,4 +358,5 @@ class Settings(_Section):
     reflection: ReflectionSettings = Field(default_factory=ReflectionSettings)
     subagents: SubagentSettings = Field(default_factory=SubagentSettings)
     background: BackgroundSettings = Field(default_factory=BackgroundSettings)
+    fleet: FleetSettings = Field(default_factory=FleetSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)  # MCP tool servers (config/mcp.py, docs/mcp.md)

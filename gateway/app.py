@@ -36,7 +36,7 @@ from clawgate.config.schema import Settings
 from clawgate.config.token import gateway_token
 from clawgate.workspace.users import Workspaces
 
-from . import __version__, chat_channels
+from . import __version__, chat_channels, fleet
 from .api import build_methods
 from .dispatcher import Dispatcher
 from .instance import remove_pid_file
@@ -76,6 +76,10 @@ class App:
             settings.gateway.token = gateway_token(paths, settings, create=True)
             register_secrets([settings.gateway.token])
         state = build_state(paths, settings)
+        # [fleet] redis_url: the bus is Redis Streams shared by the fleet's processes (gateway/fleet.py)
+        self.fleet = fleet.build(settings)
+        if self.fleet is not None:
+            state.bus = self.fleet.bus
         self.provider, self.unconfigured = build_model(settings, state, provider)
         approvals = build_approvals(settings, state)
         talk = build_conversation(paths, settings, state, self.provider, approvals)
@@ -94,6 +98,8 @@ class App:
         self.drift_restore, self.embedder = watch.drift_restore, watch.embedder
         self.subagents, self.mcp, self.triggers = producers.subagents, producers.mcp, producers.triggers
         self._describe_status(state)
+        if self.fleet is not None:
+            fleet.wire(self, self.fleet)
         self._core: list[asyncio.Task[Any]] = []
         self._stopped = asyncio.Event()
         self.failed = False
@@ -163,12 +169,18 @@ class App:
             log.info("forgot %d answered/delivered queue row(s) older than %g days", pruned, self.settings.state.keep_days)
         if self.settings.checkpoints.enabled:
             self.checkpoints.prune()
+        if self.fleet is not None:  # before the loop: it stops after the turns ended, and hands its partitions back
+            stack.callback(self.fleet.close)
+            await self.fleet.start()
+            stack.push_async_callback(self.fleet.stop)
         inbound, outbound = self.bus.replay_pending()
         if inbound or outbound:
             log.info("recovered %d unanswered message(s) and %d undelivered repl(ies) from before the restart", inbound, outbound)
         if self.drift_restore is not None and (settled := self.drift_restore.recover()):  # before tasks resume
             log.info("finished %d drift restore(s) interrupted by the restart: %s", len(settled), ", ".join(settled))
-        resumed = resume_tasks(state.tasks, state.sessions, self.bus, max_resumes=self.settings.agent.max_task_resumes)
+        # in a fleet, a task's run resumes where its partition's pending entry is claimed (agent/fleet/bus.py)
+        resumed = [] if self.fleet is not None else resume_tasks(state.tasks, state.sessions, self.bus,
+                                                                  max_resumes=self.settings.agent.max_task_resumes)
         if resumed:
             log.info("resuming %d interrupted task(s): %s", len(resumed), ", ".join(resumed))
         if children := self.subagents.resume():

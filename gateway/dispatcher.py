@@ -49,6 +49,8 @@ class Dispatcher:
             attempt += 1
             try:
                 await bus.durable()  # the reply (and the answered mark) survive a power cut before it leaves
+                if not bus.deliverable(msg.id):
+                    return  # a fleet worker whose partition moved on: the new holder delivers it
                 await channel.send(msg)
             except DeliveryError as exc:
                 if exc.permanent:

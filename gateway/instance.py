@@ -72,14 +72,17 @@ class InstanceLock:
         self.paths = paths
         self.path = lock_file(paths)
         self._fd: int | None = None
+        self._shared = False
 
     @property
     def held(self) -> bool:
         return self._fd is not None
 
-    def acquire(self, role: str = GATEWAY, *, wait: float = DAEMON_WAIT_SECONDS) -> "InstanceLock":
+    def acquire(self, role: str = GATEWAY, *, wait: float = DAEMON_WAIT_SECONDS, shared: bool = False) -> "InstanceLock":
         """Take the lock or raise AlreadyRunning. Waits up to `wait` seconds while the holder is not
-        a live gateway (an offline CLI edit ends in milliseconds); a live gateway fails at once."""
+        a live gateway (an offline CLI edit ends in milliseconds); a live gateway fails at once.
+        `shared`: the processes of one fleet on one home hold it together (a lone daemon or an
+        offline edit, which take it alone, still cannot start beside them)."""
         if self._fd is not None:
             raise RuntimeError("instance lock already acquired")
         self.paths.ensure()
@@ -88,19 +91,21 @@ class InstanceLock:
         try:
             while True:
                 try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
                     break
                 except BlockingIOError:
                     holder = _read_holder(fd)
                     if holder.is_gateway or time.monotonic() >= deadline:
                         raise AlreadyRunning(holder, self.path) from None
                     time.sleep(POLL_SECONDS)
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()} {role}\n".encode(), 0)
+            if not shared:
+                os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()} {role}\n".encode().ljust(32), 0)
         except BaseException:
             os.close(fd)
             raise
         self._fd = fd
+        self._shared = shared
         return self
 
     def release(self) -> None:
@@ -109,7 +114,8 @@ class InstanceLock:
         if fd is None:
             return
         try:
-            os.ftruncate(fd, 0)
+            if not self._shared:  # fleet processes sharing the lock leave the file to the others
+                os.ftruncate(fd, 0)
         finally:
             os.close(fd)  # closing drops the flock
 
@@ -121,7 +127,7 @@ class InstanceLock:
             return None
         try:
             try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # exclusive: a fleet's shared holders count too
             except BlockingIOError:
                 return _read_holder(fd)
             fcntl.flock(fd, fcntl.LOCK_UN)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from clawgate.agent.approvals import ApprovalBroker
-from clawgate.agent.bus import SqliteBus
+from clawgate.agent.bus import MessageBus, SqliteBus
 from clawgate.agent.checkpoints import CheckpointService, ReplayProvider, ToolReplay
 from clawgate.agent.commands import CommandRouter
 from clawgate.agent.context.builder import ContextBuilder
@@ -81,7 +81,7 @@ class State:
     workspaces: Workspaces
     durability: Durability
     db: sqlite3.Connection
-    bus: SqliteBus
+    bus: MessageBus  # SqliteBus, or in a fleet the Redis Streams bus (gateway/fleet.py)
     events: EventHub
     trace: TraceWriter
     audit: AuditLog

@@ -69,6 +69,11 @@ class MessageBus(ABC):
     async def next_outbound(self) -> OutboundMessage:
         """The next reply to deliver."""
 
+    def deliverable(self, outbound_id: str) -> bool:
+        """Checked right before a reply is handed to its channel: False when this process may no
+        longer deliver it (a fleet worker whose partition moved on; the new holder delivers it)."""
+        return True
+
     @abstractmethod
     def mark_delivered(self, outbound_id: str) -> None:
         """The channel's send returned: never deliver this reply again."""

@@ -39,6 +39,17 @@ class Lanes(Generic[K, T]):
     def active_keys(self) -> list[K]:
         return list(self._current)
 
+    def drop_queued(self, key: K) -> int:
+        """Forget the items waiting behind the first one of `key` (a fleet worker whose partition
+        moved on: they are another worker's to run); returns how many."""
+        queue = self._queues.get(key)
+        if not queue or len(queue) < 2:
+            return 0
+        head, dropped = queue[0], len(queue) - 1
+        queue.clear()
+        queue.append(head)
+        return dropped
+
     def cancel_current(self, key: K) -> bool:
         """Cancel the item now running for `key` (queued items still run)."""
         task = self._current.get(key)

@@ -13,7 +13,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, Callable, Iterator, Literal
 
 from ..core.durability import Durability
 from ..core.fsio import atomic_write_bytes
@@ -95,6 +95,9 @@ class TaskStore:
         folder.mkdir(parents=True, exist_ok=True)
         self._cache: dict[str, Task] = {}
         self._loaded = False
+        # Called with the task's session before every save; raises to refuse it (a fleet worker that
+        # lost the session's partition, agent/fleet). None: every save goes through.
+        self.guard: Callable[[str], None] | None = None
 
     def path(self, task_id: str) -> Path:
         return self.folder / f"{task_id}.json"
@@ -102,6 +105,8 @@ class TaskStore:
     def save(self, task: Task) -> None:
         """Atomic: temp file, rename — never half a file; fsynced (file, then folder) inline, or with
         the next group flush when there is a Durability barrier."""
+        if self.guard is not None:
+            self.guard(task.session_key)
         task.updated_at = time.time()
         data = json.dumps(task.to_dict(), ensure_ascii=False, indent=2).encode()
         path = self.path(task.id)
@@ -112,6 +117,12 @@ class TaskStore:
         else:
             atomic_write_bytes(path, data, fsync=self.fsync)
         self._cache[task.id] = task
+
+    def reload(self) -> None:
+        """Read the files again at the next look (a fleet worker that took over sessions whose
+        tasks another worker changed)."""
+        self._cache.clear()
+        self._loaded = False
 
     def _load_all(self) -> None:
         if self._loaded:

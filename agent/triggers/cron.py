@@ -62,6 +62,9 @@ class CronService:
         self.clock = clock
         self.scheduler: "AsyncIOScheduler | None" = None
         self._closed = False
+        # Once across a fleet: True for the one process that may start this (job, due time) run
+        # (agent/fleet claims it in Redis); alone, always True.
+        self.claim: Callable[[str], bool] = lambda what: True
 
     # lifecycle ---------------------------------------------------------------------
     def start(self, scheduler: "AsyncIOScheduler") -> int:
@@ -75,6 +78,22 @@ class CronService:
         jobs = [j for j in self.store.jobs() if j.enabled and j.next_run_at is not None]
         for job in jobs:
             self._arm(job)
+        return len(jobs)
+
+    def resync(self) -> int:
+        """Arm the jobs as stored now (a fleet's processes share the store: one of them may have
+        added, changed or removed a job); returns how many are armed."""
+        jobs = {job.id: job for job in self.store.jobs() if job.enabled and job.next_run_at is not None}
+        if self.scheduler is None or self._closed:
+            return 0
+        for scheduled in self.scheduler.get_jobs():
+            if scheduled.id.startswith("cron:") and scheduled.id[5:] not in jobs:
+                self._disarm(scheduled.id[5:])
+        for job in jobs.values():
+            current = self.scheduler.get_job(f"cron:{job.id}")
+            if current is None or current.next_run_time is None or \
+                    abs(current.next_run_time.timestamp() - float(job.next_run_at or 0)) > 0.001:
+                self._arm(job)
         return len(jobs)
 
     def stop(self) -> None:
@@ -187,6 +206,10 @@ class CronService:
         due = [job.next_run_at] if plan.kind == "at" or plan.reboot else plan.due_times(job.next_run_at, now)
         latest = due[-1]
         in_grace = now - latest <= job.grace_seconds
+        if not self.claim(f"{job.id}:{latest}"):  # a fleet: another process settles this due time
+            log.info("cron job %s: the %s run is another process's", job.id, format_time(latest))
+            self._arm(job, when=plan.next_after(now))
+            return None
         earlier = due[:-1] if in_grace else due
         missed = [t for t in earlier if now - t > job.grace_seconds]
         folded = [t for t in earlier if now - t <= job.grace_seconds]

@@ -138,6 +138,9 @@ class Heartbeat:
         self._last_beat: dict[str, str] = {}
         self.ticks = 0
         self.published = 0
+        # Once across a fleet: True for the one process that runs this tick (agent/fleet claims it
+        # in Redis); alone, always True.
+        self.claim: Callable[[str], bool] = lambda what: True
 
     # one tick --------------------------------------------------------------------
     async def tick_async(self) -> None:
@@ -150,6 +153,8 @@ class Heartbeat:
         """Decide and publish; returns what happened (also emitted as a `heartbeat` event)."""
         self.ticks += 1
         now = self.clock()
+        if not self.claim(f"heartbeat:{int(now // self.settings.interval_seconds)}"):
+            return {"status": "skipped", "reason": "another process of the fleet ran this tick"}
         if self.hours is not None and not self.hours.contains(now):
             return self._emit({"status": "skipped", "reason": "outside active hours"})
         lines = actionable_lines(self._read_heartbeat_file())

@@ -16,6 +16,7 @@ from typing import Any, Awaitable, Callable
 
 from clawgate.agent.bus import Intake as Inbox
 from clawgate.agent.core.events import EventHub
+from clawgate.channels.base import run_alone
 from clawgate.config.access import AccessSettings
 from clawgate.workspace.users import OWNER, Workspaces
 
@@ -69,6 +70,9 @@ class ChannelKit:
         self.routes: dict[str, tuple[str, str | None]] = {}  # session key -> (chat, thread), seen at intake
         self.connected = asyncio.Event()
         self.problem: str | None = None  # why receiving fails while the adapter retries by itself
+        # a connection that may exist once per bot (a long-poller, a gateway socket) runs through this:
+        # alone in one process; in a fleet the daemon sets the fleet's singleton lease (gateway/fleet.py)
+        self.exclusive: Callable[[str, Callable[[], Awaitable[None]]], Awaitable[None]] = run_alone
         self._owner_chats = store.owner_chats()
         self._background: set[asyncio.Task[Any]] = set()
         self.intake = Intake(self)

@@ -141,10 +141,14 @@ class TelegramAdapter(PlatformAdapter):
         if s.webhook_url:
             await self._serve_webhook()
             return
-        self.poller = Poller(self.bot, self._on_update, _Offsets(self.kit), timeout=s.poll_timeout_seconds,
-                             stall_after=max(s.stall_seconds, s.poll_timeout_seconds + 5.0),
-                             on_health=self.kit.report_problem)
-        await self.poller.run()
+
+        async def poll() -> None:
+            self.poller = Poller(self.bot, self._on_update, _Offsets(self.kit), timeout=s.poll_timeout_seconds,
+                                 stall_after=max(s.stall_seconds, s.poll_timeout_seconds + 5.0),
+                                 on_health=self.kit.report_problem)
+            await self.poller.run()
+
+        await self.kit.exclusive(f"telegram-poller:{self.bot.id}", poll)  # once per bot, in a fleet too
 
     async def _serve_webhook(self) -> None:
         """Listen first, then tell Telegram where to post; serve until stopped."""

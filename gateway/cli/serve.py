@@ -26,8 +26,8 @@ def cmd_gateway(args: argparse.Namespace) -> int:
     if args.port is not None:
         settings.gateway.port = args.port
     lock = InstanceLock(paths)
-    try:
-        lock.acquire(GATEWAY, wait=DAEMON_WAIT_SECONDS)
+    try:  # a fleet's processes may share one home (docs/fleet.md): they hold its lock together
+        lock.acquire(GATEWAY, wait=DAEMON_WAIT_SECONDS, shared=bool(settings.fleet.redis_url))
     except AlreadyRunning as exc:
         holder = exc.holder
         if holder.is_gateway:
@@ -45,6 +45,7 @@ def cmd_gateway(args: argparse.Namespace) -> int:
 def _serve(paths: Any, settings: Any) -> int:
     from clawgate.agent.core.redact import register_secrets
     from clawgate.agent.core.statedb import StateUnavailable
+    from clawgate.agent.fleet.errors import FleetUnavailable
 
     from .. import runtime
     from ..app import App
@@ -64,7 +65,7 @@ def _serve(paths: Any, settings: Any) -> int:
         failed = runtime.run(run(), settings.gateway.event_loop)
     except runtime.RuntimeUnavailable as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
-    except StateUnavailable as exc:
+    except (StateUnavailable, FleetUnavailable) as exc:
         raise CliError(str(exc), EXIT_FAILED) from None
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:

@@ -63,6 +63,8 @@ def status_lines(status: dict[str, Any]) -> list[str]:
             out += _rows("mcp", mcp_lines(value))
         elif key == "channelStates" and isinstance(value, dict):
             out += _rows("chat channels", channel_lines(value))
+        elif key == "fleet" and isinstance(value, dict):
+            out += _rows("fleet", fleet_lines(value))
         elif key == "backgroundJobs" and isinstance(value, list):  # one entry per running job: what, where, how long
             jobs = "; ".join(f"{j['id']} in {j['session']}: {j['summary'][:60]} ({j['runningSeconds']:.0f}s)" for j in value)
             out.append(f"{key:{LABEL}} {jobs or 'none'}")
@@ -82,6 +84,22 @@ def channel_lines(states: dict[str, Any]) -> list[str]:
             line += f" ({s['reason']})"
         lines.append(line)
     return lines or ["none"]
+
+
+def fleet_lines(f: dict[str, Any]) -> list[str]:
+    """The fleet as this process sees it (docs/fleet.md): processes, partitions, backlog, singletons."""
+    held = f.get("held") or []
+    lines = [f"this process: {f.get('node')} on {f.get('redis')}, {len(held)} of {f.get('partitions')} partitions "
+             f"({', '.join(map(str, held)) or 'none'}); answered {f.get('answered', 0)}, "
+             f"refused {f.get('refusedWrites', 0)} stale write(s)"]
+    for p in f.get("processes") or []:
+        lines.append(f"process {p['node']}: pid {p['pid']} on {p['host']} port {p['port']}, {p['partitions']} partition(s)")
+    lag = f.get("lag") or {}
+    lines.append("backlog: " + (", ".join(f"p{n} {depth}" for n, depth in sorted(lag.items(), key=lambda kv: int(kv[0])))
+                                or "none"))
+    for name, holder in sorted((f.get("singletons") or {}).items()):
+        lines.append(f"singleton {name}: {holder or 'nobody (being taken over)'}")
+    return lines
 
 
 def mcp_lines(servers: dict[str, Any]) -> list[str]:

@@ -189,6 +189,19 @@ function channelText(s) {
   }).join(", ");
 }
 
+// fleet mode (docs/fleet.md): this process, every process with its partitions, the backlog per partition,
+// and who runs each once-per-bot connection; nothing when the daemon runs alone
+function fleetRows(f) {
+  if (!f) return [];
+  const lag = Object.entries(f.lag || {}).map(([p, n]) => `p${p}: ${n}`);
+  return [
+    ["fleet node", `${f.node} (${(f.held || []).length} of ${f.partitions} partitions)`],
+    ["fleet processes", (f.processes || []).map((p) => `${p.node} pid ${p.pid} :${p.port} (${p.partitions})`).join(", ")],
+    ["fleet backlog", lag.join(", ") || "none"],
+    ["fleet singletons", Object.entries(f.singletons || {}).map(([k, v]) => `${k} on ${v || "nobody"}`).join(", ") || "none"],
+  ];
+}
+
 export class StatusPanel {
   constructor(gateway, root, { onError }) {
     this.gateway = gateway;
@@ -224,6 +237,7 @@ export class StatusPanel {
         ["model calls in total", count(total.calls)],
         ["top sessions", top.join(", ")],
         ["background jobs", (s.backgroundJobs || []).map((j) => `${j.id} (${j.session}): ${j.summary}`).join("; ") || "none"],
+        ...fleetRows(s.fleet),
       ];
       clear(this.box, rows.map(([k, v]) => [el("dt", { text: k }), el("dd", { text: v ?? "—" })]));
     } catch (error) {

@@ -1,0 +1,143 @@
+"""Fleet mode's wiring: the one place the daemon joins a fleet (docs/fleet.md).
+
+Without `[fleet] redis_url` nothing here runs and nothing of redis is imported: `build` returns
+None and the daemon is the single process it always was. With it, `build` reaches Redis (or
+raises FleetUnavailable: one line, the daemon does not start) and `wire` connects the parts the
+App built to the fleet: the session log and task store refuse writes for partitions this worker
+no longer holds, runs of lost partitions stop, connections that may exist once per bot run under
+a singleton lease, cron and heartbeat runs are claimed once across the fleet.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from clawgate.agent.bus import OutboundMessage
+from clawgate.channels.base import Channel
+from clawgate.channels.gateway_chat import GatewayChatChannel
+from clawgate.config.schema import Settings
+
+if TYPE_CHECKING:
+    from clawgate.agent.fleet.node import FleetNode
+
+    from .app import App
+
+log = logging.getLogger("clawgate.fleet")
+
+
+def build(settings: Settings) -> "FleetNode | None":
+    if not settings.fleet.redis_url:
+        return None
+    from clawgate.agent.fleet.node import FleetNode  # redis only in fleet mode
+
+    return FleetNode(settings.fleet, keep_days=settings.state.keep_days, port=settings.gateway.port)
+
+
+def wire(app: "App", node: "FleetNode") -> None:
+    app.state.sessions.guard = node.guard
+    app.state.tasks.guard = node.guard
+    node.stop_sessions = lambda keys: _stop(app, keys)
+    gained = node.partitions.on_gained
+
+    def on_gained(n: int, lease: Any) -> None:
+        """Sessions of a partition another worker had may have moved on: read them again."""
+        for key in app.state.sessions.loaded_keys():
+            if node.bus.partition(key) == n and not app.loop.busy(key):
+                app.state.sessions.forget(key)
+        app.state.tasks.reload()
+        gained(n, lease)
+
+    node.partitions.on_gained = on_gained
+    app.loop.skip_if.append(lambda session, msg: node.bus.stale(msg.id))
+    for channel in app.channels.values():  # a chat channel's adapter reaches it through its kit
+        channel.exclusive = node.singletons.hold
+        if (kit := getattr(channel, "kit", None)) is not None:
+            kit.exclusive = node.singletons.hold
+    app.triggers.cron.claim = lambda what: node.claim(f"cron:{what}", 86400)
+    node.periodic.append(app.triggers.cron.resync)  # a job added or changed on another process
+    app.triggers.heartbeat.claim = lambda what: node.claim(what, max(60.0, app.settings.heartbeat.interval_seconds * 2))
+    app.services.status.add("fleet", node.status)
+    _relay(app, node)
+
+
+def _relay(app: "App", node: "FleetNode") -> None:
+    """Runs on any worker, clients on any process: events, replies and control cross over."""
+    relay, server = node.relay, app.server
+    app.state.events.subscribe(relay.event)
+    remote_approvals: set[str] = set()
+
+    def on_event(event: dict[str, Any]) -> None:
+        if event.get("type") == "approval_request":
+            remote_approvals.add(str(event["request"]["id"]))
+        elif event.get("type") == "approval_result":
+            remote_approvals.discard(str(event.get("id")))
+        server.on_event(event)
+
+    relay.on_event = on_event
+    relay.on_chat = lambda target, payload: server.broadcast("chat", payload, target) and None
+    gateway = app.channels.get("gateway")
+    if isinstance(gateway, GatewayChatChannel):
+        app.channels["gateway"] = RelayedGatewayChat(gateway, node)
+    control, approvals = app.services.sessions, app.services.approvals
+    local_stop, local_resolve = control.stop, approvals.resolve
+
+    def stop(key: str) -> bool:
+        """Here, or on the worker running it."""
+        if local_stop(key):
+            return True
+        holder = node.holder(key)
+        if holder is None or holder == node.node:
+            return False
+        relay.control(op="stop", session=key)
+        return True
+
+    def resolve(approval_id: str, approved: bool) -> bool:
+        if local_resolve(approval_id, approved):
+            return True
+        if approval_id not in remote_approvals:
+            return False
+        relay.control(op="approve", id=approval_id, approved=approved)
+        return True
+
+    def on_control(message: dict[str, Any]) -> None:
+        if message.get("op") == "stop":
+            key = str(message.get("session"))
+            control.stop_background(key)
+            local_stop(key)
+        elif message.get("op") == "approve":
+            local_resolve(str(message.get("id")), bool(message.get("approved")))
+
+    control.stop, approvals.resolve = stop, resolve  # type: ignore[method-assign]
+    relay.on_control = on_control
+
+
+class RelayedGatewayChat(Channel):
+    """The gateway chat channel in a fleet: the worker that ran the turn numbers the reply in the
+    shared database (so `resume` finds it on any process), shows it to its own clients and relays
+    it to the clients of the others. Delivered once relayed: a client away at that moment catches
+    up with `resume` (docs/fleet.md)."""
+
+    name = "gateway"
+
+    def __init__(self, inner: GatewayChatChannel, node: "FleetNode") -> None:
+        self.inner, self.node = inner, node
+
+    async def start(self) -> None:
+        await self.inner.start()
+
+    async def stop(self) -> None:
+        await self.inner.stop()
+
+    async def send(self, msg: OutboundMessage) -> None:
+        target, payload = self.inner.number(msg)
+        self.inner.server.broadcast("chat", payload, target)
+        self.node.relay.chat(target, payload)
+
+
+def _stop(app: "App", keys: list[str]) -> None:
+    """The partition moved: its runs here stop (their writes would be refused); the new holder resumes them."""
+    for key in keys:
+        app.loop.lanes.drop_queued(key)
+        if app.loop.lanes.cancel_current(key):
+            log.warning("fleet: stopped the run of session %s here: its partition moved to another worker", key)
