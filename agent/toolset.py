@@ -18,6 +18,7 @@ from .tools.files import EditFile, ListDir, ReadFile, WriteFile
 from .tools.ledger import WrittenLedger
 from .tools.memory import MemoryAppend, MemoryGet, MemoryReplace, MemorySearchTool
 from .tools.message import Message
+from .tools.send_file import SendFile
 from .tools.sandbox import SandboxPolicy
 from .tools.shell import Exec
 from .tools.skills import LoadSkill
@@ -32,10 +33,12 @@ if TYPE_CHECKING:
 
 def default_tools(settings: Settings, *, sessions: Path | None = None, tasks: "TaskStore | None" = None,
                   cron: "CronService | None" = None, written_ledger: Path | None = None,
-                  exec_sandbox: SandboxPolicy | None = None, background: "BackgroundJobs | None" = None) -> list[Tool]:
+                  exec_sandbox: SandboxPolicy | None = None, background: "BackgroundJobs | None" = None,
+                  outbox_files: Path | None = None) -> list[Tool]:
     """`exec_sandbox`: what exec's sandbox protects (the daemon's state and config); without it,
     exec protects those of the CLAWGATE_HOME in the environment. `background`: where slow exec
-    calls go (without it, every call runs in the foreground)."""
+    calls go (without it, every call runs in the foreground). `outbox_files`: where send_file keeps the
+    files it queues (without it, send_file answers that files cannot be sent)."""
     tools = settings.tools
     # One ledger for the three file tools: read_file trusts what write_file/edit_file wrote.
     ledger = WrittenLedger(written_ledger)
@@ -47,6 +50,7 @@ def default_tools(settings: Settings, *, sessions: Path | None = None, tasks: "T
         Exec(tools.exec, sandbox=exec_sandbox, background=background),
         WebFetch(tools.web_fetch_cap_bytes),
         Message(),
+        SendFile(outbox_files, fsync=settings.state.fsync),
         LoadSkill(), MemoryAppend(), MemoryReplace(), MemorySearchTool(sessions), MemoryGet(sessions),
     ]
     if tasks is not None:

@@ -18,7 +18,7 @@ import sqlite3
 import time
 from typing import Any, Callable, Protocol
 
-from clawgate.agent.bus import OutboundMessage
+from clawgate.agent.bus import OutboundMessage, unsent_line
 
 from .base import Channel
 
@@ -81,11 +81,18 @@ class GatewayChatChannel(Channel):
             return dict(json.loads(row[0]))
         seq = self.last_seq(target) + 1
         payload = {"session": target, "runId": msg.in_reply_to, "state": "error" if msg.kind == "error" else "final",
-                   "kind": msg.kind, "text": msg.text, "seq": seq}
+                   "kind": msg.kind, "text": self._text(msg), "seq": seq}
         self.db.execute("INSERT INTO gateway_chat(session, seq, outbox_id, payload, created_at) VALUES (?, ?, ?, ?, ?)",
                         (target, seq, msg.id, json.dumps(payload, ensure_ascii=False), time.time()))
         self.db.execute("DELETE FROM gateway_chat WHERE session = ? AND seq <= ?", (target, seq - KEEP))
         return payload
+
+    @staticmethod
+    def _text(msg: OutboundMessage) -> str:
+        """A file from send_file is not carried here: the page and `clawgate chat` get a line saying so."""
+        if msg.file is None:
+            return msg.text
+        return unsent_line(msg, "files are only delivered to chat platforms (Telegram, Discord, Slack, Matrix, email).")
 
     def last_seq(self, session: str) -> int:
         """The number of the session's latest reply (0: none yet)."""

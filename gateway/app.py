@@ -29,6 +29,7 @@ from clawgate.agent.services import Services
 from clawgate.agent.supervision.drift_control import CheckpointRestorer
 from clawgate.agent.tools.mounts import mount_status
 from clawgate.agent.tools.sandbox import sandbox_status
+from clawgate.agent.tools.send_file import SendFile
 from clawgate.channels.base import Channel
 from clawgate.channels.gateway_chat import GatewayChatChannel
 from clawgate.config.paths import Paths
@@ -65,6 +66,16 @@ def build_channels(settings: Settings, services: Services, server: GatewayServer
     return {"gateway": gateway_chat, **built.runners}, built
 
 
+def file_limits(channels: dict[str, Channel]) -> dict[str, int]:
+    """channel -> the largest file its platform takes, for the channels that carry files."""
+    limits = {}
+    for name, channel in channels.items():
+        caps = getattr(getattr(channel, "adapter", None), "capabilities", None)
+        if caps is not None and caps.files and caps.max_file_bytes:
+            limits[name] = caps.max_file_bytes
+    return limits
+
+
 class App:
     """Builds every part in __init__ (no I/O beyond opening state), runs them in `run`."""
 
@@ -91,6 +102,8 @@ class App:
         self.channels, self.chat_channels = build_channels(settings, self.services, self.server, state.db,
                                                            state.workspaces)
         self.dispatcher = Dispatcher(state.bus, self.channels)
+        if isinstance(send_file := talk.tools.get("send_file"), SendFile):  # the tool refuses what a channel cannot take
+            send_file.limits = file_limits(self.channels)
 
         # what `run` starts and stops
         self.state, self.loop, self.checkpoints = state, talk.loop, talk.checkpoints

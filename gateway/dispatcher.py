@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from clawgate.agent.bus import MessageBus, OutboundMessage
+from clawgate.agent.bus import MessageBus, OutboundMessage, discard_file
 from clawgate.agent.core.lanes import Lanes
 from clawgate.channels.base import Channel, DeliveryError
 
@@ -43,6 +43,7 @@ class Dispatcher:
         if channel is None:
             bus.mark_failed(msg.id, f"no channel named {msg.channel!r} is running")
             log.error("reply %s dropped: channel %r is not running", msg.id, msg.channel)
+            discard_file(msg)
             return
         attempt = 0
         while True:
@@ -56,6 +57,7 @@ class Dispatcher:
                 if exc.permanent:
                     bus.mark_failed(msg.id, str(exc))
                     log.error("reply %s to %s:%s failed for good: %s", msg.id, msg.channel, msg.chat_id, exc)
+                    discard_file(msg)
                     return
                 delay = exc.retry_after if exc.retry_after is not None else self._backoff(attempt)
                 log.warning("reply %s to %s:%s not delivered (%s); attempt %d, next in %.1fs",
@@ -66,11 +68,13 @@ class Dispatcher:
                 if attempt >= self.max_attempts:
                     bus.mark_failed(msg.id, f"{type(exc).__name__}: {exc}")
                     log.exception("reply %s: channel %s keeps raising; giving up", msg.id, msg.channel)
+                    discard_file(msg)
                     return
                 log.exception("reply %s: channel %s raised; retrying", msg.id, msg.channel)
                 await self._sleep(self._backoff(attempt))
                 continue
             bus.mark_delivered(msg.id)
+            discard_file(msg)  # the stored copy of a sent file (state/outbox-files) is no longer needed
             return
 
     def _backoff(self, attempt: int) -> float:

@@ -2,6 +2,8 @@
 
 from .bus import Intake, MessageBus
 from .messages import InboundMessage, OutboundMessage, new_id
+from .outbox_files import discard_file, read_file, store_file, unsent_line
 from .sqlite import SqliteBus
 
-__all__ = ["InboundMessage", "Intake", "MessageBus", "OutboundMessage", "SqliteBus", "new_id"]
+__all__ = ["InboundMessage", "Intake", "MessageBus", "OutboundMessage", "SqliteBus", "discard_file", "new_id",
+           "read_file", "store_file", "unsent_line"]

@@ -44,8 +44,11 @@ class OutboundMessage:
     session_key: str = ""
     in_reply_to: str | None = None
     id: str = field(default_factory=lambda: new_id("out_"))
-    kind: str = "reply"  # reply | error | notice
+    kind: str = "reply"  # reply | error | notice | file
     metadata: dict[str, Any] = field(default_factory=dict)
+    # kind "file": {"name", "size", "mime", "path"} of a copy under state/outbox-files/<id>/ (agent/bus/outbox_files.py);
+    # `text` is then its caption. Rows written before this field existed have none.
+    file: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

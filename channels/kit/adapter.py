@@ -33,6 +33,8 @@ class Capabilities:
     threads: bool = False
     native_commands: bool = False  # register_commands() exists
     dm_is_user_id: bool = False  # a user's id also names the private chat with them (Telegram)
+    files: bool = False  # send_file() exists: the agent's send_file tool reaches the chat as an attachment
+    max_file_bytes: int = 0  # the largest file send_file() may carry (with files)
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,11 @@ class PlatformAdapter(ABC):
 
     async def delete(self, target: Target, message_id: str) -> None:
         """Delete a sent message (capabilities.edit)."""
+        raise NotImplementedError
+
+    async def send_file(self, target: Target, name: str, data: bytes, caption: str) -> str:
+        """Send one file (capabilities.files), `caption` (plain text, may be empty) with it; return the
+        platform message id. Raise DeliveryError(permanent=..., retry_after=...) or Unconfirmed."""
         raise NotImplementedError
 
     async def send_approval(self, target: Target, approval_id: str, text: str) -> str | None:

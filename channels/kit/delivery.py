@@ -17,7 +17,7 @@ import logging
 from dataclasses import replace
 from typing import Awaitable, Callable
 
-from clawgate.agent.bus import OutboundMessage
+from clawgate.agent.bus import OutboundMessage, read_file, unsent_line
 from clawgate.channels.base import DeliveryError
 
 from .adapter import PlatformAdapter, Target, Unconfirmed
@@ -39,6 +39,8 @@ class Delivery:
 
     async def send(self, msg: OutboundMessage, target: Target) -> None:
         """Deliver a reply in order, chunk by chunk; a chunk already sent is never sent again."""
+        if msg.file is not None:
+            return await self.send_file(msg, target)
         text = f"⚠️ {msg.text}" if msg.kind == "error" else msg.text
         chunks = self.adapter.render(text)
         done = self.store.chunks_sent(msg.id)
@@ -53,12 +55,42 @@ class Delivery:
             if len(chunks) > 1:
                 self.store.record_chunk(msg.id, index + 1)
 
+    async def send_file(self, msg: OutboundMessage, target: Target) -> None:
+        """A file from the agent's send_file, sent once: recorded as this message's one part when sent.
+        A channel without files, or a file over its limit, gets a line saying so instead (never dropped)."""
+        if self.store.chunks_sent(msg.id) >= 1:
+            return
+        caps, file = self.adapter.capabilities, msg.file or {}
+        if not caps.files:
+            reason: str | None = f"this channel ({self.adapter.name}) cannot carry files."
+        elif caps.max_file_bytes and int(file.get("size", 0)) > caps.max_file_bytes:
+            reason = f"it is over {self.adapter.name}'s limit of {caps.max_file_bytes} bytes."
+        else:
+            reason = None
+        try:
+            data = None if reason else read_file(file)
+        except OSError as exc:
+            reason = f"its stored copy is gone ({exc.strerror})."
+        try:
+            if data is None:
+                for chunk in self.adapter.render(unsent_line(msg, reason or "")):
+                    await self.send_chunk(target, chunk)
+            else:
+                await self.retrying(lambda: self.adapter.send_file(target, str(file["name"]), data, msg.text))
+        except Unconfirmed as exc:
+            self.log.warning("file %s unconfirmed (%s); not resent, to avoid a duplicate", msg.id, exc)
+        self.store.record_chunk(msg.id, 1)
+
     async def send_chunk(self, target: Target, text: str) -> str:
         """One chunk under the retry rules; DeliveryError when it cannot be sent now, Unconfirmed as is."""
+        return await self.retrying(lambda: self.adapter.send_text(target, text))
+
+    async def retrying(self, send: Callable[[], Awaitable[str]]) -> str:
+        """One platform call under the retry rules above."""
         failures = rate_limits = 0
         while True:
             try:
-                return await self.adapter.send_text(target, text)
+                return await send()
             except DeliveryError as exc:
                 if exc.permanent:
                     raise

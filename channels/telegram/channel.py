@@ -29,7 +29,7 @@ from clawgate.channels.kit.adapter import (Capabilities, ChannelAuthError, Chann
 from clawgate.channels.kit.kit import ChannelKit
 from clawgate.config.schema import TelegramSettings
 
-from .delivery import Sender
+from .delivery import MAX_FILE_BYTES, Sender
 from .media import incoming_files
 from .polling import ALLOWED_UPDATES, Poller
 from .render import MAX_CHARS, Chunk, render
@@ -82,7 +82,8 @@ class TelegramAdapter(PlatformAdapter):
     name: ClassVar[str] = NAME
     settings_model: ClassVar[type[BaseModel]] = TelegramSettings
     capabilities: ClassVar[Capabilities] = Capabilities(max_chars=MAX_CHARS, edit=True, typing=True, buttons=True,
-                                                        threads=True, native_commands=True, dm_is_user_id=True)
+                                                        threads=True, native_commands=True, dm_is_user_id=True,
+                                                        files=True, max_file_bytes=MAX_FILE_BYTES)
 
     def __init__(self, settings: BaseModel, kit: ChannelKit, *, bot: Bot | None = None) -> None:
         super().__init__(settings, kit)
@@ -257,6 +258,10 @@ class TelegramAdapter(PlatformAdapter):
         group = isinstance(chat_id, int) and chat_id < 0  # a private chat's reply needs no quote
         reply_to = int(target.reply_to) if target.reply_to and group and target.reply_to.isdigit() else None
         sent = await self.once.send_chunk(chat_id, _chunk(text), thread_id=_thread(target), reply_to=reply_to)
+        return str(sent.message_id)
+
+    async def send_file(self, target: Target, name: str, data: bytes, caption: str) -> str:
+        sent = await self.once.send_document(_chat_id(target.chat_id), name, data, caption, thread_id=_thread(target))
         return str(sent.message_id)
 
     async def typing(self, target: Target) -> None:

@@ -17,7 +17,7 @@ import warnings
 from typing import Any, Awaitable, Callable
 
 import httpx
-from telegram import Bot, InlineKeyboardMarkup, Message, MessageEntity, ReplyParameters
+from telegram import Bot, InlineKeyboardMarkup, InputFile, Message, MessageEntity, ReplyParameters
 from telegram.error import BadRequest, ChatMigrated, Forbidden, InvalidToken, NetworkError, RetryAfter, TelegramError
 from telegram.warnings import PTBDeprecationWarning
 
@@ -27,6 +27,9 @@ from clawgate.channels.kit.adapter import Unconfirmed  # the request may have re
 from .render import Chunk
 
 log = logging.getLogger("clawgate.telegram")
+
+MAX_FILE_BYTES = 50 * 1024 * 1024  # the Bot API's upload limit (sendDocument answers 413 above it)
+CAPTION_CHARS = 1024  # a longer caption is refused by sendDocument: it is cut
 
 _UNSENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
@@ -116,6 +119,30 @@ class Sender:
                 raise DeliveryError(f"Telegram forbids sending to chat {chat_id}: {exc.message}", permanent=True) from None
             except InvalidToken as exc:
                 raise DeliveryError(f"Telegram rejected the bot token ({exc.message}); fix TELEGRAM_BOT_TOKEN") from None
+
+    async def send_document(self, chat_id: int | str, name: str, data: bytes, caption: str, *,
+                            thread_id: int | None = None) -> Message:
+        """sendDocument with the same rules; a refused file (400, 413 too large, 403) is permanent."""
+        text = caption[:CAPTION_CHARS] or None
+
+        async def attempt() -> Message:
+            try:
+                return await self.bot.send_document(chat_id, InputFile(data, filename=name), caption=text,
+                                                    message_thread_id=thread_id)
+            except NetworkError as exc:
+                if "too large" in exc.message.lower():  # PTB's answer to HTTP 413
+                    raise BadRequest(exc.message) from None
+                raise
+        try:
+            return await self.call("sendDocument", attempt)
+        except BadRequest as exc:
+            raise DeliveryError(f"Telegram refused the file {name}: {exc.message}", permanent=True) from None
+        except Forbidden as exc:
+            raise DeliveryError(f"Telegram forbids sending to chat {chat_id}: {exc.message}", permanent=True) from None
+        except ChatMigrated as exc:
+            raise DeliveryError(f"chat {chat_id} is now {exc.new_chat_id}", permanent=True) from None
+        except InvalidToken as exc:
+            raise DeliveryError(f"Telegram rejected the bot token ({exc.message}); fix TELEGRAM_BOT_TOKEN") from None
 
     async def best_effort(self, what: str, fn: Callable[[], Awaitable[Any]]) -> Any:
         """For typing, status edits and notices: same retries, but a failure is logged, never raised."""

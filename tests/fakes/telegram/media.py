@@ -17,6 +17,7 @@ from tests.fakes.telegram.failures import _ApiError
 from tests.fakes.telegram.records import JSONDict, _Stored
 
 WEBHOOK_RETRY_SECONDS = 0.2
+MAX_UPLOAD_BYTES = 50 * 1024 * 1024  # the Bot API's upload limit for bots
 
 
 class _Media:
@@ -30,6 +31,7 @@ class _Media:
         self._webhook_secret = ""
         self._webhook_thread: threading.Thread | None = None
         self._next_file = 1
+        self.documents: list[JSONDict] = []  # what the bot sent with sendDocument: chat_id, file_name, content, caption
 
     # -------------------------------------------------------------- user sends media
     def _store_file(self, data: bytes, suffix: str) -> JSONDict:
@@ -82,6 +84,38 @@ class _Media:
             path = next(p for p, f in self.file_paths.items() if f == file_id)
             return {"file_id": file_id, "file_unique_id": "U" + file_id[4:8], "file_size": len(self.files[file_id]),
                     "file_path": path}
+
+    def _m_send_document(self, params: JSONDict) -> JSONDict:
+        """sendDocument with an uploaded file, refused as the Bot API refuses it: no file, an empty one,
+        a caption over 1024 characters (400), a file over 50 MB (413)."""
+        chat_id = self._chat_id(params)
+        upload = params.get("document")
+        if not isinstance(upload, dict):
+            raise _ApiError(400, "Bad Request: there is no document in the request")
+        if upload["size"] > MAX_UPLOAD_BYTES:
+            raise _ApiError(413, "Request Entity Too Large")
+        if upload["size"] == 0:
+            raise _ApiError(400, "Bad Request: file must be non-empty")
+        caption = params.get("caption")
+        if caption is not None and len(str(caption)) > 1024:
+            raise _ApiError(400, "Bad Request: message caption is too long")
+        stored = self._store_file(upload["content"], "")
+        with self._cond:
+            message_id = self._new_message_id(chat_id)
+            message: JSONDict = {"message_id": message_id, "from": self.bot_user, "chat": self._known_chat(chat_id),
+                                 "date": int(time.time()),
+                                 "document": {**stored, "file_name": upload["filename"]}}
+            if caption is not None:
+                message["caption"] = caption
+            thread_id = self._int(params, "message_thread_id")
+            if thread_id is not None:
+                message["message_thread_id"] = thread_id
+            self._messages.setdefault(chat_id, {})[message_id] = _Stored(message=message, from_bot=True,
+                                                                         raw_text=str(caption or ""))
+            self.documents.append({"chat_id": chat_id, "file_name": upload["filename"], "content": upload["content"],
+                                   "caption": caption, "message_thread_id": thread_id, "message_id": message_id})
+            self._cond.notify_all()
+            return message
 
     def _m_set_message_reaction(self, params: JSONDict) -> bool:
         chat_id, message_id = self._int(params, "chat_id", 0), self._int(params, "message_id", 0)

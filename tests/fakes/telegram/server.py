@@ -134,6 +134,7 @@ class FakeTelegram(_UpdateInjection, _Observation, _FailureInjection, _ParamChec
                 "deleteMyCommands": self._m_delete_my_commands,
                 "answerCallbackQuery": self._m_answer_callback_query,
                 "getFile": self._m_get_file,
+                "sendDocument": self._m_send_document,
                 "setMessageReaction": self._m_set_message_reaction,
             }.items()
         }

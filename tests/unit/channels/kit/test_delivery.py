@@ -68,3 +68,18 @@ async def test_an_unconfirmed_chunk_counts_as_sent() -> None:
     await delivery(adapter, kit, Sleeps()).send(msg, Target("c1"))
     assert [text for _, text in adapter.sent] == ["five six seven eight", "nine ten"]  # not resent: no duplicate
     assert kit.store.chunks_sent(msg.id) == 3
+
+
+async def test_a_file_on_a_channel_without_files_becomes_one_line_sent_once(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from clawgate.agent.bus import store_file
+
+    kit, adapter, _ = make_kit()
+    assert not adapter.capabilities.files
+    msg = OutboundMessage("memory", "c1", "", kind="file")
+    store_file(tmp_path, msg, "r.txt", b"x" * 2048, fsync=False)
+    await delivery(adapter, kit, Sleeps()).send(msg, Target("c1"))
+    first = list(adapter.sent)
+    await delivery(adapter, kit, Sleeps()).send(msg, Target("c1"))  # sent again (a restart): not repeated
+    assert adapter.sent == first
+    line = " ".join(text for _, text in first)  # this adapter's chunks are 20 characters at most
+    assert "r.txt" in line and "could not be sent" in line and "cannot carry files" in line
