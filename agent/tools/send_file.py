@@ -30,8 +30,8 @@ class SendFile(Tool):
     side_effects = True
 
     class Arguments(Args):
-        path: str = Field(min_length=1, description="relative to the workspace")
-        caption: str | None = Field(None, max_length=1000)
+        path: str = Field(min_length=1)
+        caption: str | None = Field(None, max_length=1000)  # Telegram cuts captions at 1024
 
     def __init__(self, folder: Path | None, *, max_bytes: int = DEFAULT_MAX_BYTES,
                  limits: Mapping[str, int] | None = None, fsync: bool = True) -> None:
