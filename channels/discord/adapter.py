@@ -166,7 +166,8 @@ class DiscordAdapter(PlatformAdapter):
     name: ClassVar[str] = "discord"
     settings_model: ClassVar[type[BaseModel]] = DiscordSettings
     capabilities: ClassVar[Capabilities] = Capabilities(
-        max_chars=MAX_CHARS, edit=True, typing=True, buttons=True, threads=True, native_commands=True)
+        max_chars=MAX_CHARS, edit=True, typing=True, buttons=True, threads=True, native_commands=True,
+        files=True, max_file_bytes=10 * 1024 * 1024)  # bots' upload limit per message
 
     def __init__(self, settings: BaseModel, kit: Any) -> None:
         super().__init__(settings, kit)
@@ -482,7 +483,7 @@ class DiscordAdapter(PlatformAdapter):
                                         custom_id=approval_custom_id(approval_id, False)))
         return await self._send(target, "an approval prompt", content=text, view=view)
 
-    async def send_file(self, target: Target, name: str, data: bytes, caption: str | None = None) -> str:
+    async def send_file(self, target: Target, name: str, data: bytes, caption: str = "") -> str:
         """A file as an attachment (Discord's upload limit for bots is 10 MiB per message)."""
         file = discord.File(io.BytesIO(data), filename=name)
         return await self._send(target, "a file", content=caption or None, files=[file])

@@ -200,3 +200,20 @@ def test_a_stranger_pairs_with_the_cli_and_channels_lists_discord(dc_daemon, dis
     fake_model.enqueue(text("Welcome, bob."))
     discord_fake.inject_dm("hello again", user_id=bob)
     assert wait_replies(discord_fake, dm, 3)[2] == "Welcome, bob."
+
+
+def test_send_file_arrives_as_an_attachment_in_the_dm(dc_daemon, discord_fake: FakeDiscord,
+                                                       fake_model: FakeAnthropic) -> None:
+    daemon = dc_daemon()
+    (daemon.workspace / "chart.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8)
+    fake_model.enqueue(tool_use("send_file", {"path": "chart.png", "caption": "Your chart."}), text("Sent."))
+    discord_fake.inject_dm("send me the chart")
+    dm = discord_fake.dm_channels[discord_fake.owner_user["id"]]
+    wait_until(lambda: "Sent." in replies(discord_fake, dm), "the final answer", describe=daemon.log_text)
+    [sent] = [m for m in discord_fake.sent_messages(dm) if m["attachments"]]
+    [attachment] = sent["attachments"]
+    assert attachment["filename"] == "chart.png" and sent["content"] == "Your chart."
+    [(data, _)] = [v for path, v in discord_fake.attachments.items() if path.endswith(f"/{attachment['id']}/chart.png")]
+    assert data == (daemon.workspace / "chart.png").read_bytes()
+    outbox = daemon.home / "state" / "outbox-files"
+    wait_until(lambda: not outbox.exists() or not any(outbox.iterdir()), "the stored copy removed")
