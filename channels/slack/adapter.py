@@ -62,7 +62,8 @@ class SlackAdapter(PlatformAdapter):
     name: ClassVar[str] = "slack"
     settings_model: ClassVar[type[SlackSettings]] = SlackSettings
     capabilities: ClassVar[Capabilities] = Capabilities(
-        max_chars=MAX_CHARS, edit=True, typing=False, buttons=True, threads=True, native_commands=False)
+        max_chars=MAX_CHARS, edit=True, typing=False, buttons=True, threads=True, native_commands=False,
+        files=True, max_file_bytes=1024 * 1024 * 1024)  # Slack's per-file upload limit (1 GB)
 
     def __init__(self, settings: SlackSettings, kit: ChannelKit) -> None:  # type: ignore[override]
         super().__init__(settings, kit)
@@ -255,6 +256,17 @@ class SlackAdapter(PlatformAdapter):
         except (SlackApiError, *_NETWORK) as e:
             raise delivery_error(e, "chat.postMessage") from None
         return str(resp["ts"])
+
+    async def send_file(self, target: Target, name: str, data: bytes, caption: str) -> str:
+        """files_upload_v2: the upload URL, the bytes, then completeUploadExternal shares it in the chat."""
+        try:
+            resp = await self._send.files_upload_v2(channel=target.chat_id, file=data, filename=name, title=name,
+                                                    initial_comment=no_pings(caption) or None,
+                                                    thread_ts=target.thread_id)
+        except (SlackApiError, *_NETWORK) as e:
+            raise delivery_error(e, "files.completeUploadExternal") from None
+        files = resp.get("files") or [{}]
+        return str(files[0].get("id") or "")
 
     async def edit_text(self, target: Target, message_id: str, text: str) -> None:
         try:

@@ -164,3 +164,16 @@ def test_a_shared_file_lands_in_the_owners_inbox(slack_daemon, slack, fake_model
     assert not list((daemon.workspace / "inbox").rglob("*big*"))
     assert len(slack.file_fetches) == 1  # refused by its announced size, never downloaded
     assert "too large" in replies(slack, W.OWNER_DM)[1] and len(fake_model.requests) == 1
+
+
+def test_send_file_is_uploaded_and_shared_in_the_dm(slack_daemon, slack: FakeSlack, fake_model: FakeAnthropic) -> None:
+    daemon = slack_daemon()
+    (daemon.workspace / "summary.txt").write_bytes(b"the summary\n" * 50)
+    fake_model.enqueue(tool_use("send_file", {"path": "summary.txt", "caption": "Here it is."}), text("Sent."))
+    slack.send_message("send me the summary")
+    slack.wait_for(lambda f: "Sent." in replies(f, W.OWNER_DM), timeout=60)
+    [(file_id, data)] = slack.uploads
+    assert data == b"the summary\n" * 50
+    [shared] = [m for m in slack.workspace.messages if m.get("upload")]
+    assert shared["channel"] == W.OWNER_DM and shared["files"] == [file_id] and shared["text"] == "Here it is."
+    assert slack.workspace.files[file_id]["completed"] and slack.workspace.files[file_id]["name"] == "summary.txt"
