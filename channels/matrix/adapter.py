@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import io
 import json
+import mimetypes
 import time
 from typing import Any, ClassVar
 
@@ -28,6 +30,7 @@ from nio import (
     RoomMessagesResponse,
     RoomSendResponse,
     SyncResponse,
+    UploadResponse,
     WhoamiResponse,
 )
 from nio.api import MessageDirection
@@ -83,7 +86,8 @@ class MatrixAdapter(PlatformAdapter):
     name: ClassVar[str] = "matrix"
     settings_model: ClassVar[type[MatrixSettings]] = MatrixSettings
     capabilities: ClassVar[Capabilities] = Capabilities(
-        max_chars=MAX_CHARS, edit=True, typing=True, buttons=True, threads=True)
+        max_chars=MAX_CHARS, edit=True, typing=True, buttons=True, threads=True,
+        files=True, max_file_bytes=50 * 1024 * 1024)  # Synapse's default max_upload_size
 
     def __init__(self, settings: MatrixSettings, kit: ChannelKit) -> None:
         self.settings = settings
@@ -428,6 +432,26 @@ class MatrixAdapter(PlatformAdapter):
         transport = getattr(resp, "transport_response", None)
         status = getattr(transport, "status", 0) or 0
         raise DeliveryError(f"send refused: {resp}", permanent=400 <= status < 500 or code in _AUTH_CODES)
+
+    async def send_file(self, target: Target, name: str, data: bytes, caption: str) -> str:
+        """Upload to the media repository (encrypted in an encrypted room), then an m.file event naming it."""
+        if self.client is None:
+            raise DeliveryError("matrix is not connected")
+        room = self.client.rooms.get(target.chat_id)
+        encrypt = self.e2e and room is not None and room.encrypted
+        mime = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        try:
+            resp, keys = await self.client.upload(io.BytesIO(data), content_type=mime, filename=name,
+                                                  filesize=len(data), encrypt=encrypt)
+        except _CONNECTION_ERRORS as exc:
+            raise DeliveryError(f"homeserver unreachable: {type(exc).__name__}") from exc
+        if not isinstance(resp, UploadResponse):
+            status = getattr(getattr(resp, "transport_response", None), "status", 0) or 0
+            raise DeliveryError(f"upload refused: {resp}", permanent=400 <= status < 500)
+        where = {"file": {**keys, "url": resp.content_uri}} if keys else {"url": resp.content_uri}
+        content = {"msgtype": "m.file", "body": caption or name, "filename": name, **where,
+                   "info": {"size": len(data), "mimetype": mime}, **self._relation(target)}
+        return await self._send(target.chat_id, "m.room.message", content)
 
     async def typing(self, target: Target) -> None:
         """Refreshed by the kit every typing_interval_seconds while the agent works; it lapses a little after."""

@@ -184,3 +184,23 @@ sync_timeout_seconds = 2
     assert token not in daemon.log_text() and token not in doctor.stdout
     row = next(r for r in json.loads(daemon.cli("channels", "--json").stdout) if r["name"] == "matrix")
     assert row["state"] == "running" and row["bot"] == bot, row
+
+
+def test_send_file_arrives_as_an_m_file_from_the_media_repository(mx_daemon, matrix_bot, humans,
+                                                                   fake_model: FakeAnthropic) -> None:
+    daemon = mx_daemon(dm_policy="open")
+    alice = humans("alice")
+    bot = matrix_bot.user.user_id
+    room = alice.dm(bot)
+    alice.wait(lambda: bot in alice.members(room), "the bot to join the DM", describe=log_tail(daemon))
+    folder = daemon.guest_workspace(f"matrix:{alice.user_id}")  # alice is a guest: her own workspace
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "plan.md").write_bytes(b"# Plan\n1. ship\n")
+    fake_model.enqueue(tool_use("send_file", {"path": "plan.md", "caption": "The plan."}), text("Sent."))
+    alice.send(room, "send me the plan")
+    [event] = alice.wait(lambda: [e for e in alice.seen(room, bot) if e.content.get("msgtype") == "m.file"],
+                         "the file event", describe=log_tail(daemon))
+    assert (event.content["filename"], event.content["body"]) == ("plan.md", "The plan.")
+    assert event.content["info"] == {"size": 15, "mimetype": "text/markdown"}
+    downloaded = alice._run(alice.client.download(event.content["url"]))
+    assert downloaded.body == b"# Plan\n1. ship\n"
