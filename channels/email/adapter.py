@@ -27,7 +27,7 @@ from clawgate.channels.kit import (
     Target, Verdict, decide,
 )
 
-from .compose import compose, new_message_id
+from .compose import OutFile, compose, new_message_id
 from .imap import Mailbox, MailboxAuthError, MailboxUnavailable
 from .message import Attachment, MailIn, read_mail
 from .settings import EmailSettings
@@ -35,6 +35,7 @@ from .smtp import send_mail
 
 # "approve ID" / "deny ID" as the first words of a reply (the kit's commands are "/approve ID").
 _APPROVAL = re.compile(r"^\s*/?(approve|deny)\s+([A-Za-z0-9_-]+)\b", re.IGNORECASE)
+LATEST_KEY = "latest:"  # kv: sender address -> Message-ID of their latest mail (files are sent in its thread)
 THREAD_KEY = "thread:"  # kv: Message-ID -> {"subject", "references"} of a mail we may answer
 OUT_KEY = "out:"  # kv: hash of (recipient, answered Message-ID, text) -> {"id", "sent"} of our answer
 RESCAN_DAYS = 1  # after a UIDVALIDITY change, re-read mail from this many days before the last seen
@@ -49,7 +50,8 @@ def approval_command(text: str) -> str:
 class EmailAdapter(PlatformAdapter):
     name: ClassVar[str] = "email"
     settings_model: ClassVar[type[EmailSettings]] = EmailSettings
-    capabilities: ClassVar[Capabilities] = Capabilities(max_chars=0, dm_is_user_id=True)
+    capabilities: ClassVar[Capabilities] = Capabilities(max_chars=0, dm_is_user_id=True, files=True,
+                                                        max_file_bytes=20 * 1024 * 1024)  # what most mail servers take
 
     settings: EmailSettings
     kit: ChannelKit
@@ -155,6 +157,7 @@ class EmailAdapter(PlatformAdapter):
             return
         self.kit.store.kv_set(THREAD_KEY + mail.message_id,
                               json.dumps({"subject": mail.subject, "references": list(mail.references)}))
+        self.kit.store.kv_set(LATEST_KEY + mail.sender.lower(), mail.message_id)
         await self.kit.receive(Incoming(
             message_id=mail.message_id, chat_id=mail.sender,
             sender=Sender(user_id=mail.sender, display=mail.display or None),
@@ -186,8 +189,16 @@ class EmailAdapter(PlatformAdapter):
         return [markdown]
 
     async def send_text(self, target: Target, text: str) -> str:
+        return await self._mail(target, text, target.reply_to)
+
+    async def send_file(self, target: Target, name: str, data: bytes, caption: str) -> str:
+        """The file as an attachment, in the thread of the sender's latest mail (a file is sent during a run,
+        which answers that mail)."""
+        parent = target.reply_to or self.kit.store.kv_get(LATEST_KEY + target.chat_id.lower())
+        return await self._mail(target, caption or f"📎 {name}", parent, files=(OutFile(name, data),))
+
+    async def _mail(self, target: Target, text: str, parent: str | None, files: tuple[OutFile, ...] = ()) -> str:
         s = self.settings
-        parent = target.reply_to
         thread = self.kit.store.kv_get(THREAD_KEY + parent) if parent else None
         if parent and thread is None:
             parent = None  # not a mail we read: start a new thread rather than point at an unknown id
@@ -198,7 +209,8 @@ class EmailAdapter(PlatformAdapter):
         # and says: sent again after a crash (the reply not yet marked delivered), it is not mailed twice;
         # lost between "about to send" and the server's OK, it goes out again with the same Message-ID,
         # which mail clients show once.
-        key = OUT_KEY + hashlib.sha256(f"{target.chat_id}\n{parent}\n{text}".encode()).hexdigest()[:32] if parent else None
+        said = text + "".join(f"\n{f.name}\0{hashlib.sha256(f.data).hexdigest()}" for f in files)
+        key = OUT_KEY + hashlib.sha256(f"{target.chat_id}\n{parent}\n{said}".encode()).hexdigest()[:32] if parent else None
         record = json.loads(self.kit.store.kv_get(key) or "null") if key else None
         if record and record.get("sent"):
             self.kit.log.info("email: the answer to %s was already sent as %s; not sent twice", parent, record["id"])
@@ -208,7 +220,7 @@ class EmailAdapter(PlatformAdapter):
             self.kit.store.kv_set(key, json.dumps({"id": message_id, "sent": False}))
         message = compose(sender=s.address, display_name=s.display_name, to=target.chat_id,
                           subject=info.get("subject") or s.subject, markdown=text, parent=parent,
-                          references=tuple(info.get("references", ())), message_id=message_id)
+                          references=tuple(info.get("references", ())), message_id=message_id, files=files)
         await send_mail(s, message)
         if key:
             self.kit.store.kv_set(key, json.dumps({"id": message_id, "sent": True}))

@@ -215,3 +215,20 @@ def test_with_authserv_id_only_authenticated_mail_is_answered(mail_daemon, mail_
     w.wait_replies(w.owner, 1)
     wait_past(RESEND_WINDOW)
     assert w.texts(w.owner) == ["echo: really me"]
+
+
+def test_send_file_arrives_as_an_attachment_in_the_thread(mail_daemon, mail_world: MailWorld,
+                                                          fake_model: FakeAnthropic) -> None:
+    daemon = mail_daemon()
+    w = mail_world
+    (daemon.workspace / "invoice.pdf").write_bytes(b"%PDF-1.4 not really\n" * 20)
+    fake_model.enqueue(tool_use("send_file", {"path": "invoice.pdf", "caption": "The invoice."}), text("Attached."))
+    asked = w.mail(w.owner, "send me the invoice", subject="Invoice")
+    mails = w.wait_replies(w.owner, 2)
+    [with_file] = [m for m in mails if any(True for _ in m.iter_attachments())]
+    [attachment] = list(with_file.iter_attachments())
+    assert attachment.get_filename() == "invoice.pdf" and attachment.get_content_type() == "application/pdf"
+    assert attachment.get_content() == b"%PDF-1.4 not really\n" * 20
+    assert plain(with_file).strip() == "The invoice."
+    assert with_file["In-Reply-To"] == asked and with_file["Subject"] == "Re: Invoice"
+    assert any(plain(m).strip() == "Attached." for m in mails)
