@@ -91,8 +91,8 @@ class GatewayClient:
         run_id = ack["runId"]
         async for frame in self.events():
             payload = frame["payload"]
-            if frame["event"] != "chat" or payload.get("runId") != run_id:
-                continue
+            if frame["event"] != "chat" or payload.get("runId") != run_id or payload.get("kind") == "file":
+                continue  # a file's line (files reach chat platforms only) is not the run's answer
             if payload["state"] == "delta":
                 if on_delta:
                     on_delta(payload["text"])

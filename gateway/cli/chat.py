@@ -160,6 +160,12 @@ class TurnView:
             return None
         if name == "chat":
             self.link.saw(self.session, payload.get("seq"))
+            if payload.get("kind") == "file":  # a file the agent sent: a line, not the run's answer
+                if self.printed:
+                    print(flush=True)
+                    self.printed = False
+                _note(f"  {payload.get('text', '')}")
+                return None
             if payload.get("state") == "delta":
                 if payload.get("restart") and self.printed:  # what was printed is not the answer
                     print(flush=True)

@@ -110,6 +110,12 @@ export class ChatView {
 
   onChat(p) {
     if (p.session !== this.session || !p.runId) return;
+    if (p.kind === "file") { // a file the agent sent: its own line (files reach chat platforms only)
+      this.log.append(el("div", { class: "msg assistant final", dataset: { role: "file", run: p.runId } },
+        el("div", { class: "text" }, p.text)));
+      this.scroll();
+      return;
+    }
     const run = this.run(p.runId);
     const target = run.answer.querySelector(".text");
     if (p.state === "delta") {
