@@ -21,6 +21,7 @@ import sqlite3
 from contextlib import AsyncExitStack
 from typing import Any, Callable
 
+from clawgate.agent.bus.outbox_files import sweep
 from clawgate.agent.core.durability import Durability
 from clawgate.agent.core.redact import register_secrets
 from clawgate.agent.providers import Provider
@@ -187,6 +188,8 @@ class App:
             await self.fleet.start()
             stack.push_async_callback(self.fleet.stop)
         inbound, outbound = self.bus.replay_pending()
+        if self.fleet is None and (orphans := sweep(self.paths.state / "outbox-files", self.bus.delivery_status)):
+            log.info("removed %d stored file(s) no pending reply names", orphans)
         if inbound or outbound:
             log.info("recovered %d unanswered message(s) and %d undelivered repl(ies) from before the restart", inbound, outbound)
         if self.drift_restore is not None and (settled := self.drift_restore.recover()):  # before tasks resume

@@ -11,7 +11,7 @@ from __future__ import annotations
 import mimetypes
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from clawgate.agent.core.fsio import atomic_write_bytes
 
@@ -38,6 +38,19 @@ def discard_file(msg: OutboundMessage) -> None:
     """Remove the stored copy of a delivered or given-up file message; nothing for other messages."""
     if msg.file and msg.file.get("path"):
         shutil.rmtree(Path(msg.file["path"]).parent, ignore_errors=True)
+
+
+def sweep(folder: Path, status: Callable[[str], str | None]) -> int:
+    """At start, before any run: remove copies whose outbox row is not pending (a crash right after the
+    delivered mark, or before the row was written). Returns how many were removed."""
+    if not folder.is_dir():
+        return 0
+    gone = 0
+    for entry in folder.iterdir():
+        if status(entry.name) != "pending":
+            shutil.rmtree(entry, ignore_errors=True)
+            gone += 1
+    return gone
 
 
 def size_text(size: int) -> str:

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from clawgate.agent.approvals import ApprovalBroker
-from clawgate.agent.bus import OutboundMessage, discard_file, read_file
+from clawgate.agent.bus import OutboundMessage, discard_file, read_file, store_file
+from clawgate.agent.bus.outbox_files import sweep
 from clawgate.agent.core.events import EventHub
 from clawgate.agent.tools import ToolContext, ToolRegistry
 from clawgate.agent.tools.send_file import SendFile
@@ -126,3 +127,13 @@ async def test_the_approval_prompt_names_the_file(tmp_path: Path) -> None:
     assert outcome.status == "denied" and asking.sent == []  # nobody answered within the timeout
     [request] = asking.asked
     assert "notes.txt" in request["summary"] and request["tainted"]
+
+
+def test_sweep_removes_only_copies_no_pending_row_names(tmp_path: Path) -> None:
+    statuses = {"out_pending": "pending", "out_done": "delivered"}
+    for name in ("out_pending", "out_done", "out_never_published"):
+        msg = OutboundMessage("telegram", "1", "", id=name)
+        store_file(tmp_path, msg, "f.txt", b"x", fsync=False)
+    assert sweep(tmp_path, statuses.get) == 2
+    assert [p.name for p in tmp_path.iterdir()] == ["out_pending"]
+    assert sweep(tmp_path / "missing", statuses.get) == 0
