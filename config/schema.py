@@ -275,7 +275,8 @@ class HeartbeatSettings(_Section):
     model: str | None = Field(None, description="model for heartbeat turns (a cheaper one); default: agent.model")
     session: str = Field("heartbeat", min_length=1, max_length=200, description="session that works through HEARTBEAT.md")
     # <channel>:<chat id> for any installed chat channel (checked against the installed channels at start)
-    deliver: str = Field("last", pattern=r"^(last|none|gateway(:[\w.:@/-]+)?|[a-z][a-z0-9_]{0,31}:[\w.:@!+=/-]{1,200})$",
+    # (no bounded repeat of \w in the pattern: pydantic's Rust regex expands `[\w]{1,200}` into a 20 MB automaton)
+    deliver: str = Field("last", max_length=232, pattern=r"^(last|none|gateway(:[\w.:@/-]+)?|[a-z][a-z0-9_]*:[\w.:@!+=/-]+)$",
                          description="where HEARTBEAT.md turns report: last (the session's last chat), none, or a "
                                      "target such as telegram:<chat id>, slack:<channel id>, gateway[:<session>]")
     max_beats_without_progress: int = Field(3, ge=0, description="beats on a task that does not move before it is left alone (0: no limit)")

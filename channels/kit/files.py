@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-import httpx
 
 from clawgate.config.schema import TranscriptionSettings
 from clawgate.workspace.fdpath import PathOutsideWorkspace, locate, write_atomic
@@ -71,6 +70,8 @@ async def receive_files(files: Sequence[IncomingFile], *, caption: str, message_
             if transcription is None:
                 return Received(refusal=VOICE_REFUSAL)
             data = await item.fetch()
+            import httpx  # only with transcription configured: httpx (and its CLI's imports) cost ~15 MB at start
+
             try:
                 said = await transcribe(transcription, data, item.mime or "audio/ogg")
             except (httpx.HTTPError, ValueError, KeyError) as exc:
@@ -107,6 +108,8 @@ async def receive_files(files: Sequence[IncomingFile], *, caption: str, message_
 
 async def transcribe(settings: TranscriptionSettings, audio: bytes, mime_type: str) -> str:
     """Speech to text through an OpenAI-compatible `/audio/transcriptions` endpoint."""
+    import httpx
+
     headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
     async with httpx.AsyncClient(timeout=settings.timeout_seconds) as client:
         reply = await client.post(f"{settings.base_url.rstrip('/')}/audio/transcriptions", headers=headers,
