@@ -11,10 +11,9 @@ from .subagents import ChildSpec, Subagents, tool_result
 class Spawn(Tool):
     name = "spawn"
     description = (
-        "Run a sub-agent on one self-contained job (research, a contained change, a check); only its short "
-        "result comes back. It sees nothing of this chat: `task` holds all it needs (goal, inputs, files, what "
-        "to return, how to check). Spawns of one turn run in parallel; background=true: the result comes later "
-        "as a [sub-agent report]."
+        "Run a sub-agent on one self-contained job; only its short result comes back. It sees nothing of "
+        "this chat: `task` holds all it needs (goal, inputs, files, what to return, how to check). Spawns "
+        "of one turn run in parallel; background=true: the result comes later as a [sub-agent report]."
     )
     # Journalled durably like any side effect, but re-running the same call resumes the child from its
     # own log (or returns its recorded result), so a restart continues it instead of calling it unknown.

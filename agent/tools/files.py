@@ -154,7 +154,7 @@ class ReadFile(Tool):
     name = "read_file"
     description = (
         "Read a workspace text file as numbered lines (offset/limit for long files). Files you did not "
-        "write come back marked as untrusted data."
+        "write come back marked untrusted."
     )
 
     class Arguments(Args):

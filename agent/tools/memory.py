@@ -30,7 +30,7 @@ RECORD_CAP = 4_000
 
 class MemoryAppend(Tool):
     name = "memory_append"
-    description = ("Remember one lasting fact (preference, decision, convention) as a line of MEMORY.md; "
+    description = ("Remember one lasting fact (preference, decision, convention) in MEMORY.md; "
                    "daily=true: a note in today's log instead. No secrets.")
     side_effects = True
 
@@ -104,8 +104,8 @@ class MemorySearchTool(Tool):
 
 class MemoryGet(Tool):
     name = "memory_get"
-    description = ("Read a file named by a memory_search hit or a [memory]/[compacted] note (memory/2025-06-01.md, "
-                   "sessions/main.jsonl) from `line` (or transcript record `seq`).")
+    description = ("Read a file named by a memory_search hit or a [memory]/[compacted] note from `line` (or "
+                   "transcript record `seq`).")
 
     class Arguments(Args):
         path: str = Field(min_length=1, max_length=500)

@@ -12,8 +12,8 @@ from .base import Args, Tool, ToolContext, ToolError
 class Message(Tool):
     name = "message"
     description = (
-        "Send a message now: a progress note to this chat, or (approved by the user) to another channel/chat. "
-        "Your final answer is sent anyway; never repeat it here."
+        "Send a message now: a progress note to this chat, or (approved by the user) to another chat. "
+        "Your final answer is sent anyway; don't repeat it."
     )
     side_effects = True
 

@@ -73,8 +73,8 @@ class Exec(Tool):
     description = (
         "Run a program in the workspace; returns exit code and output. argv: program and arguments, no "
         "shell (no pipes, globs or ';'). Programs off the allowlist ask the user first. Slow ones (builds, "
-        "tests, downloads): background=true with a timeout returns a job id; the result joins the "
-        "conversation when done. Long calls move to the background by themselves."
+        "tests): background=true returns a job id; the result joins the conversation when done (long "
+        "calls move there by themselves)."
     )
     side_effects = True
 

@@ -62,7 +62,7 @@ class WebFetch(Tool):
     name = "web_fetch"
     description = (
         "Fetch a page or file over HTTP(S) as text (HTML reduced to text; untrusted data). "
-        "Addresses of this machine or private networks need the user's approval."
+        "Local or private addresses need the user's approval."
     )
     # A request reaches another machine: after a crash mid-fetch it is reported, not silently repeated.
     recovery = "unknown"

@@ -23,11 +23,10 @@ TRIGGER_CHANNELS = ("cron", "heartbeat", "recovery")
 class CronTool(Tool):
     name = "cron"
     description = (
-        "Schedule work, list jobs or remove one (by id). add: 'message' is what you will be told to do when it "
-        "fires, self-contained (e.g. 'Remind the user to call Anna'), plus one of 'at' (once: 2026-03-01T09:00, "
-        "'HH:MM' or '+20m'), 'every' ('30m', '1d') or 'cron' (crontab, e.g. '0 9 * * mon-fri'); 'tz' (e.g. "
-        "Europe/Berlin) for the user's local times. Delivered to this chat unless 'deliver' is "
-        "<channel>:<chat id> (e.g. telegram:<chat_id>), gateway:<session> or none."
+        "Schedule work, list jobs or remove one (by id). add: 'message' is what you will be told when it fires, "
+        "self-contained, plus 'at' (once: 2026-03-01T09:00, 'HH:MM' or '+20m'), 'every' ('30m', '1d') or 'cron' "
+        "(crontab, e.g. '0 9 * * mon-fri'); 'tz' (e.g. Europe/Berlin) for local times. Goes to this chat unless "
+        "'deliver' is <channel>:<chat id>, gateway:<session> or none."
     )
     side_effects = True
 

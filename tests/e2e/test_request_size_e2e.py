@@ -8,7 +8,7 @@ import json
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.harness import DaemonProcess
 
-BUDGET = 12_300  # bytes (12,000 before send_file, ~250 B); bench/context_bench.py prints the breakdown
+BUDGET = 12_000  # bytes; bench/context_bench.py prints the breakdown
 
 TOOLS = {"cron", "edit_file", "exec", "list_dir", "load_skill", "memory_append", "memory_get", "memory_replace",
          "memory_search", "message", "read_file", "send_file", "spawn", "task", "web_fetch", "write_file"}
