@@ -255,7 +255,7 @@ class Singletons:
         try:
             await self.leases.release(lease)
         except (redis.ConnectionError, redis.TimeoutError, OSError):
-            pass
+            pass  # Redis is gone: the lease runs out by its TTL instead
 
     async def _keep(self, lease: Lease, task: "asyncio.Task[None]", interval: float) -> bool:
         """Renew until the body ends (True) or the lease is lost (False)."""

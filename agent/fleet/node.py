@@ -136,7 +136,7 @@ class FleetNode:
         try:
             await self.r.zrem(self.keys.nodes, self.node)
         except (redis.ConnectionError, redis.TimeoutError, OSError):
-            pass
+            pass  # Redis is gone: the process list entry ages out with its score
         await self.r.aclose()
 
     def close(self) -> None:

@@ -82,7 +82,7 @@ class Relay:
                 try:
                     await pubsub.aclose()
                 except (redis.ConnectionError, redis.TimeoutError, OSError):
-                    pass
+                    pass  # the connection is already broken; nothing to close cleanly
 
     def _dispatch(self, data: str) -> None:
         try:
