@@ -1,0 +1,176 @@
+"""A chat channel's once-per-bot connection in a fleet: one process holds the Discord Gateway session,
+the others forward their sends to it, and it moves when its holder is SIGKILLed. Real daemons, real
+discord.py against the fake Discord server, a real redis-server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from clawgate.agent.fleet.keys import partition_of
+from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
+from tests.fakes.discord import payloads as P
+from tests.fakes.discord_api import FakeDiscord
+from tests.fleet_support import LEASE_SECONDS, PARTITIONS, Fleet
+from tests.harness import DaemonProcess
+from tests.waiting import DEFAULT_TIMEOUT, wait_until
+
+STATUS_PREFIXES = ("⚙️", "⏳")
+
+
+@pytest.fixture
+def discord_fake() -> Iterator[FakeDiscord]:
+    with FakeDiscord() as fake:
+        yield fake
+
+
+def one_channel_per_partition(fake: FakeDiscord) -> dict[int, str]:
+    """Guild text channels, one whose session (`discord:<id>`) falls in each partition: whichever process
+    holds which partitions, some chats' runs happen on a process without the Gateway session."""
+    found: dict[int, str] = {}
+    while len(found) < PARTITIONS:
+        channel_id = P.snowflake()
+        n = partition_of(f"discord:{channel_id}", PARTITIONS)
+        if n not in found:
+            found[n] = channel_id
+            fake.channels[channel_id] = P.text_channel(channel_id, f"room-{n}", fake.guild_id, position=n + 1)
+    return found
+
+
+def discord_env(fake: FakeDiscord) -> dict[str, str]:
+    values: dict[str, Any] = {"base_url": fake.base_url, "dm_policy": "open", "owner": [fake.owner_user["id"]],
+                              "retry_base_seconds": 0.05}
+    env = {"CLAWGATE_CHANNELS__DISCORD__TOKEN": fake.token}
+    for key, value in values.items():
+        env[f"CLAWGATE_CHANNELS__DISCORD__{key.upper()}"] = value if isinstance(value, str) else json.dumps(value)
+    return env
+
+
+def replies(fake: FakeDiscord, channel_id: str) -> list[str]:
+    """What the bot said in a channel, minus status lines, ephemeral answers and approval prompts."""
+    return [m["content"] for m in fake.sent_messages(channel_id)
+            if not m["content"].startswith(STATUS_PREFIXES) and not m["flags"] & 64 and not m["components"]]
+
+
+def seen(fake: FakeDiscord, rooms: dict[int, str]) -> str:
+    return "\n".join(f"p{n} {room}: {replies(fake, room)}" for n, room in rooms.items()) + "\n"
+
+
+def live_sessions(fake: FakeDiscord) -> int:
+    """Gateway sessions with an open connection right now."""
+    with fake._cond:
+        return sum(1 for s in fake.gateway.sessions.values() if s.valid and s.connection is not None)
+
+
+async def _status(proc: DaemonProcess) -> dict[str, Any]:
+    async with proc.client() as client:
+        return await client.request("status")
+
+
+def status(proc: DaemonProcess) -> dict[str, Any]:
+    return asyncio.run(_status(proc))
+
+
+def lease_holder(fleet: Fleet, r: "redis.Redis") -> str | None:
+    keys = list(r.scan_iter(match=f"{fleet.prefix}:lease:s:discord:*"))
+    assert len(keys) <= 1, keys  # one bot, one connection lease
+    value = r.get(keys[0]) if keys else None
+    return value.split("|")[0] if value else None
+
+
+def start(fleet_factory, fake: FakeDiscord, count: int) -> tuple[Fleet, "redis.Redis", DaemonProcess]:
+    fleet: Fleet = fleet_factory(discord_env(fake))
+    for _ in range(count):
+        fleet.add()
+    r = redis.Redis.from_url(fleet.redis_url, decode_responses=True)
+    wait_until(lambda: len(set(fleet.holders(r).values())) == count and len(fleet.holders(r)) == PARTITIONS,
+               "partitions spread over the workers", describe=fleet.logs)
+    holder = fleet.by_node(wait_until(lambda: lease_holder(fleet, r), "a Discord connection lease", describe=fleet.logs))
+    wait_until(fake.connected, "the holder's Gateway session", describe=fleet.logs)
+    for proc in fleet.procs:
+        if proc is not holder:
+            wait_until(lambda: (status(proc)["channelStates"]["discord"].get("state") == "standby"
+                                and status(proc)["channelStates"]["discord"]),
+                       "the other process on standby", describe=fleet.logs)
+    return fleet, r, holder
+
+
+def test_one_gateway_session_for_the_fleet_and_replies_from_every_process(
+        fleet_factory, discord_fake: FakeDiscord) -> None:
+    rooms = one_channel_per_partition(discord_fake)
+    fleet, r, holder = start(fleet_factory, discord_fake, 2)
+    other = next(p for p in fleet.procs if p is not holder)
+    state = status(other)["channelStates"]["discord"]
+    assert state["state"] == "standby" and state["reason"] == f"connection held by {holder.node}", state  # type: ignore[attr-defined]
+    remote = [room for n, room in rooms.items() if fleet.holder(r, n) == other.node]  # type: ignore[attr-defined]
+    assert remote, "the standby process holds partitions"
+
+    for round_ in range(2):
+        for room in rooms.values():
+            discord_fake.inject_guild_message(f"{room} r{round_}", channel_id=room, mention_bot=True)
+    wait_until(lambda: all(len(replies(discord_fake, room)) >= 2 for room in rooms.values()),
+               "two answers in every room", describe=fleet.logs)
+    for room in rooms.values():
+        assert replies(discord_fake, room) == [f"echo: {room} r0", f"echo: {room} r1"]
+    # the standby process ran the turns of its partitions and sent through the holder's connection
+    assert status(other)["fleetCalls"]["forwarded"] > 0
+    assert status(holder)["fleetCalls"]["served"] > 0
+    assert discord_fake.identifies == 1 and live_sessions(discord_fake) == 1
+    assert lease_holder(fleet, r) == holder.node  # type: ignore[attr-defined]
+
+
+def test_an_approval_for_a_run_on_the_standby_process_is_answered_on_the_holder(
+        fleet_factory, discord_fake: FakeDiscord, fake_model: FakeAnthropic) -> None:
+    rooms = one_channel_per_partition(discord_fake)
+    fleet, r, holder = start(fleet_factory, discord_fake, 2)
+    other = next(p for p in fleet.procs if p is not holder)
+    room = next(room for n, room in rooms.items() if fleet.holder(r, n) == other.node)  # type: ignore[attr-defined]
+    fake_model.enqueue(tool_use("exec", {"argv": ["touch", "approved.txt"]}), text("Created approved.txt."))
+    discord_fake.inject_guild_message("make a file", channel_id=room, mention_bot=True)
+    prompt = discord_fake.wait_for(lambda: next((m for m in discord_fake.sent_messages(room) if m["components"]),
+                                                None), timeout=DEFAULT_TIMEOUT)
+    assert "touch approved.txt" in prompt["content"] and not (fleet.home / "workspace/approved.txt").exists()
+    approve = next(b["custom_id"] for b in prompt["components"][0]["components"] if b["label"] == "Approve")
+    # the press reaches the holder's Gateway session; the run waiting for it is on the other process
+    discord_fake.press_button(prompt["id"], approve, user_id=discord_fake.owner_user["id"])
+    wait_until(lambda: "Created approved.txt." in replies(discord_fake, room), "the approved run's answer",
+               describe=fleet.logs)
+    assert (fleet.home / "workspace/approved.txt").exists()
+    assert any(m["flags"] & 64 and m["content"] == "Approved." for m in discord_fake.sent_messages(room))
+    # the run's process edits its prompt (through the holder): the buttons go
+    discord_fake.wait_for(lambda: discord_fake._find(prompt["id"])["components"] == [], timeout=DEFAULT_TIMEOUT)
+    assert discord_fake.identifies == 1
+
+
+def test_killing_the_connections_holder_moves_it_and_every_message_is_answered_once(
+        fleet_factory, discord_fake: FakeDiscord) -> None:
+    rooms = one_channel_per_partition(discord_fake)
+    fleet, r, holder = start(fleet_factory, discord_fake, 3)
+    for room in rooms.values():
+        discord_fake.inject_guild_message(f"{room} before", channel_id=room, mention_bot=True)
+    wait_until(lambda: all(replies(discord_fake, room) for room in rooms.values()), "an answer in every room",
+               describe=fleet.logs)
+    holder.kill()
+    for room in rooms.values():  # while no process holds the connection: read back by the next holder
+        discord_fake.inject_guild_message(f"{room} during", channel_id=room, mention_bot=True)
+    wait_until(lambda: lease_holder(fleet, r) not in (None, holder.node),  # type: ignore[attr-defined]
+               "another process holding the connection lease", timeout=LEASE_SECONDS + 30, describe=fleet.logs)
+    wait_until(lambda: discord_fake.identifies == 2 and live_sessions(discord_fake) == 1,
+               "the new holder's Gateway session", timeout=LEASE_SECONDS + 30, describe=fleet.logs)
+    for room in rooms.values():
+        discord_fake.inject_guild_message(f"{room} after", channel_id=room, mention_bot=True)
+    wait_until(lambda: all(len(replies(discord_fake, room)) >= 3 for room in rooms.values()),
+               "three answers in every room",
+               describe=lambda: seen(discord_fake, rooms) + fleet.logs())
+    for room in rooms.values():
+        assert replies(discord_fake, room) == [f"echo: {room} {when}" for when in ("before", "during", "after")]
+    assert discord_fake.identifies == 2 and live_sessions(discord_fake) == 1
+    survivors = [p for p in fleet.procs if p is not holder]
+    new_holder = fleet.by_node(lease_holder(fleet, r) or "")
+    standby = next(p for p in survivors if p is not new_holder)
+    assert status(standby)["channelStates"]["discord"]["reason"] == f"connection held by {new_holder.node}"  # type: ignore[attr-defined]
