@@ -108,6 +108,8 @@ def test_one_gateway_session_for_the_fleet_and_replies_from_every_process(
     state = status(other)["channelStates"]["discord"]
     assert state["state"] == "standby" and state["reason"] == f"connection held by {holder.node}", state  # type: ignore[attr-defined]
     remote = [room for n, room in rooms.items() if fleet.holder(r, n) == other.node]  # type: ignore[attr-defined]
+    shown = other.cli("channels")
+    assert f"standby (connection held by {holder.node})" in shown.stdout, shown.stdout + shown.stderr  # type: ignore[attr-defined]
     assert remote, "the standby process holds partitions"
 
     for round_ in range(2):
@@ -119,6 +121,7 @@ def test_one_gateway_session_for_the_fleet_and_replies_from_every_process(
         assert replies(discord_fake, room) == [f"echo: {room} r0", f"echo: {room} r1"]
     # the standby process ran the turns of its partitions and sent through the holder's connection
     assert status(other)["fleetCalls"]["forwarded"] > 0
+    assert "platform calls" in other.cli("status").stdout
     assert status(holder)["fleetCalls"]["served"] > 0
     assert discord_fake.identifies == 1 and live_sessions(discord_fake) == 1
     assert lease_holder(fleet, r) == holder.node  # type: ignore[attr-defined]
