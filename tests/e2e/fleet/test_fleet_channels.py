@@ -1,6 +1,7 @@
-"""A chat channel's once-per-bot connection in a fleet: one process holds the Discord Gateway session,
-the others forward their sends to it, and it moves when its holder is SIGKILLed. Real daemons, real
-discord.py against the fake Discord server, a real redis-server."""
+"""A chat channel's once-per-bot connection in a fleet: one process holds the Discord Gateway session
+(or the Matrix device), the others forward their sends to it, and it moves when its holder is
+SIGKILLed. Real daemons, real discord.py against the fake Discord server, a real Synapse with a real
+end-to-end encrypting client, a real redis-server."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from tests.fakes.discord import payloads as P
 from tests.fakes.discord_api import FakeDiscord
 from tests.fleet_support import LEASE_SECONDS, PARTITIONS, Fleet
 from tests.harness import DaemonProcess
+from tests.matrix_support import humans, matrix_bot  # noqa: F401  (fixtures)
 from tests.waiting import DEFAULT_TIMEOUT, wait_until
 
 STATUS_PREFIXES = ("⚙️", "⏳")
@@ -177,3 +179,34 @@ def test_killing_the_connections_holder_moves_it_and_every_message_is_answered_o
     new_holder = fleet.by_node(lease_holder(fleet, r) or "")
     standby = next(p for p in survivors if p is not new_holder)
     assert status(standby)["channelStates"]["discord"]["reason"] == f"connection held by {new_holder.node}"  # type: ignore[attr-defined]
+
+
+def test_matrix_one_device_syncs_and_a_run_on_the_standby_process_answers_encrypted(
+        fleet_factory, matrix_bot, humans, tmp_path) -> None:
+    alice = humans("alice", store=tmp_path / "alice-keys")  # an E2E client, as Element is
+    fleet: Fleet = fleet_factory(matrix_bot.env(dm_policy="open"))
+    for _ in range(2):
+        fleet.add()
+    r = redis.Redis.from_url(fleet.redis_url, decode_responses=True)
+    wait_until(lambda: len(set(fleet.holders(r).values())) == 2 and len(fleet.holders(r)) == PARTITIONS,
+               "partitions spread over the workers", describe=fleet.logs)
+    lease = f"{fleet.prefix}:lease:s:matrix:*"
+    holder = fleet.by_node(wait_until(lambda: [(r.get(k) or "").split("|")[0] for k in r.scan_iter(match=lease)][0],
+                                      "a Matrix connection lease", describe=fleet.logs))
+    other = next(p for p in fleet.procs if p is not holder)
+    wait_until(lambda: status(other)["channelStates"]["matrix"].get("state") == "standby", "the other on standby",
+               describe=fleet.logs)
+    bot = matrix_bot.user.user_id
+    # an encrypted DM whose session the standby process runs (rooms are made until one falls in its partitions)
+    room = next(room for room in (alice.encrypted_dm(bot) for _ in range(12))
+                if fleet.holder(r, partition_of(f"matrix:{room}", PARTITIONS)) == other.node)  # type: ignore[attr-defined]
+    alice.wait(lambda: bot in alice.members(room), "the bot to join the encrypted DM", describe=fleet.logs)
+    alice.send(room, "a secret question")
+    answers = alice.wait(lambda: [e for e in alice.seen(room, bot) if e.body == "echo: a secret question"],
+                         "the encrypted answer", describe=fleet.logs)
+    assert answers[0].encrypted  # sent by the holder's device, readable by alice's client
+    assert status(other)["fleetCalls"]["forwarded"] > 0 and status(holder)["fleetCalls"]["served"] > 0
+    assert status(other)["channelStates"]["matrix"]["reason"] == f"connection held by {holder.node}"  # type: ignore[attr-defined]
+    assert "matrix: joined" in holder.log_text() and "matrix: joined" not in other.log_text()  # only it syncs
+    assert len([d for d in matrix_bot.devices() if d.get("display_name") == "clawgate"]) == 1  # one device syncs
+    assert len(list(r.scan_iter(match=lease))) == 1
