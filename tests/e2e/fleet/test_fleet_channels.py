@@ -19,7 +19,10 @@ from tests.fakes.discord import payloads as P
 from tests.fakes.discord_api import FakeDiscord
 from tests.fleet_support import LEASE_SECONDS, PARTITIONS, Fleet
 from tests.harness import DaemonProcess
+from tests.fakes.slack_api import APP_TOKEN, BOT_TOKEN, FakeSlack
+from tests.fakes.slack_api import workspace as W
 from tests.matrix_support import humans, matrix_bot  # noqa: F401  (fixtures)
+from tests.slack_support import NO_PROXY, slack  # noqa: F401  (fixture)
 from tests.waiting import DEFAULT_TIMEOUT, wait_until
 
 STATUS_PREFIXES = ("⚙️", "⏳")
@@ -210,3 +213,44 @@ def test_matrix_one_device_syncs_and_a_run_on_the_standby_process_answers_encryp
     assert "matrix: joined" in holder.log_text() and "matrix: joined" not in other.log_text()  # only it syncs
     assert len([d for d in matrix_bot.devices() if d.get("display_name") == "clawgate"]) == 1  # one device syncs
     assert len(list(r.scan_iter(match=lease))) == 1
+
+
+def test_slack_one_socket_for_the_fleet_and_threads_answered_from_every_process(
+        fleet_factory, slack: FakeSlack) -> None:
+    values: dict[str, Any] = {"enabled": True, "bot_token": BOT_TOKEN, "app_token": APP_TOKEN,
+                              "base_url": slack.api_url, "owner": [W.OWNER_ID], "retry_base_seconds": 0.05}
+    env = {**NO_PROXY, **{f"CLAWGATE_CHANNELS__SLACK__{k.upper()}": v if isinstance(v, str) else json.dumps(v)
+                          for k, v in values.items()}}
+    fleet: Fleet = fleet_factory(env)
+    for _ in range(2):
+        fleet.add()
+    r = redis.Redis.from_url(fleet.redis_url, decode_responses=True)
+    wait_until(lambda: len(set(fleet.holders(r).values())) == 2 and len(fleet.holders(r)) == PARTITIONS,
+               "partitions spread over the workers", describe=fleet.logs)
+    lease = f"{fleet.prefix}:lease:s:slack:*"
+    holder = fleet.by_node(wait_until(lambda: [(r.get(k) or "").split("|")[0] for k in r.scan_iter(match=lease)][0],
+                                      "a Slack connection lease", describe=fleet.logs))
+    other = next(p for p in fleet.procs if p is not holder)
+    wait_until(lambda: status(other)["channelStates"]["slack"].get("state") == "standby", "the other on standby",
+               describe=fleet.logs)
+    slack.wait_for(lambda f: f.socket.open_connections(), timeout=DEFAULT_TIMEOUT)
+    # mentions in #general, each its own thread (its own session), until one is run by the standby process
+    threads: list[tuple[int, str]] = []
+    for i in range(24):
+        ts = str(slack.send_mention(f"question {i}").payload["event"]["ts"])
+        threads.append((i, ts))
+        if fleet.holder(r, partition_of(f"slack:{W.GENERAL}:{ts}", PARTITIONS)) == other.node:  # type: ignore[attr-defined]
+            break
+    else:
+        raise AssertionError("no thread fell in the standby process's partitions")
+
+    def answers(ts: str) -> list[str]:
+        return [m["text"] for m in slack.posted(W.GENERAL)
+                if m.get("thread_ts") == ts and not m["text"].startswith(STATUS_PREFIXES)]
+
+    wait_until(lambda: all(answers(ts) for _, ts in threads), "an answer in every thread", describe=fleet.logs)
+    for i, ts in threads:
+        assert answers(ts) == [f"echo: question {i}"]
+    assert status(other)["fleetCalls"]["forwarded"] > 0
+    assert len(slack.socket.open_connections()) == 1
+    assert len([c for c in slack.calls_to("apps.connections.open") if c.ok]) == 1  # one socket ever opened
