@@ -10,6 +10,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import psutil
 import pytest
 import redis
 
@@ -19,6 +20,8 @@ from tests.fakes.discord import payloads as P
 from tests.fakes.discord_api import FakeDiscord
 from tests.fleet_support import LEASE_SECONDS, PARTITIONS, Fleet
 from tests.harness import DaemonProcess
+from tests.email_support import MailWorld, mail_world  # noqa: F401  (fixture)
+from tests.email_servers import dovecot, unique_address  # noqa: F401  (fixture)
 from tests.fakes.slack_api import APP_TOKEN, BOT_TOKEN, FakeSlack
 from tests.fakes.slack_api import workspace as W
 from tests.matrix_support import humans, matrix_bot  # noqa: F401  (fixtures)
@@ -254,3 +257,42 @@ def test_slack_one_socket_for_the_fleet_and_threads_answered_from_every_process(
     assert status(other)["fleetCalls"]["forwarded"] > 0
     assert len(slack.socket.open_connections()) == 1
     assert len([c for c in slack.calls_to("apps.connections.open") if c.ok]) == 1  # one socket ever opened
+
+
+def imap_connections(proc: DaemonProcess, port: int) -> int:
+    """The process's open TCP connections to the IMAP server."""
+    assert proc.proc is not None
+    return sum(1 for c in psutil.Process(proc.proc.pid).net_connections(kind="tcp")
+               if c.raddr and c.raddr.port == port and c.status == psutil.CONN_ESTABLISHED)
+
+
+def test_email_one_imap_login_for_the_fleet_and_mail_run_on_the_standby_process_is_answered(
+        fleet_factory, mail_world: MailWorld) -> None:
+    world = mail_world
+    values: dict[str, Any] = {
+        "address": world.bot, "password": world.dovecot.passwords[world.bot], "imap_host": "127.0.0.1",
+        "imap_port": world.dovecot.port, "imap_tls": "none", "smtp_port": world.smtp.port, "smtp_tls": "none",
+        "owner": [world.owner], "dm_policy": "open", "retry_base_seconds": 0.05, "progress": False, "idle_seconds": 5}
+    fleet: Fleet = fleet_factory({f"CLAWGATE_CHANNELS__EMAIL__{k.upper()}": v if isinstance(v, str) else json.dumps(v)
+                                  for k, v in values.items()})
+    for _ in range(2):
+        fleet.add()
+    r = redis.Redis.from_url(fleet.redis_url, decode_responses=True)
+    wait_until(lambda: len(set(fleet.holders(r).values())) == 2 and len(fleet.holders(r)) == PARTITIONS,
+               "partitions spread over the workers", describe=fleet.logs)
+    lease = f"{fleet.prefix}:lease:s:email:*"
+    holder = fleet.by_node(wait_until(lambda: [(r.get(k) or "").split("|")[0] for k in r.scan_iter(match=lease)][0],
+                                      "an email connection lease", describe=fleet.logs))
+    other = next(p for p in fleet.procs if p is not holder)
+    wait_until(lambda: "email: first start" in holder.log_text(), "the holder's first IMAP start", describe=fleet.logs)
+    wait_until(lambda: status(other)["channelStates"]["email"].get("state") == "standby", "the other on standby",
+               describe=fleet.logs)
+    # a sender whose chat the standby process runs
+    sender = next(a for a in (unique_address("person") for _ in range(200))
+                  if fleet.holder(r, partition_of(f"email:{a}", PARTITIONS)) == other.node)  # type: ignore[attr-defined]
+    world.mail(sender, "a question by mail", subject="Question")
+    (reply,) = world.wait_replies(sender, 1)
+    assert world.texts(sender) == ["echo: a question by mail"] and reply["Subject"] == "Re: Question"
+    assert status(other)["fleetCalls"]["forwarded"] > 0
+    assert imap_connections(holder, world.dovecot.port) >= 1 and imap_connections(other, world.dovecot.port) == 0
+    assert "email: first start" not in other.log_text()  # it never opened the mailbox
