@@ -43,6 +43,7 @@ class ChannelRunner(Channel):
         self.since = time.time()
         self.attempts = 0
         self._tasks: list[asyncio.Task[Any]] = []
+        self._standby_task: asyncio.Task[None] | None = None
         self._unsubscribe: list[Callable[[], None]] = []
 
     # state -------------------------------------------------------------------------------------
@@ -86,12 +87,9 @@ class ChannelRunner(Channel):
         if self.kit.forward is None or not self.adapter.exclusive_connection:
             await self._receive()
             return
-        standby = asyncio.create_task(self._standby(), name=f"channel:{self.name}:standby")
-        try:
-            await self.kit.exclusive(self.kit.singleton, self._hold)
-        finally:
-            standby.cancel()
-            await asyncio.gather(standby, return_exceptions=True)
+        if self._standby_task is None:  # kept until close(): replies drained after stop() still go out
+            self._standby_task = asyncio.create_task(self._standby(), name=f"channel:{self.name}:standby")
+        await self.kit.exclusive(self.kit.singleton, self._hold)
 
     async def _hold(self) -> None:
         """This process holds the connection: receive here until the lease is lost or the channel stops."""
@@ -125,10 +123,12 @@ class ChannelRunner(Channel):
                     pass  # took it meanwhile: the holder's own state counts
                 elif holder:
                     self.kit.connected.set()
-                    self._set("standby", f"connection held by {holder}")
+                    if self._tasks:  # not stopped: a stopped channel stays "stopped" while its last replies go
+                        self._set("standby", f"connection held by {holder}")
                 else:
                     self.kit.connected.clear()
-                    self._set("starting", why)
+                    if self._tasks:
+                        self._set("starting", why)
             await self._sleep(self.standby_poll)
 
     async def _receive(self) -> None:
@@ -196,7 +196,8 @@ class ChannelRunner(Channel):
         return None
 
     async def stop(self) -> None:
-        """Stop taking input. Sending still works (close() releases the platform client)."""
+        """Stop taking input. Sending still works (close() releases the platform client); in a fleet the
+        connection's lease is handed on here, and the last replies go out through the next holder."""
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         self._unsubscribe = []
@@ -211,6 +212,10 @@ class ChannelRunner(Channel):
 
     async def close(self) -> None:
         await self.stop()
+        standby, self._standby_task = self._standby_task, None
+        if standby is not None:
+            standby.cancel()
+            await asyncio.gather(standby, return_exceptions=True)
         await self.kit.close()
         try:
             await self.adapter.disconnect()

@@ -49,7 +49,11 @@ class OneLease:
 
             async def serve(self, name: str, run: Execute) -> None:
                 lease.serving[name] = run
-                await asyncio.Event().wait()
+                try:
+                    await asyncio.Event().wait()
+                finally:
+                    if lease.serving.get(name) is run:
+                        del lease.serving[name]
 
             async def holder(self, name: str) -> str | None:
                 return lease.holder
@@ -74,6 +78,27 @@ async def test_the_standby_runner_sends_through_the_one_holding_the_connection()
     assert [(t.chat_id, text) for t, text in runners[0].adapter.sent] == [("42", "from b's run")]
     assert runners[1].adapter.sent == []
     assert runners[0].kit.singleton == runners[1].kit.singleton  # the same name on every process
+    for runner in runners:
+        await runner.close()
+
+
+async def test_a_stopped_holder_hands_the_connection_on_and_its_last_replies_go_through_the_next() -> None:
+    lease = OneLease()
+    runners = []
+    for node in ("a", "b"):
+        kit, adapter, _ = make_kit()
+        kit.exclusive, kit.forward = lease.exclusive(node), lease.forwarder(node)
+        runners.append(ChannelRunner(adapter, kit, sleep=Sleeps(), standby_poll=0.01))
+        await runners[-1].start()
+        await settle(lambda: lease.holder == "a", "a holding the connection")
+    await settle(lambda: runners[1].status()["state"] == "standby", "b on standby")
+    await runners[0].stop()  # the daemon stops: no more input here, the lease moves on
+    await settle(lambda: runners[1].status()["state"] == "running" and runners[1].kit.singleton in lease.serving,
+                 "b holding it and serving")
+    assert runners[0].status()["state"] == "stopped" and not runners[0].kit.holding
+    await runners[0].send(OutboundMessage(channel="memory", chat_id="9", text="a's last reply"))
+    assert [text for _, text in runners[1].adapter.sent] == ["a's last reply"]
+    assert runners[0].adapter.sent == []
     for runner in runners:
         await runner.close()
 
