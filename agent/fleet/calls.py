@@ -85,7 +85,8 @@ class Calls:
             return await self._follow(name, op, call_id)
         except REDIS_ERRORS as exc:
             return {"error": "delivery", "permanent": False, "retry_after": None,
-                    "message": f"{op}: Redis unreachable while forwarding to the {name} connection ({type(exc).__name__})"}
+                    "message": f"{op}: Redis unreachable while forwarding to the {name} connection "
+                               f"({type(exc).__name__})"}
 
     async def _wait_answer(self, call_id: str, seconds: float) -> Envelope | None:
         got = await self.r.brpop([self._answer(call_id)], timeout=max(1, round(seconds)))

@@ -171,8 +171,8 @@ class PlatformAdapter(ABC):
     def singleton_name(self) -> str:
         """`<channel>:<12 hex of sha256 over the account's settings>`: the same on every process of a fleet
         (they share the config), different per bot, and no secret in it (a lease name shows in status)."""
-        fields = self.account_fields or tuple(f for f in type(self.settings).model_fields
-                                              if f not in AccessSettings.model_fields)  # the kit's keys: not the account
+        own = [f for f in type(self.settings).model_fields if f not in AccessSettings.model_fields]  # not the kit's
+        fields = self.account_fields or tuple(own)
         values = []
         for field_name in fields:
             value = getattr(self.settings, field_name, None)

@@ -26,8 +26,8 @@ from .store import ChannelStore
 
 
 class Delivery:
-    def __init__(self, adapter: PlatformAdapter | RoutedAdapter, store: ChannelStore, log: logging.Logger, *, retries: int = 3,
-                 base_delay: float = 1.0, max_retry_after: float = 120.0, max_rate_limits: int = 20,
+    def __init__(self, adapter: PlatformAdapter | RoutedAdapter, store: ChannelStore, log: logging.Logger, *,
+                 retries: int = 3, base_delay: float = 1.0, max_retry_after: float = 120.0, max_rate_limits: int = 20,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self.adapter = adapter
         self.store = store

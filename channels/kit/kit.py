@@ -89,7 +89,8 @@ class ChannelKit:
         self.platform = RoutedAdapter(adapter, self)  # the adapter, or its holder in a fleet
         caps = adapter.capabilities
         s = self.settings
-        self.delivery = Delivery(self.platform, self.store, self.log, retries=s.send_retries, base_delay=s.retry_base_seconds,
+        self.delivery = Delivery(self.platform, self.store, self.log, retries=s.send_retries,
+                                 base_delay=s.retry_base_seconds,
                                  max_retry_after=s.max_retry_after_seconds)
         self.ops = KitOps(self)
         # a run the kit did not see start (replayed after a restart) is found by its key alone: another

@@ -5,8 +5,8 @@ once; a supervisor task connects and receives, and its state is one of starting 
 retrying (reason) | failed (reason) | standby (connection held by <node>) | stopped, shown by
 `clawgate status`, `doctor`, `channels` and the web page. In a fleet a once-per-bot connection runs
 only in the process holding its singleton lease; the others are on standby and forward their
-sends to it (forward.py, docs/fleet.md). A platform that cannot be reached (ChannelUnavailable, or any error from the
-adapter) is retried with exponential backoff; credentials it refuses (ChannelAuthError) fail
+sends to it (forward.py, docs/fleet.md). A platform that cannot be reached (ChannelUnavailable,
+or any error from the adapter) is retried with exponential backoff; credentials it refuses (ChannelAuthError) fail
 the channel with one line until a restart; an exception in the adapter never leaves this task.
 """
 
