@@ -18,7 +18,8 @@ from clawgate.agent.fleet.keys import partition_of
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
 from tests.fakes.discord import payloads as P
 from tests.fakes.discord_api import FakeDiscord
-from tests.fleet_support import LEASE_SECONDS, PARTITIONS, Fleet
+from tests.fakes.telegram_api import FakeTelegram
+from tests.fleet_support import LEASE_SECONDS, PARTITIONS, Fleet, telegram_env
 from tests.harness import DaemonProcess
 from tests.email_support import MailWorld, mail_world  # noqa: F401  (fixture)
 from tests.email_servers import dovecot, unique_address  # noqa: F401  (fixture)
@@ -296,3 +297,29 @@ def test_email_one_imap_login_for_the_fleet_and_mail_run_on_the_standby_process_
     assert status(other)["fleetCalls"]["forwarded"] > 0
     assert imap_connections(holder, world.dovecot.port) >= 1 and imap_connections(other, world.dovecot.port) == 0
     assert "email: first start" not in other.log_text()  # it never opened the mailbox
+
+
+def test_telegram_a_button_pressed_on_the_pollers_process_approves_a_run_on_another(
+        fleet_factory, telegram: FakeTelegram, fake_model: FakeAnthropic) -> None:
+    owners = list(range(8100, 8140))  # owners' chats; one whose session another process runs is used
+    fleet: Fleet = fleet_factory(telegram_env(telegram, owner=[str(o) for o in owners]))
+    for _ in range(2):
+        fleet.add()
+    r = redis.Redis.from_url(fleet.redis_url, decode_responses=True)
+    wait_until(lambda: len(set(fleet.holders(r).values())) == 2 and len(fleet.holders(r)) == PARTITIONS,
+               "partitions spread over the workers", describe=fleet.logs)
+    lease = f"{fleet.prefix}:lease:s:telegram-poller:*"
+    poller = wait_until(lambda: [(r.get(k) or "").split("|")[0] for k in r.scan_iter(match=lease)][0],
+                        "the poller lease", describe=fleet.logs)
+    chat = next(c for c in owners if fleet.holder(r, partition_of(f"telegram:{c}", PARTITIONS)) not in (None, poller))
+    fake_model.enqueue(tool_use("exec", {"argv": ["touch", "approved.txt"]}), text("Created approved.txt."))
+    telegram.inject_message(chat, "make a file")
+    prompt = wait_until(lambda: next((m for m in telegram.sent if m.get("reply_markup")), None), "the approval prompt",
+                        describe=fleet.logs)
+    assert prompt["chat_id"] == chat and not (fleet.home / "workspace/approved.txt").exists()
+    data = prompt["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+    telegram.inject_callback(chat, chat, data, prompt["message_id"])  # read by the poller's process
+    wait_until(lambda: "Created approved.txt." in telegram.messages_to(chat), "the approved run's answer",
+               describe=fleet.logs)
+    assert (fleet.home / "workspace/approved.txt").exists()
+    assert [a["text"] for a in telegram.callback_answers] == ["Approved."]
