@@ -83,10 +83,19 @@ class Calls:
                 return {"error": "delivery", "permanent": False, "retry_after": None,
                         "message": f"{op}: no process holding the {name} connection took it within {self.wait:.0f}s"}
             return await self._follow(name, op, call_id)
-        except REDIS_ERRORS as exc:
+        except REDIS_ERRORS as exc:  # (the client already retried for about 30 s)
+            await self._give_up_quietly(call_id)
             return {"error": "delivery", "permanent": False, "retry_after": None,
                     "message": f"{op}: Redis unreachable while forwarding to the {name} connection "
                                f"({type(exc).__name__})"}
+
+    async def _give_up_quietly(self, call_id: str) -> None:
+        """Before the kit retries: make sure a holder that pops this call later does not run it too. Redis
+        still away: nothing to do (the claim cannot be written; the holder's claim then decides)."""
+        try:
+            await self.r.set(self._claim(call_id), "gave-up", nx=True, ex=KEEP)
+        except REDIS_ERRORS:
+            return
 
     async def _wait_answer(self, call_id: str, seconds: float) -> Envelope | None:
         got = await self.r.brpop([self._answer(call_id)], timeout=max(1, round(seconds)))

@@ -28,6 +28,7 @@ OUTCOMES = {"approved": "✅ Approved — running it.", "denied": "❌ Denied �
             "timeout": "⌛ No answer in time — not run."}
 ONLY_OWNERS = "Only the owner of this agent can answer this."
 NOT_PENDING = "This request is no longer pending."
+REMOTE_KEPT = 1000  # other processes' pending requests remembered (a fleet); each is answered or times out
 
 
 class PromptOps(Protocol):
@@ -58,7 +59,7 @@ class ApprovalPrompts:
         self.edit = edit
         self.summary_cap = SUMMARY_CAP if max_chars <= 0 else max(200, min(SUMMARY_CAP, max_chars - 900))
         self._prompts: dict[str, list[_Prompt]] = {}
-        self._remote: set[str] = set()  # requests of runs on other processes of a fleet (on_remote_event)
+        self._remote: dict[str, None] = {}  # requests of runs on other processes of a fleet, oldest first
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def pending_in(self, approval_id: str, chat_id: str | None) -> bool:
@@ -88,9 +89,14 @@ class ApprovalPrompts:
                 for prompt in shown:
                     prompt.message_id.set_result(None)  # nothing to edit here
                 self._prompts[approval_id] = shown
-                self._remote.add(approval_id)
+                self._remote[approval_id] = None
+                if len(self._remote) > REMOTE_KEPT:  # a result never relayed (its process died): forget the oldest
+                    oldest = next(iter(self._remote))
+                    del self._remote[oldest]
+                    self._prompts.pop(oldest, None)
+
         elif event.get("type") == "approval_result" and str(event.get("id")) in self._remote:
-            self._remote.discard(str(event.get("id")))
+            del self._remote[str(event.get("id"))]
             self._prompts.pop(str(event.get("id")), None)
 
     def answer(self, approval_id: str, *, owner: bool, approved: bool, chat_id: str | None = None) -> str:

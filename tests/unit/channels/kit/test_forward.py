@@ -134,3 +134,17 @@ def test_only_known_calls_with_their_arguments_reach_the_adapter() -> None:
     with pytest.raises(BadCall, match="limit"):  # this channel carries no files
         decode("send_file", file, caps)
     assert decode("send_text", {"target": target, "text": "hi"}, caps) == (Target("1"), {"text": "hi"})
+
+
+async def test_a_prompt_of_a_run_on_another_process_is_answered_here_until_its_outcome() -> None:
+    kit, _, _ = make_kit()
+    request = {"id": "ap_1", "channel": "memory", "chat_id": "42", "session_key": "memory:42", "owner": True}
+    assert kit.prompts.answer("ap_1", owner=True, approved=True, chat_id="42") == "This request is no longer pending."
+    kit.prompts.on_remote_event({"type": "approval_request", "request": request})
+    kit.prompts.on_remote_event({"type": "approval_request", "request": {**request, "id": "ap_2", "channel": "other"}})
+    assert kit.prompts.answer("ap_1", owner=True, approved=True, chat_id="7") == "This request is no longer pending."
+    assert kit.prompts.answer("ap_1", owner=False, approved=True, chat_id="42") == "Only the owner of this agent can answer this."
+    assert kit.prompts.answer("ap_1", owner=True, approved=True, chat_id="42") == "Approved."
+    assert not kit.prompts.pending_in("ap_2", None)  # another channel's request
+    kit.prompts.on_remote_event({"type": "approval_result", "id": "ap_1", "approved": True})
+    assert not kit.prompts.pending_in("ap_1", None)
