@@ -10,7 +10,8 @@ but the function the kit gave `serve`.
 
 Per call, with id `c`:
 - the caller LPUSHes the request on `<prefix>:calls:<name>` (a list: one holder pops each request,
-  FIFO) and waits on `<prefix>:answer:<c>`;
+  FIFO) and waits for the answer, which the holder pushes on the caller's own list
+  `<prefix>:answers:<node>` (one reader per process hands each answer to its call);
 - the holder BRPOPs it and, before running it, claims it: `SET <prefix>:call:<c> run|<node> NX`.
   A caller that waited `wait` seconds without an answer claims it the same way as `gave-up`; one
   of the two wins, so a call runs at most once. Caller won: nothing ran; the call fails as a
@@ -54,6 +55,8 @@ class Calls:
         self.wait = wait if wait is not None else 2 * ttl + 10  # a holder's death and its successor's connect
         self.served = 0
         self.forwarded = 0
+        self._waiting: dict[str, asyncio.Future[Envelope]] = {}  # call id -> its caller, in this process
+        self._reader: asyncio.Task[None] | None = None
 
     def _queue(self, name: str) -> str:
         return f"{self.keys.prefix}:calls:{name}"
@@ -61,8 +64,9 @@ class Calls:
     def _claim(self, call_id: str) -> str:
         return f"{self.keys.prefix}:call:{call_id}"
 
-    def _answer(self, call_id: str) -> str:
-        return f"{self.keys.prefix}:answer:{call_id}"
+    def _answers(self, node: str) -> str:
+        """The list a node's callers get their answers on (one reader per process, not one wait per call)."""
+        return f"{self.keys.prefix}:answers:{node}"
 
     async def holder(self, name: str) -> str | None:
         value = await self.r.get(self.keys.lease(f"s:{name}"))
@@ -73,6 +77,9 @@ class Calls:
         call_id = uuid.uuid4().hex
         request = json.dumps({"id": call_id, "op": op, "args": args, "from": self.node}, ensure_ascii=False)
         self.forwarded += 1
+        if self._reader is None or self._reader.done():
+            self._reader = asyncio.create_task(self._read_answers(), name="fleet-call-answers")
+        self._waiting[call_id] = asyncio.get_running_loop().create_future()
         try:
             await self.r.lpush(self._queue(name), request)
             answer = await self._wait_answer(call_id, self.wait)
@@ -88,6 +95,8 @@ class Calls:
             return {"error": "delivery", "permanent": False, "retry_after": None,
                     "message": f"{op}: Redis unreachable while forwarding to the {name} connection "
                                f"({type(exc).__name__})"}
+        finally:
+            self._waiting.pop(call_id, None)
 
     async def _give_up_quietly(self, call_id: str) -> None:
         """Before the kit retries: make sure a holder that pops this call later does not run it too. Redis
@@ -98,8 +107,33 @@ class Calls:
             return
 
     async def _wait_answer(self, call_id: str, seconds: float) -> Envelope | None:
-        got = await self.r.brpop([self._answer(call_id)], timeout=max(1, round(seconds)))
-        return None if got is None else json.loads(got[1])
+        try:
+            return await asyncio.wait_for(asyncio.shield(self._waiting[call_id]), seconds)
+        except asyncio.TimeoutError:
+            return None
+
+    async def _read_answers(self) -> None:
+        """This process's answers, handed to the calls waiting for them (one that gave up is gone: dropped).
+        Ends once no call waits, so nothing of it outlives the last call."""
+        while True:
+            try:
+                got = await self.r.brpop([self._answers(self.node)], timeout=POP_SECONDS)
+            except REDIS_ERRORS as exc:
+                log.debug("fleet: cannot read call answers (%s)", exc)
+                await asyncio.sleep(0.5)
+                continue
+            if got is None:
+                if not self._waiting:
+                    return  # idle: the next call starts a reader again
+                continue
+            try:
+                answer = json.loads(got[1])
+                waiting = self._waiting.get(str(answer.pop("call")))
+            except (ValueError, KeyError, TypeError, AttributeError):
+                log.warning("fleet: dropped a malformed call answer")
+                continue
+            if waiting is not None and not waiting.done():
+                waiting.set_result(answer)
 
     async def _follow(self, name: str, op: str, call_id: str) -> Envelope:
         """The holder started the call: wait for its answer while it still holds the connection."""
@@ -147,7 +181,7 @@ class Calls:
     async def _run(self, raw: str, execute: Callable[[str, dict[str, Any]], Awaitable[Envelope]]) -> None:
         try:
             request = json.loads(raw)
-            call_id, op, args = str(request["id"]), str(request["op"]), request["args"]
+            call_id, op, args, caller = str(request["id"]), str(request["op"]), request["args"], str(request["from"])
         except (ValueError, KeyError, TypeError):
             log.warning("fleet: dropped a malformed forwarded call")
             return
@@ -157,8 +191,9 @@ class Calls:
             answer = await execute(op, args)
             self.served += 1
             async with self.r.pipeline(transaction=True) as pipe:
-                pipe.lpush(self._answer(call_id), json.dumps(answer, ensure_ascii=False, default=str))
-                pipe.expire(self._answer(call_id), KEEP)
+                pipe.lpush(self._answers(caller), json.dumps({**answer, "call": call_id}, ensure_ascii=False,
+                                                             default=str))
+                pipe.expire(self._answers(caller), KEEP)  # a caller that died leaves nothing behind for long
                 await pipe.execute()
         except REDIS_ERRORS as exc:
             log.warning("fleet: could not answer forwarded call %s (%s); its caller counts it as sent", call_id, exc)
