@@ -11,7 +11,7 @@ a singleton lease, cron and heartbeat runs are claimed once across the fleet.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from clawgate.agent.bus import OutboundMessage
 from clawgate.channels.base import Channel
@@ -34,21 +34,31 @@ def build(settings: Settings) -> "FleetNode | None":
     return FleetNode(settings.fleet, keep_days=settings.state.keep_days, port=settings.gateway.port)
 
 
-def wire(app: "App", node: "FleetNode") -> None:
+def wire(app: "App", node: "FleetNode") -> "PartitionRecovery":
+    """Returns the per-partition recovery, armed by the app where a lone process recovers everything."""
     app.state.sessions.guard = node.guard
     app.state.tasks.guard = node.guard
     node.stop_sessions = lambda keys: _stop(app, keys)
-    gained = node.partitions.on_gained
+    recovery = PartitionRecovery(app, node)
+    gained, lost, busy = node.partitions.on_gained, node.partitions.on_lost, node.partitions.busy
 
     def on_gained(n: int, lease: Any) -> None:
-        """Sessions of a partition another worker had may have moved on: read them again."""
+        """Sessions of a partition another worker had may have moved on: read them again, then
+        finish what a restart (or the worker's death) left of them, here and only here."""
         for key in app.state.sessions.loaded_keys():
             if node.bus.partition(key) == n and not app.loop.busy(key):
                 app.state.sessions.forget(key)
         app.state.tasks.reload()
         gained(n, lease)
+        recovery.gained(n)
 
-    node.partitions.on_gained = on_gained
+    def on_lost(n: int) -> None:
+        lost(n)
+        recovery.lost(n)
+
+    node.partitions.on_gained, node.partitions.on_lost = on_gained, on_lost
+    node.partitions.busy = lambda n: busy(n) or recovery.busy(n)
+    app.background.index.share()  # each process keeps the entries of its partitions' sessions
     app.loop.skip_if.append(lambda session, msg: node.bus.stale(msg.id))
     for channel in app.channels.values():  # a chat channel's adapter reaches it through its kit
         channel.exclusive = node.singletons.hold
@@ -59,6 +69,58 @@ def wire(app: "App", node: "FleetNode") -> None:
     app.triggers.heartbeat.claim = lambda what: node.claim(what, max(60.0, app.settings.heartbeat.interval_seconds * 2))
     app.services.status.add("fleet", node.status)
     _relay(app, node)
+    return recovery
+
+
+class PartitionRecovery:
+    """A restart's recovery (drift restores, background sub-agents, background jobs: App.recover) for
+    the sessions of one partition, on the worker that takes it, once: not on every process of the
+    fleet. Partitions taken before the app reaches its recovery point wait for it (`arm`); what was
+    started for a partition stops here when the partition is lost, and its next holder recovers it."""
+
+    def __init__(self, app: "App", node: "FleetNode") -> None:
+        self.app, self.node = app, node
+        self.armed = False
+        self.waiting: list[int] = []
+
+    def of(self, n: int) -> Callable[[str], bool]:
+        """The sessions of partition n (a sub-agent's go with its parent's)."""
+        return lambda key: self.node.bus.partition(key) == n
+
+    def gained(self, n: int) -> None:
+        if self.armed:
+            self.recover(n)
+        else:
+            self.waiting.append(n)
+
+    def arm(self) -> None:
+        """The app is at the point where a lone process recovers: recover the partitions held so far."""
+        self.armed = True
+        waiting, self.waiting = self.waiting, []
+        for n in waiting:
+            if self.node.partitions.lease_of(n) is not None:
+                self.recover(n)
+
+    def recover(self, n: int) -> None:
+        try:
+            self.app.recover(self.of(n))
+        except Exception:  # one partition's leftovers must not stop the worker; the next holder tries again
+            log.exception("fleet: recovery of partition %d failed", n)
+
+    def lost(self, n: int) -> None:
+        if n in self.waiting:
+            self.waiting.remove(n)
+        jobs = self.app.background.release(self.of(n))
+        children = self.app.subagents.release(self.of(n))
+        if jobs or children:
+            log.warning("fleet: stopped background work of partition %d here (%s): its partition moved to another "
+                        "worker, which reports or resumes it", n, ", ".join(jobs + children))
+
+    def busy(self, n: int) -> bool:
+        """Background work of partition n running here: the partition is not handed over while it runs."""
+        of = self.of(n)
+        return (any(of(job["session"]) for job in self.app.background.running())
+                or any(of(key) for key in self.app.subagents.running()))
 
 
 def _relay(app: "App", node: "FleetNode") -> None:

@@ -1,0 +1,125 @@
+"""What a crash leaves behind is recovered once per fleet: by the worker that takes the session's
+partition, not by every process that starts (docs/fleet.md "What happens when…").
+
+The fleet of one process is SIGKILLed while a background job (or a background sub-agent) runs;
+three processes then start on the same home and Redis. Exactly one of them reports the job (or
+resumes the child), the user hears of it once, and nothing is run twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from clawgate.agent.session import session_file_name
+from tests.background_support import Script, background_exec, events_named, job_gone, marker, session_records
+from tests.e2e.test_subagents_e2e import APPEND, REPORT, Router, _lines, _requests_for
+from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
+from tests.fleet_support import PARTITIONS, Fleet
+from tests.harness import ALLOW_PYTHON
+from tests.waiting import wait_until
+
+ENV = {"CLAWGATE_AGENT__STREAM": "false", **ALLOW_PYTHON}
+INTERRUPTED_LOG = "were running when the daemon stopped"
+RESUMED_LOG = "resuming 1 background sub-agent(s)"
+
+
+def _requests_with(fake: FakeAnthropic, needle: str) -> list[dict[str, Any]]:
+    return [body for body in list(fake.requests) if needle in json.dumps(body)]
+
+
+def _spread(fleet: Fleet, nodes: int) -> None:
+    """Every partition held, by `nodes` workers: the dead process's leases ran out and were taken."""
+    r = redis.Redis.from_url(fleet.redis_url, decode_responses=True)
+    wait_until(lambda: len(fleet.holders(r)) == PARTITIONS and len(set(fleet.holders(r).values())) == nodes,
+               f"all partitions held by {nodes} workers", describe=fleet.logs)
+
+
+def _restart_as_three(fleet: Fleet) -> list[Any]:
+    """SIGKILL the fleet (one process), then start three on the same home."""
+    fleet.kill_all()
+    return [fleet.add() for _ in range(3)]
+
+
+def test_a_background_job_cut_by_a_crash_is_reported_once_across_the_fleet(fleet_factory,
+                                                                            fake_model: FakeAnthropic) -> None:
+    fleet: Fleet = fleet_factory(ENV)
+    first = fleet.add()
+    script = Script()
+    script.on("start the build", background_exec(), text("Started it."))
+    script.on("[clawgate] Background job bg-1", text("The build was interrupted by a restart; I will check."))
+    fake_model.responder = script
+
+    async def start_build() -> None:
+        async with first.client() as client:
+            assert (await client.chat("start the build"))["text"] == "Started it."
+
+    asyncio.run(start_build())
+    wait_until(lambda: marker(first.workspace) == ["ran"], "the job to start")
+    procs = _restart_as_three(fleet)  # the job's process outlives the daemon
+
+    wait_until(lambda: any(r["kind"] == "assistant" and "interrupted by a restart" in json.dumps(r)
+                           for r in session_records(first.home)), "the answer to the wake-up", describe=fleet.logs)
+    wait_until(lambda: job_gone(first.workspace), "the leftover process to be killed")
+    _spread(fleet, 3)
+    # once: one end record, one wake-up, one model call about it, one answer, one process that did it
+    [end] = events_named(first.home, "bg_job_end")
+    assert end["status"] == "interrupted" and "still running after the restart and was stopped" in end["text"]
+    wakes = [r for r in session_records(first.home) if r["kind"] == "user" and r.get("channel") == "background"]
+    assert len(wakes) == 1, wakes
+    assert len(_requests_with(fake_model, "was interrupted")) == 1
+    answers = [r for r in session_records(first.home) if r["kind"] == "assistant"
+               and "interrupted by a restart" in json.dumps(r)]
+    assert len(answers) == 1
+    assert len([p for p in procs if INTERRUPTED_LOG in p.log_text()]) == 1, fleet.logs()
+    assert marker(first.workspace) == ["ran"], "never re-run"
+    wait_until(lambda: not json.loads((first.home / "state/background.json").read_text())["jobs"],
+               "the job's index entry dropped once its result reached the conversation")
+
+
+def _child_log(home: Path, parent: str) -> list[dict[str, Any]]:
+    parent_log = home / "state/sessions" / session_file_name(parent)
+    child = next(json.loads(line)["child"] for line in parent_log.read_text().splitlines() if '"subagent_end"' in line)
+    path = home / "state/sessions" / session_file_name(child)
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_a_background_sub_agent_cut_by_a_crash_is_resumed_once_across_the_fleet(fleet_factory,
+                                                                                 fake_model: FakeAnthropic) -> None:
+    fake_model.responder = Router({
+        REPORT: [text("Your background append is done.")],
+        "PARENT-FLEET": [tool_use("spawn", {"task": "CHILD-FLEET: append", "background": True}), text("started")],
+        # the child's second model call is slow: the fleet is killed during it, after the append ran
+        "CHILD-FLEET": [tool_use("exec", {"argv": APPEND}), text("lost", delay=30), text("Background append done.")],
+    })
+    fleet: Fleet = fleet_factory(ENV)
+    first = fleet.add()
+
+    async def spawn() -> None:
+        async with first.client() as client:
+            assert (await client.chat("PARENT-FLEET", session="fleet-bg"))["text"] == "started"
+
+    asyncio.run(spawn())
+    wait_until(lambda: len(_requests_for(fake_model, "CHILD-FLEET")) >= 2, "the child's second model call")
+    assert len(list((first.home / "state/subagents").glob("*.json"))) == 1
+    procs = _restart_as_three(fleet)
+
+    parent = first.home / "state/sessions" / session_file_name("fleet-bg")
+    wait_until(lambda: any(r["kind"] == "assistant" and "Your background append is done." in json.dumps(r)
+                           for r in map(json.loads, parent.read_text().splitlines())),
+               "the parent's answer to the resumed child's report", describe=fleet.logs)
+    wait_until(lambda: not list((first.home / "state/subagents").glob("*.json")), "the child unlisted")
+    _spread(fleet, 3)
+    assert len([p for p in procs if RESUMED_LOG in p.log_text()]) == 1, fleet.logs()
+    assert len(_requests_for(fake_model, "CHILD-FLEET")) == 3  # resumed once: one more model call
+    assert len(_requests_for(fake_model, REPORT)) == 1  # reported once
+    assert _lines(first.workspace / "log.txt") == ["child"]  # its tool call never re-run
+    results = [r for r in _child_log(first.home, "fleet-bg") if r.get("name") == "subagent_result"]
+    assert len(results) == 1 and results[0]["text"] == "Background append done."
+    answers = [r for r in map(json.loads, parent.read_text().splitlines())
+               if r["kind"] == "assistant" and "Your background append is done." in json.dumps(r)]
+    assert len(answers) == 1
