@@ -125,24 +125,19 @@ class PartitionRecovery:
 
 def _relay(app: "App", node: "FleetNode") -> None:
     """Runs on any worker, clients on any process: events, replies and control cross over."""
+    from clawgate.agent.fleet.approvals import SharedApprovals  # redis only in fleet mode
+
     relay, server = node.relay, app.server
     app.state.events.subscribe(relay.event)
-    remote_approvals: set[str] = set()
-
-    def on_event(event: dict[str, Any]) -> None:
-        if event.get("type") == "approval_request":
-            remote_approvals.add(str(event["request"]["id"]))
-        elif event.get("type") == "approval_result":
-            remote_approvals.discard(str(event.get("id")))
-        server.on_event(event)
-
-    relay.on_event = on_event
+    shared = SharedApprovals(node.sync, node.keys.approvals, node.keys.nodes, node.node, app.services.approvals.timeout)
+    app.state.events.subscribe(shared.on_event)
+    relay.on_event = server.on_event
     relay.on_chat = lambda target, payload: server.broadcast("chat", payload, target) and None
     gateway = app.channels.get("gateway")
     if isinstance(gateway, GatewayChatChannel):
         app.channels["gateway"] = RelayedGatewayChat(gateway, node)
     control, approvals = app.services.sessions, app.services.approvals
-    local_stop, local_resolve = control.stop, approvals.resolve
+    local_stop, local_resolve, local_pending = control.stop, approvals.resolve, approvals.pending
 
     def stop(key: str) -> bool:
         """Here, or on the worker running it."""
@@ -155,12 +150,20 @@ def _relay(app: "App", node: "FleetNode") -> None:
         return True
 
     def resolve(approval_id: str, approved: bool) -> bool:
+        """Here, or relayed to the worker whose run waits for it (found in the shared list)."""
         if local_resolve(approval_id, approved):
             return True
-        if approval_id not in remote_approvals:
+        holder = shared.holder(approval_id)
+        if holder is None or holder == node.node:
             return False
         relay.control(op="approve", id=approval_id, approved=approved)
         return True
+
+    def pending() -> list[dict[str, Any]]:
+        """Every worker's (approvals.list and the web page's approvals panel on any process)."""
+        here = local_pending()
+        known = {str(request["id"]) for request in here}
+        return here + [request for request in shared.pending() if str(request["id"]) not in known]
 
     def on_control(message: dict[str, Any]) -> None:
         if message.get("op") == "stop":
@@ -170,7 +173,7 @@ def _relay(app: "App", node: "FleetNode") -> None:
         elif message.get("op") == "approve":
             local_resolve(str(message.get("id")), bool(message.get("approved")))
 
-    control.stop, approvals.resolve = stop, resolve  # type: ignore[method-assign]
+    control.stop, approvals.resolve, approvals.pending = stop, resolve, pending  # type: ignore[method-assign]
     relay.on_control = on_control
 
 
