@@ -180,7 +180,9 @@ class App:
         pruned = self.bus.prune(self.settings.state.keep_days)
         if pruned:
             log.info("forgot %d answered/delivered queue row(s) older than %g days", pruned, self.settings.state.keep_days)
-        if self.settings.checkpoints.enabled:
+        # a fleet's processes share the checkpoint store: one prunes it (at most hourly), not each
+        if self.settings.checkpoints.enabled and (self.fleet is None or self.fleet.claim("checkpoints-prune",
+                                                                                       fleet.PRUNE_CLAIM_SECONDS)):
             self.checkpoints.prune()
         if self.fleet is not None:  # before the loop: it stops after the turns ended, and hands its partitions back
             stack.callback(self.fleet.close)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .app import App
 
 log = logging.getLogger("clawgate.fleet")
+PRUNE_CLAIM_SECONDS = 3600.0  # the checkpoint prune at start: once per fleet per hour, sparing younger files
 
 
 def build(settings: Settings) -> "FleetNode | None":
@@ -59,6 +60,7 @@ def wire(app: "App", node: "FleetNode") -> "PartitionRecovery":
     node.partitions.on_gained, node.partitions.on_lost = on_gained, on_lost
     node.partitions.busy = lambda n: busy(n) or recovery.busy(n)
     app.background.index.share()  # each process keeps the entries of its partitions' sessions
+    app.checkpoints.collect_grace_seconds = PRUNE_CLAIM_SECONDS  # others write snapshots while one collects
     app.loop.skip_if.append(lambda session, msg: node.bus.stale(msg.id))
     for channel in app.channels.values():  # a chat channel's adapter reaches it through its kit
         channel.exclusive = node.singletons.hold
