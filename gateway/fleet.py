@@ -67,6 +67,7 @@ def wire(app: "App", node: "FleetNode") -> "PartitionRecovery":
         if (kit := getattr(channel, "kit", None)) is not None:
             kit.exclusive = node.singletons.hold
     app.triggers.cron.claim = lambda what: node.claim(f"cron:{what}", 86400)
+    app.triggers.cron.fleet_start = lambda: node.fleet_started  # @reboot: once per start of the fleet
     node.periodic.append(app.triggers.cron.resync)  # a job added or changed on another process
     app.triggers.heartbeat.claim = lambda what: node.claim(what, max(60.0, app.settings.heartbeat.interval_seconds * 2))
     app.services.status.add("fleet", node.status)

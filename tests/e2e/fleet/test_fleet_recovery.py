@@ -123,3 +123,43 @@ def test_a_background_sub_agent_cut_by_a_crash_is_resumed_once_across_the_fleet(
     answers = [r for r in map(json.loads, parent.read_text().splitlines())
                if r["kind"] == "assistant" and "Your background append is done." in json.dumps(r)]
     assert len(answers) == 1
+
+
+def _call(proc: Any, method: str, **params: Any) -> dict[str, Any]:
+    async def call() -> dict[str, Any]:
+        async with proc.client() as client:
+            return await client.request(method, params)
+    return asyncio.run(call())
+
+
+def _runs(proc: Any, job_id: str) -> list[dict[str, Any]]:
+    return list(_call(proc, "cron.runs", id=job_id)["runs"])
+
+
+def _fired_a_later_job(proc: Any) -> None:
+    """A one-shot due in a second has run on the fleet: it has been firing its jobs for a while."""
+    job = _call(proc, "cron.add", message="a later one-shot", at="+1s")
+    job_id = job.get("id") or job["job"]["id"]
+    wait_until(lambda: [r["status"] for r in _runs(proc, job_id)] == ["ok"], "the one-shot's run")
+
+
+def test_a_reboot_job_runs_once_per_start_of_the_fleet_not_per_process(fleet_factory,
+                                                                         fake_model: FakeAnthropic) -> None:
+    fleet: Fleet = fleet_factory()
+    first = fleet.add()
+    job = _call(first, "cron.add", message="say that you are up", cron="@reboot", name="boot")
+    job_id = job.get("id") or job["job"]["id"]
+    # processes joining, or one restarted cleanly, while the fleet runs: not a start of the fleet
+    second = fleet.add()
+    assert first.terminate() == 0
+    first.start()
+    _fired_a_later_job(second)
+    assert _runs(first, job_id) == []
+    # the whole fleet stopped cleanly, then started again: once, however many processes start
+    assert first.terminate() == 0 and second.terminate() == 0
+    first.start()
+    second.start()
+    third = fleet.add()
+    wait_until(lambda: [r["status"] for r in _runs(third, job_id)] == ["ok"], "the @reboot run", describe=fleet.logs)
+    _fired_a_later_job(third)
+    assert [r["status"] for r in _runs(second, job_id)] == ["ok"]
