@@ -110,7 +110,8 @@ class Index:
     def drop(self, job_id: str) -> None:
         """The entry is done with (its result reached the conversation, or the conversation is gone)."""
         self.jobs.pop(job_id, None)
-        self._dropped.add(job_id)
+        if self.shared:  # the next merge must not bring it back from the file
+            self._dropped.add(job_id)
 
     def new_id(self) -> str:
         if self.shared:  # the counter is the file's: the fleet's processes number jobs in one sequence
