@@ -47,5 +47,13 @@ def test_an_approval_asked_on_one_worker_is_listed_and_answered_on_another(fleet
                 # answered: removed from the fleet's list, so no process lists it any more
                 await wait_until_async(lambda: r.hlen(f"{fleet.prefix}:approvals") == 0, "the approval unlisted")
                 assert await client.request("approvals.list") == {"pending": []}
+                # a run stopped while it waits: its approval leaves the list too
+                fake_model.enqueue(tool_use("exec", {"argv": ["cat", "/etc/hostname"]}), text("never sent"))
+                await watcher.request("chat.send", {"session": session, "text": "read it again"})
+                await wait_until_async(lambda: r.hlen(f"{fleet.prefix}:approvals") == 1, "the second approval listed")
+                assert [p["session_key"] for p in (await client.request("approvals.list"))["pending"]] == [session]
+                assert (await client.request("chat.stop", {"session": session}))["stopped"] is True
+                await wait_until_async(lambda: r.hlen(f"{fleet.prefix}:approvals") == 0, "the stopped run's approval unlisted")
+                assert await client.request("approvals.list") == {"pending": []}
 
     asyncio.run(scenario())
