@@ -59,6 +59,7 @@ def wire(app: "App", node: "FleetNode") -> "PartitionRecovery":
 
     node.partitions.on_gained, node.partitions.on_lost = on_gained, on_lost
     node.partitions.busy = lambda n: busy(n) or recovery.busy(n)
+    node.partitions.lasting = recovery.busy
     app.background.index.share()  # each process keeps the entries of its partitions' sessions
     app.checkpoints.collect_grace_seconds = PRUNE_CLAIM_SECONDS  # others write snapshots while one collects
     app.loop.skip_if.append(lambda session, msg: node.bus.stale(msg.id))

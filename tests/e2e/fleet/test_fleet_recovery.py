@@ -15,6 +15,7 @@ from typing import Any
 
 import redis
 
+from clawgate.agent.fleet.keys import partition_of
 from clawgate.agent.session import session_file_name
 from tests.background_support import Script, background_exec, events_named, job_gone, marker, session_records
 from tests.e2e.test_subagents_e2e import APPEND, REPORT, Router, _lines, _requests_for
@@ -163,3 +164,37 @@ def test_a_reboot_job_runs_once_per_start_of_the_fleet_not_per_process(fleet_fac
     wait_until(lambda: [r["status"] for r in _runs(third, job_id)] == ["ok"], "the @reboot run", describe=fleet.logs)
     _fired_a_later_job(third)
     assert [r["status"] for r in _runs(second, job_id)] == ["ok"]
+
+
+def test_a_worker_joining_does_not_take_a_partition_whose_background_job_runs(fleet_factory,
+                                                                             fake_model: FakeAnthropic) -> None:
+    """Rebalancing hands idle partitions over first; the one whose job runs stays where the job runs,
+    and the job's result reaches its chat once."""
+    session = next(k for k in (f"build-{i}" for i in range(1000)) if partition_of(k, PARTITIONS) == PARTITIONS - 1)
+    fleet: Fleet = fleet_factory(ENV)
+    first = fleet.add()
+    script = Script()
+    script.on("start the build", background_exec(), text("Started it."))
+    script.on("[clawgate] Background job bg-1", text("Your build finished: BUILD-OK."))
+    fake_model.responder = script
+
+    async def start_build() -> None:
+        async with first.client() as client:
+            assert (await client.chat("start the build", session=session))["text"] == "Started it."
+
+    asyncio.run(start_build())
+    wait_until(lambda: marker(first.workspace) == ["ran"], "the job to start")
+    second = fleet.add()  # the highest partitions are the ones handed over first when all are idle
+    r = redis.Redis.from_url(fleet.redis_url, decode_responses=True)
+    wait_until(lambda: list(fleet.holders(r).values()).count(second.node) == PARTITIONS // 2,  # type: ignore[attr-defined]
+               "the joining worker holding its half", describe=fleet.logs)
+    assert fleet.holder(r, PARTITIONS - 1) == first.node  # type: ignore[attr-defined]
+    assert events_named(first.home, "bg_job_end", session) == []  # still running, untouched
+    (first.workspace / "release").touch()
+    wait_until(lambda: any(r["kind"] == "assistant" and "BUILD-OK" in json.dumps(r)
+                           for r in session_records(first.home, session)), "the answer to the job's result",
+               describe=fleet.logs)
+    [end] = events_named(first.home, "bg_job_end", session)
+    assert end["status"] == "done" and "BUILD-OK" in end["text"]
+    wakes = [r for r in session_records(first.home, session) if r["kind"] == "user" and r.get("channel") == "background"]
+    assert len(wakes) == 1 and marker(first.workspace) == ["ran", "finished"]
