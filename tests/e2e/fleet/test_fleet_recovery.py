@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -198,3 +200,49 @@ def test_a_worker_joining_does_not_take_a_partition_whose_background_job_runs(fl
     assert end["status"] == "done" and "BUILD-OK" in end["text"]
     wakes = [r for r in session_records(first.home, session) if r["kind"] == "user" and r.get("channel") == "background"]
     assert len(wakes) == 1 and marker(first.workspace) == ["ran", "finished"]
+
+
+def test_a_worker_stalled_past_its_lease_during_a_background_job_leaves_it_to_the_next_holder(
+        fleet_factory, fake_model: FakeAnthropic) -> None:
+    """The worker that takes the partition reports the job once (and stops its leftover process); the
+    stalled one, woken, gives the job up without writing anything for it."""
+    fleet: Fleet = fleet_factory(ENV)
+    procs = [fleet.add() for _ in range(2)]
+    _spread(fleet, 2)
+    r = redis.Redis.from_url(fleet.redis_url, decode_responses=True)
+    stalled = procs[0]
+    session = next(k for k in (f"stall-{i}" for i in range(1000))
+                   if fleet.holder(r, partition_of(k, PARTITIONS)) == stalled.node)  # type: ignore[attr-defined]
+    script = Script()
+    script.on("start the build", background_exec(), text("Started it."))
+    script.on("[clawgate] Background job bg-1", text("The build was cut off; I will check."))
+    fake_model.responder = script
+
+    async def start_build() -> None:
+        async with stalled.client() as client:
+            assert (await client.chat("start the build", session=session))["text"] == "Started it."
+
+    asyncio.run(start_build())
+    wait_until(lambda: marker(stalled.workspace) == ["ran"], "the job to start")
+    assert stalled.proc is not None
+    os.kill(stalled.proc.pid, signal.SIGSTOP)
+    try:
+        wait_until(lambda: any(r["kind"] == "assistant" and "cut off" in json.dumps(r)
+                               for r in session_records(stalled.home, session)),
+                   "the other worker's answer to the interrupted job", describe=fleet.logs)
+        wait_until(lambda: job_gone(stalled.workspace), "the leftover process stopped by the new holder")
+    finally:
+        os.kill(stalled.proc.pid, signal.SIGCONT)
+    n = partition_of(session, PARTITIONS)
+    wait_until(lambda: f"lost partition {n}" in stalled.log_text(), "the woken worker giving the partition up",
+               describe=lambda: stalled.log_text()[-3000:])
+    wait_until(lambda: not json.loads((stalled.home / "state/background.json").read_text())["jobs"],
+               "the job's entry dropped once its result reached the conversation")
+    [end] = events_named(stalled.home, "bg_job_end", session)
+    assert end["status"] == "interrupted"
+    wakes = [r for r in session_records(stalled.home, session) if r["kind"] == "user" and r.get("channel") == "background"]
+    assert len(wakes) == 1
+    assert len([r for r in session_records(stalled.home, session) if r["kind"] == "assistant"
+                and "cut off" in json.dumps(r)]) == 1
+    assert marker(stalled.workspace) == ["ran"]
+    assert stalled.alive()
