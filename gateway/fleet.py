@@ -5,7 +5,9 @@ None and the daemon is the single process it always was. With it, `build` reache
 raises FleetUnavailable: one line, the daemon does not start) and `wire` connects the parts the
 App built to the fleet: the session log and task store refuse writes for partitions this worker
 no longer holds, runs of lost partitions stop, connections that may exist once per bot run under
-a singleton lease, cron and heartbeat runs are claimed once across the fleet.
+a singleton lease, cron and heartbeat runs are claimed once across the fleet, what a restart left
+behind is recovered per partition by the worker that takes it (PartitionRecovery), and pending
+approvals are listed and answered fleet-wide.
 """
 
 from __future__ import annotations

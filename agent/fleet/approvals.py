@@ -66,12 +66,20 @@ class SharedApprovals:
             self.sync.hdel(self.key, *dead)
         return entries
 
+    def _reachable(self) -> dict[str, dict[str, Any]]:
+        """The entries, or none while Redis is unreachable (the caller still has its own process's)."""
+        try:
+            return self._entries()
+        except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+            log.warning("fleet: cannot read the other processes' approvals from Redis (%s); listing this one's", exc)
+            return {}
+
     def pending(self) -> list[dict[str, Any]]:
         """Every worker's pending approvals (oldest waiting first)."""
-        entries = sorted(self._entries().values(), key=lambda entry: float(entry["until"]))
+        entries = sorted(self._reachable().values(), key=lambda entry: float(entry["until"]))
         return [dict(entry["request"]) for entry in entries]
 
     def holder(self, approval_id: str) -> str | None:
         """The worker whose run waits for this approval (None: none waits for it any more)."""
-        entry = self._entries().get(approval_id)
+        entry = self._reachable().get(approval_id)
         return str(entry["node"]) if entry is not None else None
