@@ -246,3 +246,44 @@ def test_a_worker_stalled_past_its_lease_during_a_background_job_leaves_it_to_th
                 and "cut off" in json.dumps(r)]) == 1
     assert marker(stalled.workspace) == ["ran"]
     assert stalled.alive()
+
+
+def test_a_worker_stalled_past_its_lease_during_a_background_sub_agent_stops_it_and_the_next_holder_resumes_it(
+        fleet_factory, fake_model: FakeAnthropic) -> None:
+    fake_model.responder = Router({
+        REPORT: [text("Your background append is done.")],
+        "PARENT-STALL": [tool_use("spawn", {"task": "CHILD-STALL: append", "background": True}), text("started")],
+        # the child's second model call hangs on the worker that is then stopped past its lease
+        "CHILD-STALL": [tool_use("exec", {"argv": APPEND}), text("lost", delay=60), text("Background append done.")],
+    })
+    fleet: Fleet = fleet_factory(ENV)
+    procs = [fleet.add() for _ in range(2)]
+    _spread(fleet, 2)
+    r = redis.Redis.from_url(fleet.redis_url, decode_responses=True)
+    stalled = procs[0]
+    parent = next(k for k in (f"stall-child-{i}" for i in range(1000))
+                  if fleet.holder(r, partition_of(k, PARTITIONS)) == stalled.node)  # type: ignore[attr-defined]
+
+    async def spawn() -> None:
+        async with stalled.client() as client:
+            assert (await client.chat("PARENT-STALL", session=parent))["text"] == "started"
+
+    asyncio.run(spawn())
+    wait_until(lambda: len(_requests_for(fake_model, "CHILD-STALL")) >= 2, "the child's second model call")
+    assert stalled.proc is not None
+    os.kill(stalled.proc.pid, signal.SIGSTOP)
+    log = stalled.home / "state/sessions" / session_file_name(parent)
+    try:
+        wait_until(lambda: any(r["kind"] == "assistant" and "Your background append is done." in json.dumps(r)
+                               for r in map(json.loads, log.read_text().splitlines())),
+                   "the parent's answer to the child resumed by the other worker", describe=fleet.logs)
+    finally:
+        os.kill(stalled.proc.pid, signal.SIGCONT)
+    wait_until(lambda: "stopped background work of partition" in stalled.log_text(),
+               "the woken worker stopping its copy of the child", describe=lambda: stalled.log_text()[-3000:])
+    assert len(_requests_for(fake_model, "CHILD-STALL")) == 3  # resumed once, by the other worker
+    assert len(_requests_for(fake_model, REPORT)) == 1
+    assert _lines(stalled.workspace / "log.txt") == ["child"]
+    results = [r for r in _child_log(stalled.home, parent) if r.get("name") == "subagent_result"]
+    assert len(results) == 1 and results[0]["text"] == "Background append done."
+    assert not list((stalled.home / "state/subagents").glob("*.json"))
