@@ -25,7 +25,7 @@ log = logging.getLogger("clawgate.channels")
 SUMMARY_CAP = 2500  # a Telegram message holds 4096 characters; the prompt's frame and reason fit beside it
 REASON_CAP = 500
 OUTCOMES = {"approved": "✅ Approved — running it.", "denied": "❌ Denied — not run.",
-            "timeout": "⌛ No answer in time — not run."}
+            "timeout": "⌛ No answer in time — not run.", "stopped": "⏹ The run stopped — not run."}
 ONLY_OWNERS = "Only the owner of this agent can answer this."
 NOT_PENDING = "This request is no longer pending."
 REMOTE_KEPT = 1000  # other processes' pending requests remembered (a fleet); each is answered or times out

@@ -175,7 +175,8 @@ class ChannelKit:
             if not self.connected.is_set() or self.remote:  # once per fleet: the connection's holder tells
                 continue
             for user_id, chat_id in self.pairing.unnotified(self.name):
-                self.pairing.mark_notified(self.name, user_id)  # at most once, even if the send fails
+                if not self.pairing.mark_notified(self.name, user_id):  # at most once, even if the send fails
+                    continue  # another process of the fleet told them
                 await self.ops.post(chat_id, "✅ You're approved. Send me a message whenever you like.", None)
 
     async def close(self) -> None:

@@ -208,6 +208,18 @@ def test_the_default_cap_leaves_room_for_real_users() -> None:
     assert TelegramSettings().pairing_max_pending >= 50 and AccessSettings().pairing_max_pending >= 50
 
 
+def test_only_one_of_the_processes_sharing_the_database_tells_an_approved_user(pairing: PairingStore,
+                                                                               tmp_path: Path) -> None:
+    """A fleet's processes share state/clawgate.db: each sees the user unnotified, one marks (and tells) them."""
+    other = PairingStore(open_state_db(tmp_path / "state.db", fsync=False), ttl_seconds=3600, max_pending=3)
+    request = pairing.request("telegram", "7", "zed", "7")
+    assert request is not None
+    pairing.approve("telegram", request.code)
+    assert pairing.unnotified("telegram") == other.unnotified("telegram") == [("7", "7")]
+    assert [other.mark_notified("telegram", "7"), pairing.mark_notified("telegram", "7")] == [True, False]
+    assert pairing.unnotified("telegram") == []
+
+
 def test_approve_admits_once_and_accepts_sloppy_typing(pairing: PairingStore) -> None:
     request = pairing.request("telegram", "7", "zed", "7")
     assert request is not None and not pairing.is_paired("telegram", "7")
