@@ -75,6 +75,7 @@ def wire(app: "App", node: "FleetNode") -> "PartitionRecovery":
     app.triggers.heartbeat.claim = lambda what: node.claim(what, max(60.0, app.settings.heartbeat.interval_seconds * 2))
     app.services.status.add("fleet", node.status)
     _relay(app, node)
+    _singletons(app, node)
     return recovery
 
 
@@ -127,6 +128,27 @@ class PartitionRecovery:
         of = self.of(n)
         return (any(of(job["session"]) for job in self.app.background.running())
                 or any(of(key) for key in self.app.subagents.running()))
+
+
+def _singletons(app: "App", node: "FleetNode") -> None:
+    """A chat channel's once-per-bot connection runs in one process (its kit's `exclusive`, set above);
+    the others forward their platform calls to it, and learn of its approval prompts for their runs so
+    a press or `/approve` arriving there is taken (docs/fleet.md "Singletons")."""
+    from clawgate.agent.fleet.calls import Calls
+
+    calls = Calls(node.r, node.keys, node.node, node.ttl)
+    kits = [kit for channel in app.channels.values() if (kit := getattr(channel, "kit", None)) is not None]
+    for kit in kits:
+        kit.forward = calls
+    app.services.status.add("fleetCalls", lambda: {"forwarded": calls.forwarded, "served": calls.served})
+    relayed = node.relay.on_event
+
+    def on_event(event: dict[str, Any]) -> None:
+        relayed(event)
+        for kit in kits:
+            kit.prompts.on_remote_event(event)
+
+    node.relay.on_event = on_event
 
 
 def _relay(app: "App", node: "FleetNode") -> None:

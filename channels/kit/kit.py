@@ -26,6 +26,7 @@ from . import markdown
 from .approvals import ApprovalPrompts
 from .commands import KIT_COMMANDS
 from .delivery import Delivery
+from .forward import Forwarder, RoutedAdapter
 from .intake import Intake
 from .keys import parse_session_key
 from .pairing import PairingStore
@@ -73,6 +74,10 @@ class ChannelKit:
         # a connection that may exist once per bot (a long-poller, a gateway socket) runs through this:
         # alone in one process; in a fleet the daemon sets the fleet's singleton lease (gateway/fleet.py)
         self.exclusive: Callable[[str, Callable[[], Awaitable[None]]], Awaitable[None]] = run_alone
+        # in a fleet, where the platform calls of a process that does not hold the connection go (forward.py)
+        self.forward: Forwarder | None = None
+        self.holding = False  # this process holds the connection (set by the runner while it does)
+        self.singleton = name  # the connection's singleton name (the runner sets it from the adapter)
         self._owner_chats = store.owner_chats()
         self._background: set[asyncio.Task[Any]] = set()
         self.intake = Intake(self)
@@ -80,9 +85,12 @@ class ChannelKit:
     def attach(self, adapter: PlatformAdapter) -> None:
         """Build the parts that use the adapter: delivery, progress, approval prompts."""
         self.adapter = adapter
+        self.singleton = adapter.singleton_name()
+        self.platform = RoutedAdapter(adapter, self)  # the adapter, or its holder in a fleet
         caps = adapter.capabilities
         s = self.settings
-        self.delivery = Delivery(adapter, self.store, self.log, retries=s.send_retries, base_delay=s.retry_base_seconds,
+        self.delivery = Delivery(self.platform, self.store, self.log, retries=s.send_retries,
+                                 base_delay=s.retry_base_seconds,
                                  max_retry_after=s.max_retry_after_seconds)
         self.ops = KitOps(self)
         # a run the kit did not see start (replayed after a restart) is found by its key alone: another
@@ -93,6 +101,11 @@ class ChannelKit:
         self.prompts = ApprovalPrompts(self.ops, channel=self.name, resolve=self.services.resolve_approval,
                                        owner_chats=self.owner_chats, locate=self.locate, buttons=caps.buttons,
                                        edit=caps.edit, max_chars=caps.max_chars)
+
+    @property
+    def remote(self) -> bool:
+        """Platform calls go to another process: a fleet, a once-per-bot connection, held elsewhere."""
+        return self.forward is not None and self.adapter.exclusive_connection and not self.holding
 
     # what adapters call ------------------------------------------------------------------------
     async def receive(self, incoming: Any) -> bool:
@@ -124,6 +137,8 @@ class ChannelKit:
 
     def owner_chats(self) -> list[str]:
         """Private chats where owners are asked about guests' requests."""
+        if self.remote:  # the holder learns owners' chats at intake; this process reads them back
+            self._owner_chats = self.store.owner_chats()
         chats = set(self._owner_chats.values())
         if self.adapter.capabilities.dm_is_user_id:
             chats |= set(self.policy.owner_chats())
@@ -157,7 +172,7 @@ class ChannelKit:
         """Tell users the owner approved (the CLI writes the database; the daemon notices within seconds)."""
         while True:
             await asyncio.sleep(self.settings.pairing_check_seconds)
-            if not self.connected.is_set():
+            if not self.connected.is_set() or self.remote:  # once per fleet: the connection's holder tells
                 continue
             for user_id, chat_id in self.pairing.unnotified(self.name):
                 if not self.pairing.mark_notified(self.name, user_id):  # at most once, even if the send fails
@@ -191,7 +206,7 @@ class KitOps:
 
     async def typing(self, chat_id: str, thread_id: str | None) -> None:
         if self.kit.adapter.capabilities.typing:
-            await self._try("typing", lambda: self.kit.adapter.typing(Target(chat_id, thread_id)))
+            await self._try("typing", lambda: self.kit.platform.typing(Target(chat_id, thread_id)))
 
     async def post(self, chat_id: str, text: str, thread_id: str | None) -> str | None:
         result = await self._try("send", lambda: self.kit.delivery.send_chunk(Target(chat_id, thread_id), text))
@@ -199,16 +214,16 @@ class KitOps:
 
     async def edit(self, chat_id: str, message_id: str, text: str) -> bool:
         async def call() -> bool:
-            await self.kit.adapter.edit_text(Target(chat_id), message_id, text)
+            await self.kit.platform.edit_text(Target(chat_id), message_id, text)
             return True
         return bool(await self._try("edit", call))
 
     async def delete(self, chat_id: str, message_id: str) -> None:
-        await self._try("delete", lambda: self.kit.adapter.delete(Target(chat_id), message_id))
+        await self._try("delete", lambda: self.kit.platform.delete(Target(chat_id), message_id))
 
     async def ask(self, chat_id: str, thread_id: str | None, approval_id: str, markdown: str) -> str | None:
         rendered = self.kit.adapter.render(markdown)[0]
-        result = await self._try("approval prompt", lambda: self.kit.adapter.send_approval(
+        result = await self._try("approval prompt", lambda: self.kit.platform.send_approval(
             Target(chat_id, thread_id), approval_id, rendered))
         return None if result is None else str(result)
 

@@ -85,6 +85,7 @@ class MatrixAdapter(PlatformAdapter):
 
     name: ClassVar[str] = "matrix"
     settings_model: ClassVar[type[MatrixSettings]] = MatrixSettings
+    account_fields: ClassVar[tuple[str, ...]] = ("homeserver", "user_id")
     capabilities: ClassVar[Capabilities] = Capabilities(
         max_chars=MAX_CHARS, edit=True, typing=True, buttons=True, threads=True,
         files=True, max_file_bytes=50 * 1024 * 1024)  # Synapse's default max_upload_size
