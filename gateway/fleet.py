@@ -140,6 +140,9 @@ def _singletons(app: "App", node: "FleetNode") -> None:
     kits = [kit for channel in app.channels.values() if (kit := getattr(channel, "kit", None)) is not None]
     for kit in kits:
         kit.forward = calls
+        # "typing…" goes on while the session's message waits for its answer anywhere in the fleet: the
+        # process that took it in keeps it up while another process runs the turn
+        kit.progress.busy = _busy_in_fleet(kit.progress.busy, node)
     app.services.status.add("fleetCalls", lambda: {"forwarded": calls.forwarded, "served": calls.served})
     relayed = node.relay.on_event
 
@@ -149,6 +152,18 @@ def _singletons(app: "App", node: "FleetNode") -> None:
             kit.prompts.on_remote_event(event)
 
     node.relay.on_event = on_event
+
+
+def _busy_in_fleet(here: Callable[[str], bool], node: "FleetNode") -> Callable[[str], bool]:
+    def busy(key: str) -> bool:
+        if here(key):
+            return True
+        try:
+            return node.bus.has_unanswered(key)
+        except Exception as exc:  # Redis away: typing stops; the reply still comes
+            log.debug("fleet: cannot tell whether %s is answered (%s)", key, exc)
+            return False
+    return busy
 
 
 def _relay(app: "App", node: "FleetNode") -> None:

@@ -19,6 +19,7 @@ from clawgate.channels.base import DeliveryError
 from clawgate.config.access import AccessSettings
 
 from .access import Sender
+from .keys import split_chat
 
 if TYPE_CHECKING:
     from .kit import ChannelKit
@@ -114,6 +115,13 @@ class PlatformAdapter(ABC):
         """Whether to run with these settings: `enabled` when set, else on once the section exists.
         Telegram overrides this (on when a token is present)."""
         return getattr(settings, "enabled", None) is not False
+
+    @staticmethod
+    def split_chat(rest: str) -> tuple[str, str | None] | None:
+        """(chat id, thread id) from a session key's part after `<channel>:` (the kit's keys.session_key).
+        The default fits ids without ':'; a platform whose ids contain ':' reads them its own way. Used
+        to find the chat of a run the kit did not see start (replayed, or taken in by another process)."""
+        return split_chat(rest)
 
     @abstractmethod
     async def connect(self) -> None:

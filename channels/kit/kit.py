@@ -28,7 +28,7 @@ from .commands import KIT_COMMANDS
 from .delivery import Delivery
 from .forward import Forwarder, RoutedAdapter
 from .intake import Intake
-from .keys import parse_session_key
+from .keys import parse_session_key, split_chat
 from .pairing import PairingStore
 from .progress import Progress
 from .store import ChannelStore
@@ -95,7 +95,7 @@ class ChannelKit:
         self.ops = KitOps(self)
         # a run the kit did not see start (replayed after a restart) is found by its key alone: another
         # channel's run in the owner's shared session must not get a status line here
-        self.progress = Progress(self.ops, self.services.busy, locate=lambda key: parse_session_key(key, self.name),
+        self.progress = Progress(self.ops, self.services.busy, locate=lambda key: parse_session_key(key, self.name, adapter.split_chat),
                                  typing_interval=s.typing_interval_seconds, edit_interval=s.progress_interval_seconds,
                                  status_messages=s.progress and caps.edit)
         self.prompts = ApprovalPrompts(self.ops, channel=self.name, resolve=self.services.resolve_approval,
@@ -133,7 +133,8 @@ class ChannelKit:
     # used by the kit's parts -----------------------------------------------------------------------
     def locate(self, key: str) -> tuple[str, str | None] | None:
         """(chat, thread) of one of this channel's session keys, or None for another channel's."""
-        return self.routes.get(key) or parse_session_key(key, self.name)
+        split = self.adapter.split_chat if getattr(self, "adapter", None) is not None else split_chat
+        return self.routes.get(key) or parse_session_key(key, self.name, split)
 
     def owner_chats(self) -> list[str]:
         """Private chats where owners are asked about guests' requests."""

@@ -159,6 +159,27 @@ def test_an_approval_for_a_run_on_the_standby_process_is_answered_on_the_holder(
     assert discord_fake.identifies == 1
 
 
+def test_typing_is_kept_up_by_the_holder_while_the_standby_process_runs_the_turn(
+        fleet_factory, discord_fake: FakeDiscord, fake_model: FakeAnthropic) -> None:
+    rooms = one_channel_per_partition(discord_fake)
+    fleet: Fleet = fleet_factory({**discord_env(discord_fake), "CLAWGATE_CHANNELS__DISCORD__TYPING_INTERVAL_SECONDS": "0.3"})
+    for _ in range(2):
+        fleet.add()
+    r = redis.Redis.from_url(fleet.redis_url, decode_responses=True)
+    wait_until(lambda: len(set(fleet.holders(r).values())) == 2 and len(fleet.holders(r)) == PARTITIONS,
+               "partitions spread over the workers", describe=fleet.logs)
+    holder = fleet.by_node(wait_until(lambda: lease_holder(fleet, r), "a Discord connection lease", describe=fleet.logs))
+    wait_until(discord_fake.connected, "the holder's Gateway session", describe=fleet.logs)
+    room = next(room for n, room in rooms.items() if fleet.holder(r, n) != holder.node)  # type: ignore[attr-defined]
+    fake_model.enqueue(text("Thought it over.", delay=3.0))
+    discord_fake.inject_guild_message("think it over", channel_id=room, mention_bot=True)
+    wait_until(lambda: "Thought it over." in replies(discord_fake, room), "the slow turn's answer", describe=fleet.logs)
+    typed = discord_fake.requests("POST", f"/channels/{room}/typing")
+    # the holder took the message in and typed every 0.3 s while the other process ran the 3 s turn
+    # (without knowing the fleet's open messages it typed once: its own process was not busy)
+    assert len(typed) >= 4, [c.path for c in typed]
+
+
 def test_killing_the_connections_holder_moves_it_and_every_message_is_answered_once(
         fleet_factory, discord_fake: FakeDiscord) -> None:
     rooms = one_channel_per_partition(discord_fake)

@@ -128,6 +128,20 @@ def test_session_keys_round_trip() -> None:
     assert parse_session_key("discord:42", "telegram") is None
 
 
+
+def test_a_platform_whose_ids_contain_colons_reads_its_own_keys_back() -> None:
+    """A run the kit did not see start (replayed, or taken in by another process of a fleet) finds its chat
+    from the key alone: Matrix room ids have ':' inside (and a port may add one), thread roots start with '$'."""
+    from clawgate.channels.matrix.adapter import MatrixAdapter
+
+    split = MatrixAdapter.split_chat
+    for room, thread in [("!abc:example.org", None), ("!abc:example.org", "$ev1"), ("!abc:localhost:8448", "$ev:old.org"),
+                         ("!abc:localhost:8448", None)]:
+        key = session_key("matrix", room, thread)
+        assert parse_session_key(key, "matrix", split) == (room, thread), key
+    assert parse_session_key("matrix:#alias:example.org", "matrix", split) is None  # not a room id
+    assert parse_session_key("telegram:42", "matrix", split) is None
+
 # pairing codes ---------------------------------------------------------------------------------------
 class Clock:
     def __init__(self) -> None:
