@@ -62,7 +62,9 @@ def fake() -> Iterator[FakeDiscord]:
 
 
 def settings_for(fake: FakeDiscord, **extra: Any) -> DiscordSettings:
-    return DiscordSettings(token=fake.token, base_url=fake.base_url, connect_timeout_seconds=30, **extra)
+    # the fake sends every GUILD_CREATE right after READY: no need for discord.py's 2 s wait for more
+    return DiscordSettings(token=fake.token, base_url=fake.base_url, connect_timeout_seconds=30,
+                           **{"guild_ready_timeout_seconds": 0.2, **extra})
 
 
 @pytest.fixture
