@@ -216,6 +216,8 @@ class ChannelSettings(_Section):
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
     owner_shared_session: bool = Field(False, description=(
         "the owner's private chats on every channel share one session (default: one session per channel and chat)"))
+    delivery_retry_seconds: float = Field(1.0, gt=0, le=300, description=(
+        "a reply the channel could not deliver now is tried again after this, doubling up to 5 minutes"))
 
     def sections(self) -> dict[str, dict[str, object]]:
         """The `[channels.<name>]` tables other than telegram, as written."""

@@ -102,7 +102,7 @@ class App:
         install_hooks(hook_pipeline(state, talk, watch, producers, self.server.on_event), state, talk)
         self.channels, self.chat_channels = build_channels(settings, self.services, self.server, state.db,
                                                            state.workspaces)
-        self.dispatcher = Dispatcher(state.bus, self.channels)
+        self.dispatcher = Dispatcher(state.bus, self.channels, base_delay=settings.channels.delivery_retry_seconds)
         if isinstance(send_file := talk.tools.get("send_file"), SendFile):  # the tool refuses what a channel cannot take
             send_file.limits = file_limits(self.channels)
 

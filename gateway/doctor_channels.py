@@ -19,7 +19,10 @@ def daemon_states(paths: Paths, settings: Settings) -> dict[str, Any] | None:
     from .cli.errors import CliError
     from .cli.remote import Target, _NothingListening, _talk
     from .client import gateway_url
+    from .instance import holder_pid
 
+    if holder_pid(paths) is None:  # no gateway runs on this home: whatever holds the port is not ours to ask
+        return None
     t = Target(paths, settings, gateway_url(settings), gateway_token(paths, settings))
     try:
         status = _talk(t, lambda client: client.request("status", {}), None)

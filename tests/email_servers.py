@@ -20,6 +20,7 @@ import imaplib
 import os
 import pwd
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -87,6 +88,13 @@ def dovecot_binary() -> str:
     return found
 
 
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:  # the group is gone already
+        return
+
+
 def self_signed(folder: Path) -> tuple[Path, Path]:
     """A certificate for 127.0.0.1 / localhost (openssl CLI), used by the TLS servers and trusted by
     the client through channels.email.ca_file."""
@@ -137,8 +145,9 @@ class Dovecot:
         (self.root / "users" / address).write_text(f"{address}:{{PLAIN}}{password}\n")
 
     def start(self) -> "Dovecot":
+        # its own process group: halt() stops the per-connection imap processes along with the master
         self.proc = subprocess.Popen([self.binary, "-F", "-c", str(self.root / "dovecot.conf")],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
         wait_until(self._answers, f"Dovecot to answer on 127.0.0.1:{self.port}", describe=self.log)
         return self
 
@@ -162,14 +171,20 @@ class Dovecot:
         shutil.rmtree(self.root, ignore_errors=True)
 
     def halt(self) -> None:
-        """Stop the server (connections dropped and refused from now on); its files stay."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
+        """Stop the server (connections dropped and refused from now on); its files stay.
+
+        SIGTERM goes to the whole process group, as a service manager stops the unit: a client's imap
+        process says BYE and closes at once (the master alone would leave it serving for seconds)."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            _signal_group(self.proc.pid, signal.SIGTERM)
             try:
                 self.proc.wait(15)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
+                _signal_group(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(15)
+        _signal_group(self.proc.pid, signal.SIGKILL)  # any process of the group that outlived its master
 
     # what a test does with a mailbox ------------------------------------------------------------
     def imap(self, address: str) -> imaplib.IMAP4:

@@ -18,6 +18,7 @@ from tests.harness import DaemonProcess
 from tests.waiting import DEFAULT_TIMEOUT, wait_until
 
 RETRY_BASE = 0.05
+DELIVERY_RETRY = 0.2  # the dispatcher's first retry of an undelivered reply here (channels.delivery_retry_seconds)
 
 
 @dataclass
@@ -105,7 +106,8 @@ def mail_daemon(mail_world: MailWorld, fake_model: FakeAnthropic, tmp_path: Path
 
     def make(env: dict[str, str] | None = None, **settings: Any) -> DaemonProcess:
         mail_world.settings.update(settings)
-        daemon = DaemonProcess(tmp_path / f"home{len(started)}", anthropic_url=fake_model.base_url, env=env)
+        daemon = DaemonProcess(tmp_path / f"home{len(started)}", anthropic_url=fake_model.base_url,
+                               env={"CLAWGATE_CHANNELS__DELIVERY_RETRY_SECONDS": str(DELIVERY_RETRY), **(env or {})})
         daemon.init()
         with (daemon.home / "config.toml").open("a") as config:
             config.write(mail_world.section())

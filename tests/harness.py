@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import re
+import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from contextlib import asynccontextmanager
@@ -29,6 +34,27 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+_initialised: list[Path] = []  # the home `clawgate init --yes` wrote for this session, once made
+
+
+def _copy_initialised_home(home: Path) -> None:
+    """Copy the session's initialised home to `home` (modes kept), with a token of its own."""
+    if not _initialised:
+        root = Path(tempfile.mkdtemp(prefix="clawgate-init-"))
+        atexit.register(shutil.rmtree, root, True)
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith(("CLAWGATE_", "ANTHROPIC_", "TELEGRAM_"))},
+               "CLAWGATE_HOME": str(root / "home")}
+        subprocess.run([sys.executable, "-m", "clawgate.gateway.cli", "init", "--yes"], env=env, cwd=ROOT,
+                       check=True, capture_output=True, text=True)
+        _initialised.append(root / "home")
+    source = _initialised[0]
+    shutil.copytree(source, home, symlinks=True)
+    config = home / "config.toml"
+    written = re.search(r'^token = "([^"]+)"', config.read_text(), re.MULTILINE)
+    assert written is not None, "`clawgate init` wrote no gateway token line"
+    config.write_text(config.read_text().replace(written.group(1), secrets.token_urlsafe(24)))
 
 
 class DaemonProcess:
@@ -76,8 +102,14 @@ class DaemonProcess:
         return self.home / "workspaces" / folder_name(user)
 
     def init(self) -> None:
-        subprocess.run([sys.executable, "-m", "clawgate.gateway.cli", "init", "--yes"], env=self.env, cwd=ROOT,
-                       check=True, capture_output=True, text=True)
+        """What `clawgate init --yes` writes. A fresh home gets a copy of the one home the real command
+        wrote this session (a new token written in): the same files and modes, without a Python start per
+        daemon. A home that exists, or a workspace set elsewhere, runs the command itself."""
+        if not self.home.exists() and "CLAWGATE_AGENT__WORKSPACE" not in self.env:
+            _copy_initialised_home(self.home)
+        else:
+            subprocess.run([sys.executable, "-m", "clawgate.gateway.cli", "init", "--yes"], env=self.env, cwd=ROOT,
+                           check=True, capture_output=True, text=True)
         if self.token is None:  # drop the token `init` wrote
             config = self.home / "config.toml"
             lines = config.read_text().splitlines(keepends=True)

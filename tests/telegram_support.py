@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 from typing import Any, Callable, Iterator
 
 import pytest
 
 from clawgate.config.schema import TelegramSettings
-from clawgate.gateway.dispatcher import Dispatcher
 from tests.fakes.telegram_api import FakeTelegram
 from tests.harness import DaemonProcess
 from tests.waiting import DEFAULT_TIMEOUT
@@ -17,6 +15,7 @@ from tests.waiting import DEFAULT_TIMEOUT
 CHAT = 4242
 POLL_TIMEOUT = 1  # the daemons' long poll here, in seconds: an unblocked daemon polls again within it
 RETRY_BASE = 0.05  # the daemons' send retry backoff base here (channels.telegram.retry_base_seconds)
+DELIVERY_RETRY = 0.2  # the dispatcher's first retry of an undelivered reply here (channels.delivery_retry_seconds)
 
 
 @pytest.fixture
@@ -33,7 +32,8 @@ def tg_daemon(telegram: FakeTelegram, daemon_factory: Callable[..., DaemonProces
         fake = fake or telegram
         values: dict[str, Any] = {"base_url": fake.base_url, "poll_timeout_seconds": POLL_TIMEOUT, "dm_policy": "open",
                                   "retry_base_seconds": RETRY_BASE, "pairing_check_seconds": 0.2, **settings}
-        full = {"TELEGRAM_BOT_TOKEN": fake.token, **(env or {})}
+        full = {"TELEGRAM_BOT_TOKEN": fake.token, "CLAWGATE_CHANNELS__DELIVERY_RETRY_SECONDS": str(DELIVERY_RETRY),
+                **(env or {})}
         for key, value in values.items():
             full[f"CLAWGATE_CHANNELS__TELEGRAM__{key.upper()}"] = value if isinstance(value, str) else json.dumps(value)
         return daemon_factory(full)
@@ -63,9 +63,8 @@ def wait_handled(fake: FakeTelegram, update_id: int, timeout: float = DEFAULT_TI
 
 def resend_window(retry_after: float = 0.0) -> float:
     """Seconds within which a reply that is going to be sent again would be: the dispatcher's first
-    retry backoff (read from the code, as the daemon uses it) or a flood wait Telegram asked for."""
-    first_retry = inspect.signature(Dispatcher).parameters["base_delay"].default
-    return max(float(first_retry), retry_after)
+    retry backoff (as tg_daemon configures it) or a flood wait Telegram asked for."""
+    return max(DELIVERY_RETRY, retry_after)
 
 
 def control_send_window() -> float:

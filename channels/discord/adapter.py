@@ -58,7 +58,6 @@ CURSORS = "cursors"  # the kit store's kv key: {Discord channel id: the last mes
 CATCH_UP = timedelta(hours=24)  # messages missed while offline are read back this far at most
 CATCH_UP_LIMIT = 100  # per channel
 RECEIVE_TRIES, RECEIVE_BACKOFF = 5, 1.0  # kit.receive retried after 1, 2, 4, 8 s
-OFFLINE_GRACE = 10.0  # seconds discord.py may take to RESUME a dropped connection before the outage is reported
 TOKEN_FIX = ("Discord rejected the bot token; copy a fresh one from the Developer Portal (your application > "
              "Bot > Reset Token) into CLAWGATE_CHANNELS__DISCORD__TOKEN or channels.discord.token")
 INTENT_FIX = ("Discord refused the Message Content intent; switch on 'Message Content Intent' in the Developer "
@@ -215,7 +214,8 @@ class DiscordAdapter(PlatformAdapter):
         # fires on_ready only once the servers streamed in) move the cursors past the ones missed meanwhile
         self._read_from = dict(self._cursors)
         self._caught_up = asyncio.Event()
-        client = self.client = _Client(self, intents=intents(), allowed_mentions=NO_PINGS, max_messages=None)
+        client = self.client = _Client(self, intents=intents(), allowed_mentions=NO_PINGS, max_messages=None,
+                                       guild_ready_timeout=s.guild_ready_timeout_seconds)
         try:
             await client.login(s.token)
             if s.base_url:
@@ -250,17 +250,18 @@ class DiscordAdapter(PlatformAdapter):
 
     async def run(self) -> None:
         """Receive until cancelled. discord.py RESUMEs a dropped connection by itself; a session not back
-        within OFFLINE_GRACE is reported (ChannelUnavailable), so the channel shows as retrying and the
-        kit's runner reconnects from scratch (a new session, then the read-back) once Discord answers."""
+        within offline_grace_seconds is reported (ChannelUnavailable), so the channel shows as retrying and
+        the kit's runner reconnects from scratch (a new session, then the read-back) once Discord answers."""
         gateway = self._gateway
         if gateway is None:
             raise ChannelUnavailable("the Discord Gateway is not connected")
+        grace = self.settings.offline_grace_seconds
         while not gateway.done():
             if not await _first(gateway, self._down.wait()):
                 continue
-            if not await _first(gateway, self._up.wait(), timeout=OFFLINE_GRACE) and not gateway.done():
+            if not await _first(gateway, self._up.wait(), timeout=grace) and not gateway.done():
                 raise ChannelUnavailable(f"the Discord Gateway connection was lost and is not back after "
-                                         f"{OFFLINE_GRACE:.0f}s; reconnecting")
+                                         f"{grace:g}s; reconnecting")
         error = self._translate(gateway)
         if error is not None:
             raise error

@@ -35,5 +35,11 @@ class DiscordSettings(AccessSettings):
         "the Gateway address is then asked from its GET /gateway/bot"))
     register_commands: bool = Field(True, description="register /new /stop /status /tasks ... as application commands")
     connect_timeout_seconds: float = Field(60.0, gt=0, description="how long the first Gateway READY may take")
+    guild_ready_timeout_seconds: float = Field(2.0, ge=0, le=60, description=(
+        "after the Gateway's READY, how long to wait for one more server's data before the bot counts as "
+        "ready (discord.py's guild_ready_timeout: a bot in many servers receives them one by one)"))
+    offline_grace_seconds: float = Field(10.0, gt=0, le=600, description=(
+        "how long discord.py may take to RESUME a dropped Gateway connection before the outage is reported "
+        "(the channel shows as retrying and is reconnected from scratch)"))
 
     _base_url = field_validator("base_url")(api_base)

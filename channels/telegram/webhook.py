@@ -29,6 +29,7 @@ from telegram import Bot, Update
 log = logging.getLogger("clawgate.telegram")
 MAX_BODY = 1024 * 1024
 READ_SECONDS = 30.0
+LINGER_SECONDS = 10.0  # aiohttp's default lingering_time
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 
 
@@ -58,8 +59,11 @@ class WebhookServer:
         app.router.add_route("*", "/{tail:.*}", self._serve)
         app.on_response_prepare.append(_no_server_header)
         # aiohttp's keep-alive timer also runs while a request's headers arrive and is not reset by
-        # each byte: a client trickling its headers is closed after read_seconds.
-        runner = web.AppRunner(app, access_log=None, handle_signals=False, keepalive_timeout=self.read_seconds)
+        # each byte: a client trickling its headers is closed after read_seconds. After a refusal, the
+        # unread rest of a body is drained (so the client reads the status, not a reset) for at most
+        # aiohttp's 10 s, and never longer than the body's own read deadline.
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, keepalive_timeout=self.read_seconds,
+                               lingering_time=min(LINGER_SECONDS, self.read_seconds))
         await runner.setup()
         try:
             await web.TCPSite(runner, self.host, self._want_port).start()

@@ -11,6 +11,7 @@ from tests.conformance.harness import PlatformHarness, applies, harness_names, m
 from tests.harness import DaemonProcess
 
 RETRY_BASE = 0.05  # the daemons' send backoff base here (channels.<name>.retry_base_seconds)
+DELIVERY_RETRY = 0.2  # the dispatcher's first retry of an undelivered reply here (channels.delivery_retry_seconds)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -39,7 +40,7 @@ def channel_daemon(platform: PlatformHarness, daemon_factory: Callable[..., Daem
     def make(env: dict[str, str] | None = None, **access: Any) -> DaemonProcess:
         settings: dict[str, Any] = {"owner": [platform.owner], "allow_from": [platform.friend], "dm_policy": "pairing",
                                     "group_policy": "mention", "retry_base_seconds": RETRY_BASE, **access}
-        full = platform.env(**settings)
+        full = {**platform.env(**settings), "CLAWGATE_CHANNELS__DELIVERY_RETRY_SECONDS": str(DELIVERY_RETRY)}
         if platform.python_path():
             full["PYTHONPATH"] = os.pathsep.join(platform.python_path())
         daemon = daemon_factory({**full, **(env or {})})

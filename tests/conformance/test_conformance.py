@@ -11,17 +11,16 @@ import json
 import re
 import sqlite3
 
-from tests.conformance.conftest import RETRY_BASE
+from tests.conformance.conftest import DELIVERY_RETRY, RETRY_BASE
 from tests.conformance.harness import PlatformHarness
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
-from tests.telegram_support import resend_window
 from tests.waiting import wait_past, wait_until
 
 
 def settle_window() -> float:
     """Within this, a reply (or a retry of one) that is going to be sent has been: the dispatcher's first
-    backoff and a send's own retries (RETRY_BASE x (1 + 2 + 4))."""
-    return resend_window() + RETRY_BASE * 7
+    backoff (as the daemons here are configured) and a send's own retries (RETRY_BASE x (1 + 2 + 4))."""
+    return DELIVERY_RETRY + RETRY_BASE * 7
 
 
 def test_a_duplicate_event_is_answered_once(platform: PlatformHarness, channel_daemon, fake_model: FakeAnthropic) -> None:

@@ -32,8 +32,11 @@ def dc_daemon(discord_fake: FakeDiscord, daemon_factory: Callable[..., DaemonPro
     """A daemon wired to the fake Discord; keyword arguments become channels.discord settings."""
 
     def make(env: dict[str, str] | None = None, **settings: Any) -> DaemonProcess:
+        # the fake sends every GUILD_CREATE right after READY: a 0.5 s wait for more is plenty (default 2 s);
+        # a Discord that went away is reported (and reconnected from scratch) after 2 s instead of 10
         values: dict[str, Any] = {"base_url": discord_fake.base_url, "dm_policy": "open",
-                                  "owner": [discord_fake.owner_user["id"]], "retry_base_seconds": 0.05, **settings}
+                                  "owner": [discord_fake.owner_user["id"]], "retry_base_seconds": 0.05,
+                                  "guild_ready_timeout_seconds": 0.5, "offline_grace_seconds": 2, **settings}
         full = {"CLAWGATE_CHANNELS__DISCORD__TOKEN": discord_fake.token, **(env or {})}
         for key, value in values.items():
             full[f"CLAWGATE_CHANNELS__DISCORD__{key.upper()}"] = value if isinstance(value, str) else json.dumps(value)

@@ -116,9 +116,12 @@ def test_port_taken_by_another_program_fails_and_ours_passes(home, daemon_factor
         other.listen()
         code, checks, _ = run_doctor(home)
     assert code == 1 and checks["port"]["status"] == "fail" and "CLAWGATE_GATEWAY__PORT" in checks["port"]["fix"]
+    # the program on the port is not asked for channel states (it would never answer a gateway hello)
+    assert checks["channels"]["detail"].endswith("daemon not running"), checks["channels"]
     running = daemon_factory(home=home.home, init=False)
     code, checks, _ = run_doctor(running)
     assert code == 0 and "this home's gateway" in checks["port"]["detail"], checks["port"]
+    assert checks["channels"]["detail"] == "no chat channel enabled", checks["channels"]  # ours is asked
 
 
 def test_telegram_getme_ok_and_rejected_token(home) -> None:

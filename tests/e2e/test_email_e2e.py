@@ -10,12 +10,14 @@ from __future__ import annotations
 import re
 import time
 
-from tests.email_support import MailWorld, dovecot, mail_daemon, mail_world, plain  # noqa: F401
+from tests.email_support import (DELIVERY_RETRY, RETRY_BASE, MailWorld, dovecot, mail_daemon,  # noqa: F401
+                                  mail_world, plain)
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
 from tests.telegram_support import user_texts
 from tests.waiting import wait_past, wait_until
 
-RESEND_WINDOW = 2.0  # a duplicate would come within the dispatcher's first retry backoffs
+# a duplicate would come within the dispatcher's first retry and a send's own retries (1 + 2 + 4 bases), with room
+RESEND_WINDOW = 2 * (DELIVERY_RETRY + RETRY_BASE * 7)
 
 
 def test_a_chat_threads_its_replies(mail_daemon, mail_world: MailWorld, fake_model: FakeAnthropic) -> None:

@@ -134,7 +134,7 @@ def test_server_errors_are_retried_and_a_failing_chat_does_not_delay_others(tg_d
     telegram.wait_for(lambda: replies(telegram, 1) == ["echo: first"])
     assert sum(1 for name, p in telegram.calls if name == "sendMessage" and p.get("chat_id") == 1) == 3
     # chat 2 waits out a long flood limit; chat 3 is answered meanwhile (before chat 2: order, not a clock)
-    telegram.fail_next("sendMessage", status=429, retry_after=10)
+    telegram.fail_next("sendMessage", status=429, retry_after=5)
     telegram.inject_message(2, "slow lane")
     telegram.wait_for(lambda: any(name == "sendMessage" and p.get("chat_id") == 2 for name, p in telegram.calls))
     telegram.inject_message(3, "fast lane")
@@ -142,6 +142,16 @@ def test_server_errors_are_retried_and_a_failing_chat_does_not_delay_others(tg_d
     telegram.wait_for(lambda: replies(telegram, 2) == ["echo: slow lane"])
     order = [m["chat_id"] for m in telegram.sent if m["chat_id"] in (2, 3)]
     assert order == [3, 2]
+
+
+def test_a_reply_the_channel_gave_up_on_is_retried_after_the_configured_delay(tg_daemon, telegram, fake_model) -> None:
+    daemon = tg_daemon(send_retries=0, env={"CLAWGATE_CHANNELS__DELIVERY_RETRY_SECONDS": "0.3"})
+    telegram.fail_next("sendMessage", status=502)  # the channel's own send: no retries, handed back at once
+    telegram.inject_message(1, "try again")
+    telegram.wait_for(lambda: replies(telegram, 1) == ["echo: try again"])
+    assert sum(1 for name, p in telegram.calls if name == "sendMessage" and p.get("chat_id") == 1) == 2
+    retried = [line for line in daemon.output if "not delivered" in line]
+    assert len(retried) == 1 and "attempt 1, next in 0.3s" in retried[0], retried  # channels.delivery_retry_seconds
 
 
 def test_blocked_by_user_is_permanent_and_not_retried(tg_daemon, telegram, fake_model) -> None:

@@ -52,7 +52,10 @@ class DiscordHarness(PlatformHarness):
             self._db.close()
 
     def env(self, **access: Any) -> dict[str, str]:
-        values = {"base_url": self.fake.base_url, **access}
+        # an outage (stop_server) shows as retrying after 2 s instead of the default 10; the fake sends
+        # every GUILD_CREATE right after READY, so a 0.5 s wait for more is plenty (discord.py's default: 2 s)
+        values = {"base_url": self.fake.base_url, "offline_grace_seconds": 2, "guild_ready_timeout_seconds": 0.5,
+                  **access}
         out = {"CLAWGATE_CHANNELS__DISCORD__TOKEN": self._token}
         for key, value in values.items():
             out[f"CLAWGATE_CHANNELS__DISCORD__{key.upper()}"] = value if isinstance(value, str) else json.dumps(value)

@@ -62,7 +62,9 @@ def fake() -> Iterator[FakeDiscord]:
 
 
 def settings_for(fake: FakeDiscord, **extra: Any) -> DiscordSettings:
-    return DiscordSettings(token=fake.token, base_url=fake.base_url, connect_timeout_seconds=30, **extra)
+    # the fake sends every GUILD_CREATE right after READY: a 0.5 s wait for more is plenty (discord.py's default: 2 s)
+    return DiscordSettings(token=fake.token, base_url=fake.base_url, connect_timeout_seconds=30,
+                           **{"guild_ready_timeout_seconds": 0.5, **extra})
 
 
 @pytest.fixture

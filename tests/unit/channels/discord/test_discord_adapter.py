@@ -275,7 +275,8 @@ async def test_a_failing_intake_is_retried_in_order_before_the_cursor_moves(fake
 
 async def test_a_short_drop_is_resumed_and_an_outage_is_reported(fake: FakeDiscord) -> None:
     kit = RecordingKit(fake.owner_user["id"])
-    adapter = DiscordAdapter(settings_for(fake), kit)
+    # the grace shortened from 10 s, still well above a RESUME's time on a loaded machine
+    adapter = DiscordAdapter(settings_for(fake, offline_grace_seconds=4), kit)
     await adapter.connect()
     runner = asyncio.create_task(adapter.run())
     try:
