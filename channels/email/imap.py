@@ -24,6 +24,7 @@ from .settings import EmailSettings
 
 T = TypeVar("T")
 SLICE_SECONDS = 1.0  # how often a wait in IDLE looks at the stop flag
+QUICK_EMPTY_CHECKS = 3  # IDLE checks in a row that returned at once and empty: the connection is gone
 
 
 class MailboxAuthError(Exception):
@@ -168,10 +169,17 @@ class Mailbox:
         # (MailboxUnavailable), after which the mail is found from the saved cursor.
         client.idle()
         deadline = time.monotonic() + self.settings.idle_seconds
+        quick = 0
         try:
             while not self._stop.is_set() and time.monotonic() < deadline:
+                started = time.monotonic()
                 if client.idle_check(timeout=SLICE_SECONDS):
                     return
+                # imapclient swallows the end of the connection and returns nothing at once: a wait that
+                # did not wait, three times in a row, is a connection the server closed (else a busy loop)
+                quick = quick + 1 if time.monotonic() - started < SLICE_SECONDS / 10 else 0
+                if quick >= QUICK_EMPTY_CHECKS:
+                    raise MailboxUnavailable("the IMAP server closed the connection")
         finally:
             _quietly(client.idle_done)
 

@@ -125,6 +125,30 @@ async def test_a_disconnect_ends_a_wait_in_idle_promptly(dovecot: Dovecot, bot: 
     await asyncio.wait_for(asyncio.gather(waiting, return_exceptions=True), 30)
 
 
+
+async def test_a_connection_the_server_drops_during_idle_ends_the_wait_as_unavailable(dovecot: Dovecot, bot: str) -> None:
+    """The server's process for this session dies: the wait ends at once as a lost connection (retried with
+    backoff), not a busy loop until idle_seconds ran out."""
+    import psutil
+
+    box = Mailbox(settings_for(dovecot, bot, idle_seconds=1700))
+    await box.connect()
+    try:
+        waiting = asyncio.create_task(box.wait())
+        master = psutil.Process(dovecot.proc.pid)  # type: ignore[union-attr]
+        sessions = await wait_until_async(
+            lambda: [p for p in master.children(recursive=True) if p.name() == "imap"] or None,
+            "the server's process for the IMAP session")
+        # in IDLE: the server accepted it (imapclient keeps the command's tag while IDLE lasts)
+        await wait_until_async(lambda: getattr(box.client, "_idle_tag", None) is not None, "the wait in IDLE")
+        assert not waiting.done()
+        for process in sessions:
+            process.kill()
+        with pytest.raises(MailboxUnavailable):  # "closed the connection" (or, killed before IDLE was accepted, EOF)
+            await asyncio.wait_for(waiting, 60)
+    finally:
+        await box.disconnect()
+
 async def test_wrong_password_is_an_auth_error_naming_the_fix(dovecot: Dovecot, bot: str) -> None:
     box = Mailbox(settings_for(dovecot, bot, password="wrong"))
     with pytest.raises(MailboxAuthError, match="app password"):
