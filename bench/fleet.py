@@ -315,9 +315,20 @@ def main() -> None:
                                      f"one instant, {args.model_latency * 1000:.0f} ms model", f"{pct(over, 0.5):.0f} ms", ""))
                         rows.append(("  the same, p99", f"{pct(over, 0.99):.0f} ms", "< 50 ms"))
                     for rate in paced_rates if "paced" in want else ():
+                        # every message opens a new session (costlier than the throughput rows' next message
+                        # in a known one), and at a low rate nothing is batched: how busy the cores were says
+                        # how close to the machine's limit a rate is
+                        meter = CpuMeter({"workers": [p.proc.pid for p in fleet.procs if p.proc],
+                                          "redis": [server.proc.pid] if server.proc else [], "model": [slow.pid],
+                                          "clients": [os.getpid()]})
+                        meter.start()
+                        started = time.perf_counter()
                         over, lost = asyncio.run(paced(urls, args.slow_sessions, rate, args.model_latency))
-                        load = f", {rate / rates[3]:.0%} of the 3-process throughput above" if 3 in rates else ""
-                        rows.append((f"paced: {args.slow_sessions} sessions at {rate:g} msg/s{load}, "
+                        meter.stop()
+                        busy = sum(meter.used.values()) / (time.perf_counter() - started)
+                        cost, _ = meter.per_message(args.slow_sessions)
+                        rows.append((f"paced: {args.slow_sessions} sessions at {rate:g} msg/s (the bench's parts kept "
+                                     f"{busy / (os.cpu_count() or 1):.0%} of the cores busy, {cost} CPU per message), "
                                      f"{args.model_latency * 1000:.0f} ms model, overhead p50 / p95 / p99",
                                      f"{pct(over, 0.5):.0f} / {pct(over, 0.95):.0f} / {pct(over, 0.99):.0f} ms",
                                      "p99 < 50 ms" + (f"; {lost} replies missing" if lost else "")))
