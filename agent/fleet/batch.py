@@ -16,6 +16,7 @@ script (the fencing check included); batching changes when it is sent, never wha
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 from typing import Any, Callable
@@ -31,7 +32,9 @@ Then = Callable[[Any], Any]
 Call = tuple[str, list[str], list[Any], "asyncio.Future[Any] | None", "Then | None"]
 
 
+@functools.lru_cache(maxsize=32)
 def sha1(body: str) -> str:
+    """The name Redis knows a script by (computed once per script, not per call)."""
     return hashlib.sha1(body.encode()).hexdigest()
 
 
