@@ -100,8 +100,8 @@ class Batcher:
                 again = await self._execute([batch[i] for i in missing])
                 for i, result in zip(missing, again):
                     results[i] = result
-        except (redis.RedisError, OSError) as exc:  # past the client's retries: every caller of the batch learns it
-            results = [exc] * len(batch)
+        except Exception as exc:  # Redis unreachable past the retries, or anything else: every caller learns it
+            results = [exc] * len(batch)  # (never left waiting: a run awaiting its attempt count would hang)
         for (_, _, _, future, then), result in zip(batch, results):
             if then is not None and not isinstance(result, Exception):
                 try:
