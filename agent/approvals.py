@@ -60,6 +60,10 @@ class ApprovalBroker:
             how = "approved" if approved else "denied"
         except asyncio.TimeoutError:
             approved, how = False, "timeout"
+        except asyncio.CancelledError:  # the run stopped: nobody waits for this answer any more
+            self.events.emit("approval_result", session=request.session_key, id=request.id, approved=False,
+                             how="stopped")
+            raise
         finally:
             self._pending.pop(request.id, None)
         log.info("approval %s: %s", request.id, how)

@@ -112,8 +112,7 @@ class App:
         self.drift_restore, self.embedder = watch.drift_restore, watch.embedder
         self.subagents, self.mcp, self.triggers = producers.subagents, producers.mcp, producers.triggers
         self._describe_status(state)
-        if self.fleet is not None:
-            fleet.wire(self, self.fleet)
+        self.fleet_recovery = fleet.wire(self, self.fleet) if self.fleet is not None else None
         self._core: list[asyncio.Task[Any]] = []
         self._stopped = asyncio.Event()
         self.failed = False
@@ -181,7 +180,9 @@ class App:
         pruned = self.bus.prune(self.settings.state.keep_days)
         if pruned:
             log.info("forgot %d answered/delivered queue row(s) older than %g days", pruned, self.settings.state.keep_days)
-        if self.settings.checkpoints.enabled:
+        # a fleet's processes share the checkpoint store: one prunes it (at most hourly), not each
+        if self.settings.checkpoints.enabled and (self.fleet is None or self.fleet.claim("checkpoints-prune",
+                                                                                       fleet.PRUNE_CLAIM_SECONDS)):
             self.checkpoints.prune()
         if self.fleet is not None:  # before the loop: it stops after the turns ended, and hands its partitions back
             stack.callback(self.fleet.close)
@@ -192,19 +193,12 @@ class App:
             log.info("removed %d stored file(s) no pending reply names", orphans)
         if inbound or outbound:
             log.info("recovered %d unanswered message(s) and %d undelivered repl(ies) from before the restart", inbound, outbound)
-        if self.drift_restore is not None and (settled := self.drift_restore.recover()):  # before tasks resume
-            log.info("finished %d drift restore(s) interrupted by the restart: %s", len(settled), ", ".join(settled))
-        # in a fleet, a task's run resumes where its partition's pending entry is claimed (agent/fleet/bus.py)
-        resumed = [] if self.fleet is not None else resume_tasks(state.tasks, state.sessions, self.bus,
-                                                                  max_resumes=self.settings.agent.max_task_resumes)
-        if resumed:
-            log.info("resuming %d interrupted task(s): %s", len(resumed), ", ".join(resumed))
-        if children := self.subagents.resume():
-            log.info("resuming %d background sub-agent(s): %s", len(children), ", ".join(children))
-        interrupted = self.background.recover()
-        if interrupted:
-            log.warning("background job(s) %s were running when the daemon stopped; their sessions are told "
-                        "the outcome is unknown (not re-run)", ", ".join(interrupted))
+        # in a fleet, a task's run resumes where its partition's pending entry is claimed (agent/fleet/bus.py),
+        # and the rest of a partition's recovery runs on the worker that takes it (gateway/fleet.py)
+        if self.fleet_recovery is None:
+            self.recover(None)
+        else:
+            self.fleet_recovery.arm()
         stack.push_async_callback(self.background.close)  # after the turns stopped (the stack unwinds in reverse)
         await self.mcp.start()  # before the loop: replayed messages see the servers' tools
         stack.push_async_callback(_quietly, "mcp servers stop", self.mcp.stop)
@@ -223,6 +217,23 @@ class App:
         self.triggers.start()  # last: overdue cron runs fire into a fully started daemon
         stack.callback(self.triggers.stop)
         self._write_pid(stack)
+
+    def recover(self, include: Callable[[str], bool] | None) -> None:
+        """What a restart left behind, for the sessions `include` names (None: all, a lone process):
+        drift restores finished, tasks, sub-agents and background jobs resumed or reported, once."""
+        if self.drift_restore is not None and (settled := self.drift_restore.recover(include)):  # before tasks resume
+            log.info("finished %d drift restore(s) interrupted by the restart: %s", len(settled), ", ".join(settled))
+        resumed = [] if self.fleet is not None else resume_tasks(self.state.tasks, self.state.sessions, self.bus,
+                                                                  max_resumes=self.settings.agent.max_task_resumes)
+        if resumed:
+            log.info("resuming %d interrupted task(s): %s", len(resumed), ", ".join(resumed))
+        every: Callable[[str], bool] = include or (lambda session: True)
+        if children := self.subagents.resume(every):
+            log.info("resuming %d background sub-agent(s): %s", len(children), ", ".join(children))
+        interrupted = self.background.recover(every)
+        if interrupted:
+            log.warning("background job(s) %s were running when the daemon stopped; their sessions are told "
+                        "the outcome is unknown (not re-run)", ", ".join(interrupted))
 
     def _write_pid(self, stack: AsyncExitStack) -> None:
         """For people and scripts; the single-instance guarantee is the lock (gateway/instance.py)."""

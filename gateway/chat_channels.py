@@ -30,7 +30,9 @@ def channel_services(services: Services, settings: ChannelSettings, *, workspace
         intake=services.intake,
         commands=lambda name, key, args, user: commands.handle(name, key, args, user=user),
         command_list=list(COMMANDS), check_session_key=check_session_key,
-        resolve_approval=services.approvals.resolve, events=services.events, busy=services.sessions.busy,
+        # late-bound: a fleet replaces approvals.resolve with one that reaches the run's process
+        resolve_approval=lambda approval_id, approved: services.approvals.resolve(approval_id, approved),
+        events=services.events, busy=services.sessions.busy,
         workspace=workspace, workspaces=workspaces, owner_shared_session=settings.owner_shared_session)
 
 

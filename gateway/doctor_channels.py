@@ -1,6 +1,6 @@
 """The chat channels' checks for `clawgate doctor`: every `[channels.<name>]` section names an installed
 channel and validates against its adapter's settings, and, when a daemon runs, each enabled channel's
-state there (running / retrying / failed with the reason)."""
+state there (running / standby in a fleet / retrying / failed with the reason)."""
 
 from __future__ import annotations
 
@@ -49,6 +49,8 @@ def check_channels(paths: Paths, settings: Settings,
         what, reason = state.get("state"), state.get("reason") or ""
         if what == "running":
             out.append((f"ch {name}", "ok", "running" + (f" as {state['bot']}" if state.get("bot") else ""), ""))
+        elif what == "standby":  # a fleet: another process holds this bot's connection; sends go through it
+            out.append((f"ch {name}", "ok", f"standby ({reason})", ""))
         elif what == "failed":
             out.append((f"ch {name}", "fail", f"failed: {reason}", f"fix channels.{name} as it says, then restart"))
         else:

@@ -5,13 +5,15 @@ None and the daemon is the single process it always was. With it, `build` reache
 raises FleetUnavailable: one line, the daemon does not start) and `wire` connects the parts the
 App built to the fleet: the session log and task store refuse writes for partitions this worker
 no longer holds, runs of lost partitions stop, connections that may exist once per bot run under
-a singleton lease, cron and heartbeat runs are claimed once across the fleet.
+a singleton lease, cron and heartbeat runs are claimed once across the fleet, what a restart left
+behind is recovered per partition by the worker that takes it (PartitionRecovery), and pending
+approvals are listed and answered fleet-wide.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from clawgate.agent.bus import OutboundMessage
 from clawgate.channels.base import Channel
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
     from .app import App
 
 log = logging.getLogger("clawgate.fleet")
+PRUNE_CLAIM_SECONDS = 3600.0  # the checkpoint prune at start: once per fleet per hour, sparing younger files
 
 
 def build(settings: Settings) -> "FleetNode | None":
@@ -34,53 +37,150 @@ def build(settings: Settings) -> "FleetNode | None":
     return FleetNode(settings.fleet, keep_days=settings.state.keep_days, port=settings.gateway.port)
 
 
-def wire(app: "App", node: "FleetNode") -> None:
+def wire(app: "App", node: "FleetNode") -> "PartitionRecovery":
+    """Returns the per-partition recovery, armed by the app where a lone process recovers everything."""
     app.state.sessions.guard = node.guard
     app.state.tasks.guard = node.guard
     node.stop_sessions = lambda keys: _stop(app, keys)
-    gained = node.partitions.on_gained
+    recovery = PartitionRecovery(app, node)
+    gained, lost, busy = node.partitions.on_gained, node.partitions.on_lost, node.partitions.busy
 
     def on_gained(n: int, lease: Any) -> None:
-        """Sessions of a partition another worker had may have moved on: read them again."""
+        """Sessions of a partition another worker had may have moved on: read them again, then
+        finish what a restart (or the worker's death) left of them, here and only here."""
         for key in app.state.sessions.loaded_keys():
             if node.bus.partition(key) == n and not app.loop.busy(key):
                 app.state.sessions.forget(key)
         app.state.tasks.reload()
         gained(n, lease)
+        recovery.gained(n)
 
-    node.partitions.on_gained = on_gained
+    def on_lost(n: int) -> None:
+        lost(n)
+        recovery.lost(n)
+
+    node.partitions.on_gained, node.partitions.on_lost = on_gained, on_lost
+    node.partitions.busy = lambda n: busy(n) or recovery.busy(n)
+    node.partitions.lasting = recovery.busy
+    app.background.index.share()  # each process keeps the entries of its partitions' sessions
+    app.checkpoints.collect_grace_seconds = PRUNE_CLAIM_SECONDS  # others write snapshots while one collects
     app.loop.skip_if.append(lambda session, msg: node.bus.stale(msg.id))
     for channel in app.channels.values():  # a chat channel's adapter reaches it through its kit
         channel.exclusive = node.singletons.hold
         if (kit := getattr(channel, "kit", None)) is not None:
             kit.exclusive = node.singletons.hold
     app.triggers.cron.claim = lambda what: node.claim(f"cron:{what}", 86400)
+    app.triggers.cron.fleet_start = lambda: node.fleet_started  # @reboot: once per start of the fleet
     node.periodic.append(app.triggers.cron.resync)  # a job added or changed on another process
     app.triggers.heartbeat.claim = lambda what: node.claim(what, max(60.0, app.settings.heartbeat.interval_seconds * 2))
     app.services.status.add("fleet", node.status)
     _relay(app, node)
+    _singletons(app, node)
+    return recovery
+
+
+class PartitionRecovery:
+    """A restart's recovery (drift restores, background sub-agents, background jobs: App.recover) for
+    the sessions of one partition, on the worker that takes it, once: not on every process of the
+    fleet. Partitions taken before the app reaches its recovery point wait for it (`arm`); what was
+    started for a partition stops here when the partition is lost, and its next holder recovers it."""
+
+    def __init__(self, app: "App", node: "FleetNode") -> None:
+        self.app, self.node = app, node
+        self.armed = False
+        self.waiting: list[int] = []
+
+    def of(self, n: int) -> Callable[[str], bool]:
+        """The sessions of partition n (a sub-agent's go with its parent's)."""
+        return lambda key: self.node.bus.partition(key) == n
+
+    def gained(self, n: int) -> None:
+        if self.armed:
+            self.recover(n)
+        else:
+            self.waiting.append(n)
+
+    def arm(self) -> None:
+        """The app is at the point where a lone process recovers: recover the partitions held so far."""
+        self.armed = True
+        waiting, self.waiting = self.waiting, []
+        for n in waiting:
+            if self.node.partitions.lease_of(n) is not None:
+                self.recover(n)
+
+    def recover(self, n: int) -> None:
+        try:
+            self.app.recover(self.of(n))
+        except Exception:  # one partition's leftovers must not stop the worker; the next holder tries again
+            log.exception("fleet: recovery of partition %d failed", n)
+
+    def lost(self, n: int) -> None:
+        if n in self.waiting:
+            self.waiting.remove(n)
+        jobs = self.app.background.release(self.of(n))
+        children = self.app.subagents.release(self.of(n))
+        if jobs or children:
+            log.warning("fleet: stopped background work of partition %d here (%s): its partition moved to another "
+                        "worker, which reports or resumes it", n, ", ".join(jobs + children))
+
+    def busy(self, n: int) -> bool:
+        """Background work of partition n running here: the partition is not handed over while it runs."""
+        of = self.of(n)
+        return (any(of(job["session"]) for job in self.app.background.running())
+                or any(of(key) for key in self.app.subagents.running()))
+
+
+def _singletons(app: "App", node: "FleetNode") -> None:
+    """A chat channel's once-per-bot connection runs in one process (its kit's `exclusive`, set above);
+    the others forward their platform calls to it, and learn of its approval prompts for their runs so
+    a press or `/approve` arriving there is taken (docs/fleet.md "Singletons")."""
+    from clawgate.agent.fleet.calls import Calls
+
+    calls = Calls(node.r, node.keys, node.node, node.ttl)
+    kits = [kit for channel in app.channels.values() if (kit := getattr(channel, "kit", None)) is not None]
+    for kit in kits:
+        kit.forward = calls
+        # "typing…" goes on while the session's message waits for its answer anywhere in the fleet: the
+        # process that took it in keeps it up while another process runs the turn
+        kit.progress.busy = _busy_in_fleet(kit.progress.busy, node)
+    app.services.status.add("fleetCalls", lambda: {"forwarded": calls.forwarded, "served": calls.served})
+    relayed = node.relay.on_event
+
+    def on_event(event: dict[str, Any]) -> None:
+        relayed(event)
+        for kit in kits:
+            kit.prompts.on_remote_event(event)
+
+    node.relay.on_event = on_event
+
+
+def _busy_in_fleet(here: Callable[[str], bool], node: "FleetNode") -> Callable[[str], bool]:
+    def busy(key: str) -> bool:
+        if here(key):
+            return True
+        try:
+            return node.bus.has_unanswered(key)
+        except Exception as exc:  # Redis away: typing stops; the reply still comes
+            log.debug("fleet: cannot tell whether %s is answered (%s)", key, exc)
+            return False
+    return busy
 
 
 def _relay(app: "App", node: "FleetNode") -> None:
     """Runs on any worker, clients on any process: events, replies and control cross over."""
+    from clawgate.agent.fleet.approvals import SharedApprovals  # redis only in fleet mode
+
     relay, server = node.relay, app.server
     app.state.events.subscribe(relay.event)
-    remote_approvals: set[str] = set()
-
-    def on_event(event: dict[str, Any]) -> None:
-        if event.get("type") == "approval_request":
-            remote_approvals.add(str(event["request"]["id"]))
-        elif event.get("type") == "approval_result":
-            remote_approvals.discard(str(event.get("id")))
-        server.on_event(event)
-
-    relay.on_event = on_event
+    shared = SharedApprovals(node.sync, node.keys.approvals, node.keys.nodes, node.node, app.services.approvals.timeout)
+    app.state.events.subscribe(shared.on_event)
+    relay.on_event = server.on_event
     relay.on_chat = lambda target, payload: server.broadcast("chat", payload, target) and None
     gateway = app.channels.get("gateway")
     if isinstance(gateway, GatewayChatChannel):
         app.channels["gateway"] = RelayedGatewayChat(gateway, node)
     control, approvals = app.services.sessions, app.services.approvals
-    local_stop, local_resolve = control.stop, approvals.resolve
+    local_stop, local_resolve, local_pending = control.stop, approvals.resolve, approvals.pending
 
     def stop(key: str) -> bool:
         """Here, or on the worker running it."""
@@ -93,12 +193,20 @@ def _relay(app: "App", node: "FleetNode") -> None:
         return True
 
     def resolve(approval_id: str, approved: bool) -> bool:
+        """Here, or relayed to the worker whose run waits for it (found in the shared list)."""
         if local_resolve(approval_id, approved):
             return True
-        if approval_id not in remote_approvals:
+        holder = shared.holder(approval_id)
+        if holder is None or holder == node.node:
             return False
         relay.control(op="approve", id=approval_id, approved=approved)
         return True
+
+    def pending() -> list[dict[str, Any]]:
+        """Every worker's (approvals.list and the web page's approvals panel on any process)."""
+        here = local_pending()
+        known = {str(request["id"]) for request in here}
+        return here + [request for request in shared.pending() if str(request["id"]) not in known]
 
     def on_control(message: dict[str, Any]) -> None:
         if message.get("op") == "stop":
@@ -108,7 +216,7 @@ def _relay(app: "App", node: "FleetNode") -> None:
         elif message.get("op") == "approve":
             local_resolve(str(message.get("id")), bool(message.get("approved")))
 
-    control.stop, approvals.resolve = stop, resolve  # type: ignore[method-assign]
+    control.stop, approvals.resolve, approvals.pending = stop, resolve, pending  # type: ignore[method-assign]
     relay.on_control = on_control
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 from clawgate.agent.core.durability import Durability
-from clawgate.agent.core.statedb import open_state_db
+from clawgate.agent.core.statedb import durable_file, open_state_db
 
 from .bus import MessageBus
 from .messages import InboundMessage, OutboundMessage
@@ -32,7 +32,7 @@ class SqliteBus(MessageBus):
     def __init__(self, db: sqlite3.Connection, durability: Durability | None = None) -> None:
         self._db = db
         self._durability = durability
-        self._wal = db.execute("PRAGMA database_list").fetchone()[2] + "-wal"
+        self._wal = durable_file(db)
         self._inbound: asyncio.Queue[InboundMessage] = asyncio.Queue()
         self._outbound: asyncio.Queue[OutboundMessage] = asyncio.Queue()
 

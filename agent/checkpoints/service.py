@@ -88,6 +88,8 @@ class CheckpointService:
         self.snapshot_sources: dict[str, Callable[[str], Any]] = {}
         self._tracks: dict[str, _Track] = {}
         self._branch_points: dict[str, set[str]] = {}  # session -> checkpoints its live log branched from
+        # a fleet's processes share the store: blobs and trees younger than this survive a collection
+        self.collect_grace_seconds = 0.0
 
     # creation (a session observer) ---------------------------------------------------------
     def on_append(self, session: Session, record: Record) -> None:
@@ -567,7 +569,7 @@ class CheckpointService:
             trees = {str(c.snapshot.get("workspace")) for c in self.store.all()} | self.effects.trees()
             # one content store for every person's workspace: each one's latest tree is a base to keep
             trees |= {tree for files in self._stores.values() if (tree := files.latest)}
-            self.workspace.collect(trees)
+            self.workspace.collect(trees, min_age_seconds=self.collect_grace_seconds)
             log.info("pruned %d old checkpoint(s)", len(removed))
         return removed
 

@@ -24,7 +24,7 @@ from urllib.parse import unquote
 
 from ..core.durability import Durability
 from ..core.schema import CHECKPOINTS
-from ..core.statedb import open_state_db
+from ..core.statedb import durable_file, open_state_db
 from .model import Checkpoint, CheckpointRefused, decode, encode
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ class CheckpointStore:
         # without one (offline commands) every commit is fsynced by SQLite itself.
         self.durability = durability if fsync else None
         self._db = open_state_db(self.path, fsync=fsync and durability is None, repair=repair, schema=CHECKPOINTS)
-        self._wal = str(self.path) + "-wal"
+        self._wal = durable_file(self._db)
         self._import_files(folder / "sessions")
 
     def close(self) -> None:

@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import stat
+import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -280,9 +281,12 @@ class WorkspaceStore:
                 folder = os.path.dirname(folder)
 
     # garbage collection --------------------------------------------------------------------
-    def collect(self, live_trees: set[str]) -> int:
-        """Delete trees no checkpoint names and blobs no kept tree names; returns files removed."""
+    def collect(self, live_trees: set[str], *, min_age_seconds: float = 0.0) -> int:
+        """Delete trees no checkpoint names and blobs no kept tree names; returns files removed.
+        `min_age_seconds`: files younger than this stay (another process sharing the folder may be
+        writing a snapshot whose checkpoint it has not recorded yet)."""
         removed = 0
+        cutoff = time.time() - min_age_seconds if min_age_seconds > 0 else float("inf")
         blobs: set[str] = set()
         keep: set[str] = set()
         for sha in live_trees | ({self._last[0]} if self._last else set()):  # a kept tree needs its whole chain of bases
@@ -296,14 +300,23 @@ class WorkspaceStore:
                 blobs.update(str(e[0]) for e in entries.values() if e and e[0] != "link")
                 sha = str(data.get("base") or "")
         for path in list(self.trees.glob("*.json.z")) if self.trees.exists() else []:
-            if path.name[: -len(".json.z")] not in keep:
+            if path.name[: -len(".json.z")] not in keep and _older(path, cutoff):
                 path.unlink(missing_ok=True)
                 removed += 1
         for path in list(self.objects.glob("*/*")) if self.objects.exists() else []:
-            if path.parent.name + path.name not in blobs and not path.name.startswith("."):
+            if path.parent.name + path.name not in blobs and not path.name.startswith(".") and _older(path, cutoff):
                 path.unlink(missing_ok=True)
                 removed += 1
         return removed
+
+
+def _older(path: Path, cutoff: float) -> bool:
+    if cutoff == float("inf"):
+        return True
+    try:
+        return path.stat().st_mtime < cutoff
+    except FileNotFoundError:
+        return False
 
 
 def _put_link(loc: Location, target: str) -> None:

@@ -2,7 +2,8 @@
 
 Every owner of a table opens the file here, so all connections share one set of settings:
 busy_timeout first (so the pragmas below wait for another process instead of failing), a
-refusal of files a newer clawgate wrote (before anything is changed), WAL, `synchronous` from
+refusal of files a newer clawgate wrote (before anything is changed), WAL (the rollback journal
+when the file is on a network filesystem: a fleet spread over hosts, filesystems.py), `synchronous` from
 `state.fsync`, a quick_check, and then the file's schema brought up to date (schema.py): the
 stores only query.
 
@@ -19,6 +20,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+from .filesystems import on_network_filesystem
 from .schema import STATE, Schema, SchemaTooNew, migrate, refuse_newer
 
 log = logging.getLogger(__name__)
@@ -74,7 +76,7 @@ def _open(path: Path, fsync: bool, schema: Schema, migrate_schema: bool) -> sqli
     try:
         db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")  # first: the pragmas below may need to wait
         refuse_newer(db, schema, path)  # before WAL or anything else could change a newer file
-        db.execute("PRAGMA journal_mode=WAL")
+        db.execute(f"PRAGMA journal_mode={journal_mode(path)}")
         # FULL fsyncs the WAL on each commit (power-loss safe); NORMAL is process-crash safe.
         db.execute(f"PRAGMA synchronous={'FULL' if fsync else 'NORMAL'}")
         result = db.execute("PRAGMA quick_check").fetchone()[0]
@@ -98,6 +100,30 @@ def _open(path: Path, fsync: bool, schema: Schema, migrate_schema: bool) -> sqli
         if file.exists():
             file.chmod(0o600)
     return db
+
+
+_told: set[str] = set()
+
+
+def journal_mode(path: Path) -> str:
+    """WAL on a local filesystem; DELETE (the rollback journal) on a network one, where processes on
+    other hosts may open the file and cannot share WAL's memory-mapped index."""
+    network = on_network_filesystem(path.parent)
+    if network is None:
+        return "WAL"
+    if str(path) not in _told:
+        _told.add(str(path))
+        log.info("%s is on a network filesystem (%s): using the rollback journal, which works across hosts; "
+                 "WAL needs every process on one host", path.name, network)
+    return "DELETE"
+
+
+def durable_file(db: sqlite3.Connection) -> str:
+    """The file a commit lands in, for the group-commit barrier to fsync: the WAL, or the database
+    itself under the rollback journal."""
+    path = db.execute("PRAGMA database_list").fetchone()[2]
+    wal = str(db.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal"
+    return path + "-wal" if wal else path
 
 
 def _is_corrupt(exc: sqlite3.DatabaseError) -> bool:

@@ -77,6 +77,10 @@ class Keys:
     def events(self) -> str:
         return f"{self.prefix}:events"
 
+    @property
+    def approvals(self) -> str:
+        return f"{self.prefix}:approvals"
+
 
 def partition_lease(n: int) -> str:
     return f"p{n}"

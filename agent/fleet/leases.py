@@ -109,6 +109,8 @@ class Partitions:
         self.held: dict[int, Lease] = {}
         self.draining: set[int] = set()
         self.on_gained, self.on_lost, self.busy = on_gained, on_lost, busy
+        # work of partition n here that outlasts a turn (a background job): such partitions are handed over last
+        self.lasting: Callable[[int], bool] = lambda n: False
         self.live_nodes: list[str] = []
         self._offset = zlib.crc32(leases.node.encode()) % partitions
 
@@ -167,8 +169,8 @@ class Partitions:
 
     async def _hand_over(self, extra: int) -> None:
         """Stop reading `extra` partitions; release those with no local work left."""
-        while len(self.draining) < extra:
-            candidates = [n for n in sorted(self.held, reverse=True) if n not in self.draining]
+        while len(self.draining) < extra:  # long work last: a draining partition is not read until it is idle
+            candidates = sorted((n for n in self.held if n not in self.draining), key=lambda n: (self.lasting(n), -n))
             if not candidates:
                 break
             self.draining.add(candidates[0])

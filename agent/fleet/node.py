@@ -25,6 +25,18 @@ from .leases import LeaseClient, Partitions, Singletons
 from .relay import Relay
 
 log = logging.getLogger("clawgate.fleet")
+# Join the fleet's list of live workers; when none was alive, this is a new start of the fleet.
+# Returns the fleet's start (ms, Redis's clock): what @reboot cron jobs count as the daemon's start.
+JOIN = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[2], 'started') == 0 then
+  redis.call('HSET', KEYS[2], 'started', now)
+end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+return redis.call('HGET', KEYS[2], 'started')
+"""
 
 
 class FleetNode:
@@ -54,6 +66,7 @@ class FleetNode:
         self.periodic: list[Callable[[], Any]] = []
         self._tasks: list[asyncio.Task[Any]] = []
         self._started = time.time()
+        self.fleet_started = 0.0  # when the fleet (not this process) started, set by `start` (epoch seconds)
 
     def _create(self, wanted: int) -> int:
         """P is fixed when the fleet is created (the first process) and read by every later one."""
@@ -97,6 +110,8 @@ class FleetNode:
 
     # lifecycle --------------------------------------------------------------------------------
     async def start(self) -> None:
+        started = await self.r.eval(JOIN, 2, self.keys.nodes, self.keys.meta, self.node, int(self.ttl * 1000))
+        self.fleet_started = int(started) / 1000
         await self._register()
         self._tasks = [asyncio.create_task(self.partitions.run(self._register), name="fleet-leases"),
                        asyncio.create_task(self.bus.read_inbound(), name="fleet-inbound"),

@@ -159,7 +159,7 @@ class BackgroundJobs:
                 end = _end_record(session, entry.id)
                 text = end["text"] if end else f"[runtime] Background job {entry.id} ({entry.summary}) ended; its result was lost."
                 session.append("note", durable=True, text=text, job=entry.id)
-            del self.index.jobs[entry.id]
+            self.index.drop(entry.id)
         self.index.save()
 
     def skip_wake(self, session: Session, msg: InboundMessage) -> bool:
@@ -211,15 +211,19 @@ class BackgroundJobs:
             job.task.cancel()
         if forget:
             for entry in [e for e in self.index.jobs.values() if e.session == session_key]:
-                del self.index.jobs[entry.id]
+                self.index.drop(entry.id)
             self.index.save()
         return [job.entry.id for job in cancelled]
 
     # restart and shutdown -----------------------------------------------------------------------
-    def recover(self) -> list[str]:
-        """On start: report jobs a crash interrupted, wake sessions with undelivered results."""
+    def recover(self, include: Callable[[str], bool] = lambda session: True) -> list[str]:
+        """On start: report jobs a crash interrupted, wake sessions with undelivered results.
+        `include`: the sessions to recover (a fleet's worker: those of a partition it just took)."""
+        self.index.take(include)
         reported: list[str] = []
-        for entry in list(self.index.jobs.values()):
+        for entry in [e for e in self.index.jobs.values() if include(e.session)]:
+            if entry.id in self._running:
+                continue  # running here (a partition taken back): nothing was interrupted
             if entry.state == "running":
                 how = "stopped or crashed"
                 if kill_leftover(entry):
@@ -232,12 +236,24 @@ class BackgroundJobs:
                                  summary=entry.summary, status="interrupted", exit=None, duration_ms=None)
                 reported.append(entry.id)
             elif self.sessions.exists(entry.session) and _noted(self.sessions.get(entry.session), entry.id):
-                del self.index.jobs[entry.id]  # delivered just before the crash; only the index lagged
+                self.index.drop(entry.id)  # delivered just before the crash; only the index lagged
                 continue
             if not entry.quiet:
                 self._wake(entry)
         self.index.save()
         return reported
+
+    def release(self, include: Callable[[str], bool]) -> list[str]:
+        """These sessions' work moved to another process (a fleet's partition was lost): stop their
+        jobs here without recording anything (this process may no longer write for them); the next
+        holder finds them in the index and reports them as interrupted. Returns the ids."""
+        stopped = [job for job in self._running.values() if include(job.entry.session)]
+        for job in stopped:
+            self._running.pop(job.entry.id, None)
+            job.task.cancel()  # kills its process as the task unwinds
+        for entry in self.index.release(include):
+            self._woken.discard(entry.id)
+        return [job.entry.id for job in stopped]
 
     async def close(self) -> None:
         """At shutdown: kill the jobs, record them as interrupted; the next start wakes their sessions."""

@@ -128,6 +128,7 @@ class Subagents:
         self._loops: dict[int, AgentLoop] = {}
         self._slots: dict[int, asyncio.Semaphore] = {}
         self._background: dict[str, asyncio.Task[None]] = {}
+        self._parents: dict[str, str] = {}  # background child -> its parent session
 
     # budgets -----------------------------------------------------------------------------
     def budget(self, turns: int | None, tokens: int | None) -> tuple[int, int]:
@@ -184,19 +185,37 @@ class Subagents:
             atomic_write_text(path, json.dumps(asdict(spec)), fsync=self.fsync)
         self._launch(spec, path)
 
-    def resume(self) -> list[str]:
-        """On start: continue every background child that has not reported yet."""
+    def resume(self, include: Callable[[str], bool] = lambda session: True) -> list[str]:
+        """On start: continue every background child that has not reported yet. `include`: the
+        parent sessions to resume for (a fleet's worker: those of a partition it just took)."""
         resumed = []
         for path in sorted(self.pending.glob("sub-*.json")) if self.pending.is_dir() else []:
             try:
                 spec = ChildSpec(**json.loads(path.read_text()))
+            except FileNotFoundError:
+                continue  # reported meanwhile by the process running it
             except (OSError, ValueError, TypeError) as exc:
                 log.error("background sub-agent file %s is unreadable (%s); moved aside", path, exc)
                 path.rename(path.with_suffix(".corrupt"))
                 continue
+            if not include(spec.parent_key) or spec.key in self._background:
+                continue
             self._launch(spec, path)
             resumed.append(spec.key)
         return resumed
+
+    def running(self) -> list[str]:
+        """The background children running here (their session keys)."""
+        return sorted(self._background)
+
+    def release(self, include: Callable[[str], bool]) -> list[str]:
+        """These parents' work moved to another process (a fleet's partition was lost): stop their
+        background children here; their pending files resume them where the work went."""
+        stopped = [key for key in self._background if include(self._parents.get(key, key))]
+        for key in stopped:
+            self._background.pop(key).cancel()
+            self._parents.pop(key, None)
+        return stopped
 
     async def close(self) -> None:
         """Shutdown: stop background children; their logs and pending files resume them next start."""
@@ -210,7 +229,13 @@ class Subagents:
             return
         task = asyncio.create_task(self._run_background(spec, path), name=f"subagent:{spec.key}")
         self._background[spec.key] = task
-        task.add_done_callback(lambda _: self._background.pop(spec.key, None))
+        self._parents[spec.key] = spec.parent_key
+        task.add_done_callback(lambda done: self._forget(spec.key, done))
+
+    def _forget(self, key: str, task: "asyncio.Task[None]") -> None:
+        if self._background.get(key) is task:  # not a newer run of the same child (its partition came back)
+            del self._background[key]
+            self._parents.pop(key, None)
 
     async def _run_background(self, spec: ChildSpec, path: Path) -> None:
         try:

@@ -27,7 +27,7 @@ import json
 import logging
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import quote
 
 from ..bus import InboundMessage, MessageBus
@@ -56,13 +56,22 @@ class DriftRestore:
         self.folder = folder
         self.fsync = fsync
         self._pending: dict[str, dict[str, Any]] = {}
-        for path in sorted(folder.glob("*.json")) if folder.exists() else []:
+        self._read_markers(lambda key: True)
+
+    def _read_markers(self, include: Callable[[str], bool]) -> None:
+        """The markers on disk of the sessions `include` names (another process may have written them)."""
+        for path in sorted(self.folder.glob("*.json")) if self.folder.exists() else []:
             try:
                 marker = json.loads(path.read_text())
-                self._pending[str(marker["session"])] = marker
+                key = str(marker["session"])
+            except FileNotFoundError:
+                continue  # settled meanwhile by the process holding that session
             except (OSError, ValueError, KeyError, TypeError):
                 log.warning("unreadable drift restore marker %s removed", path)
                 path.unlink(missing_ok=True)
+                continue
+            if include(key):
+                self._pending[key] = marker
 
     # 1. decide (inside the run) ------------------------------------------------------------
     def decide(self, session: Session, msg: InboundMessage, task: Task | None, *, signal: Signal, turn: int,
@@ -106,10 +115,16 @@ class DriftRestore:
         if session.key in self._pending:
             self.settle(session.key)
 
-    def recover(self) -> list[str]:
-        """On start, before any message runs: settle what a crash left pending; returns the sessions."""
+    def recover(self, include: Callable[[str], bool] | None = None) -> list[str]:
+        """On start, before any message runs: settle what a crash left pending; returns the sessions.
+        `include`: only these sessions, their markers read again from disk (a fleet's worker: those of
+        a partition it just took, which another process may have marked)."""
+        if include is not None:
+            self._read_markers(include)
         settled = []
         for key, marker in list(self._pending.items()):
+            if include is not None and not include(key):
+                continue
             if self.bus.is_unanswered(str(marker.get("run"))):
                 continue  # the run replays with its recorded report; its after-run hook settles this
             self.settle(key)

@@ -16,7 +16,9 @@ due time is stored, one code path covers both a normal fire and a restart after 
 @reboot jobs run once per daemon start: `start` makes the start time their due time. A start
 after an unclean exit (a crash, SIGKILL) within the same machine boot continues the previous
 start instead of counting as a new one, so a crash loop does not repeat them, and a run the
-crash cut short keeps its id (`cron:<job>:<start time>`) and is deduplicated by the inbox.
+crash cut short keeps its id (`cron:<job>:<start time>`) and is deduplicated by the inbox. In a
+fleet the start is the fleet's (`fleet_start`: its first process joining when none was alive), so
+processes joining or restarting while the fleet runs do not repeat them.
 """
 
 from __future__ import annotations
@@ -65,12 +67,15 @@ class CronService:
         # Once across a fleet: True for the one process that may start this (job, due time) run
         # (agent/fleet claims it in Redis); alone, always True.
         self.claim: Callable[[str], bool] = lambda what: True
+        # A fleet: @reboot jobs run once per start of the fleet (its first process joining), not per
+        # process; set by the daemon's fleet wiring. Alone: None, this daemon's own start.
+        self.fleet_start: Callable[[], float] | None = None
 
     # lifecycle ---------------------------------------------------------------------
     def start(self, scheduler: "AsyncIOScheduler") -> int:
         """Arm every enabled job at its stored due time (past ones fire at once and settle misfires)."""
         self.scheduler = scheduler
-        started = self._daemon_start()
+        started = self.fleet_start() if self.fleet_start is not None else self._daemon_start()
         for job in self.store.jobs():
             if job.enabled and job.plan.reboot and job.reboot_at != started:
                 job.reboot_at, job.next_run_at = started, started
@@ -130,6 +135,8 @@ class CronService:
             raise CronError(str(exc)) from None
         job = new_job(message=message, schedule=schedule, name=name, session=session, deliver=deliver,
                       grace_seconds=grace_seconds, now=now, created_by=created_by, tainted=tainted)
+        if schedule.reboot and self.fleet_start is not None:  # not due before the fleet's next start
+            job.reboot_at = self.fleet_start()
         self.store.save(job)
         self._arm(job)
         log.info("cron job %s added: %s, next run %s", job.id, schedule.describe(), format_time(job.next_run_at, schedule.tz))

@@ -153,7 +153,7 @@ class _Client(discord.Client):
         self.adapter._online(False)
 
     async def on_message(self, message: discord.Message) -> None:
-        await self.adapter._on_message(message)
+        await self.adapter._on_live(message)
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
         await self.adapter._on_interaction(interaction)
@@ -165,6 +165,7 @@ class _Client(discord.Client):
 class DiscordAdapter(PlatformAdapter):
     name: ClassVar[str] = "discord"
     settings_model: ClassVar[type[BaseModel]] = DiscordSettings
+    account_fields: ClassVar[tuple[str, ...]] = ("token",)
     capabilities: ClassVar[Capabilities] = Capabilities(
         max_chars=MAX_CHARS, edit=True, typing=True, buttons=True, threads=True, native_commands=True,
         files=True, max_file_bytes=10 * 1024 * 1024)  # bots' upload limit per message
@@ -181,6 +182,8 @@ class DiscordAdapter(PlatformAdapter):
         self._sent_in: OrderedDict[str, int] = OrderedDict()  # message id -> the channel it was sent in
         self._locks: dict[int, asyncio.Lock] = {}  # per Discord channel: messages handled one at a time, in order
         self._cursors: dict[str, str] = {}
+        self._read_from: dict[str, str] = {}  # the cursors as this session found them (the read-back starts there)
+        self._caught_up = asyncio.Event()  # the read-back after READY is done: live messages go in after it
         self._catch_up: asyncio.Task[None] | None = None
         self._up, self._down = asyncio.Event(), asyncio.Event()  # the Gateway session is live / was lost
 
@@ -208,6 +211,10 @@ class DiscordAdapter(PlatformAdapter):
         self._ready = asyncio.Event()
         self._up, self._down = asyncio.Event(), asyncio.Event()
         self._cursors = json.loads(self.kit.store.kv_get(CURSORS) or "{}")
+        # read back from where this session starts: messages handled live before READY's read-back (discord.py
+        # fires on_ready only once the servers streamed in) move the cursors past the ones missed meanwhile
+        self._read_from = dict(self._cursors)
+        self._caught_up = asyncio.Event()
         client = self.client = _Client(self, intents=intents(), allowed_mentions=NO_PINGS, max_messages=None)
         try:
             await client.login(s.token)
@@ -301,6 +308,12 @@ class DiscordAdapter(PlatformAdapter):
                 await self._hand_in(from_message(message, client.user))
             self._advance(str(message.channel.id), message.id)
 
+    async def _on_live(self, message: discord.Message) -> None:
+        """A Gateway message waits for the read-back of the ones missed before this session, so a channel's
+        messages are taken in order (one the read-back already took is dropped by the kit as seen)."""
+        await self._caught_up.wait()
+        await self._on_message(message)
+
     async def _hand_in(self, incoming: Any) -> None:
         """kit.receive, retried while it fails (the state database busy, a disk hiccup): the channel's later
         messages wait, so the cursor never passes one that was not taken. A message that still fails after
@@ -331,11 +344,17 @@ class DiscordAdapter(PlatformAdapter):
     async def _read_back(self) -> None:
         """Messages that arrived while no session was open (a restart, an expired session), oldest first,
         in every channel the bot has read before; the kit drops any it has seen already."""
+        try:
+            await self._read_missed()
+        finally:
+            self._caught_up.set()
+
+    async def _read_missed(self) -> None:
         client = self.client
         if client is None:
             return
         oldest = discord.utils.time_snowflake(discord.utils.utcnow() - CATCH_UP)
-        for channel_id, after in list(self._cursors.items()):
+        for channel_id, after in list(self._read_from.items()):
             try:
                 channel = client.get_channel(int(channel_id)) or await client.fetch_channel(int(channel_id))
                 if not isinstance(channel, discord.abc.Messageable):

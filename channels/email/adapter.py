@@ -50,6 +50,7 @@ def approval_command(text: str) -> str:
 class EmailAdapter(PlatformAdapter):
     name: ClassVar[str] = "email"
     settings_model: ClassVar[type[EmailSettings]] = EmailSettings
+    account_fields: ClassVar[tuple[str, ...]] = ("imap_host", "username", "address", "imap_folder")
     capabilities: ClassVar[Capabilities] = Capabilities(max_chars=0, dm_is_user_id=True, files=True,
                                                         max_file_bytes=20 * 1024 * 1024)  # what most mail servers take
 

@@ -8,6 +8,7 @@ dedupe, files, retries, chunk progress, typing/status and approval prompts are t
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Literal
@@ -15,8 +16,10 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Literal
 from pydantic import BaseModel
 
 from clawgate.channels.base import DeliveryError
+from clawgate.config.access import AccessSettings
 
 from .access import Sender
+from .keys import split_chat
 
 if TYPE_CHECKING:
     from .kit import ChannelKit
@@ -94,6 +97,14 @@ class PlatformAdapter(ABC):
     name: ClassVar[str]  # "discord": also the entry-point name and the [channels.<name>] section
     settings_model: ClassVar[type[BaseModel]]  # subclass of AccessSettings
     capabilities: ClassVar[Capabilities]
+    # The connection exists once per bot (a Gateway socket, a Socket Mode socket, a Matrix device): in a
+    # fleet the runner connects only in the process holding the channel's singleton lease and the others
+    # forward their sends to it (channels/kit/forward.py). False: this adapter sends from any process and
+    # guards its own receiver (Telegram's poller takes its own lease).
+    exclusive_connection: ClassVar[bool] = True
+    # The settings that name the bot's account, hashed into the singleton's name so every process of a
+    # fleet computes the same one before connecting; empty: all the adapter's own settings.
+    account_fields: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, settings: BaseModel, kit: "ChannelKit") -> None:
         self.settings = settings
@@ -104,6 +115,13 @@ class PlatformAdapter(ABC):
         """Whether to run with these settings: `enabled` when set, else on once the section exists.
         Telegram overrides this (on when a token is present)."""
         return getattr(settings, "enabled", None) is not False
+
+    @staticmethod
+    def split_chat(rest: str) -> tuple[str, str | None] | None:
+        """(chat id, thread id) from a session key's part after `<channel>:` (the kit's keys.session_key).
+        The default fits ids without ':'; a platform whose ids contain ':' reads them its own way. Used
+        to find the chat of a run the kit did not see start (replayed, or taken in by another process)."""
+        return split_chat(rest)
 
     @abstractmethod
     async def connect(self) -> None:
@@ -157,6 +175,18 @@ class PlatformAdapter(ABC):
     def status(self) -> dict[str, Any]:
         """Extra facts for `clawgate channels` / status (e.g. the bot's name)."""
         return {}
+
+    def singleton_name(self) -> str:
+        """`<channel>:<12 hex of sha256 over the account's settings>`: the same on every process of a fleet
+        (they share the config), different per bot, and no secret in it (a lease name shows in status)."""
+        own = [f for f in type(self.settings).model_fields if f not in AccessSettings.model_fields]  # not the kit's
+        fields = self.account_fields or tuple(own)
+        values = []
+        for field_name in fields:
+            value = getattr(self.settings, field_name, None)
+            value = value.get_secret_value() if hasattr(value, "get_secret_value") else value
+            values.append(f"{field_name}={value!r}")
+        return f"{self.name}:{hashlib.sha256(chr(0).join(values).encode()).hexdigest()[:12]}"
 
 
 __all__ = ["Capabilities", "ChannelAuthError", "ChannelUnavailable", "DeliveryError", "Incoming", "IncomingFile",

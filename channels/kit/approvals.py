@@ -25,9 +25,10 @@ log = logging.getLogger("clawgate.channels")
 SUMMARY_CAP = 2500  # a Telegram message holds 4096 characters; the prompt's frame and reason fit beside it
 REASON_CAP = 500
 OUTCOMES = {"approved": "✅ Approved — running it.", "denied": "❌ Denied — not run.",
-            "timeout": "⌛ No answer in time — not run."}
+            "timeout": "⌛ No answer in time — not run.", "stopped": "⏹ The run stopped — not run."}
 ONLY_OWNERS = "Only the owner of this agent can answer this."
 NOT_PENDING = "This request is no longer pending."
+REMOTE_KEPT = 1000  # other processes' pending requests remembered (a fleet); each is answered or times out
 
 
 class PromptOps(Protocol):
@@ -58,6 +59,7 @@ class ApprovalPrompts:
         self.edit = edit
         self.summary_cap = SUMMARY_CAP if max_chars <= 0 else max(200, min(SUMMARY_CAP, max_chars - 900))
         self._prompts: dict[str, list[_Prompt]] = {}
+        self._remote: dict[str, None] = {}  # requests of runs on other processes of a fleet, oldest first
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def pending_in(self, approval_id: str, chat_id: str | None) -> bool:
@@ -74,6 +76,29 @@ class ApprovalPrompts:
             how = event.get("how") or ("approved" if event.get("approved") else "denied")
             self._spawn(self._settle(str(event["id"]), str(how)))
 
+    def on_remote_event(self, event: dict[str, Any]) -> None:
+        """A run on another process of a fleet asked (its prompt went out through this process's connection,
+        where the answer arrives): remember where it shows, so a press or `/approve` here is taken; forget
+        it at its outcome (that process edits its own prompts)."""
+        if event.get("type") == "approval_request":
+            request = event.get("request") or {}
+            approval_id = str(request.get("id") or "")
+            if request.get("channel") == self.channel and approval_id and approval_id not in self._prompts:
+                loop = asyncio.get_running_loop()
+                shown = [_Prompt(chat, "", loop.create_future()) for chat, _ in self._targets(request)]
+                for prompt in shown:
+                    prompt.message_id.set_result(None)  # nothing to edit here
+                self._prompts[approval_id] = shown
+                self._remote[approval_id] = None
+                if len(self._remote) > REMOTE_KEPT:  # a result never relayed (its process died): forget the oldest
+                    oldest = next(iter(self._remote))
+                    del self._remote[oldest]
+                    self._prompts.pop(oldest, None)
+
+        elif event.get("type") == "approval_result" and str(event.get("id")) in self._remote:
+            del self._remote[str(event.get("id"))]
+            self._prompts.pop(str(event.get("id")), None)
+
     def answer(self, approval_id: str, *, owner: bool, approved: bool, chat_id: str | None = None) -> str:
         """A press or an `/approve ID`: the line to show whoever answered."""
         if not self.pending_in(approval_id, chat_id):
@@ -85,18 +110,22 @@ class ApprovalPrompts:
             return "Approved." if approved else "Denied."
         return NOT_PENDING
 
-    def _show(self, approval_id: str, request: dict[str, Any]) -> None:
+    def _targets(self, request: dict[str, Any]) -> list[tuple[str, str | None]]:
+        """(chat, thread) where a request is shown: the run's chat when an owner asked, else the owners' chats."""
         run_chat, session_key = str(request.get("chat_id")), str(request.get("session_key") or "")
         if request.get("owner"):
             where = self._locate(session_key)
-            targets = [(run_chat, where[1] if where and where[0] == run_chat else None)]
-        else:
-            targets = [(chat, None) for chat in self._owner_chats()]
-            if not targets:
-                log.warning("approval %s from a guest in %s chat %s: no owner chat to ask (channels.%s.owner); "
-                            "answer it through the gateway or it times out as denied", approval_id, self.channel,
-                            run_chat, self.channel)
-                return
+            return [(run_chat, where[1] if where and where[0] == run_chat else None)]
+        return [(chat, None) for chat in self._owner_chats()]
+
+    def _show(self, approval_id: str, request: dict[str, Any]) -> None:
+        run_chat = str(request.get("chat_id"))
+        targets = self._targets(request)
+        if not targets:  # a guest's request, and no owner chat known
+            log.warning("approval %s from a guest in %s chat %s: no owner chat to ask (channels.%s.owner); "
+                        "answer it through the gateway or it times out as denied", approval_id, self.channel,
+                        run_chat, self.channel)
+            return
         text = prompt_text(request, guest=not request.get("owner"), cap=self.summary_cap)
         if not self.buttons:
             text += f"\n\nAnswer `/approve {approval_id}` or `/deny {approval_id}`."

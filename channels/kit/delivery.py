@@ -21,12 +21,13 @@ from clawgate.agent.bus import OutboundMessage, read_file, unsent_line
 from clawgate.channels.base import DeliveryError
 
 from .adapter import PlatformAdapter, Target, Unconfirmed
+from .forward import RoutedAdapter
 from .store import ChannelStore
 
 
 class Delivery:
-    def __init__(self, adapter: PlatformAdapter, store: ChannelStore, log: logging.Logger, *, retries: int = 3,
-                 base_delay: float = 1.0, max_retry_after: float = 120.0, max_rate_limits: int = 20,
+    def __init__(self, adapter: PlatformAdapter | RoutedAdapter, store: ChannelStore, log: logging.Logger, *,
+                 retries: int = 3, base_delay: float = 1.0, max_retry_after: float = 120.0, max_rate_limits: int = 20,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self.adapter = adapter
         self.store = store

@@ -7,6 +7,8 @@ the owner's private chats on every channel share the key OWNER_SESSION.
 
 from __future__ import annotations
 
+from typing import Callable
+
 OWNER_SESSION = "owner:dm"
 
 
@@ -14,13 +16,22 @@ def session_key(channel: str, chat_id: int | str, thread_id: int | str | None = 
     return f"{channel}:{chat_id}" if thread_id is None else f"{channel}:{chat_id}:{thread_id}"
 
 
-def parse_session_key(key: str, channel: str) -> tuple[str, str | None] | None:
-    """(chat id, thread id) of a key of `channel` whose chat id has no ':'; None for another channel's key.
-    Chats whose ids contain ':' (Matrix rooms) are found through the kit's route table instead."""
-    parts = key.split(":")
-    if len(parts) not in (2, 3) or parts[0] != channel or not parts[1]:
+def split_chat(rest: str) -> tuple[str, str | None] | None:
+    """The default reading of a key after `<channel>:`: chat ids and thread ids have no ':'."""
+    parts = rest.split(":")
+    if len(parts) not in (1, 2) or not parts[0]:
         return None
-    return parts[1], (parts[2] if len(parts) == 3 else None)
+    return parts[0], (parts[1] if len(parts) == 2 else None)
 
 
-__all__ = ["OWNER_SESSION", "parse_session_key", "session_key"]
+def parse_session_key(key: str, channel: str,
+                      split: Callable[[str], tuple[str, str | None] | None] = split_chat) -> tuple[str, str | None] | None:
+    """(chat id, thread id) of a key of `channel`; None for another channel's key. `split` reads the part
+    after `<channel>:` — a platform whose ids contain ':' (Matrix rooms) gives its own (PlatformAdapter.split_chat)."""
+    prefix = f"{channel}:"
+    if not key.startswith(prefix):
+        return None
+    return split(key[len(prefix):])
+
+
+__all__ = ["OWNER_SESSION", "parse_session_key", "session_key", "split_chat"]

@@ -26,8 +26,9 @@ from . import markdown
 from .approvals import ApprovalPrompts
 from .commands import KIT_COMMANDS
 from .delivery import Delivery
+from .forward import Forwarder, RoutedAdapter
 from .intake import Intake
-from .keys import parse_session_key
+from .keys import parse_session_key, split_chat
 from .pairing import PairingStore
 from .progress import Progress
 from .store import ChannelStore
@@ -73,6 +74,10 @@ class ChannelKit:
         # a connection that may exist once per bot (a long-poller, a gateway socket) runs through this:
         # alone in one process; in a fleet the daemon sets the fleet's singleton lease (gateway/fleet.py)
         self.exclusive: Callable[[str, Callable[[], Awaitable[None]]], Awaitable[None]] = run_alone
+        # in a fleet, where the platform calls of a process that does not hold the connection go (forward.py)
+        self.forward: Forwarder | None = None
+        self.holding = False  # this process holds the connection (set by the runner while it does)
+        self.singleton = name  # the connection's singleton name (the runner sets it from the adapter)
         self._owner_chats = store.owner_chats()
         self._background: set[asyncio.Task[Any]] = set()
         self.intake = Intake(self)
@@ -80,19 +85,27 @@ class ChannelKit:
     def attach(self, adapter: PlatformAdapter) -> None:
         """Build the parts that use the adapter: delivery, progress, approval prompts."""
         self.adapter = adapter
+        self.singleton = adapter.singleton_name()
+        self.platform = RoutedAdapter(adapter, self)  # the adapter, or its holder in a fleet
         caps = adapter.capabilities
         s = self.settings
-        self.delivery = Delivery(adapter, self.store, self.log, retries=s.send_retries, base_delay=s.retry_base_seconds,
+        self.delivery = Delivery(self.platform, self.store, self.log, retries=s.send_retries,
+                                 base_delay=s.retry_base_seconds,
                                  max_retry_after=s.max_retry_after_seconds)
         self.ops = KitOps(self)
         # a run the kit did not see start (replayed after a restart) is found by its key alone: another
         # channel's run in the owner's shared session must not get a status line here
-        self.progress = Progress(self.ops, self.services.busy, locate=lambda key: parse_session_key(key, self.name),
+        self.progress = Progress(self.ops, self.services.busy, locate=lambda key: parse_session_key(key, self.name, adapter.split_chat),
                                  typing_interval=s.typing_interval_seconds, edit_interval=s.progress_interval_seconds,
                                  status_messages=s.progress and caps.edit)
         self.prompts = ApprovalPrompts(self.ops, channel=self.name, resolve=self.services.resolve_approval,
                                        owner_chats=self.owner_chats, locate=self.locate, buttons=caps.buttons,
                                        edit=caps.edit, max_chars=caps.max_chars)
+
+    @property
+    def remote(self) -> bool:
+        """Platform calls go to another process: a fleet, a once-per-bot connection, held elsewhere."""
+        return self.forward is not None and self.adapter.exclusive_connection and not self.holding
 
     # what adapters call ------------------------------------------------------------------------
     async def receive(self, incoming: Any) -> bool:
@@ -120,10 +133,13 @@ class ChannelKit:
     # used by the kit's parts -----------------------------------------------------------------------
     def locate(self, key: str) -> tuple[str, str | None] | None:
         """(chat, thread) of one of this channel's session keys, or None for another channel's."""
-        return self.routes.get(key) or parse_session_key(key, self.name)
+        split = self.adapter.split_chat if getattr(self, "adapter", None) is not None else split_chat
+        return self.routes.get(key) or parse_session_key(key, self.name, split)
 
     def owner_chats(self) -> list[str]:
         """Private chats where owners are asked about guests' requests."""
+        if self.remote:  # the holder learns owners' chats at intake; this process reads them back
+            self._owner_chats = self.store.owner_chats()
         chats = set(self._owner_chats.values())
         if self.adapter.capabilities.dm_is_user_id:
             chats |= set(self.policy.owner_chats())
@@ -157,10 +173,11 @@ class ChannelKit:
         """Tell users the owner approved (the CLI writes the database; the daemon notices within seconds)."""
         while True:
             await asyncio.sleep(self.settings.pairing_check_seconds)
-            if not self.connected.is_set():
+            if not self.connected.is_set() or self.remote:  # once per fleet: the connection's holder tells
                 continue
             for user_id, chat_id in self.pairing.unnotified(self.name):
-                self.pairing.mark_notified(self.name, user_id)  # at most once, even if the send fails
+                if not self.pairing.mark_notified(self.name, user_id):  # at most once, even if the send fails
+                    continue  # another process of the fleet told them
                 await self.ops.post(chat_id, "✅ You're approved. Send me a message whenever you like.", None)
 
     async def close(self) -> None:
@@ -190,7 +207,7 @@ class KitOps:
 
     async def typing(self, chat_id: str, thread_id: str | None) -> None:
         if self.kit.adapter.capabilities.typing:
-            await self._try("typing", lambda: self.kit.adapter.typing(Target(chat_id, thread_id)))
+            await self._try("typing", lambda: self.kit.platform.typing(Target(chat_id, thread_id)))
 
     async def post(self, chat_id: str, text: str, thread_id: str | None) -> str | None:
         result = await self._try("send", lambda: self.kit.delivery.send_chunk(Target(chat_id, thread_id), text))
@@ -198,16 +215,16 @@ class KitOps:
 
     async def edit(self, chat_id: str, message_id: str, text: str) -> bool:
         async def call() -> bool:
-            await self.kit.adapter.edit_text(Target(chat_id), message_id, text)
+            await self.kit.platform.edit_text(Target(chat_id), message_id, text)
             return True
         return bool(await self._try("edit", call))
 
     async def delete(self, chat_id: str, message_id: str) -> None:
-        await self._try("delete", lambda: self.kit.adapter.delete(Target(chat_id), message_id))
+        await self._try("delete", lambda: self.kit.platform.delete(Target(chat_id), message_id))
 
     async def ask(self, chat_id: str, thread_id: str | None, approval_id: str, markdown: str) -> str | None:
         rendered = self.kit.adapter.render(markdown)[0]
-        result = await self._try("approval prompt", lambda: self.kit.adapter.send_approval(
+        result = await self._try("approval prompt", lambda: self.kit.platform.send_approval(
             Target(chat_id, thread_id), approval_id, rendered))
         return None if result is None else str(result)
 

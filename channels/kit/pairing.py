@@ -140,8 +140,12 @@ class PairingStore:
                                "AND chat_id IS NOT NULL", (channel,)).fetchall()
         return [(u, c) for u, c in rows]
 
-    def mark_notified(self, channel: str, user_id: str) -> None:
-        self.db.execute("UPDATE pairing_allowed SET notified=1 WHERE channel=? AND user_id=?", (channel, user_id))
+    def mark_notified(self, channel: str, user_id: str) -> bool:
+        """True for the one caller that marks it: the processes of a fleet share this database, and
+        only the one whose update flips the flag tells the user."""
+        cursor = self.db.execute("UPDATE pairing_allowed SET notified=1 WHERE channel=? AND user_id=? AND notified=0",
+                                 (channel, user_id))
+        return cursor.rowcount == 1
 
     def _pending_where(self, where: str, params: tuple[object, ...]) -> list[PairingRequest]:
         return self._where(f"status='pending' AND {where}", params)

@@ -2,9 +2,11 @@
 
 The runner is what the dispatcher sees of a channel (channels/base.py `Channel`). `start` returns at
 once; a supervisor task connects and receives, and its state is one of starting | running |
-retrying (reason) | failed (reason) | stopped, shown by `clawgate status`, `doctor`, `channels`
-and the web page. A platform that cannot be reached (ChannelUnavailable, or any error from the
-adapter) is retried with exponential backoff; credentials it refuses (ChannelAuthError) fail
+retrying (reason) | failed (reason) | standby (connection held by <node>) | stopped, shown by
+`clawgate status`, `doctor`, `channels` and the web page. In a fleet a once-per-bot connection runs
+only in the process holding its singleton lease; the others are on standby and forward their
+sends to it (forward.py, docs/fleet.md). A platform that cannot be reached (ChannelUnavailable,
+or any error from the adapter) is retried with exponential backoff; credentials it refuses (ChannelAuthError) fail
 the channel with one line until a restart; an exception in the adapter never leaves this task.
 """
 
@@ -19,12 +21,13 @@ from clawgate.agent.bus import OutboundMessage
 from clawgate.channels.base import Channel, DeliveryError
 
 from .adapter import ChannelAuthError, ChannelUnavailable, PlatformAdapter, Target
+from .forward import Envelope, execute
 from .kit import ChannelKit
 
 
 class ChannelRunner(Channel):
     def __init__(self, adapter: PlatformAdapter, kit: ChannelKit, *, backoff_base: float = 1.0,
-                 backoff_max: float = 60.0, connect_wait: float = 60.0,
+                 backoff_max: float = 60.0, connect_wait: float = 60.0, standby_poll: float = 1.0,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self.name = adapter.name
         self.adapter = adapter
@@ -33,12 +36,14 @@ class ChannelRunner(Channel):
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self.connect_wait = connect_wait
+        self.standby_poll = standby_poll  # seconds between looks at who holds the connection (fleet)
         self._sleep = sleep
         self.state = "stopped"
         self.reason: str | None = None
         self.since = time.time()
         self.attempts = 0
         self._tasks: list[asyncio.Task[Any]] = []
+        self._standby_task: asyncio.Task[None] | None = None
         self._unsubscribe: list[Callable[[], None]] = []
 
     # state -------------------------------------------------------------------------------------
@@ -76,6 +81,57 @@ class ChannelRunner(Channel):
                        asyncio.create_task(self.kit.tell_paired(), name=f"channel:{self.name}:pairing")]
 
     async def _supervise(self) -> None:
+        """Alone: connect and receive, retrying. A once-per-bot connection in a fleet: the same, under the
+        channel's singleton lease (kit.exclusive); meanwhile this process is on standby and forwards its
+        platform calls to the holder (forward.py)."""
+        if self.kit.forward is None or not self.adapter.exclusive_connection:
+            await self._receive()
+            return
+        if self._standby_task is None:  # kept until close(): replies drained after stop() still go out
+            self._standby_task = asyncio.create_task(self._standby(), name=f"channel:{self.name}:standby")
+        await self.kit.exclusive(self.kit.singleton, self._hold)
+
+    async def _hold(self) -> None:
+        """This process holds the connection: receive here until the lease is lost or the channel stops."""
+        self.kit.holding = True
+        self.kit.connected.clear()  # a holder is connected only once its own connect succeeded
+        self._set("starting")
+        try:
+            await self._receive()
+        finally:
+            self.kit.holding = False
+            self.kit.connected.clear()
+            try:
+                await self.adapter.disconnect()  # the lease moves on: this process's connection must go
+            except Exception as exc:
+                self.log.warning("closing channel %s after losing its connection lease failed: %s", self.name, exc)
+
+    async def _standby(self) -> None:
+        """While another process holds the connection: say who, and let sends go out (through it) while
+        there is one."""
+        forward = self.kit.forward
+        assert forward is not None
+        while True:
+            if not self.kit.holding:
+                try:
+                    holder = await forward.holder(self.kit.singleton)
+                except Exception as exc:  # Redis away: the fleet retries; say so
+                    holder, why = None, f"cannot see who holds the connection ({type(exc).__name__})"
+                else:
+                    why = "waiting for a process of the fleet to take the connection"
+                if self.kit.holding:
+                    pass  # took it meanwhile: the holder's own state counts
+                elif holder:
+                    self.kit.connected.set()
+                    if self._tasks:  # not stopped: a stopped channel stays "stopped" while its last replies go
+                        self._set("standby", f"connection held by {holder}")
+                else:
+                    self.kit.connected.clear()
+                    if self._tasks:
+                        self._set("starting", why)
+            await self._sleep(self.standby_poll)
+
+    async def _receive(self) -> None:
         delay = self.backoff_base
         while True:
             self.attempts += 1
@@ -105,21 +161,34 @@ class ChannelRunner(Channel):
         self.kit.connected.set()
         self.kit.report_problem(None)
         self._set("running")
-        if self.adapter.capabilities.native_commands:
-            try:
-                await self.adapter.register_commands(self.kit.command_names())
-            except Exception as exc:
-                self.log.warning("channel %s could not register its commands: %s", self.name, exc)
+        serving = None
+        if self.kit.holding and self.kit.forward is not None:  # the others' platform calls run here now
+            serving = asyncio.create_task(self.kit.forward.serve(self.kit.singleton, self._execute),
+                                          name=f"channel:{self.name}:calls")
         try:
-            await self.adapter.run()
-        except ChannelAuthError as exc:
-            return self._fail(str(exc))
-        except ChannelUnavailable as exc:
-            return str(exc) or "the connection was lost"
-        except Exception as exc:
-            self.log.exception("channel %s stopped receiving", self.name)
-            return f"{type(exc).__name__}: {exc}"
-        return self._fail("stopped receiving (see the line above)")
+            if self.adapter.capabilities.native_commands:
+                try:
+                    await self.adapter.register_commands(self.kit.command_names())
+                except Exception as exc:
+                    self.log.warning("channel %s could not register its commands: %s", self.name, exc)
+            try:
+                await self.adapter.run()
+            except ChannelAuthError as exc:
+                return self._fail(str(exc))
+            except ChannelUnavailable as exc:
+                return str(exc) or "the connection was lost"
+            except Exception as exc:
+                self.log.exception("channel %s stopped receiving", self.name)
+                return f"{type(exc).__name__}: {exc}"
+            return self._fail("stopped receiving (see the line above)")
+        finally:
+            if serving is not None:
+                serving.cancel()
+                await asyncio.gather(serving, return_exceptions=True)
+
+    async def _execute(self, op: str, args: dict[str, Any]) -> Envelope:
+        """A platform call another process of the fleet forwarded: run on this connected adapter."""
+        return await execute(self.adapter, op, args, self.log)
 
     def _fail(self, reason: str) -> None:
         self.log.error("channel %s failed: %s", self.name, reason)
@@ -127,7 +196,8 @@ class ChannelRunner(Channel):
         return None
 
     async def stop(self) -> None:
-        """Stop taking input. Sending still works (close() releases the platform client)."""
+        """Stop taking input. Sending still works (close() releases the platform client); in a fleet the
+        connection's lease is handed on here, and the last replies go out through the next holder."""
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         self._unsubscribe = []
@@ -142,6 +212,10 @@ class ChannelRunner(Channel):
 
     async def close(self) -> None:
         await self.stop()
+        standby, self._standby_task = self._standby_task, None
+        if standby is not None:
+            standby.cancel()
+            await asyncio.gather(standby, return_exceptions=True)
         await self.kit.close()
         try:
             await self.adapter.disconnect()

@@ -85,9 +85,18 @@ class MatrixAdapter(PlatformAdapter):
 
     name: ClassVar[str] = "matrix"
     settings_model: ClassVar[type[MatrixSettings]] = MatrixSettings
+    account_fields: ClassVar[tuple[str, ...]] = ("homeserver", "user_id")
     capabilities: ClassVar[Capabilities] = Capabilities(
         max_chars=MAX_CHARS, edit=True, typing=True, buttons=True, threads=True,
         files=True, max_file_bytes=50 * 1024 * 1024)  # Synapse's default max_upload_size
+
+    @staticmethod
+    def split_chat(rest: str) -> tuple[str, str | None] | None:
+        """`!room:server[:port]`, then `:$event` for a thread: a room id has ':' inside, an event id starts with '$'."""
+        if not rest.startswith("!"):
+            return None
+        room, sep, thread = rest.partition(":$")
+        return (room, "$" + thread) if sep else (rest, None)
 
     def __init__(self, settings: MatrixSettings, kit: ChannelKit) -> None:
         self.settings = settings

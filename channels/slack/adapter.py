@@ -61,6 +61,7 @@ def _secret(value: SecretStr | None) -> str:
 class SlackAdapter(PlatformAdapter):
     name: ClassVar[str] = "slack"
     settings_model: ClassVar[type[SlackSettings]] = SlackSettings
+    account_fields: ClassVar[tuple[str, ...]] = ("bot_token", "app_token", "mode")
     capabilities: ClassVar[Capabilities] = Capabilities(
         max_chars=MAX_CHARS, edit=True, typing=False, buttons=True, threads=True, native_commands=False,
         files=True, max_file_bytes=1024 * 1024 * 1024)  # Slack's per-file upload limit (1 GB)

@@ -81,6 +81,7 @@ class _Offsets:
 class TelegramAdapter(PlatformAdapter):
     name: ClassVar[str] = NAME
     settings_model: ClassVar[type[BaseModel]] = TelegramSettings
+    exclusive_connection: ClassVar[bool] = False  # the Bot API sends from any process; run() leases the poller
     capabilities: ClassVar[Capabilities] = Capabilities(max_chars=MAX_CHARS, edit=True, typing=True, buttons=True,
                                                         threads=True, native_commands=True, dm_is_user_id=True,
                                                         files=True, max_file_bytes=MAX_FILE_BYTES)

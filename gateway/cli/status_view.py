@@ -65,6 +65,9 @@ def status_lines(status: dict[str, Any]) -> list[str]:
             out += _rows("chat channels", channel_lines(value))
         elif key == "fleet" and isinstance(value, dict):
             out += _rows("fleet", fleet_lines(value))
+        elif key == "fleetCalls" and isinstance(value, dict):  # sends through another process's connection
+            out.append(f"{'platform calls':{LABEL}} forwarded {value.get('forwarded', 0)}, served for others "
+                       f"{value.get('served', 0)}")
         elif key == "backgroundJobs" and isinstance(value, list):  # one entry per running job: what, where, how long
             jobs = "; ".join(f"{j['id']} in {j['session']}: {j['summary'][:60]} ({j['runningSeconds']:.0f}s)" for j in value)
             out.append(f"{key:{LABEL}} {jobs or 'none'}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -407,3 +408,21 @@ def test_a_snapshot_that_failed_midway_is_not_mistaken_for_the_previous_one(tmp_
     monkeypatch.setattr(store, "_blob_for", real)
     again = store.snapshot()
     assert again != first and store.tree(again)["a.txt"] != store.tree(first)["a.txt"]
+
+
+def test_a_collection_with_a_grace_spares_files_another_process_may_still_be_recording(tmp_path: Path) -> None:
+    """A fleet's processes share the store: a blob written moments ago may belong to a snapshot whose
+    tree and checkpoint another process has not recorded yet."""
+    rig = Rig(tmp_path)
+    store = rig.service.workspace
+    (rig.workspace / "x.txt").write_text("kept")
+    kept = store.snapshot()
+    orphan = store.objects / "ab" / ("c" * 62)  # no tree names it (yet)
+    orphan.parent.mkdir(parents=True, exist_ok=True)
+    orphan.write_bytes(b"another process's snapshot in the making")
+    assert store.collect({kept}, min_age_seconds=3600) == 0 and orphan.exists()
+    hour_ago = time.time() - 7200
+    os.utime(orphan, (hour_ago, hour_ago))
+    assert store.collect({kept}, min_age_seconds=3600) == 1 and not orphan.exists()  # old and unnamed: collected
+    store.restore(kept)
+    assert (rig.workspace / "x.txt").read_text() == "kept"

@@ -213,3 +213,22 @@ async def test_a_restore_that_cannot_be_done_says_so_and_the_work_goes_on(tmp_pa
     told = [b for b in rig.main_calls() if "but the restore failed" in texts(b)]
     assert told and "Nothing was undone" in texts(told[0])
     assert [e["restored"] for e in rig.events if e["type"] == "drift" and e["action"] == "restore"] == [False]
+
+
+async def test_a_restore_left_pending_is_finished_only_for_the_sessions_asked_and_read_again(tmp_path: Path,
+                                                                                             fake_model) -> None:
+    """A fleet's worker recovers the sessions of a partition it takes: markers another process wrote
+    after this one started are read then, and markers of other sessions are left alone."""
+    rig = build(tmp_path, fake_model, settings(), checkpoints=True)
+    assert rig.checkpoints is not None and rig.drift_restore is not None
+    other = DriftRestore(rig.checkpoints, rig.loop.sessions, rig.bus, rig.loop.events, tmp_path / "checkpoints/drift",
+                         fsync=False)  # started before the decision was marked
+    rig.loop.after_run.clear()  # the deciding process "dies" before the after-run hook
+    script_drift(fake_model)
+    [report] = await rig.send("write the three files")
+    assert "going back" in report.text
+    assert other.recover(lambda key: key != "s") == []  # not its sessions: the marker stays
+    assert list((tmp_path / "checkpoints/drift").glob("*.json"))
+    assert other.recover(lambda key: key == "s") == ["s"]  # read from disk, finished once
+    assert other.recover(lambda key: key == "s") == [] and not list((tmp_path / "checkpoints/drift").glob("*.json"))
+    assert len(branch_events(rig)) == 1

@@ -128,6 +128,20 @@ def test_session_keys_round_trip() -> None:
     assert parse_session_key("discord:42", "telegram") is None
 
 
+
+def test_a_platform_whose_ids_contain_colons_reads_its_own_keys_back() -> None:
+    """A run the kit did not see start (replayed, or taken in by another process of a fleet) finds its chat
+    from the key alone: Matrix room ids have ':' inside (and a port may add one), thread roots start with '$'."""
+    from clawgate.channels.matrix.adapter import MatrixAdapter
+
+    split = MatrixAdapter.split_chat
+    for room, thread in [("!abc:example.org", None), ("!abc:example.org", "$ev1"), ("!abc:localhost:8448", "$ev:old.org"),
+                         ("!abc:localhost:8448", None)]:
+        key = session_key("matrix", room, thread)
+        assert parse_session_key(key, "matrix", split) == (room, thread), key
+    assert parse_session_key("matrix:#alias:example.org", "matrix", split) is None  # not a room id
+    assert parse_session_key("telegram:42", "matrix", split) is None
+
 # pairing codes ---------------------------------------------------------------------------------------
 class Clock:
     def __init__(self) -> None:
@@ -206,6 +220,18 @@ def test_the_default_cap_leaves_room_for_real_users() -> None:
     from clawgate.config.schema import TelegramSettings
 
     assert TelegramSettings().pairing_max_pending >= 50 and AccessSettings().pairing_max_pending >= 50
+
+
+def test_only_one_of_the_processes_sharing_the_database_tells_an_approved_user(pairing: PairingStore,
+                                                                               tmp_path: Path) -> None:
+    """A fleet's processes share state/clawgate.db: each sees the user unnotified, one marks (and tells) them."""
+    other = PairingStore(open_state_db(tmp_path / "state.db", fsync=False), ttl_seconds=3600, max_pending=3)
+    request = pairing.request("telegram", "7", "zed", "7")
+    assert request is not None
+    pairing.approve("telegram", request.code)
+    assert pairing.unnotified("telegram") == other.unnotified("telegram") == [("7", "7")]
+    assert [other.mark_notified("telegram", "7"), pairing.mark_notified("telegram", "7")] == [True, False]
+    assert pairing.unnotified("telegram") == []
 
 
 def test_approve_admits_once_and_accepts_sloppy_typing(pairing: PairingStore) -> None:
