@@ -18,18 +18,16 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
-import logging
 from typing import Any, Callable
 
 import redis
 import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError
 
-log = logging.getLogger("clawgate.fleet")
 MAX_BATCH = 500  # calls per pipeline: a bound on one reply's size, not a throttle
 RETRY_FOR = 30.0  # seconds a batch is retried across a lost connection (a Redis restart), as connect.py's clients
 Then = Callable[[Any], Any]
-Call = tuple[str, list[str], list[Any], "asyncio.Future[Any] | None", "Then | None"]
+Call = tuple[str, list[str], list[Any], "asyncio.Future[Any]", "Then | None"]
 
 
 @functools.lru_cache(maxsize=32)
@@ -49,7 +47,7 @@ class Batcher:
         self._idle: asyncio.Event | None = None
         self.round_trips = 0  # pipelines sent (status: how well calls are gathered)
 
-    def _push(self, body: str, keys: list[str], args: list[Any], future: "asyncio.Future[Any] | None",
+    def _push(self, body: str, keys: list[str], args: list[Any], future: "asyncio.Future[Any]",
               then: Then | None) -> None:
         sha = sha1(body)
         self._bodies.setdefault(sha, body)
@@ -68,10 +66,6 @@ class Batcher:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._push(body, keys, args, future, then)
         return await future
-
-    def submit(self, body: str, keys: list[str], args: list[Any]) -> None:
-        """The same, for a write whose result nobody waits for (a failure is logged)."""
-        self._push(body, keys, args, None, None)
 
     async def flush(self) -> None:
         """Until everything queued so far has been sent and answered (a clean stop, before leases go)."""
@@ -108,10 +102,7 @@ class Batcher:
                     result = then(result)
                 except Exception as exc:  # a bug in the bookkeeping: its caller gets it, the batch goes on
                     result = exc
-            if future is None:
-                if isinstance(result, Exception):
-                    log.warning("fleet: a write to Redis failed (%s)", result)
-            elif not future.done():  # its caller may have been cancelled meanwhile
+            if not future.done():  # its caller may have been cancelled meanwhile
                 if isinstance(result, Exception):
                     future.set_exception(result)
                 else:

@@ -12,10 +12,11 @@ Outbound: the reply goes to the stream of the same partition (`out:<n>`, group "
 partition's holder delivers a session's replies in order; the entry is acked once the channel's
 send returned (mark_delivered) or failed for good.
 
-The message path's writes (intake, the attempt count, the answer, the delivery ack) go through the
-asyncio client, gathered into one pipeline per round trip (batch.py): a caller awaits its own
-result while the event loop serves every other session. The interface's synchronous methods (used
-off the message path: triggers, recovery, tools) use a synchronous client, one round trip each.
+The message path's writes (intake, the attempt count, the answer) go through the asyncio client,
+gathered into one pipeline per round trip (batch.py): a caller awaits its own result while the
+event loop serves every other session. The interface's synchronous methods (the delivery ack, and
+everything off the message path: triggers, recovery, tools) use a synchronous client, one round
+trip each.
 Both retry with backoff across a Redis restart. Reads block and run on the asyncio client.
 """
 
@@ -254,19 +255,13 @@ class RedisBus(MessageBus):
         self._finish(outbound_id, "failed", error[:500])
 
     def _finish(self, outbound_id: str, status: str, error: str) -> None:
-        """Not fenced: a reply that went out is acked whoever holds the partition now. Sent with the next
-        batch, not waited for: nothing here depends on it, and a crash before it lands is the window
-        every delivery has between the platform's answer and the ack (the next holder sends it again)."""
+        """Not fenced: a reply that went out is acked whoever holds the partition now. Synchronous on
+        purpose, the moment the send returned: a crash between the platform's answer and this ack has
+        the next holder send the reply again, and this keeps that window as short as it can be."""
         self._sending.discard(outbound_id)
         n, entry, _ = self._out_taken.pop(outbound_id, (0, "", 0))
-        keys = [self.keys.reply(outbound_id), self.keys.outbound(n), self.keys.outbox_pending]
-        args: list[Any] = [status, error, entry, self.keep_seconds]
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:  # called outside the event loop (a CLI path): one synchronous round trip
-            self._finish_out(keys=keys, args=args)
-            return
-        self.batch.submit(scripts.FINISH_OUT, keys, args)
+        self._finish_out(keys=[self.keys.reply(outbound_id), self.keys.outbound(n), self.keys.outbox_pending],
+                         args=[status, error, entry, self.keep_seconds])
 
     def delivery_status(self, outbound_id: str) -> str | None:
         return self.sync.hget(self.keys.reply(outbound_id), "s")
