@@ -130,7 +130,7 @@ class AgentLoop:
         finally:
             self._responding.discard(key)
             self._stopping.discard(key)
-        self._reply(msg, text, kind)
+        await self._reply(msg, text, kind)
         self.events.emit("run_end", session=key, run_id=msg.id, kind=kind,
                          duration_ms=round((time.perf_counter() - started) * 1000, 1))
         if session is None:
@@ -154,7 +154,7 @@ class AgentLoop:
     async def _answer(self, session: Session, msg: InboundMessage) -> tuple[str, str]:
         if any(skip(session, msg) for skip in self.skip_if):
             return "", "skipped"
-        attempts = self.bus.begin_attempt(msg.id, session.progress)
+        attempts = await self.bus.begin_attempt_async(msg.id, session.progress)
         if attempts > self.settings.max_message_attempts:
             session.append("event", name="poison_message", run_id=msg.id, attempts=attempts)
             return (f"This message was set aside: processing it was interrupted {attempts - 1} times in a row "
@@ -162,7 +162,7 @@ class AgentLoop:
                     "form, or check the logs."), "error"
         return await self.respond(session, msg, msg.metadata.get("mode", "normal"))
 
-    def _reply(self, msg: InboundMessage, text: str, kind: str) -> None:
+    async def _reply(self, msg: InboundMessage, text: str, kind: str) -> None:
         """Queue the reply where the message asks (metadata "deliver"), or nowhere."""
         deliver = msg.metadata.get("deliver", {"channel": msg.channel, "chat_id": msg.chat_id})
         if deliver is None or kind == "skipped" or not all(f(msg, text, kind) for f in self.reply_filters):
@@ -170,7 +170,7 @@ class AgentLoop:
             return
         out = OutboundMessage(channel=deliver["channel"], chat_id=str(deliver["chat_id"]), text=text,
                               session_key=msg.session_key, in_reply_to=msg.id, kind=kind, metadata=_reply_metadata(msg))
-        self.bus.publish_outbound(out, answers=msg.id)
+        await self.bus.publish_outbound_async(out, answers=msg.id)
 
     async def respond(self, session: Session, msg: InboundMessage, mode: Mode = "normal") -> tuple[str, str]:
         """Run the tool loop for `msg` and return (final text, kind); calls a restart left with an

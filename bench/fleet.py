@@ -1,16 +1,20 @@
 """A fleet on one Redis: throughput with 1, 2 and 3 processes, intake-to-reply overhead under a slow
-model, and failover time after SIGKILL (docs/fleet.md).
+model (a burst, and a paced load at a few steady rates), and failover time after SIGKILL (docs/fleet.md).
 
 Real `clawgate gateway` processes sharing one home and one real redis-server (AOF on), the fake
 Messages API as a separate process, clients over the gateway WebSocket spread round-robin over the
 processes (a reply made on another worker reaches its client through the fleet's relay).
-Usage: python bench/fleet.py [--sessions 100] [--per-session 10] [--slow-sessions 2000] [--kills 10]
+The throughput rows also say where the CPU went, per message and per part (the workers, Redis, the
+fake model, this script's clients; read from /proc), which bounds what two cores can do.
+Usage: python bench/fleet.py [--sessions 100] [--per-session 10] [--slow-sessions 2000] [--rates 50,100,200]
+                             [--kills 10] [--only throughput|overhead|paced|failover]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import subprocess
@@ -45,7 +49,41 @@ def start_fake_model(latency: float) -> tuple[subprocess.Popen[str], str]:
 
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc; 0 where there is none)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """CPU used by each part of the bench between start() and stop(): why two cores give what they give."""
+
+    def __init__(self, parts: dict[str, list[int]]) -> None:
+        self.parts = parts
+        self.before: dict[str, float] = {}
+        self.used: dict[str, float] = {}
+
+    def _now(self) -> dict[str, float]:
+        return {name: sum(cpu_seconds(pid) for pid in pids) for name, pids in self.parts.items()}
+
+    def start(self) -> None:
+        self.before = self._now()
+
+    def stop(self) -> None:
+        self.used = {name: spent - self.before[name] for name, spent in self._now().items()}
+
+    def per_message(self, messages: int) -> tuple[str, str]:
+        """(total ms per message, the parts and the rate all cores could give at that cost)."""
+        total = sum(self.used.values()) * 1000 / messages
+        parts = ", ".join(f"{name} {self.used[name] * 1000 / messages:.2f}" for name in self.parts)
+        ceiling = (os.cpu_count() or 1) * 1000 / total if total else float("nan")
+        return f"{total:.2f} ms", f"{parts}; all {os.cpu_count()} cores busy: at most {ceiling:.0f} msg/s"
 
 
 class BenchFleet:
@@ -137,6 +175,54 @@ async def overhead(urls: list[str], sessions: int, model_latency: float) -> list
     return [(done[run] - sent[run] - model_latency) * 1000 for run in sent if run in done]
 
 
+async def paced(urls: list[str], sessions: int, rate: float, model_latency: float) -> tuple[list[float], int]:
+    """One message in each of `sessions` sessions, sent at a steady `rate` (messages/s over the whole
+    fleet, round-robin over the processes, never waiting for an answer before the next send); per
+    message, the final reply's arrival minus its send minus the model's latency, in ms. Returns the
+    overheads and how many replies never came."""
+    sent: dict[str, float] = {}      # request id -> send time
+    runs: dict[str, str] = {}        # request id -> run id (from the ack)
+    done: dict[str, float] = {}      # run id -> final reply's arrival
+
+    async def receive(ws: Any, mine: int) -> None:
+        seen = 0
+        async for raw in ws:
+            frame = json.loads(raw)
+            if frame.get("type") == "res" and frame.get("ok") and frame.get("id") in sent:
+                runs[frame["id"]] = frame["payload"]["runId"]
+            elif frame.get("type") == "event" and frame.get("event") == "chat":
+                payload = frame["payload"]
+                if payload.get("state") in ("final", "error"):
+                    done[payload["runId"]] = time.perf_counter()
+                    seen += 1
+                    if seen == mine:
+                        return
+
+    clients = [GatewayClient(url, TOKEN, events=CHAT_ONLY, open_timeout=60) for url in urls]
+    for client in clients:
+        await client.__aenter__()
+    try:
+        shares = [len(range(i, sessions, len(urls))) for i in range(len(urls))]
+        readers = [asyncio.create_task(receive(c.ws, mine)) for c, mine in zip(clients, shares)]
+        started = time.perf_counter()
+        for s in range(sessions):
+            await asyncio.sleep(max(0.0, started + s / rate - time.perf_counter()))
+            ws = clients[s % len(clients)].ws
+            assert ws is not None
+            rid = f"p{s}"
+            sent[rid] = time.perf_counter()
+            await ws.send(json.dumps({"type": "req", "id": rid, "method": "chat.send",
+                                      "params": {"session": f"paced-{rate:g}-{s}", "text": "hi"}}))
+        _, pending = await asyncio.wait(readers, timeout=120 + model_latency)
+        for task in pending:
+            task.cancel()
+    finally:
+        for client in clients:
+            await client.__aexit__(None, None, None)
+    over = [(done[runs[rid]] - at - model_latency) * 1000 for rid, at in sent.items() if runs.get(rid) in done]
+    return over, sessions - len(over)
+
+
 async def answered(url: str, session: str, timeout: float = 120.0) -> float:
     started = time.perf_counter()
     async with GatewayClient(url, TOKEN, events=CHAT_ONLY, open_timeout=60) as client:
@@ -175,9 +261,12 @@ def main() -> None:
     parser.add_argument("--model-latency", type=float, default=0.3)
     parser.add_argument("--kills", type=int, default=10)
     parser.add_argument("--lease", type=float, default=5.0)
-    parser.add_argument("--only", choices=["throughput", "overhead", "failover"], help="run one part")
+    parser.add_argument("--rates", default="50,100,200",
+                        help="paced load: steady arrival rates to sweep, messages/s over the whole fleet")
+    parser.add_argument("--only", choices=["throughput", "overhead", "paced", "failover"], help="run one part")
     args = parser.parse_args()
-    want = {args.only} if args.only else {"throughput", "overhead", "failover"}
+    want = {args.only} if args.only else {"throughput", "overhead", "paced", "failover"}
+    paced_rates = [float(r) for r in args.rates.split(",") if r.strip()]
     rows: list[tuple[str, str, str]] = []
     with tempfile.TemporaryDirectory() as tmp:
         server = RedisServer(Path(tmp) / "redis").start()
@@ -192,11 +281,18 @@ def main() -> None:
                     fleet.settle()
                     urls = [p.url for p in fleet.procs]
                     asyncio.run(throughput(urls, 10, 2))  # warm-up: the SDK is imported on first use
+                    meter = CpuMeter({"workers": [p.proc.pid for p in fleet.procs if p.proc],
+                                      "redis": [server.proc.pid] if server.proc else [], "model": [fast.pid],
+                                      "clients": [os.getpid()]})
+                    meter.start()
                     rates[count] = asyncio.run(throughput(urls, args.sessions, args.per_session))
+                    meter.stop()
                 finally:
                     fleet.stop()
+                messages = args.sessions * args.per_session
                 rows.append((f"throughput, {count} process(es), {args.sessions} sessions", f"{rates[count]:.0f} msg/s",
                              "≥ 1.7x of 1 process" if count == 2 else ""))
+                rows.append(("  CPU per message", *meter.per_message(messages)))
             if rates:
                 rows.append(("speed-up 1 -> 2 processes", f"{rates[2] / rates[1]:.2f}x", "≥ 1.7x"))
                 rows.append(("speed-up 1 -> 3 processes", f"{rates[3] / rates[1]:.2f}x", ""))
@@ -207,14 +303,35 @@ def main() -> None:
                 share = args.slow_sessions // 3 + 1
                 fleet = BenchFleet(Path(tmp) / "home-slow", server.url, slow_url, args.lease, concurrent=share)
                 try:
-                    for _ in range(3) if "overhead" in want else ():
+                    for _ in range(3) if want & {"overhead", "paced"} else ():
                         fleet.add()
                     if fleet.procs:
                         fleet.settle()
-                        over = asyncio.run(overhead([p.url for p in fleet.procs], args.slow_sessions, args.model_latency))
-                        rows.append((f"intake-to-reply overhead p50, 3 processes, {args.slow_sessions} sessions, "
-                                     f"{args.model_latency * 1000:.0f} ms model", f"{pct(over, 0.5):.0f} ms", ""))
+                        urls = [p.url for p in fleet.procs]
+                        asyncio.run(throughput(urls, 10, 1))  # warm-up: the SDK is imported on first use
+                    if "overhead" in want:
+                        over = asyncio.run(overhead(urls, args.slow_sessions, args.model_latency))
+                        rows.append((f"intake-to-reply overhead p50, 3 processes, {args.slow_sessions} sessions at "
+                                     f"one instant, {args.model_latency * 1000:.0f} ms model", f"{pct(over, 0.5):.0f} ms", ""))
                         rows.append(("  the same, p99", f"{pct(over, 0.99):.0f} ms", "< 50 ms"))
+                    for rate in paced_rates if "paced" in want else ():
+                        # every message opens a new session (costlier than the throughput rows' next message
+                        # in a known one), and at a low rate nothing is batched: how busy the cores were says
+                        # how close to the machine's limit a rate is
+                        meter = CpuMeter({"workers": [p.proc.pid for p in fleet.procs if p.proc],
+                                          "redis": [server.proc.pid] if server.proc else [], "model": [slow.pid],
+                                          "clients": [os.getpid()]})
+                        meter.start()
+                        started = time.perf_counter()
+                        over, lost = asyncio.run(paced(urls, args.slow_sessions, rate, args.model_latency))
+                        meter.stop()
+                        busy = sum(meter.used.values()) / (time.perf_counter() - started)
+                        cost, _ = meter.per_message(args.slow_sessions)
+                        rows.append((f"paced: {args.slow_sessions} sessions at {rate:g} msg/s (the bench's parts kept "
+                                     f"{busy / (os.cpu_count() or 1):.0%} of the cores busy, {cost} CPU per message), "
+                                     f"{args.model_latency * 1000:.0f} ms model, overhead p50 / p95 / p99",
+                                     f"{pct(over, 0.5):.0f} / {pct(over, 0.95):.0f} / {pct(over, 0.99):.0f} ms",
+                                     "p99 < 50 ms" + (f"; {lost} replies missing" if lost else "")))
                 finally:
                     fleet.stop()
             finally:

@@ -23,6 +23,8 @@ class Intake(Protocol):
 
     def publish_inbound(self, msg: InboundMessage) -> bool: ...
 
+    async def publish_inbound_async(self, msg: InboundMessage) -> bool: ...
+
     async def durable(self) -> None: ...
 
 
@@ -31,6 +33,12 @@ class MessageBus(ABC):
     @abstractmethod
     def publish_inbound(self, msg: InboundMessage) -> bool:
         """Durably accept `msg`; False (and nothing queued) if this id was already accepted."""
+
+    async def publish_inbound_async(self, msg: InboundMessage) -> bool:
+        """publish_inbound from a coroutine on the message path. A bus whose storage is a round trip
+        away (a fleet's Redis) sends it with other callers' writes instead of blocking the event loop;
+        the embedded one simply commits."""
+        return self.publish_inbound(msg)
 
     async def durable(self) -> None:
         """Return once everything published so far survives a power cut. Call it before telling
@@ -46,6 +54,10 @@ class MessageBus(ABC):
     def begin_attempt(self, inbound_id: str, progress: int) -> int:
         """Count a processing start of `inbound_id`; returns the starts without progress so far
         (an attempt that begins further along — `progress` grew — resets the count)."""
+
+    async def begin_attempt_async(self, inbound_id: str, progress: int) -> int:
+        """begin_attempt from a coroutine (see publish_inbound_async)."""
+        return self.begin_attempt(inbound_id, progress)
 
     @abstractmethod
     def settle(self, inbound_id: str) -> None:
@@ -64,6 +76,10 @@ class MessageBus(ABC):
     def publish_outbound(self, msg: OutboundMessage, *, answers: str | None = None) -> bool:
         """Durably queue a reply; `answers` marks that inbound message answered in the same step.
         False (and nothing queued) if a reply with this id was queued before."""
+
+    async def publish_outbound_async(self, msg: OutboundMessage, *, answers: str | None = None) -> bool:
+        """publish_outbound from a coroutine (see publish_inbound_async)."""
+        return self.publish_outbound(msg, answers=answers)
 
     @abstractmethod
     async def next_outbound(self) -> OutboundMessage:

@@ -12,9 +12,12 @@ Outbound: the reply goes to the stream of the same partition (`out:<n>`, group "
 partition's holder delivers a session's replies in order; the entry is acked once the channel's
 send returned (mark_delivered) or failed for good.
 
-The interface's writes are synchronous (like SQLite's commits), so they use a synchronous client:
-one loopback or LAN round trip each, retried with backoff across a Redis restart. Reads block
-and run on the asyncio client.
+The message path's writes (intake, the attempt count, the answer) go through the asyncio client,
+gathered into one pipeline per round trip (batch.py): a caller awaits its own result while the
+event loop serves every other session. The interface's synchronous methods (the delivery ack, and
+everything off the message path: triggers, recovery, tools) use a synchronous client, one round
+trip each.
+Both retry with backoff across a Redis restart. Reads block and run on the asyncio client.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import redis.asyncio as aioredis
 from clawgate.agent.bus import InboundMessage, MessageBus, OutboundMessage
 
 from . import scripts
+from .batch import Batcher
 from .keys import IN_GROUP, OUT_GROUP, Keys, partition_lease, partition_of
 from .leases import Lease
 
@@ -67,6 +71,7 @@ class RedisBus(MessageBus):
         self._publish_out = sync.register_script(scripts.PUBLISH_OUT)
         self._finish_out = sync.register_script(scripts.FINISH_OUT)
         self._begin = sync.register_script(scripts.BEGIN_ATTEMPT)
+        self.batch = Batcher(r)
         # set by the node: a lease found run out here is given up at once (its work is claimed again
         # by whoever takes the partition next, this worker included), never renewed as if nothing happened
         self.expired: Callable[[int], None] = lambda n: None
@@ -113,11 +118,15 @@ class RedisBus(MessageBus):
 
     # intake ------------------------------------------------------------------------------
     def publish_inbound(self, msg: InboundMessage) -> bool:
+        return bool(self._publish_in(*self._inbound_call(msg)))
+
+    async def publish_inbound_async(self, msg: InboundMessage) -> bool:
+        return bool(await self.batch.call(scripts.PUBLISH_IN, *self._inbound_call(msg)))
+
+    def _inbound_call(self, msg: InboundMessage) -> tuple[list[str], list[Any]]:
         n = self.partition(msg.session_key)
-        added = self._publish_in(
-            keys=[self.keys.message(msg.id), self.keys.inbound(n), self.keys.open_set(msg.session_key), self.keys.inbox_open],
-            args=[msg.id, msg.session_key, json.dumps(msg.to_dict()), time.time()])
-        return bool(added)
+        return ([self.keys.message(msg.id), self.keys.inbound(n), self.keys.open_set(msg.session_key), self.keys.inbox_open],
+                [msg.id, msg.session_key, json.dumps(msg.to_dict()), time.time()])
 
     async def next_inbound(self) -> InboundMessage:
         while True:
@@ -128,6 +137,9 @@ class RedisBus(MessageBus):
 
     def begin_attempt(self, inbound_id: str, progress: int) -> int:
         return int(self._begin(keys=[self.keys.message(inbound_id)], args=[progress]))
+
+    async def begin_attempt_async(self, inbound_id: str, progress: int) -> int:
+        return int(await self.batch.call(scripts.BEGIN_ATTEMPT, [self.keys.message(inbound_id)], [progress]))
 
     def settle(self, inbound_id: str) -> None:
         self._answer(None, inbound_id)
@@ -142,14 +154,31 @@ class RedisBus(MessageBus):
     def publish_outbound(self, msg: OutboundMessage, *, answers: str | None = None) -> bool:
         return self._answer(msg, answers)
 
+    async def publish_outbound_async(self, msg: OutboundMessage, *, answers: str | None = None) -> bool:
+        call = self._answer_call(msg, answers)
+        if call is None:
+            return False
+        keys, args, done = call
+        return bool(await self.batch.call(scripts.PUBLISH_OUT, keys, args, then=lambda result: done(int(result))))
+
     def _answer(self, msg: OutboundMessage | None, answers: str | None) -> bool:
-        """Queue `msg` and/or mark `answers` answered, fenced by the lease it was taken under."""
+        """The synchronous path (settle, tools, triggers): one round trip, blocking."""
+        call = self._answer_call(msg, answers)
+        if call is None:
+            return False
+        keys, args, done = call
+        return done(int(self._publish_out(keys=keys, args=args)))
+
+    def _answer_call(self, msg: OutboundMessage | None, answers: str | None
+                     ) -> tuple[list[str], list[Any], Callable[[int], bool]] | None:
+        """Queue `msg` and/or mark `answers` answered, fenced by the lease it was taken under: the local
+        checks now (None: refused here), the script's keys and arguments, and what to do with its result."""
         taken = self._taken.get(answers) if answers else None
         if answers and taken is None:
             self.refused += 1
             log.warning("fleet: answer to %s refused: this worker no longer holds its partition (the lease moved; the "
                         "new holder answers it)", answers)
-            return False
+            return None
         if taken is not None:
             n, entry, token = taken
             expected = f"{self.node}|{token}"
@@ -160,37 +189,41 @@ class RedisBus(MessageBus):
                 log.warning("fleet: write for partition %d refused: its lease (fencing token %d) ran out here before "
                             "it was renewed; %s not queued (the next holder answers)", n, token,
                             f"reply {msg.id}" if msg else f"answered mark of {answers}")
-                return False
+                return None
         else:
             assert msg is not None
             n = self.partition(msg.session_key or f"{msg.channel}:{msg.chat_id}")
             lease = self.lease_of(n)
             entry, expected = "", lease.value(self.node) if lease is not None else ""
         session = self._sessions.get(answers or "", "")
-        result = int(self._publish_out(
-            keys=[self.keys.lease(partition_lease(n)), self.keys.reply(msg.id if msg else "-"), self.keys.outbound(n),
-                  self.keys.message(answers or "-"), self.keys.inbound(n), self.keys.open_set(session),
-                  self.keys.inbox_open, self.keys.outbox_pending],
-            args=[expected, msg.id if msg else "", json.dumps(msg.to_dict()) if msg else "", answers or "", entry,
-                  self.keys_ttl]))
-        duplicate = result == -2
-        if duplicate:
-            log.warning("fleet: %s was answered already; this second answer is dropped", answers)
-            result = 0
-        elif result < 0:
-            self.refused += 1
-            log.warning("fleet: write for partition %d refused: fencing token %s is stale (another worker holds the "
-                        "lease now); %s not queued", n, expected.rsplit("|", 1)[-1],
-                        f"reply {msg.id}" if msg else f"answered mark of {answers}")
-            return False
-        if taken is not None and answers is not None:
-            self.answered += 0 if duplicate else 1
-            self._taken.pop(answers, None)
-            self._sessions.pop(answers, None)
-            self._inflight[n] -= 1
-            if self._inflight[n] <= 0:
-                self._inflight.pop(n, None)
-        return bool(result)
+        keys = [self.keys.lease(partition_lease(n)), self.keys.reply(msg.id if msg else "-"), self.keys.outbound(n),
+                self.keys.message(answers or "-"), self.keys.inbound(n), self.keys.open_set(session),
+                self.keys.inbox_open, self.keys.outbox_pending]
+        args: list[Any] = [expected, msg.id if msg else "", json.dumps(msg.to_dict()) if msg else "", answers or "",
+                           entry, self.keys_ttl]
+
+        def done(result: int) -> bool:
+            duplicate = result == -2
+            if duplicate:
+                log.warning("fleet: %s was answered already; this second answer is dropped", answers)
+                result = 0
+            elif result < 0:
+                self.refused += 1
+                log.warning("fleet: write for partition %d refused: fencing token %s is stale (another worker holds "
+                            "the lease now); %s not queued", n, expected.rsplit("|", 1)[-1],
+                            f"reply {msg.id}" if msg else f"answered mark of {answers}")
+                return False
+            # the same take still in hand (not lost, and not taken again under a new lease meanwhile)
+            if taken is not None and answers is not None and self._taken.get(answers) is taken:
+                self.answered += 0 if duplicate else 1
+                self._taken.pop(answers, None)
+                self._sessions.pop(answers, None)
+                self._inflight[n] -= 1
+                if self._inflight[n] <= 0:
+                    self._inflight.pop(n, None)
+            return bool(result)
+
+        return keys, args, done
 
     @property
     def keys_ttl(self) -> int:
@@ -222,7 +255,9 @@ class RedisBus(MessageBus):
         self._finish(outbound_id, "failed", error[:500])
 
     def _finish(self, outbound_id: str, status: str, error: str) -> None:
-        """Not fenced: a reply that went out is acked whoever holds the partition now."""
+        """Not fenced: a reply that went out is acked whoever holds the partition now. Synchronous on
+        purpose, the moment the send returned: a crash between the platform's answer and this ack has
+        the next holder send the reply again, and this keeps that window as short as it can be."""
         self._sending.discard(outbound_id)
         n, entry, _ = self._out_taken.pop(outbound_id, (0, "", 0))
         self._finish_out(keys=[self.keys.reply(outbound_id), self.keys.outbound(n), self.keys.outbox_pending],

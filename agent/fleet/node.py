@@ -147,6 +147,10 @@ class FleetNode:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        try:  # answers and acks still on their way land before the partitions are handed over
+            await asyncio.wait_for(self.bus.batch.flush(), 10)
+        except (asyncio.TimeoutError, redis.ConnectionError, redis.TimeoutError, OSError):
+            pass  # Redis is gone: what did not land is fenced out or claimed again by the next holder
         await self.partitions.release_all()
         try:
             await self.r.zrem(self.keys.nodes, self.node)

@@ -79,7 +79,7 @@ class Intake:
             metadata={"message_id": incoming.message_id, "thread_id": incoming.thread_id, "username": who.username,
                       "private": incoming.private, "owner": owner, **incoming.metadata},
         )
-        accepted = kit.services.intake.publish_inbound(inbound)
+        accepted = await kit.services.intake.publish_inbound_async(inbound)
         await kit.services.intake.durable()  # before the adapter acknowledges the platform
         if accepted:
             kit.progress.started(key, incoming.chat_id, incoming.thread_id, inbound.id)

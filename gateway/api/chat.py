@@ -59,7 +59,7 @@ async def chat_send(services: Services, conn: Connection, p: ChatSend) -> dict[s
                          session_key=p.session, text=p.text, metadata={"owner": True})
     if p.idempotencyKey:
         msg.id = idempotent_id(p.session, p.idempotencyKey)
-    accepted = services.intake.publish_inbound(msg)
+    accepted = await services.intake.publish_inbound_async(msg)
     await services.intake.durable()
     return {"runId": msg.id, "status": "accepted" if accepted else "duplicate", "seq": seq}
 

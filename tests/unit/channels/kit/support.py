@@ -24,6 +24,9 @@ class Inbox:
         self.messages.append(msg)
         return True
 
+    async def publish_inbound_async(self, msg: InboundMessage) -> bool:
+        return self.publish_inbound(msg)
+
     async def durable(self) -> None:
         return None
 
