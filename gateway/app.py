@@ -92,6 +92,7 @@ class App:
         self.fleet = fleet.build(settings)
         if self.fleet is not None:
             state.bus = self.fleet.bus
+            self.fleet.bus.local_durability = state.durability
         self.provider, self.unconfigured = build_model(settings, state, provider)
         approvals = build_approvals(settings, state)
         talk = build_conversation(paths, settings, state, self.provider, approvals)

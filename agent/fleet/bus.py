@@ -33,6 +33,7 @@ import redis
 import redis.asyncio as aioredis
 
 from clawgate.agent.bus import InboundMessage, MessageBus, OutboundMessage
+from clawgate.agent.core.durability import Durability
 
 from . import scripts
 from .batch import Batcher
@@ -78,6 +79,14 @@ class RedisBus(MessageBus):
         self.refused = 0  # fenced writes refused (status, tests)
         self.sweep_seconds = 10.0  # how often (and past what idle time) orphaned pending entries are claimed
         self.answered = 0  # messages this worker answered (status: how the work is spread)
+        # the process's group commit (session logs, task state, SQLite files on the shared volume): flushed
+        # before a platform hears a message was accepted or a reply goes out, as with the embedded bus
+        self.local_durability: Durability | None = None
+
+    async def durable(self) -> None:
+        """Redis keeps what was published (AOF); the local writes it rests on are flushed here."""
+        if self.local_durability is not None:
+            await self.local_durability.sync()
 
     def partition(self, session_key: str) -> int:
         return partition_of(session_key, self.count)

@@ -117,3 +117,30 @@ async def test_scripts_are_loaded_again_after_redis_forgot_them(redis_server) ->
         assert a.bus.counts()["inboxOpen"] == 2
     finally:
         await done(a)
+
+
+async def test_durable_waits_for_the_local_writes_the_promise_rests_on(redis_server, tmp_path) -> None:
+    """A session log or task write marked for the group commit is on disk before the bus says durable:
+    in a fleet as alone (the dispatcher and the channels await durable() before telling anyone)."""
+    import threading
+
+    from clawgate.agent.core.durability import Durability
+
+    gate, flushed = threading.Event(), []
+
+    def fsync(path: str) -> None:
+        assert gate.wait(30), "the test never opened the gate"
+        flushed.append(path)
+
+    a, n, prefix = await held(redis_server.url)
+    try:
+        a.bus.local_durability = barrier = Durability(fsync=fsync)
+        barrier.mark(tmp_path / "session.jsonl")
+        waiting = asyncio.ensure_future(a.bus.durable())
+        await asyncio.sleep(0)
+        assert not waiting.done()  # held back by the disk
+        gate.set()
+        await asyncio.wait_for(waiting, 30)
+        assert flushed == [str(tmp_path / "session.jsonl")]
+    finally:
+        await done(a)
