@@ -92,20 +92,31 @@ def lease_holder(fleet: Fleet, r: "redis.Redis") -> str | None:
     return value.split("|")[0] if value else None
 
 
-def start(fleet_factory, fake: FakeDiscord, count: int) -> tuple[Fleet, "redis.Redis", DaemonProcess]:
-    fleet: Fleet = fleet_factory(discord_env(fake))
+def spread(fleet_factory, env: dict[str, str], lease_name: str, count: int = 2,
+           channel: str | None = None) -> tuple[Fleet, "redis.Redis", DaemonProcess]:
+    """`count` processes with the partitions spread over them; returns the one holding the `lease_name`
+    singleton, once the others show `channel` on standby (None: a connection with no standby state)."""
+    fleet: Fleet = fleet_factory(env)
     for _ in range(count):
         fleet.add()
     r = redis.Redis.from_url(fleet.redis_url, decode_responses=True)
     wait_until(lambda: len(set(fleet.holders(r).values())) == count and len(fleet.holders(r)) == PARTITIONS,
                "partitions spread over the workers", describe=fleet.logs)
-    holder = fleet.by_node(wait_until(lambda: lease_holder(fleet, r), "a Discord connection lease", describe=fleet.logs))
-    wait_until(fake.connected, "the holder's Gateway session", describe=fleet.logs)
+    lease = f"{fleet.prefix}:lease:s:{lease_name}:*"
+    holder = fleet.by_node(wait_until(lambda: [(r.get(k) or "").split("|")[0] for k in r.scan_iter(match=lease)][0],
+                                      f"a {lease_name} lease", describe=fleet.logs))
     for proc in fleet.procs:
-        if proc is not holder:
-            wait_until(lambda: (status(proc)["channelStates"]["discord"].get("state") == "standby"
-                                and status(proc)["channelStates"]["discord"]),
-                       "the other process on standby", describe=fleet.logs)
+        if proc is not holder and channel is not None:
+            wait_until(lambda: status(proc)["channelStates"][channel].get("state") == "standby",
+                       f"the other process's {channel} on standby", describe=fleet.logs)
+    return fleet, r, holder
+
+
+def start(fleet_factory, fake: FakeDiscord, count: int,
+          extra: dict[str, str] | None = None) -> tuple[Fleet, "redis.Redis", DaemonProcess]:
+    fleet, r, holder = spread(fleet_factory, {**discord_env(fake), **(extra or {})}, "discord", count, "discord")
+    assert lease_holder(fleet, r) == holder.node  # type: ignore[attr-defined]  # one bot, one lease
+    wait_until(fake.connected, "the holder's Gateway session", describe=fleet.logs)
     return fleet, r, holder
 
 
@@ -162,14 +173,7 @@ def test_an_approval_for_a_run_on_the_standby_process_is_answered_on_the_holder(
 def test_typing_is_kept_up_by_the_holder_while_the_standby_process_runs_the_turn(
         fleet_factory, discord_fake: FakeDiscord, fake_model: FakeAnthropic) -> None:
     rooms = one_channel_per_partition(discord_fake)
-    fleet: Fleet = fleet_factory({**discord_env(discord_fake), "CLAWGATE_CHANNELS__DISCORD__TYPING_INTERVAL_SECONDS": "0.3"})
-    for _ in range(2):
-        fleet.add()
-    r = redis.Redis.from_url(fleet.redis_url, decode_responses=True)
-    wait_until(lambda: len(set(fleet.holders(r).values())) == 2 and len(fleet.holders(r)) == PARTITIONS,
-               "partitions spread over the workers", describe=fleet.logs)
-    holder = fleet.by_node(wait_until(lambda: lease_holder(fleet, r), "a Discord connection lease", describe=fleet.logs))
-    wait_until(discord_fake.connected, "the holder's Gateway session", describe=fleet.logs)
+    fleet, r, holder = start(fleet_factory, discord_fake, 2, {"CLAWGATE_CHANNELS__DISCORD__TYPING_INTERVAL_SECONDS": "0.3"})
     room = next(room for n, room in rooms.items() if fleet.holder(r, n) != holder.node)  # type: ignore[attr-defined]
     fake_model.enqueue(text("Thought it over.", delay=3.0))
     discord_fake.inject_guild_message("think it over", channel_id=room, mention_bot=True)
@@ -212,18 +216,9 @@ def test_killing_the_connections_holder_moves_it_and_every_message_is_answered_o
 def test_matrix_one_device_syncs_and_a_run_on_the_standby_process_answers_encrypted(
         fleet_factory, matrix_bot, humans, tmp_path) -> None:
     alice = humans("alice", store=tmp_path / "alice-keys")  # an E2E client, as Element is
-    fleet: Fleet = fleet_factory(matrix_bot.env(dm_policy="open"))
-    for _ in range(2):
-        fleet.add()
-    r = redis.Redis.from_url(fleet.redis_url, decode_responses=True)
-    wait_until(lambda: len(set(fleet.holders(r).values())) == 2 and len(fleet.holders(r)) == PARTITIONS,
-               "partitions spread over the workers", describe=fleet.logs)
-    lease = f"{fleet.prefix}:lease:s:matrix:*"
-    holder = fleet.by_node(wait_until(lambda: [(r.get(k) or "").split("|")[0] for k in r.scan_iter(match=lease)][0],
-                                      "a Matrix connection lease", describe=fleet.logs))
+    fleet, r, holder = spread(fleet_factory, matrix_bot.env(dm_policy="open"), "matrix", channel="matrix")
     other = next(p for p in fleet.procs if p is not holder)
-    wait_until(lambda: status(other)["channelStates"]["matrix"].get("state") == "standby", "the other on standby",
-               describe=fleet.logs)
+    lease = f"{fleet.prefix}:lease:s:matrix:*"
     bot = matrix_bot.user.user_id
     # an encrypted DM whose session the standby process runs (rooms are made until one falls in its partitions)
     room = next(room for room in (alice.encrypted_dm(bot) for _ in range(12))
@@ -246,18 +241,8 @@ def test_slack_one_socket_for_the_fleet_and_threads_answered_from_every_process(
                               "base_url": slack.api_url, "owner": [W.OWNER_ID], "retry_base_seconds": 0.05}
     env = {**NO_PROXY, **{f"CLAWGATE_CHANNELS__SLACK__{k.upper()}": v if isinstance(v, str) else json.dumps(v)
                           for k, v in values.items()}}
-    fleet: Fleet = fleet_factory(env)
-    for _ in range(2):
-        fleet.add()
-    r = redis.Redis.from_url(fleet.redis_url, decode_responses=True)
-    wait_until(lambda: len(set(fleet.holders(r).values())) == 2 and len(fleet.holders(r)) == PARTITIONS,
-               "partitions spread over the workers", describe=fleet.logs)
-    lease = f"{fleet.prefix}:lease:s:slack:*"
-    holder = fleet.by_node(wait_until(lambda: [(r.get(k) or "").split("|")[0] for k in r.scan_iter(match=lease)][0],
-                                      "a Slack connection lease", describe=fleet.logs))
+    fleet, r, holder = spread(fleet_factory, env, "slack", channel="slack")
     other = next(p for p in fleet.procs if p is not holder)
-    wait_until(lambda: status(other)["channelStates"]["slack"].get("state") == "standby", "the other on standby",
-               describe=fleet.logs)
     slack.wait_for(lambda f: f.socket.open_connections(), timeout=DEFAULT_TIMEOUT)
     # mentions in #general, each its own thread (its own session), until one is run by the standby process
     threads: list[tuple[int, str]] = []
@@ -295,20 +280,10 @@ def test_email_one_imap_login_for_the_fleet_and_mail_run_on_the_standby_process_
         "address": world.bot, "password": world.dovecot.passwords[world.bot], "imap_host": "127.0.0.1",
         "imap_port": world.dovecot.port, "imap_tls": "none", "smtp_port": world.smtp.port, "smtp_tls": "none",
         "owner": [world.owner], "dm_policy": "open", "retry_base_seconds": 0.05, "progress": False, "idle_seconds": 5}
-    fleet: Fleet = fleet_factory({f"CLAWGATE_CHANNELS__EMAIL__{k.upper()}": v if isinstance(v, str) else json.dumps(v)
-                                  for k, v in values.items()})
-    for _ in range(2):
-        fleet.add()
-    r = redis.Redis.from_url(fleet.redis_url, decode_responses=True)
-    wait_until(lambda: len(set(fleet.holders(r).values())) == 2 and len(fleet.holders(r)) == PARTITIONS,
-               "partitions spread over the workers", describe=fleet.logs)
-    lease = f"{fleet.prefix}:lease:s:email:*"
-    holder = fleet.by_node(wait_until(lambda: [(r.get(k) or "").split("|")[0] for k in r.scan_iter(match=lease)][0],
-                                      "an email connection lease", describe=fleet.logs))
+    env = {f"CLAWGATE_CHANNELS__EMAIL__{k.upper()}": v if isinstance(v, str) else json.dumps(v) for k, v in values.items()}
+    fleet, r, holder = spread(fleet_factory, env, "email", channel="email")
     other = next(p for p in fleet.procs if p is not holder)
     wait_until(lambda: "email: first start" in holder.log_text(), "the holder's first IMAP start", describe=fleet.logs)
-    wait_until(lambda: status(other)["channelStates"]["email"].get("state") == "standby", "the other on standby",
-               describe=fleet.logs)
     # a sender whose chat the standby process runs
     sender = next(a for a in (unique_address("person") for _ in range(200))
                   if fleet.holder(r, partition_of(f"email:{a}", PARTITIONS)) == other.node)  # type: ignore[attr-defined]
@@ -323,15 +298,8 @@ def test_email_one_imap_login_for_the_fleet_and_mail_run_on_the_standby_process_
 def test_telegram_a_button_pressed_on_the_pollers_process_approves_a_run_on_another(
         fleet_factory, telegram: FakeTelegram, fake_model: FakeAnthropic) -> None:
     owners = list(range(8100, 8140))  # owners' chats; one whose session another process runs is used
-    fleet: Fleet = fleet_factory(telegram_env(telegram, owner=[str(o) for o in owners]))
-    for _ in range(2):
-        fleet.add()
-    r = redis.Redis.from_url(fleet.redis_url, decode_responses=True)
-    wait_until(lambda: len(set(fleet.holders(r).values())) == 2 and len(fleet.holders(r)) == PARTITIONS,
-               "partitions spread over the workers", describe=fleet.logs)
-    lease = f"{fleet.prefix}:lease:s:telegram-poller:*"
-    poller = wait_until(lambda: [(r.get(k) or "").split("|")[0] for k in r.scan_iter(match=lease)][0],
-                        "the poller lease", describe=fleet.logs)
+    fleet, r, poller_proc = spread(fleet_factory, telegram_env(telegram, owner=[str(o) for o in owners]), "telegram-poller")
+    poller = poller_proc.node  # type: ignore[attr-defined]
     chat = next(c for c in owners if fleet.holder(r, partition_of(f"telegram:{c}", PARTITIONS)) not in (None, poller))
     fake_model.enqueue(tool_use("exec", {"argv": ["touch", "approved.txt"]}), text("Created approved.txt."))
     telegram.inject_message(chat, "make a file")

@@ -42,6 +42,23 @@ def _spread(fleet: Fleet, nodes: int) -> None:
                f"all partitions held by {nodes} workers", describe=fleet.logs)
 
 
+def _start_build(proc: Any, fake_model: FakeAnthropic, after: str, session: str | None = None) -> None:
+    """Ask `proc` for a background build (its process runs until the test touches `release`); the model
+    answers the job's report with `after`. Returns once the job runs."""
+    script = Script()
+    script.on("start the build", background_exec(), text("Started it."))
+    script.on("[clawgate] Background job bg-1", text(after))
+    fake_model.responder = script
+
+    async def ask() -> None:
+        async with proc.client() as client:
+            params = {} if session is None else {"session": session}
+            assert (await client.chat("start the build", **params))["text"] == "Started it."
+
+    asyncio.run(ask())
+    wait_until(lambda: marker(proc.workspace) == ["ran"], "the job to start")
+
+
 def _restart_as_three(fleet: Fleet) -> list[Any]:
     """SIGKILL the fleet (one process), then start three on the same home."""
     fleet.kill_all()
@@ -52,17 +69,7 @@ def test_a_background_job_cut_by_a_crash_is_reported_once_across_the_fleet(fleet
                                                                             fake_model: FakeAnthropic) -> None:
     fleet: Fleet = fleet_factory(ENV)
     first = fleet.add()
-    script = Script()
-    script.on("start the build", background_exec(), text("Started it."))
-    script.on("[clawgate] Background job bg-1", text("The build was interrupted by a restart; I will check."))
-    fake_model.responder = script
-
-    async def start_build() -> None:
-        async with first.client() as client:
-            assert (await client.chat("start the build"))["text"] == "Started it."
-
-    asyncio.run(start_build())
-    wait_until(lambda: marker(first.workspace) == ["ran"], "the job to start")
+    _start_build(first, fake_model, "The build was interrupted by a restart; I will check.")
     procs = _restart_as_three(fleet)  # the job's process outlives the daemon
 
     wait_until(lambda: any(r["kind"] == "assistant" and "interrupted by a restart" in json.dumps(r)
@@ -175,17 +182,7 @@ def test_a_worker_joining_does_not_take_a_partition_whose_background_job_runs(fl
     session = next(k for k in (f"build-{i}" for i in range(1000)) if partition_of(k, PARTITIONS) == PARTITIONS - 1)
     fleet: Fleet = fleet_factory(ENV)
     first = fleet.add()
-    script = Script()
-    script.on("start the build", background_exec(), text("Started it."))
-    script.on("[clawgate] Background job bg-1", text("Your build finished: BUILD-OK."))
-    fake_model.responder = script
-
-    async def start_build() -> None:
-        async with first.client() as client:
-            assert (await client.chat("start the build", session=session))["text"] == "Started it."
-
-    asyncio.run(start_build())
-    wait_until(lambda: marker(first.workspace) == ["ran"], "the job to start")
+    _start_build(first, fake_model, "Your build finished: BUILD-OK.", session)
     second = fleet.add()  # the highest partitions are the ones handed over first when all are idle
     r = redis.Redis.from_url(fleet.redis_url, decode_responses=True)
     wait_until(lambda: list(fleet.holders(r).values()).count(second.node) == PARTITIONS // 2,  # type: ignore[attr-defined]
@@ -213,17 +210,7 @@ def test_a_worker_stalled_past_its_lease_during_a_background_job_leaves_it_to_th
     stalled = procs[0]
     session = next(k for k in (f"stall-{i}" for i in range(1000))
                    if fleet.holder(r, partition_of(k, PARTITIONS)) == stalled.node)  # type: ignore[attr-defined]
-    script = Script()
-    script.on("start the build", background_exec(), text("Started it."))
-    script.on("[clawgate] Background job bg-1", text("The build was cut off; I will check."))
-    fake_model.responder = script
-
-    async def start_build() -> None:
-        async with stalled.client() as client:
-            assert (await client.chat("start the build", session=session))["text"] == "Started it."
-
-    asyncio.run(start_build())
-    wait_until(lambda: marker(stalled.workspace) == ["ran"], "the job to start")
+    _start_build(stalled, fake_model, "The build was cut off; I will check.", session)
     assert stalled.proc is not None
     os.kill(stalled.proc.pid, signal.SIGSTOP)
     try:
