@@ -109,6 +109,13 @@ class Fleet:
     def holders(self, r: "redis.Redis") -> dict[int, str]:
         return {n: h for n in range(PARTITIONS) if (h := self.holder(r, n))}
 
+    def spread(self, nodes: int) -> "redis.Redis":
+        """Wait until every partition is held, by `nodes` workers; a client of the fleet's Redis."""
+        r = redis.Redis.from_url(self.redis_url, decode_responses=True)
+        wait_until(lambda: len(self.holders(r)) == PARTITIONS and len(set(self.holders(r).values())) == nodes,
+                   f"all partitions held by {nodes} workers", describe=self.logs)
+        return r
+
     def state(self) -> str:
         """The fleet's queues as Redis has them: per partition its holder, backlog and pending entries."""
         r = redis.Redis.from_url(self.redis_url, decode_responses=True)

@@ -20,9 +20,7 @@ def test_an_approval_asked_on_one_worker_is_listed_and_answered_on_another(fleet
                                                                            fake_model: FakeAnthropic) -> None:
     fleet: Fleet = fleet_factory()
     procs = [fleet.add() for _ in range(3)]
-    r = redis.Redis.from_url(fleet.redis_url, decode_responses=True)
-    wait_until(lambda: len(set(fleet.holders(r).values())) == 3 and len(fleet.holders(r)) == PARTITIONS,
-               "partitions spread over the three workers", describe=fleet.logs)
+    r = fleet.spread(3)
     here = procs[0]
     session = remote_session(fleet, here, "approve-remote")
     worker = fleet.by_node(str(fleet.holder(r, partition_of(session, PARTITIONS))))  # where the run will be

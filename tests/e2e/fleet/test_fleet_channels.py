@@ -99,9 +99,7 @@ def spread(fleet_factory, env: dict[str, str], lease_name: str, count: int = 2,
     fleet: Fleet = fleet_factory(env)
     for _ in range(count):
         fleet.add()
-    r = redis.Redis.from_url(fleet.redis_url, decode_responses=True)
-    wait_until(lambda: len(set(fleet.holders(r).values())) == count and len(fleet.holders(r)) == PARTITIONS,
-               "partitions spread over the workers", describe=fleet.logs)
+    r = fleet.spread(count)
     lease = f"{fleet.prefix}:lease:s:{lease_name}:*"
     holder = fleet.by_node(wait_until(lambda: [(r.get(k) or "").split("|")[0] for k in r.scan_iter(match=lease)][0],
                                       f"a {lease_name} lease", describe=fleet.logs))

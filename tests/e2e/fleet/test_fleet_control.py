@@ -46,9 +46,7 @@ def test_a_client_on_one_process_follows_approves_and_stops_a_run_on_another(
         fleet_factory, fake_model: FakeAnthropic) -> None:
     fleet: Fleet = fleet_factory()
     procs = [fleet.add() for _ in range(3)]
-    r = redis.Redis.from_url(fleet.redis_url, decode_responses=True)
-    wait_until(lambda: len(set(fleet.holders(r).values())) == 3 and len(fleet.holders(r)) == PARTITIONS,
-               "partitions spread over the three workers", describe=fleet.logs)
+    r = fleet.spread(3)
     here = procs[0]
     session = remote_session(fleet, here, "gateway-remote")
     fake_model.enqueue(tool_use("exec", {"argv": ["cat", "/etc/hostname"]}), text("approved and done"),

@@ -31,10 +31,7 @@ def start_three(fleet_factory, telegram: FakeTelegram) -> Fleet:
     fleet: Fleet = fleet_factory(telegram_env(telegram, owner=[str(CHAT)]))
     for _ in range(3):
         fleet.add()
-    r = fleet_redis(fleet)
-    # settled: every worker holds partitions and all are held (the first one handed some over)
-    wait_until(lambda: len(set(fleet.holders(r).values())) == 3 and len(fleet.holders(r)) == PARTITIONS,
-               "partitions spread over the three workers", describe=fleet.logs)
+    fleet.spread(3)  # settled: every worker holds partitions and all are held (the first one handed some over)
     return fleet
 
 

@@ -35,13 +35,6 @@ def _requests_with(fake: FakeAnthropic, needle: str) -> list[dict[str, Any]]:
     return [body for body in list(fake.requests) if needle in json.dumps(body)]
 
 
-def _spread(fleet: Fleet, nodes: int) -> None:
-    """Every partition held, by `nodes` workers: the dead process's leases ran out and were taken."""
-    r = redis.Redis.from_url(fleet.redis_url, decode_responses=True)
-    wait_until(lambda: len(fleet.holders(r)) == PARTITIONS and len(set(fleet.holders(r).values())) == nodes,
-               f"all partitions held by {nodes} workers", describe=fleet.logs)
-
-
 def _start_build(proc: Any, fake_model: FakeAnthropic, after: str, session: str | None = None) -> None:
     """Ask `proc` for a background build (its process runs until the test touches `release`); the model
     answers the job's report with `after`. Returns once the job runs."""
@@ -75,7 +68,7 @@ def test_a_background_job_cut_by_a_crash_is_reported_once_across_the_fleet(fleet
     wait_until(lambda: any(r["kind"] == "assistant" and "interrupted by a restart" in json.dumps(r)
                            for r in session_records(first.home)), "the answer to the wake-up", describe=fleet.logs)
     wait_until(lambda: job_gone(first.workspace), "the leftover process to be killed")
-    _spread(fleet, 3)
+    fleet.spread(3)
     # once: one end record, one wake-up, one model call about it, one answer, one process that did it
     [end] = events_named(first.home, "bg_job_end")
     assert end["status"] == "interrupted" and "still running after the restart and was stopped" in end["text"]
@@ -123,7 +116,7 @@ def test_a_background_sub_agent_cut_by_a_crash_is_resumed_once_across_the_fleet(
                            for r in map(json.loads, parent.read_text().splitlines())),
                "the parent's answer to the resumed child's report", describe=fleet.logs)
     wait_until(lambda: not list((first.home / "state/subagents").glob("*.json")), "the child unlisted")
-    _spread(fleet, 3)
+    fleet.spread(3)
     assert len([p for p in procs if RESUMED_LOG in p.log_text()]) == 1, fleet.logs()
     assert len(_requests_for(fake_model, "CHILD-FLEET")) == 3  # resumed once: one more model call
     assert len(_requests_for(fake_model, REPORT)) == 1  # reported once
@@ -205,7 +198,7 @@ def test_a_worker_stalled_past_its_lease_during_a_background_job_leaves_it_to_th
     stalled one, woken, gives the job up without writing anything for it."""
     fleet: Fleet = fleet_factory(ENV)
     procs = [fleet.add() for _ in range(2)]
-    _spread(fleet, 2)
+    fleet.spread(2)
     r = redis.Redis.from_url(fleet.redis_url, decode_responses=True)
     stalled = procs[0]
     session = next(k for k in (f"stall-{i}" for i in range(1000))
@@ -245,7 +238,7 @@ def test_a_worker_stalled_past_its_lease_during_a_background_sub_agent_stops_it_
     })
     fleet: Fleet = fleet_factory(ENV)
     procs = [fleet.add() for _ in range(2)]
-    _spread(fleet, 2)
+    fleet.spread(2)
     r = redis.Redis.from_url(fleet.redis_url, decode_responses=True)
     stalled = procs[0]
     parent = next(k for k in (f"stall-child-{i}" for i in range(1000))

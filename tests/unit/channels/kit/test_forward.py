@@ -60,13 +60,19 @@ class OneLease:
         return Forward()
 
 
-async def test_the_standby_runner_sends_through_the_one_holding_the_connection() -> None:
-    lease = OneLease()
+def two_runners(lease: "OneLease") -> list[ChannelRunner]:
+    """Processes a and b running the same channel, sharing one connection lease."""
     runners = []
     for node in ("a", "b"):
         kit, adapter, _ = make_kit()
         kit.exclusive, kit.forward = lease.exclusive(node), lease.forwarder(node)
         runners.append(ChannelRunner(adapter, kit, sleep=Sleeps(), standby_poll=0.01))
+    return runners
+
+
+async def test_the_standby_runner_sends_through_the_one_holding_the_connection() -> None:
+    lease = OneLease()
+    runners = two_runners(lease)
     await runners[0].start()
     await settle(lambda: runners[0].status()["state"] == "running" and runners[0].kit.singleton in lease.serving,
                  "a holding the connection")
@@ -84,12 +90,9 @@ async def test_the_standby_runner_sends_through_the_one_holding_the_connection()
 
 async def test_a_stopped_holder_hands_the_connection_on_and_its_last_replies_go_through_the_next() -> None:
     lease = OneLease()
-    runners = []
-    for node in ("a", "b"):
-        kit, adapter, _ = make_kit()
-        kit.exclusive, kit.forward = lease.exclusive(node), lease.forwarder(node)
-        runners.append(ChannelRunner(adapter, kit, sleep=Sleeps(), standby_poll=0.01))
-        await runners[-1].start()
+    runners = two_runners(lease)
+    for runner in runners:
+        await runner.start()
         await settle(lambda: lease.holder == "a", "a holding the connection")
     await settle(lambda: runners[1].status()["state"] == "standby", "b on standby")
     await runners[0].stop()  # the daemon stops: no more input here, the lease moves on
