@@ -29,7 +29,7 @@ def test_redis_restart_under_load_loses_and_duplicates_nothing(
         try:  # a clean restart (SHUTDOWN writes the append-only file out), as a package upgrade does
             server.client().shutdown()
         except redis.ConnectionError:
-            pass
+            pass  # SHUTDOWN ends the connection instead of answering
         assert server.proc is not None
         server.proc.wait(30)
         for chat in CHATS:  # accepted by the fake while Redis is down; the poller publishes them once it is back
