@@ -12,6 +12,7 @@ approvals are listed and answered fleet-wide.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -138,11 +139,12 @@ def _singletons(app: "App", node: "FleetNode") -> None:
 
     calls = Calls(node.r, node.keys, node.node, node.ttl)
     kits = [kit for channel in app.channels.values() if (kit := getattr(channel, "kit", None)) is not None]
+    open_in_fleet = OpenInFleet(node)
     for kit in kits:
         kit.forward = calls
         # "typing…" goes on while the session's message waits for its answer anywhere in the fleet: the
         # process that took it in keeps it up while another process runs the turn
-        kit.progress.busy = _busy_in_fleet(kit.progress.busy, node)
+        _busy_in_fleet(kit, open_in_fleet)
     app.services.status.add("fleetCalls", lambda: {"forwarded": calls.forwarded, "served": calls.served})
     relayed = node.relay.on_event
 
@@ -154,16 +156,50 @@ def _singletons(app: "App", node: "FleetNode") -> None:
     node.relay.on_event = on_event
 
 
-def _busy_in_fleet(here: Callable[[str], bool], node: "FleetNode") -> Callable[[str], bool]:
-    def busy(key: str) -> bool:
-        if here(key):
-            return True
+class OpenInFleet:
+    """Whether a session's message still waits for its answer anywhere in the fleet, for a kit's typing
+    loop (a synchronous check every few seconds). Answered from the last reading and read again in the
+    background, so a Redis that is away never holds up the event loop: the answer lags one check at
+    most, a message just taken in counts as open until read, and a failed read as answered (typing
+    stops; the reply still comes)."""
+
+    def __init__(self, node: "FleetNode") -> None:
+        self.node = node
+        self.known: dict[str, bool] = {}
+        self._reading: dict[str, int] = {}  # key -> the generation its read in flight started in
+        self._generation: dict[str, int] = {}
+
+    def taken_in(self, key: str) -> None:
+        """A new message for `key`: what was read before it no longer says anything."""
+        self.known.pop(key, None)
+        self._generation[key] = self._generation.get(key, 0) + 1
+
+    def __call__(self, key: str) -> bool:
+        if key not in self._reading:
+            self._reading[key] = self._generation.get(key, 0)
+            asyncio.ensure_future(self._read(key))
+        return self.known.get(key, True)
+
+    async def _read(self, key: str) -> None:
         try:
-            return node.bus.has_unanswered(key)
-        except Exception as exc:  # Redis away: typing stops; the reply still comes
+            open_now = bool(await self.node.r.scard(self.node.keys.open_set(key)))
+        except Exception as exc:  # Redis away, or the process stopping
             log.debug("fleet: cannot tell whether %s is answered (%s)", key, exc)
-            return False
-    return busy
+            open_now = False
+        if self._reading.pop(key, None) == self._generation.get(key, 0):  # else a newer message came meanwhile
+            self.known[key] = open_now
+
+
+def _busy_in_fleet(kit: Any, open_in_fleet: OpenInFleet) -> None:
+    """The kit's typing goes on while the message waits anywhere in the fleet, not only here."""
+    here, started = kit.progress.busy, kit.progress.started
+
+    def taken_in(key: str, *args: Any) -> None:
+        open_in_fleet.taken_in(key)
+        started(key, *args)
+
+    kit.progress.busy = lambda key: here(key) or open_in_fleet(key)
+    kit.progress.started = taken_in
 
 
 def _relay(app: "App", node: "FleetNode") -> None:
