@@ -154,6 +154,7 @@ def test_dependency_table_matches_pyproject() -> None:
         if extra != "test":
             requirements += listed
     wanted = {normalized(re.match(r"[A-Za-z0-9_.-]+", r).group(0)) for r in requirements}  # type: ignore[union-attr]
+    wanted.discard("clawgate")  # an extra made of other extras (clawgate[email]) adds no package of its own
     text = README.read_text(encoding="utf-8")
     table = text.split("## Dependencies", 1)[1].split("\n\n", 2)[1]
     rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| package")]
