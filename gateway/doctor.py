@@ -23,11 +23,9 @@ from clawgate.config.schema import Settings
 from clawgate.config.token import gateway_token
 
 from .doctor_channels import check_channels
-from .doctor_matrix import check_matrix
 
 Status = Literal["ok", "warn", "fail", "skip"]
 ANTHROPIC_URL = "https://api.anthropic.com"
-TELEGRAM_URL = "https://api.telegram.org/bot"
 HTTP_SECONDS = 10.0
 DISK_FAIL_BYTES = 100 * 1024 * 1024
 DISK_WARN_BYTES = 1024 * 1024 * 1024
@@ -71,20 +69,19 @@ def run_checks(paths: Paths, *, offline: bool = False,
         _, settings = load(paths.home, environ)
     except ConfigError as exc:
         needs = [Check(name, "skip", "needs a valid config") for name in
-                 ("model", "token", "port", "telegram", "workspace", "sandbox")]
+                 ("model", "token", "port", "workspace", "sandbox", "channels")]
         return [Check("config", "fail", str(exc), f"edit {paths.config_file} (or the CLAWGATE_* variable) as it says"),
                 *needs, check_database(paths), check_disk(paths, disk_usage)]
     config_detail = f"{paths.config_file} is valid" if paths.config_file.exists() else \
         f"no {paths.config_file}: defaults and environment"
     return [Check("config", "ok", config_detail, "" if paths.config_file.exists() else "`clawgate init` writes one"),
             check_model(settings, offline), check_token(paths, settings), check_port(paths, settings),
-            check_telegram(settings, offline),
-            *(Check(*found) for found in check_matrix(paths, settings, offline)),  # type: ignore[arg-type]
             check_workspace(paths, settings), check_sandbox(sandbox_status),
             check_mounts(mount_status),
             check_database(paths), check_disk(paths, disk_usage),
             *(Check(*found) for found in check_mcp(paths, settings, offline)),  # type: ignore[arg-type]
-            *(Check(*found) for found in check_channels(paths, settings))]  # type: ignore[arg-type]
+            # the channels last: a summary line, then one line per enabled channel (gateway/doctor_channels.py)
+            *(Check(*found) for found in check_channels(paths, settings, offline))]  # type: ignore[arg-type]
 
 
 def check_model(settings: Settings, offline: bool) -> Check:
@@ -145,30 +142,6 @@ def check_port(paths: Paths, settings: Settings) -> Check:
         return Check("port", "ok", f"{host}:{port} is served by this home's gateway (pid {holder.pid})")
     return Check("port", "fail", f"{host}:{port} is in use by another program",
                  "stop it, or set gateway.port (CLAWGATE_GATEWAY__PORT) to a free port")
-
-
-def check_telegram(settings: Settings, offline: bool) -> Check:
-    telegram = settings.channels.telegram
-    if not telegram.token or telegram.enabled is False:
-        return Check("telegram", "skip", "not configured (TELEGRAM_BOT_TOKEN)")
-    if offline:
-        return Check("telegram", "skip", "token present; not checked (--offline)")
-    import httpx
-
-    base = telegram.base_url or TELEGRAM_URL
-    try:
-        reply = httpx.get(f"{base}{telegram.token}/getMe", timeout=HTTP_SECONDS)
-        body = reply.json()
-    except (httpx.HTTPError, ValueError) as exc:
-        return Check("telegram", "fail", f"cannot reach the Bot API: {_short(exc, telegram.token)}",
-                     "check the network (or channels.telegram.base_url), or run with --offline")
-    if reply.status_code == 200 and body.get("ok"):
-        return Check("telegram", "ok", f"bot @{body['result'].get('username')}")
-    if reply.status_code in (401, 404):
-        return Check("telegram", "fail", f"the bot token was rejected (HTTP {reply.status_code})",
-                     "copy the token from @BotFather into TELEGRAM_BOT_TOKEN")
-    return Check("telegram", "warn", f"getMe answered HTTP {reply.status_code}: {body.get('description', '')}",
-                 "try again later")
 
 
 def check_workspace(paths: Paths, settings: Settings) -> Check:

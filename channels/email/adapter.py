@@ -27,6 +27,8 @@ from clawgate.channels.kit import (
     Target, Verdict, decide,
 )
 
+from clawgate.channels.kit.probe import ProbeResult
+
 from .compose import OutFile, compose, new_message_id
 from .imap import Mailbox, MailboxAuthError, MailboxUnavailable
 from .message import Attachment, MailIn, read_mail
@@ -66,6 +68,13 @@ class EmailAdapter(PlatformAdapter):
     @classmethod
     def enabled(cls, settings: Any) -> bool:
         return bool(getattr(settings, "active", False))
+
+    @classmethod
+    async def probe(cls, settings: Any) -> ProbeResult:
+        """IMAP log-in and SMTP EHLO/AUTH (channels/email/probe.py)."""
+        from .probe import probe
+
+        return await probe(settings)
 
     # receiving --------------------------------------------------------------------------------
     async def connect(self) -> None:
