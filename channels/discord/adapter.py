@@ -211,7 +211,7 @@ class DiscordAdapter(PlatformAdapter):
         if settings.base_url:  # class-wide in discord.py, as in connect(): doctor runs one probe per channel
             discord.http.Route.BASE = settings.base_url
         base = discord.http.Route.BASE
-        client = discord.Client(intents=discord.Intents.none())
+        client = discord.Client(intents=intents())
         try:
             await client.login(settings.token)
             who = str(client.user)

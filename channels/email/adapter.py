@@ -91,6 +91,10 @@ class EmailAdapter(PlatformAdapter):
             raise ChannelAuthError(str(exc)) from None
         except MailboxUnavailable as exc:
             raise ChannelUnavailable(f"cannot reach the IMAP server {s.imap_host}:{s.imap_server_port}: {exc}") from None
+        self.kit.log.info("connected to IMAP %s:%s as %s (%s, %s); sending through SMTP %s:%s", s.imap_host,
+                          s.imap_server_port, s.login, s.imap_folder,
+                          "IDLE" if self.mailbox.idle_supported else f"polled every {s.poll_seconds:g} s",
+                          s.smtp_server, s.smtp_server_port)
 
     async def disconnect(self) -> None:
         box, self.mailbox = self.mailbox, None

@@ -163,6 +163,9 @@ class MatrixAdapter(PlatformAdapter):
             raise
         if self.kit.store.kv_get("first_connect_ms") is None:
             self.kit.store.kv_set("first_connect_ms", str(int(time.time() * 1000)))
+        self.kit.log.info("connected to Matrix as %s on %s (device %s; encrypted rooms %s)", self.user_id,
+                          s.homeserver, self.client.device_id if self.client else "?",
+                          "read" if self.e2e else "not read")
 
     def status(self) -> dict[str, Any]:
         """For `clawgate channels` / status: who the bot is, once logged in."""

@@ -156,7 +156,9 @@ class SlackAdapter(PlatformAdapter):
             except OSError as e:
                 raise ChannelUnavailable(f"Slack events server cannot listen on {s.http_host}:{s.http_port}: "
                                          f"{e.strerror or e}") from None
-            self.kit.log.info("Slack events accepted at %s", http.url)
+        # the one line that says the channel is up, whichever way events arrive
+        how = "Socket Mode" if s.mode == "socket" else f"events accepted at {self._receiver.url}"  # type: ignore[union-attr]
+        self.kit.log.info("connected to Slack as %s in %s (%s)", self.bot_name, self.team, how)
 
     async def run(self) -> None:
         if isinstance(self._receiver, SocketReceiver):

@@ -163,7 +163,7 @@ class TelegramAdapter(PlatformAdapter):
         except NetworkError as exc:
             raise ChannelUnavailable(f"cannot reach the Bot API ({exc.message})") from None
         self.kit.bot_name = self.bot.username
-        log.info("connected as @%s (dm_policy=%s, group_policy=%s)", self.bot.username,
+        log.info("connected to Telegram as @%s (dm_policy=%s, group_policy=%s)", self.bot.username,
                  self.settings.dm_policy, self.settings.group_policy)
         if not self.kit.policy.owners:
             log.warning("channels.telegram.owner is not set: nobody on Telegram can approve risky tool calls "
