@@ -16,6 +16,7 @@ from clawgate.config.loader import ConfigError
 
 from .. import __version__
 from .errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE, CliError, report
+from .output import finish_help
 
 __all__ = ["build_parser", "main"]
 
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for group in (home, serve, chat, approvals, tasks, checkpoints, cron, pairing, channels, doctor, logs, usage):
         group.add_commands(sub)
+    finish_help(parser)
     return parser
 
 

@@ -11,6 +11,8 @@ import json
 import logging
 from typing import Any
 
+from .output import JSON_HELP
+
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from clawgate.config.paths import Paths
@@ -32,6 +34,6 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def add_commands(sub: Any) -> None:
     p = sub.add_parser("doctor", help="check the setup: config, model key, port, workspace, sandbox, state, disk, and a real log-in to each chat channel")
-    p.add_argument("--json", action="store_true", help="the checks as JSON")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.add_argument("--offline", action="store_true", help="skip the checks that call the model API and log in to the chat channels")
     p.set_defaults(fn=cmd_doctor)
