@@ -77,7 +77,7 @@ def run_checks(paths: Paths, *, offline: bool = False,
     return [Check("config", "ok", config_detail, "" if paths.config_file.exists() else "`clawgate init` writes one"),
             check_model(settings, offline), check_token(paths, settings), check_port(paths, settings),
             check_workspace(paths, settings), check_sandbox(sandbox_status),
-            check_mounts(mount_status),
+            check_mounts(mount_status), check_exec_path(settings, environ),
             check_database(paths), check_disk(paths, disk_usage),
             *(Check(*found) for found in check_mcp(paths, settings, offline)),  # type: ignore[arg-type]
             # the channels last: a summary line, then one line per enabled channel (gateway/doctor_channels.py)
@@ -180,6 +180,31 @@ def check_mounts(mount_status: Callable[[], Any]) -> Check:
         return Check("mounts", "ok", report.detail)
     return Check("mounts", "warn", report.detail + "; guests' and tainted runs' exec calls then ask the owner",
                  "apt-get install bubblewrap (see docs/security.md, \"Approval by effect\")")
+
+
+def check_exec_path(settings: Settings, environ: dict[str, str] | None = None) -> Check:
+    """Which programs in the home folder exec's sandbox lets run: a version manager whose shims are on PATH
+    is granted with its root (pyenv, asdf, nvm, ...); other PATH folders in the home are granted alone, so
+    a program there that loads files from elsewhere in the home is refused — the fix names the setting."""
+    import os
+
+    from clawgate.agent.tools.sandbox import version_manager_roots
+
+    env = os.environ if environ is None else {**os.environ, **environ}
+    search = os.pathsep.join(p for p in env.get("PATH", os.defpath).split(os.pathsep) if os.path.isabs(p))
+    if settings.tools.exec.sandbox == "off":
+        return Check("exec path", "skip", "exec's sandbox is off (tools.exec.sandbox)")
+    home = os.path.realpath(os.path.expanduser("~"))
+    roots = version_manager_roots(search)
+    managers = ", ".join(f"{name} ({root})" for root, name in roots.items())
+    others = [p for p in dict.fromkeys(os.path.realpath(p) for p in search.split(os.pathsep))
+              if p.startswith(home + "/") and not any(p.startswith(root + "/") for root in roots)]
+    detail = f"version managers exec may run, read-only: {managers}" if managers else "no version manager on PATH"
+    if others:
+        detail += (f"; PATH folders in the home granted alone: {', '.join(others)} (a program there that loads files "
+                   "from elsewhere in the home is refused)")
+        return Check("exec path", "ok", detail, "add such folders to tools.exec.sandbox_read_paths")
+    return Check("exec path", "ok", detail)
 
 
 def _sandbox_fields(report: Any) -> tuple[bool, str, str]:

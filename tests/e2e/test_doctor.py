@@ -47,12 +47,12 @@ def test_a_healthy_home_passes_with_the_key_checked_against_the_api(home, fake_m
     code, checks, raw = run_doctor(home)
     assert code == 0, raw
     assert [c for c in checks] == ["config", "model", "token", "port", "workspace", "sandbox",
-                                   "mounts", "database", "disk", "channels"]  # no channel enabled: no channel line
+                                   "mounts", "exec path", "database", "disk", "channels"]  # no channel enabled: no channel line
     assert checks["model"]["status"] == "ok" and "key accepted" in checks["model"]["detail"]
     assert fake_model.requests == []  # count_tokens, not a paid message (test_rejected_key_fails proves the call)
     assert checks["port"]["status"] == "ok"
     out = text_doctor(home)
-    assert out.returncode == 0 and len(out.stdout.splitlines()) == 10
+    assert out.returncode == 0 and len(out.stdout.splitlines()) == 11
     assert checks["channels"]["status"] == "ok" and "telegram" in checks["channels"]["detail"]
     assert all(line.split()[0] in ("ok", "WARN", "skip") for line in out.stdout.splitlines()), out.stdout
 
@@ -169,3 +169,20 @@ def test_missing_bubblewrap_warns_with_the_fix(home) -> None:
 def test_low_disk_space_fails_then_warns(home) -> None:
     assert _checks(home, disk_usage=lambda p: Usage(10 ** 12, 10 ** 12, 50 * 1024 ** 2))["disk"].status == "fail"
     assert _checks(home, disk_usage=lambda p: Usage(10 ** 12, 10 ** 12, 500 * 1024 ** 2))["disk"].status == "warn"
+
+
+def test_exec_path_names_the_version_managers_exec_may_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from clawgate.config.schema import Settings
+
+    fake_home = tmp_path / "me"
+    for folder in (".asdf/shims", ".nvm/versions/node/v20.1.0/bin", "bin"):
+        (fake_home / folder).mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(fake_home))
+    search = os.pathsep.join([str(fake_home / ".asdf/shims"), str(fake_home / ".nvm/versions/node/v20.1.0/bin"),
+                              str(fake_home / "bin"), "/usr/bin"])
+    check = doctor.check_exec_path(Settings(), {"PATH": search})
+    assert check.status == "ok" and f"asdf ({fake_home / '.asdf'})" in check.detail, check
+    assert f"nvm ({fake_home / '.nvm'})" in check.detail and str(fake_home / "bin") in check.detail
+    assert "tools.exec.sandbox_read_paths" in check.fix
+    off = Settings.model_validate({"tools": {"exec": {"sandbox": "off"}}})
+    assert doctor.check_exec_path(off, {"PATH": search}).status == "skip"
