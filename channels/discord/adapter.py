@@ -207,7 +207,7 @@ class DiscordAdapter(PlatformAdapter):
         token_setting = "CLAWGATE_CHANNELS__DISCORD__TOKEN (or channels.discord.token)"
         how = "Developer Portal > your application > Bot > Reset Token"
         if not settings.token:
-            return refused("Discord", "connection: no bot token is set", token_setting, how)
+            return ProbeResult("fail", "no bot token is set", f"set {token_setting}: {how}")
         if settings.base_url:  # class-wide in discord.py, as in connect(): doctor runs one probe per channel
             discord.http.Route.BASE = settings.base_url
         base = discord.http.Route.BASE

@@ -13,7 +13,7 @@ from typing import Any
 import aiohttp
 from nio import AsyncClient, AsyncClientConfig, LoginResponse, WhoamiResponse
 
-from clawgate.channels.kit.probe import ProbeResult, http_status, logged_in, refused, unreachable
+from clawgate.channels.kit.probe import ProbeResult, http_status, logged_in, unreachable
 
 from .settings import MatrixSettings
 

@@ -125,10 +125,10 @@ class TelegramAdapter(PlatformAdapter):
         assert isinstance(settings, TelegramSettings)
         base = settings.base_url or DEFAULT_BASE_URL
         if not settings.token:
-            return refused("Telegram", "connection: no bot token is set", TOKEN_FIX, "from @BotFather")
+            return ProbeResult("fail", "no bot token is set", f"set {TOKEN_FIX}: copy it from @BotFather")
         if not TOKEN_SHAPE.match(settings.token):
-            return refused("Telegram", "bot token: it is not shaped like one (digits:letters)", TOKEN_FIX,
-                           "copy it whole from @BotFather")
+            return ProbeResult("fail", "the bot token is not shaped like one from @BotFather (digits:letters)",
+                               f"set {TOKEN_FIX}: copy it whole from @BotFather")
         bot = make_bot(settings)
         try:
             await bot.initialize()  # getMe

@@ -23,6 +23,7 @@ from tests.fakes.telegram_api import FakeTelegram
 from tests.harness import DaemonProcess
 from tests.matrix_support import MatrixBot, matrix_bot  # noqa: F401
 from tests.servers.synapse import synapse  # noqa: F401
+from tests.waiting import wait_until
 
 NO_PROXY = {name: "" for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")}
 
@@ -49,6 +50,12 @@ def test_telegram_logged_in_refused_and_wrong_base_url(home: DaemonProcess) -> N
         code, line, raw = channel_line(home, {**env, "TELEGRAM_BOT_TOKEN": "999:WRONG-TOKEN"}, "telegram")
         assert code == 1 and line["status"] == "fail" and "refused the bot token" in line["detail"], line
         assert "TELEGRAM_BOT_TOKEN" in line["fix"] and "@BotFather" in line["fix"] and "WRONG-TOKEN" not in raw
+
+        code, line, raw = channel_line(home, {**env, "TELEGRAM_BOT_TOKEN": "pasted-half"}, "telegram")
+        assert code == 1 and "not shaped like one" in line["detail"] and "pasted-half" not in raw, line
+        code, line, _ = channel_line(home, {**env, "TELEGRAM_BOT_TOKEN": "", "CLAWGATE_CHANNELS__TELEGRAM__ENABLED": "true"},
+                                     "telegram")
+        assert code == 1 and line["detail"] == "no bot token is set" and "TELEGRAM_BOT_TOKEN" in line["fix"], line
 
         wrong = telegram.base_url.removesuffix("/bot") + "/telegram/bot"
         code, line, raw = channel_line(home, {**env, "CLAWGATE_CHANNELS__TELEGRAM__BASE_URL": wrong}, "telegram")
@@ -154,6 +161,8 @@ def test_a_running_daemon_adds_its_view_to_the_channel_line(home: DaemonProcess,
         env = {"TELEGRAM_BOT_TOKEN": telegram.token, "CLAWGATE_CHANNELS__TELEGRAM__BASE_URL": telegram.base_url}
         home.env.update(env)
         running = daemon_factory(env, home=home.home, init=False)
+        wait_until(lambda: '"running"' in running.cli("channels", "--json").stdout, "the daemon's Telegram channel",
+                   describe=running.log_text)
         code, checks, _ = run_doctor(running)
         assert code == 0 and checks["channels"]["detail"].endswith("enabled: telegram; daemon running")
         assert checks["telegram"]["detail"] == f"logged in as @{telegram.bot_username}; daemon: running", checks
