@@ -107,8 +107,24 @@ def check_model(settings: Settings, offline: bool) -> Check:
     if reply.status_code in (401, 403):
         return Check("model", "fail", f"the key was rejected by {base} (HTTP {reply.status_code})",
                      "set a valid ANTHROPIC_API_KEY (console.anthropic.com, API keys)")
+    if reply.status_code == 404:  # the API's own 404 names the model; any other is an address that is not the API
+        error = _json_error(reply)
+        if error.get("type") == "not_found_error" and "model" in str(error.get("message", "")):
+            return Check("model", "fail", f"{base} does not know the model {settings.agent.model!r}",
+                         "set agent.model to a model your key may use")
+        return Check("model", "fail", f"{base}/v1/messages/count_tokens answered HTTP 404: that is not the Messages API",
+                     "check ANTHROPIC_BASE_URL (or providers.anthropic.base_url): the address without /v1")
     return Check("model", "warn", f"{base} answered HTTP {reply.status_code}; the key was not confirmed",
                  "try again later; see status.anthropic.com")
+
+
+def _json_error(reply: Any) -> dict[str, Any]:
+    """The `error` object of an API's JSON error answer; {} when the body is something else."""
+    try:
+        error = reply.json().get("error")
+    except (ValueError, AttributeError):
+        return {}
+    return error if isinstance(error, dict) else {}
 
 
 def check_token(paths: Paths, settings: Settings) -> Check:

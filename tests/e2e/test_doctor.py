@@ -86,6 +86,12 @@ def test_rejected_key_fails(home, fake_model: FakeAnthropic) -> None:
     assert code == 1 and checks["model"]["status"] == "fail" and "rejected" in checks["model"]["detail"]
 
 
+def test_a_404_from_the_model_api_is_a_wrong_base_url_not_an_outage(home, fake_model: FakeAnthropic) -> None:
+    code, checks, _ = run_doctor(home, env={"ANTHROPIC_BASE_URL": fake_model.base_url + "/anthropic"})
+    assert code == 1 and checks["model"]["status"] == "fail", checks["model"]
+    assert "HTTP 404" in checks["model"]["detail"] and "ANTHROPIC_BASE_URL" in checks["model"]["fix"]
+
+
 def test_unreachable_model_api_fails(home) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
