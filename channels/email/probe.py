@@ -28,10 +28,11 @@ async def probe(settings: EmailSettings) -> ProbeResult:
     box = Mailbox(s)
     try:
         await box.connect()
-    except MailboxAuthError as exc:
-        return ProbeResult("fail", f"{imap}: {exc}".split("; check")[0],
-                           "set channels.email.username / password (most providers need an app password)"
-                           if "refused the login" in str(exc) else "see the line above")
+    except MailboxAuthError as exc:  # refused credentials, an untrusted certificate or an unreadable ca_file
+        text = str(exc)
+        fix = ("fix the server's certificate, or set channels.email.ca_file to its CA" if "certificate" in text
+               or "ca_file" in text else "set channels.email.username / password (most providers need an app password)")
+        return ProbeResult("fail", f"{imap}: {text.split(';')[0].split(': fix')[0]}", fix)
     except MailboxUnavailable as exc:
         return unreachable("the IMAP server", f"{s.imap_host}:{s.imap_server_port}", str(exc),
                            "channels.email.imap_host / imap_port / imap_tls")
