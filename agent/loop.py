@@ -26,6 +26,7 @@ from clawgate.workspace.users import OWNER, Workspaces
 
 from .bus import InboundMessage, MessageBus, OutboundMessage
 from .context.builder import ContextBuilder, Mode
+from .core.errors import WriteRefused
 from .core.events import DeltaBuffer, EventHub
 from .core.lanes import Lanes
 from .providers.base import ModelResponse, Provider, ProviderError
@@ -111,6 +112,7 @@ class AgentLoop:
     async def _handle(self, key: str, msg: InboundMessage) -> None:
         started = time.perf_counter()
         session: Session | None = None
+        refused = False
         self._responding.add(key)
         try:
             # Inside the try: a session that cannot be opened (a bad key, an unreadable log) must
@@ -122,6 +124,9 @@ class AgentLoop:
                 raise  # shutting down: leave the message unanswered so it is replayed on start
             self._note(session, "cancelled", run_id=msg.id)
             text, kind = "Stopped.", "notice"
+        except WriteRefused as exc:  # a fleet worker that lost the session: the new holder answers, not this one
+            log.warning("run %s of session %s stopped here: %s", msg.id, key, exc)
+            refused = True
         except Exception as exc:  # a bug or an I/O failure still gets the person an answer
             log.exception("run %s of session %s failed", msg.id, key)
             self._note(session, "run_failed", run_id=msg.id, error=f"{type(exc).__name__}: {exc}"[:300])
@@ -130,6 +135,8 @@ class AgentLoop:
         finally:
             self._responding.discard(key)
             self._stopping.discard(key)
+        if refused:
+            return
         await self._reply(msg, text, kind)
         self.events.emit("run_end", session=key, run_id=msg.id, kind=kind,
                          duration_ms=round((time.perf_counter() - started) * 1000, 1))
@@ -148,6 +155,8 @@ class AgentLoop:
             return
         try:
             session.append("event", name=name, **fields)
+        except WriteRefused as exc:
+            log.warning("%s not recorded: %s", name, exc)
         except Exception:
             log.exception("could not record %s in session %s", name, session.key)
 

@@ -23,11 +23,9 @@ from clawgate.config.schema import Settings
 from clawgate.config.token import gateway_token
 
 from .doctor_channels import check_channels
-from .doctor_matrix import check_matrix
 
 Status = Literal["ok", "warn", "fail", "skip"]
 ANTHROPIC_URL = "https://api.anthropic.com"
-TELEGRAM_URL = "https://api.telegram.org/bot"
 HTTP_SECONDS = 10.0
 DISK_FAIL_BYTES = 100 * 1024 * 1024
 DISK_WARN_BYTES = 1024 * 1024 * 1024
@@ -71,20 +69,19 @@ def run_checks(paths: Paths, *, offline: bool = False,
         _, settings = load(paths.home, environ)
     except ConfigError as exc:
         needs = [Check(name, "skip", "needs a valid config") for name in
-                 ("model", "token", "port", "telegram", "workspace", "sandbox")]
+                 ("model", "token", "port", "workspace", "sandbox", "channels")]
         return [Check("config", "fail", str(exc), f"edit {paths.config_file} (or the CLAWGATE_* variable) as it says"),
                 *needs, check_database(paths), check_disk(paths, disk_usage)]
     config_detail = f"{paths.config_file} is valid" if paths.config_file.exists() else \
         f"no {paths.config_file}: defaults and environment"
     return [Check("config", "ok", config_detail, "" if paths.config_file.exists() else "`clawgate init` writes one"),
             check_model(settings, offline), check_token(paths, settings), check_port(paths, settings),
-            check_telegram(settings, offline),
-            *(Check(*found) for found in check_matrix(paths, settings, offline)),  # type: ignore[arg-type]
             check_workspace(paths, settings), check_sandbox(sandbox_status),
-            check_mounts(mount_status),
+            check_mounts(mount_status), check_exec_path(settings, environ),
             check_database(paths), check_disk(paths, disk_usage),
             *(Check(*found) for found in check_mcp(paths, settings, offline)),  # type: ignore[arg-type]
-            *(Check(*found) for found in check_channels(paths, settings))]  # type: ignore[arg-type]
+            # the channels last: a summary line, then one line per enabled channel (gateway/doctor_channels.py)
+            *(Check(*found) for found in check_channels(paths, settings, offline))]  # type: ignore[arg-type]
 
 
 def check_model(settings: Settings, offline: bool) -> Check:
@@ -110,8 +107,24 @@ def check_model(settings: Settings, offline: bool) -> Check:
     if reply.status_code in (401, 403):
         return Check("model", "fail", f"the key was rejected by {base} (HTTP {reply.status_code})",
                      "set a valid ANTHROPIC_API_KEY (console.anthropic.com, API keys)")
+    if reply.status_code == 404:  # the API's own 404 names the model; any other is an address that is not the API
+        error = _json_error(reply)
+        if error.get("type") == "not_found_error" and "model" in str(error.get("message", "")):
+            return Check("model", "fail", f"{base} does not know the model {settings.agent.model!r}",
+                         "set agent.model to a model your key may use")
+        return Check("model", "fail", f"{base}/v1/messages/count_tokens answered HTTP 404: that is not the Messages API",
+                     "check ANTHROPIC_BASE_URL (or providers.anthropic.base_url): the address without /v1")
     return Check("model", "warn", f"{base} answered HTTP {reply.status_code}; the key was not confirmed",
                  "try again later; see status.anthropic.com")
+
+
+def _json_error(reply: Any) -> dict[str, Any]:
+    """The `error` object of an API's JSON error answer; {} when the body is something else."""
+    try:
+        error = reply.json().get("error")
+    except (ValueError, AttributeError):
+        return {}
+    return error if isinstance(error, dict) else {}
 
 
 def check_token(paths: Paths, settings: Settings) -> Check:
@@ -145,30 +158,6 @@ def check_port(paths: Paths, settings: Settings) -> Check:
         return Check("port", "ok", f"{host}:{port} is served by this home's gateway (pid {holder.pid})")
     return Check("port", "fail", f"{host}:{port} is in use by another program",
                  "stop it, or set gateway.port (CLAWGATE_GATEWAY__PORT) to a free port")
-
-
-def check_telegram(settings: Settings, offline: bool) -> Check:
-    telegram = settings.channels.telegram
-    if not telegram.token or telegram.enabled is False:
-        return Check("telegram", "skip", "not configured (TELEGRAM_BOT_TOKEN)")
-    if offline:
-        return Check("telegram", "skip", "token present; not checked (--offline)")
-    import httpx
-
-    base = telegram.base_url or TELEGRAM_URL
-    try:
-        reply = httpx.get(f"{base}{telegram.token}/getMe", timeout=HTTP_SECONDS)
-        body = reply.json()
-    except (httpx.HTTPError, ValueError) as exc:
-        return Check("telegram", "fail", f"cannot reach the Bot API: {_short(exc, telegram.token)}",
-                     "check the network (or channels.telegram.base_url), or run with --offline")
-    if reply.status_code == 200 and body.get("ok"):
-        return Check("telegram", "ok", f"bot @{body['result'].get('username')}")
-    if reply.status_code in (401, 404):
-        return Check("telegram", "fail", f"the bot token was rejected (HTTP {reply.status_code})",
-                     "copy the token from @BotFather into TELEGRAM_BOT_TOKEN")
-    return Check("telegram", "warn", f"getMe answered HTTP {reply.status_code}: {body.get('description', '')}",
-                 "try again later")
 
 
 def check_workspace(paths: Paths, settings: Settings) -> Check:
@@ -207,6 +196,31 @@ def check_mounts(mount_status: Callable[[], Any]) -> Check:
         return Check("mounts", "ok", report.detail)
     return Check("mounts", "warn", report.detail + "; guests' and tainted runs' exec calls then ask the owner",
                  "apt-get install bubblewrap (see docs/security.md, \"Approval by effect\")")
+
+
+def check_exec_path(settings: Settings, environ: dict[str, str] | None = None) -> Check:
+    """Which programs in the home folder exec's sandbox lets run: a version manager whose shims are on PATH
+    is granted with its root (pyenv, asdf, nvm, ...); other PATH folders in the home are granted alone, so
+    a program there that loads files from elsewhere in the home is refused — the fix names the setting."""
+    import os
+
+    from clawgate.agent.tools.sandbox import version_manager_roots
+
+    env = os.environ if environ is None else {**os.environ, **environ}
+    search = os.pathsep.join(p for p in env.get("PATH", os.defpath).split(os.pathsep) if os.path.isabs(p))
+    if settings.tools.exec.sandbox == "off":
+        return Check("exec path", "skip", "exec's sandbox is off (tools.exec.sandbox)")
+    home = os.path.realpath(os.path.expanduser("~"))
+    roots = version_manager_roots(search)
+    managers = ", ".join(f"{name} ({root})" for root, name in roots.items())
+    others = [p for p in dict.fromkeys(os.path.realpath(p) for p in search.split(os.pathsep))
+              if p.startswith(home + "/") and not any(p.startswith(root + "/") for root in roots)]
+    detail = f"version managers exec may run, read-only: {managers}" if managers else "no version manager on PATH"
+    if others:
+        detail += (f"; PATH folders in the home granted alone: {', '.join(others)} (a program there that loads files "
+                   "from elsewhere in the home is refused)")
+        return Check("exec path", "ok", detail, "add such folders to tools.exec.sandbox_read_paths")
+    return Check("exec path", "ok", detail)
 
 
 def _sandbox_fields(report: Any) -> tuple[bool, str, str]:

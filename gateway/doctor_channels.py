@@ -1,15 +1,30 @@
-"""The chat channels' checks for `clawgate doctor`: every `[channels.<name>]` section names an installed
-channel and validates against its adapter's settings, and, when a daemon runs, each enabled channel's
-state there (running / standby in a fleet / retrying / failed with the reason)."""
+"""The chat channels' lines of `clawgate doctor`: one summary line (every `[channels.<name>]` names an
+installed channel and validates against its adapter's settings), then one line per enabled channel.
+
+Each enabled channel is probed for real through its adapter's `probe()` (channels/kit/adapter.py: the
+platform's client library logs in and says as whom — Telegram getMe, Discord /users/@me, Slack
+auth.test, Matrix whoami, email IMAP + SMTP), whether or not a daemon runs, each bounded by
+PROBE_SECONDS and all at once. When a daemon runs, its state of the channel (running / standby in a
+fleet / retrying / failed with the reason) is added to the same line.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Callable
+
+from pydantic import BaseModel
 
 from clawgate.config.paths import Paths
 from clawgate.config.schema import Settings
 
+from .doctor_matrix import matrix_note
+
 Found = tuple[str, str, str, str]  # (name, status, detail, fix): doctor.Check's fields
+PROBE_SECONDS = 20.0
+SECRET_WORDS = ("token", "secret", "password", "key")
+# Facts about one channel beyond its log-in, added to its line: name -> (paths, settings) -> (note, warn fix)
+NOTES: dict[str, Callable[[Paths, Any], tuple[str, str]]] = {"matrix": matrix_note}
 
 
 def daemon_states(paths: Paths, settings: Settings) -> dict[str, Any] | None:
@@ -32,31 +47,102 @@ def daemon_states(paths: Paths, settings: Settings) -> dict[str, Any] | None:
     return states if isinstance(states, dict) else {}
 
 
-def check_channels(paths: Paths, settings: Settings,
-                   states: Callable[[Paths, Settings], dict[str, Any] | None] = daemon_states) -> list[Found]:
-    from clawgate.channels.kit.registry import ChannelConfigError, check_sections, installed, load, validate
+def enabled_channels(settings: Settings) -> dict[str, tuple[Any, BaseModel]]:
+    """name -> (adapter class, validated settings) of every channel the daemon would start.
+    ChannelConfigError (one line) for a section naming no installed channel, or with a bad key."""
+    from clawgate.channels.kit.registry import check_sections, installed, load, validate
 
     found = installed()
-    sections = settings.channels.sections()
+    sections: dict[str, Any] = dict(settings.channels.sections())
+    check_sections(sections, found)
+    telegram = settings.channels.telegram
+    if telegram.enabled is not False and (telegram.token or telegram.enabled):  # as gateway/chat_channels.py
+        sections = {"telegram": telegram, **sections}
+    out: dict[str, tuple[Any, BaseModel]] = {}
+    for name, table in sections.items():
+        cls = load(name, found)
+        model = validate(cls, name, table)
+        # Telegram's enabled() logs why a token-less section is off; its probe says it on the line instead
+        if name == "telegram" or cls.enabled(model):
+            out[name] = (cls, model)
+    return out
+
+
+def check_channels(paths: Paths, settings: Settings, offline: bool = False,
+                   states: Callable[[Paths, Settings], dict[str, Any] | None] = daemon_states) -> list[Found]:
+    from clawgate.channels.kit.registry import ChannelConfigError, installed
+
     try:
-        check_sections(sections, found)
-        for name, table in sections.items():
-            validate(load(name, found), name, table)
+        wanted = enabled_channels(settings)
     except ChannelConfigError as exc:
         return [("channels", "fail", str(exc), "fix or remove the [channels] section it names")]
     running = states(paths, settings)
-    if running is None:
-        return [("channels", "ok", f"installed: {', '.join(sorted(found)) or 'none'}; daemon not running", "")]
-    out: list[Found] = []
-    for name, state in running.items():
-        what, reason = state.get("state"), state.get("reason") or ""
-        if what == "running":
-            out.append((f"ch {name}", "ok", "running" + (f" as {state['bot']}" if state.get("bot") else ""), ""))
-        elif what == "standby":  # a fleet: another process holds this bot's connection; sends go through it
-            out.append((f"ch {name}", "ok", f"standby ({reason})", ""))
-        elif what == "failed":
-            out.append((f"ch {name}", "fail", f"failed: {reason}", f"fix channels.{name} as it says, then restart"))
-        else:
-            out.append((f"ch {name}", "warn", f"{what}" + (f": {reason}" if reason else ""),
-                        "check the network and the platform's status; it is retried with backoff"))
-    return out or [("channels", "ok", "no chat channel enabled", "")]
+    daemon = "daemon not running" if running is None else "daemon running"
+    head: Found = ("channels", "ok", f"installed: {', '.join(sorted(installed())) or 'none'}; enabled: "
+                   f"{', '.join(wanted) or 'none'}; {daemon}", "" if wanted else "add a [channels.<name>] section")
+    probed = {} if offline else asyncio.run(_probe_all(wanted))
+    lines = [head]
+    for name, (_cls, model) in wanted.items():
+        line = _combine(name, probed.get(name), (running or {}).get(name), running is not None)
+        note = NOTES.get(name)
+        if note is not None:
+            text, fix = note(paths, model)
+            line = (name, "warn" if fix and line[1] == "ok" else line[1], f"{line[2]}; {text}", line[3] or fix)
+        lines.append(_masked(line, model))
+    for name, state in (running or {}).items():  # the daemon runs a channel this config no longer enables
+        if name not in wanted and state.get("state") == "failed":
+            lines.append((name, "fail", f"daemon: failed: {state.get('reason', '')}", "restart after fixing it"))
+    return lines
+
+
+async def _probe_all(wanted: dict[str, tuple[Any, BaseModel]]) -> dict[str, Any]:
+    names = list(wanted)
+    results = await asyncio.gather(*(_probe_one(*wanted[name]) for name in names))
+    return dict(zip(names, results))
+
+
+async def _probe_one(cls: Any, model: BaseModel) -> Any:
+    """The adapter's ProbeResult; a hang is a warning, a crash of the probe a failure (one line, no traceback)."""
+    from clawgate.channels.kit.probe import ProbeResult
+
+    try:
+        result = await asyncio.wait_for(cls.probe(model), PROBE_SECONDS)
+    except asyncio.TimeoutError:
+        return ProbeResult("warn", f"no answer within {PROBE_SECONDS:.0f} s",
+                           "check the network and the platform's address; the daemon retries with backoff")
+    except Exception as exc:  # a third-party adapter's bug must not hide the other channels' lines
+        return ProbeResult("fail", f"the probe failed: {type(exc).__name__}: {exc}", "report it to the channel's author")
+    return result if result is not None else ProbeResult("ok", "settings valid (this channel has no log-in probe)")
+
+
+def _combine(name: str, probed: Any, state: dict[str, Any] | None, daemon_up: bool) -> Found:
+    """The probe's verdict, then the daemon's view of the channel when one runs."""
+    if probed is None:
+        status, detail, fix = "skip", "not logged in to (--offline)", ""
+    else:
+        status, detail, fix = probed.status, probed.detail, probed.fix
+    if not daemon_up:
+        return (name, status, detail, fix)
+    what, reason = (state or {}).get("state", "not started"), (state or {}).get("reason") or ""
+    if what in ("running", "standby"):  # standby: a fleet, another process holds this bot's connection
+        return (name, status, f"{detail}; daemon: {what}" + (f" ({reason})" if reason else ""), fix)
+    if what == "failed":
+        return (name, "fail", f"{detail}; daemon: failed: {reason}",
+                fix or f"fix channels.{name} as it says, then restart the daemon")
+    more = f"{detail}; daemon: {what}" + (f": {reason}" if reason else "")
+    return (name, "fail" if status == "fail" else "warn", more,
+            fix or "check the network and the platform's status; the daemon retries with backoff")
+
+
+def _masked(line: Found, model: BaseModel) -> Found:
+    """No secret of the channel's settings in its line, whatever a library put in an error's text."""
+    secrets = []
+    for key, value in model:
+        if any(word in key.lower() for word in SECRET_WORDS) and value:
+            text = value.get_secret_value() if hasattr(value, "get_secret_value") else str(value)
+            if len(text) >= 6:
+                secrets.append(text)
+    name, status, detail, fix = line
+    for secret in secrets:
+        detail, fix = detail.replace(secret, "***"), fix.replace(secret, "***")
+    return (name, status, detail, fix)

@@ -17,6 +17,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Callable
 
 from clawgate.agent.bus import OutboundMessage
+from clawgate.agent.core.errors import WriteRefused
 from clawgate.channels.base import Channel
 from clawgate.channels.gateway_chat import GatewayChatChannel
 from clawgate.config.schema import Settings
@@ -112,6 +113,8 @@ class PartitionRecovery:
     def recover(self, n: int) -> None:
         try:
             self.app.recover(self.of(n))
+        except WriteRefused as exc:  # lost the partition again while recovering it: its next holder recovers it
+            log.warning("fleet: recovery of partition %d stopped: %s", n, exc)
         except Exception:  # one partition's leftovers must not stop the worker; the next holder tries again
             log.exception("fleet: recovery of partition %d failed", n)
 

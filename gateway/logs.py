@@ -59,8 +59,11 @@ def setup_logging(level: str = "info", *, file: Path | None = None, max_bytes: i
             old.close()
     root.handlers[:] = handlers
     root.setLevel(level.upper())
-    # httpx logs every request URL at INFO, and Telegram URLs contain the bot token.
-    for noisy in ("httpx", "httpcore", "httpx2", "websockets", "apscheduler", "telegram.ext"):
+    # httpx logs every request URL at INFO, and Telegram URLs contain the bot token. The channels' client
+    # libraries log per event or per connection step at INFO (matrix-nio, discord.py, slack_sdk, aiosmtplib,
+    # imapclient): each channel says the one line that matters itself ("connected to … as …").
+    for noisy in ("httpx", "httpcore", "httpx2", "websockets", "apscheduler", "telegram.ext", "nio", "discord",
+                  "slack_sdk", "aiosmtplib", "imapclient"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 

@@ -8,6 +8,12 @@ exit code, a chat command to its reply. No entry point needs to know which servi
 from __future__ import annotations
 
 
+class WriteRefused(Exception):
+    """A durable write this process may no longer make: a fleet worker whose lease on the session's
+    partition ran out or moved (agent/fleet). Not a bug and not the person's problem — the new holder
+    carries the run on — so it is logged as one warning line, never answered and never retried here."""
+
+
 class DomainError(Exception):
     code: str = "invalid_params"
 

@@ -12,6 +12,8 @@ import logging
 from collections import deque
 from typing import Awaitable, Callable, Generic, Hashable, TypeVar
 
+from .errors import WriteRefused
+
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -84,6 +86,8 @@ class Lanes(Generic[K, T]):
                             # The lane itself is being shut down: stop the item too.
                             task.cancel()
                             raise
+                    except WriteRefused as exc:  # a fleet worker that lost the session: one line, no traceback
+                        log.warning("lane %s: %s", key, exc)
                     except Exception:
                         log.exception("lane %s: handler failed", key)
                 finally:

@@ -34,6 +34,7 @@ import redis.asyncio as aioredis
 
 from clawgate.agent.bus import InboundMessage, MessageBus, OutboundMessage
 from clawgate.agent.core.durability import Durability
+from clawgate.agent.core.errors import WriteRefused
 
 from . import scripts
 from .batch import Batcher
@@ -46,7 +47,7 @@ BLOCK_MS = 500
 MAX_QUEUED = 2000  # messages read ahead locally; reading pauses above it
 
 
-class Fenced(Exception):
+class Fenced(WriteRefused):
     """A write for a partition this worker no longer holds (its lease ran out or moved)."""
 
 

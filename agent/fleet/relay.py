@@ -22,6 +22,8 @@ from typing import Any, Callable
 import redis
 import redis.asyncio as aioredis
 
+from clawgate.agent.core.errors import WriteRefused
+
 log = logging.getLogger("clawgate.fleet")
 BATCH = 256
 QUEUE_LIMIT = 50_000  # messages waiting to go out; past it, run events are dropped (views, never replies)
@@ -110,5 +112,7 @@ class Relay:
                 self.on_chat(message["t"], message["p"])
             elif kind == "control":
                 self.on_control(message)
+        except WriteRefused as exc:  # the session moved on while the message travelled: its holder has it
+            log.warning("fleet: relayed %s not applied here: %s", kind, exc)
         except Exception:
             log.exception("fleet: relayed %s failed", kind)

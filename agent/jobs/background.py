@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from .background_index import Entry, Index, kill_leftover
 from ..bus import InboundMessage, Intake
+from ..core.errors import WriteRefused
 from ..session import LLM_KINDS, Session, SessionManager
 from ..tools.handoff import JobLimit, ProcessInfo
 
@@ -267,6 +268,8 @@ class BackgroundJobs:
     def _append(self, key: str, name: str, **fields: Any) -> None:
         try:
             self.sessions.get(key).append("event", durable=True, name=name, **fields)
+        except WriteRefused as exc:  # a fleet worker that lost the session: its new holder records it
+            log.warning("%s not recorded: %s", name, exc)
         except Exception:
             log.exception("could not record %s in session %s", name, key)
 

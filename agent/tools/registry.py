@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from ..approvals import ApprovalBroker, ApprovalRequest
 from ..core.audit import AuditLog
+from ..core.errors import WriteRefused
 from ..core.events import EventHub
 from .base import Recovery, Tool, ToolContext, ToolError
 
@@ -133,7 +134,7 @@ class ToolRegistry:
             return ToolOutcome(await tool.run(args, ctx))
         except ToolError as exc:
             return ToolOutcome(exc.render(), True, "error")
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, WriteRefused):  # a fleet worker that lost the session stops the run
             raise
         except Exception as exc:  # a tool bug must not end the run
             log.exception("tool %s failed", name)

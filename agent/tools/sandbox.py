@@ -5,6 +5,7 @@ reads names from a file). So on Linux each exec call starts through `sandbox_lau
 confines itself with Landlock before it becomes the program. The policy:
 
 - read + execute: /usr /bin /sbin /lib /lib32 /lib64 /etc /opt, the absolute PATH directories,
+  the root of a version manager whose shims or bin folder is on PATH (~/.pyenv, ~/.asdf, ~/.nvm, ...),
   Python's prefixes and `tools.exec.sandbox_read_paths`;
 - read + write: a few device files (/dev/null, /dev/zero, /dev/full, /dev/random, /dev/urandom,
   /dev/tty); never all of /dev, whose disks a daemon run as root could read raw;
@@ -37,6 +38,27 @@ LAUNCHER = Path(__file__).with_name("sandbox_launch.py")
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt")
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
 TMP_NAME = ".tmp"  # the child's TMPDIR (and HOME below it), inside the workspace
+# Version managers put shims (pyenv, asdf, rbenv, nodenv, mise) or a version's bin folder (nvm) on PATH; the
+# program there runs an interpreter, libraries or scripts kept elsewhere under the manager's own root in the
+# home folder (~/.pyenv/shims/python -> ~/.pyenv/libexec/pyenv -> ~/.pyenv/versions/3.11.7/bin/python).
+# Granting only the PATH folder lets the shim start and then fail on its root, so a PATH folder inside one of
+# these roots grants the whole root, read + execute: interpreters and their packages, nothing of the person's.
+VERSION_MANAGERS = {".pyenv": "pyenv", ".asdf": "asdf", ".nvm": "nvm", ".rbenv": "rbenv", ".nodenv": "nodenv",
+                    ".goenv": "goenv", ".jenv": "jenv", ".volta": "volta", ".local/share/mise": "mise"}
+
+
+def version_manager_roots(search_path: str) -> dict[str, str]:
+    """root (real path) -> manager name, for every PATH folder that lies inside a version manager's root."""
+    found: dict[str, str] = {}
+    for entry in search_path.split(os.pathsep):
+        if not os.path.isabs(entry):
+            continue
+        real = os.path.realpath(entry) + "/"
+        for marker, name in VERSION_MANAGERS.items():
+            at = real.find(f"/{marker}/")
+            if at >= 0:
+                found.setdefault(real[:at + len(marker) + 1], name)
+    return found
 
 
 @dataclass(frozen=True)
@@ -87,6 +109,7 @@ class SandboxPolicy:
         HOME/TMPDIR folder `scratch` (granted alone, though it lies inside the state folder)."""
         candidates = [(p, "rx") for p in SYSTEM_DIRS]
         candidates += [(p, "rx") for p in search_path.split(os.pathsep) if os.path.isabs(p)]
+        candidates += [(p, "rx") for p in version_manager_roots(search_path)]
         candidates += [(p, "rx") for p in (sys.base_prefix, sys.prefix, *map(str, self.extra_read))]
         candidates += [(p, "dev") for p in DEVICES] + [("/proc", "ro")]
         rules: list[tuple[str, str]] = []
@@ -101,6 +124,10 @@ class SandboxPolicy:
             rules.append((os.path.realpath(scratch), "rw"))
         rules.append((os.path.realpath(workspace), "rw"))
         return rules
+
+    def granted(self, real: str, workspace: Path, search_path: str, scratch: Path | None = None) -> bool:
+        """Whether a program at `real` (a real path) lies in a folder the sandbox grants."""
+        return any(_within(real, path) for path, _ in self.rules(workspace, search_path, scratch))
 
     def forbids(self, real: str) -> bool:
         """True when granting `real` (a hierarchy) would grant a protected path."""

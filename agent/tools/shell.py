@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import shutil
 import shlex
 import signal
@@ -262,11 +263,13 @@ class Exec(Tool):
         finally:
             report = None if status_r is None else _read_status(status_r)  # also closes it
         process.exit_code, process.timed_out = code, timed_out
-        _raise_launch_failure(report, args.argv[0])
+        _raise_launch_failure(report, args.argv[0], self._outside(args.argv[0], ctx, env["PATH"]) if report else None)
         cap = self.settings.output_cap_bytes
         text = output[:cap].decode("utf-8", errors="replace")
         if len(output) > cap:
             text += f"\n[… output capped at {cap} bytes]"
+        if sandboxed and code in (126, 127):  # a shim or script started, then was refused a file it runs
+            text += self._refused_hint(text, ctx, env["PATH"])
         # The program's output is data from outside (a file it printed, a server it asked), never instructions.
         body = wrap_untrusted(("exec " + " ".join(args.argv))[:120], text) if text else ""
         if timed_out:
@@ -291,6 +294,26 @@ class Exec(Tool):
         except OSError as exc:
             raise ToolError(f"not run: could not prepare exec's sandbox: {exc}", "check the workspace's permissions") from None
         return bwrap_argv(mounts, root, read_only, network=args.network and ctx.approved)
+
+    def _outside(self, program: str, ctx: ToolContext, search_path: str) -> str | None:
+        """The real path of `program` when the sandbox does not grant its folder (None: it does, or unknown)."""
+        found = shutil.which(program, path=search_path)
+        real = os.path.realpath(found) if found else None
+        if real is None or self.sandbox.granted(real, ctx.workspace.root, search_path, ctx.scratch):
+            return None
+        return real
+
+    def _refused_hint(self, output: str, ctx: ToolContext, search_path: str) -> str:
+        """A note under the output when the program was refused a file outside the sandbox's folders (a
+        version manager's shim whose interpreter lies elsewhere in the home folder): why, and how to allow it."""
+        for path in dict.fromkeys(REFUSED.findall(output)):
+            real = os.path.realpath(path)
+            if not self.sandbox.granted(real, ctx.workspace.root, search_path, ctx.scratch):
+                folder = os.path.dirname(real)
+                return (f"\n[exec's sandbox does not grant {real}, so the program could not run it; the owner can "
+                        f"allow it by adding {folder} (or the tool's root folder) to tools.exec.sandbox_read_paths "
+                        "in config.toml]")
+        return ""
 
     def _warn_exposed(self, root: Path) -> None:
         if root not in self._warned:
@@ -349,6 +372,10 @@ class _Capture(asyncio.Protocol):
             self.closed.set_result(None)
 
 
+# `bash: /home/me/.x/bin/tool: Permission denied`, `env: '/home/me/.x/bin/tool': Permission denied`
+REFUSED = re.compile(r"['\"]?(/[^\s'\":]+)['\"]?: Permission denied")
+
+
 def _read_status(fd: int) -> tuple[str, str] | None:
     """The launcher's failure report (kind, detail), if any; its write end is closed by now."""
     try:
@@ -364,12 +391,16 @@ def _read_status(fd: int) -> tuple[str, str] | None:
     return kind, detail[:300]
 
 
-def _raise_launch_failure(report: tuple[str, str] | None, program: str) -> None:
+def _raise_launch_failure(report: tuple[str, str] | None, program: str, outside: str | None = None) -> None:
     if report is None:
         return
     kind, detail = report
     if kind == "not_found":
         raise ToolError(f"program {program!r} not found", "check the name; there is no shell, so builtins like 'cd' do not exist")
+    if kind == "not_executable" and outside is not None:
+        raise ToolError(f"program {program!r} is {outside}, in a folder exec's sandbox does not grant",
+                        f"the owner can allow it by adding {os.path.dirname(outside)} to tools.exec.sandbox_read_paths "
+                        "in config.toml, or run it through an interpreter that is on PATH")
     if kind == "not_executable":
         raise ToolError(f"program {program!r} is not executable or lies outside the folders exec's sandbox may run",
                         "run it through its interpreter, e.g. ['python3', file], or add its folder to tools.exec.sandbox_read_paths")

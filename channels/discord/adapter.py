@@ -46,6 +46,8 @@ from clawgate.channels.kit import (
     Unconfirmed,
 )
 
+from clawgate.channels.kit.probe import ProbeResult, http_status, logged_in, refused, unreachable
+
 from .incoming import CHAT_TYPES, from_command, from_message, place, sender_of
 from .render import MAX_CHARS, render
 from .settings import DiscordSettings
@@ -197,6 +199,33 @@ class DiscordAdapter(PlatformAdapter):
         return {"bot": str(user)} if user is not None else {}
 
     # --- lifecycle ----------------------------------------------------------------------
+
+    @classmethod
+    async def probe(cls, settings: BaseModel) -> ProbeResult:
+        """discord.py's REST log-in (GET /users/@me), as connect() starts; no Gateway session is opened."""
+        assert isinstance(settings, DiscordSettings)
+        token_setting = "CLAWGATE_CHANNELS__DISCORD__TOKEN (or channels.discord.token)"
+        how = "Developer Portal > your application > Bot > Reset Token"
+        if not settings.token:
+            return ProbeResult("fail", "no bot token is set", f"set {token_setting}: {how}")
+        if settings.base_url:  # class-wide in discord.py, as in connect(): doctor runs one probe per channel
+            discord.http.Route.BASE = settings.base_url
+        base = discord.http.Route.BASE
+        client = discord.Client(intents=intents())
+        try:
+            await client.login(settings.token)
+            who = str(client.user)
+        except discord.LoginFailure:
+            return refused("Discord", "bot token", token_setting, how)
+        except discord.HTTPException as exc:
+            return http_status("Discord", f"{base}/users/@me", exc.status, credential=token_setting,
+                               base_setting="channels.discord.base_url", how=how) or \
+                unreachable("Discord", base, _describe(exc), "channels.discord.base_url")
+        except _NETWORK as exc:
+            return unreachable("Discord", base, _describe(exc), "channels.discord.base_url")
+        finally:
+            await client.close()
+        return logged_in(f"logged in as {who}")
 
     async def connect(self) -> None:
         """Log in over REST, open the Gateway and wait for READY."""
@@ -552,3 +581,7 @@ class _QuietReconnects(logging.Filter):
 
 
 logging.getLogger("discord.client").addFilter(_QuietReconnects())
+# The bot never joins a voice channel: discord.py's warnings that its voice packages (PyNaCl, davey) are
+# missing would only alarm whoever reads the log. They are class flags it checks once per client.
+discord.voice_client.VoiceClient.warn_nacl = False
+discord.voice_client.VoiceClient.warn_dave = False

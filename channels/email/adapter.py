@@ -27,6 +27,8 @@ from clawgate.channels.kit import (
     Target, Verdict, decide,
 )
 
+from clawgate.channels.kit.probe import ProbeResult
+
 from .compose import OutFile, compose, new_message_id
 from .imap import Mailbox, MailboxAuthError, MailboxUnavailable
 from .message import Attachment, MailIn, read_mail
@@ -67,6 +69,13 @@ class EmailAdapter(PlatformAdapter):
     def enabled(cls, settings: Any) -> bool:
         return bool(getattr(settings, "active", False))
 
+    @classmethod
+    async def probe(cls, settings: Any) -> ProbeResult:
+        """IMAP log-in and SMTP EHLO/AUTH (channels/email/probe.py)."""
+        from .probe import probe
+
+        return await probe(settings)
+
     # receiving --------------------------------------------------------------------------------
     async def connect(self) -> None:
         s = self.settings
@@ -82,6 +91,10 @@ class EmailAdapter(PlatformAdapter):
             raise ChannelAuthError(str(exc)) from None
         except MailboxUnavailable as exc:
             raise ChannelUnavailable(f"cannot reach the IMAP server {s.imap_host}:{s.imap_server_port}: {exc}") from None
+        self.kit.log.info("connected to IMAP %s:%s as %s (%s, %s); sending through SMTP %s:%s", s.imap_host,
+                          s.imap_server_port, s.login, s.imap_folder,
+                          "IDLE" if self.mailbox.idle_supported else f"polled every {s.poll_seconds:g} s",
+                          s.smtp_server, s.smtp_server_port)
 
     async def disconnect(self) -> None:
         box, self.mailbox = self.mailbox, None

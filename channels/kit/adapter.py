@@ -23,6 +23,7 @@ from .keys import split_chat
 
 if TYPE_CHECKING:
     from .kit import ChannelKit
+    from .probe import ProbeResult
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,13 @@ class PlatformAdapter(ABC):
         """Whether to run with these settings: `enabled` when set, else on once the section exists.
         Telegram overrides this (on when a token is present)."""
         return getattr(settings, "enabled", None) is not False
+
+    @classmethod
+    async def probe(cls, settings: BaseModel) -> "ProbeResult | None":
+        """Log in once with these settings, as the daemon would, and say as whom (`clawgate doctor`, with or
+        without a running daemon; the caller bounds it with a timeout). No kit, no state written, nothing
+        received. None: this channel has no probe (doctor then only validates its settings)."""
+        return None
 
     @staticmethod
     def split_chat(rest: str) -> tuple[str, str | None] | None:

@@ -37,6 +37,7 @@ from nio.api import MessageDirection
 from nio.crypto import ENCRYPTION_ENABLED
 from nio.crypto.attachments import decrypt_attachment
 from nio.exceptions import EncryptionError, LocalProtocolError
+from pydantic import BaseModel
 
 from clawgate.channels.kit import (
     Capabilities,
@@ -51,6 +52,7 @@ from clawgate.channels.kit import (
     Target,
 )
 from clawgate.channels.kit.markdown import split_markdown, to_plain
+from clawgate.channels.kit.probe import ProbeResult
 from clawgate.channels.matrix import events as ev
 from clawgate.channels.matrix.render import notice_content
 from clawgate.channels.matrix.settings import MatrixSettings
@@ -108,6 +110,14 @@ class MatrixAdapter(PlatformAdapter):
         self.e2e = False  # end-to-end encryption on (settings.encryption and vodozemac installed)
 
     # --- connecting -------------------------------------------------------------------------------
+    @classmethod
+    async def probe(cls, settings: BaseModel) -> ProbeResult:
+        """Log in and whoami with matrix-nio (channels/matrix/probe.py)."""
+        from .probe import probe
+
+        assert isinstance(settings, MatrixSettings)
+        return await probe(settings)
+
     async def connect(self) -> None:
         """Log in (token or password; the device id is kept so a restart is the same device)."""
         s = self.settings
@@ -153,6 +163,9 @@ class MatrixAdapter(PlatformAdapter):
             raise
         if self.kit.store.kv_get("first_connect_ms") is None:
             self.kit.store.kv_set("first_connect_ms", str(int(time.time() * 1000)))
+        self.kit.log.info("connected to Matrix as %s on %s (device %s; encrypted rooms %s)", self.user_id,
+                          s.homeserver, self.client.device_id if self.client else "?",
+                          "read" if self.e2e else "not read")
 
     def status(self) -> dict[str, Any]:
         """For `clawgate channels` / status: who the bot is, once logged in."""

@@ -15,7 +15,7 @@ import dataclasses
 from typing import Any, ClassVar
 
 import aiohttp
-from pydantic import SecretStr
+from pydantic import BaseModel, SecretStr
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
@@ -30,6 +30,7 @@ from clawgate.channels.kit import (
     Target,
 )
 from clawgate.channels.kit.markdown import split_markdown
+from clawgate.channels.kit.probe import ProbeResult, http_status, logged_in, refused, unreachable
 from clawgate.channels.slack.api import (
     AUTH_ERRORS,
     api_url,
@@ -82,23 +83,40 @@ class SlackAdapter(PlatformAdapter):
 
     # -- lifecycle --------------------------------------------------------------------------
     def _tokens(self) -> tuple[str, str]:
-        """The bot token and (Socket Mode) the app token, checked for shape: one line naming the fix."""
-        s = self.settings
-        bot = _secret(s.bot_token)
-        if not bot.startswith("xoxb-"):
-            problem = "is not set" if not bot else "is not a bot token (xoxb-…)"
-            raise ChannelAuthError(f"Slack: [channels.slack] bot_token {problem}: copy the Bot User OAuth Token "
-                                   "from the app's OAuth & Permissions page (or set CLAWGATE_CHANNELS__SLACK__BOT_TOKEN)")
-        app = _secret(s.app_token)
-        if s.mode == "socket" and not app.startswith("xapp-"):
-            problem = "is not set" if not app else "is not an app-level token (xapp-…)"
-            raise ChannelAuthError(f"Slack: [channels.slack] app_token {problem}: create one with the "
-                                   "connections:write scope under Basic Information → App-Level Tokens, "
-                                   "or set mode = \"http\"")
-        if s.mode == "http" and not _secret(s.signing_secret):
-            raise ChannelAuthError("Slack: mode = \"http\" needs [channels.slack] signing_secret: copy the "
-                                   "Signing Secret from the app's Basic Information page")
-        return bot, app
+        return _tokens(self.settings)
+
+    @classmethod
+    async def probe(cls, settings: BaseModel) -> ProbeResult:
+        """auth.test with the bot token (and, in Socket Mode, apps.connections.open with the app token:
+        it only hands out a WebSocket address, nothing is opened), as connect() does."""
+        assert isinstance(settings, SlackSettings)
+        try:
+            bot, app = _tokens(settings)
+        except ChannelAuthError as exc:
+            return ProbeResult("fail", str(exc).removeprefix("Slack: "))  # the line names its fix
+        url = api_url(settings.base_url)
+        client = AsyncWebClient(token=bot, base_url=url, timeout=30, retry_handlers=[])
+        answers = []
+        for setting, call, how in (
+                ("bot_token", lambda: client.auth_test(), "the app's Bot User OAuth Token, xoxb-…"),
+                ("app_token", lambda: client.apps_connections_open(app_token=app),
+                 "an xapp- token with the connections:write scope")):
+            if setting == "app_token" and settings.mode != "socket":
+                break
+            try:
+                answers.append(await call())
+            except SlackApiError as e:
+                error, status = slack_error(e), e.response.status_code
+                credential = f"[channels.slack] {setting} (CLAWGATE_CHANNELS__SLACK__{setting.upper()})"
+                if error in AUTH_ERRORS:
+                    return refused("Slack", f"{setting} ({error})", credential, how)
+                return http_status("Slack", url, status, credential=credential, base_setting="channels.slack.base_url",
+                                   how=how) or ProbeResult("warn", f"Slack answered {error}; not confirmed",
+                                                           "try again later; see status.slack.com")
+            except _NETWORK as e:
+                return unreachable("Slack", url, str(e) or type(e).__name__, "channels.slack.base_url")
+        auth = answers[0]
+        return logged_in(f"logged in as {auth.get('user')} in {auth.get('team')} ({settings.mode} mode)")
 
     async def connect(self) -> None:
         _bot, app = self._tokens()
@@ -138,7 +156,9 @@ class SlackAdapter(PlatformAdapter):
             except OSError as e:
                 raise ChannelUnavailable(f"Slack events server cannot listen on {s.http_host}:{s.http_port}: "
                                          f"{e.strerror or e}") from None
-            self.kit.log.info("Slack events accepted at %s", http.url)
+        # the one line that says the channel is up, whichever way events arrive
+        how = "Socket Mode" if s.mode == "socket" else f"events accepted at {self._receiver.url}"  # type: ignore[union-attr]
+        self.kit.log.info("connected to Slack as %s in %s (%s)", self.bot_name, self.team, how)
 
     async def run(self) -> None:
         if isinstance(self._receiver, SocketReceiver):
@@ -299,6 +319,25 @@ class SlackAdapter(PlatformAdapter):
         except (SlackApiError, *_NETWORK) as e:
             raise delivery_error(e, "chat.postMessage") from None
         return str(resp["ts"])
+
+
+def _tokens(s: SlackSettings) -> tuple[str, str]:
+    """The bot token and (Socket Mode) the app token, checked for shape: one line naming the fix."""
+    bot = _secret(s.bot_token)
+    if not bot.startswith("xoxb-"):
+        problem = "is not set" if not bot else "is not a bot token (xoxb-…)"
+        raise ChannelAuthError(f"Slack: [channels.slack] bot_token {problem}: copy the Bot User OAuth Token "
+                               "from the app's OAuth & Permissions page (or set CLAWGATE_CHANNELS__SLACK__BOT_TOKEN)")
+    app = _secret(s.app_token)
+    if s.mode == "socket" and not app.startswith("xapp-"):
+        problem = "is not set" if not app else "is not an app-level token (xapp-…)"
+        raise ChannelAuthError(f"Slack: [channels.slack] app_token {problem}: create one with the "
+                               "connections:write scope under Basic Information → App-Level Tokens, "
+                               "or set mode = \"http\"")
+    if s.mode == "http" and not _secret(s.signing_secret):
+        raise ChannelAuthError("Slack: mode = \"http\" needs [channels.slack] signing_secret: copy the "
+                               "Signing Secret from the app's Basic Information page")
+    return bot, app
 
 
 __all__ = ["SlackAdapter"]

@@ -48,7 +48,8 @@ def clients(token: str, base_url: str | None) -> tuple[AsyncWebClient, AsyncWebC
 
 
 def slack_error(exc: SlackApiError) -> str:
-    return str(exc.response.get("error") or f"HTTP {exc.response.status_code}")
+    data = exc.response.data  # an answer that is not Slack's JSON (a wrong base_url) is text
+    return str((data.get("error") if isinstance(data, dict) else None) or f"HTTP {exc.response.status_code}")
 
 
 def _header(exc: SlackApiError, name: str) -> str | None:

@@ -20,13 +20,14 @@ from pydantic import BaseModel
 from telegram import (Bot, BotCommand, CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message,
                       MessageEntity, Update)
 from telegram.constants import ChatAction
-from telegram.error import InvalidToken, NetworkError, TelegramError
+from telegram.error import Forbidden, InvalidToken, NetworkError, TelegramError
 from telegram.request import HTTPXRequest
 
 from clawgate.channels.kit.access import Sender as Who
 from clawgate.channels.kit.adapter import (Capabilities, ChannelAuthError, ChannelUnavailable, Incoming,
                                            PlatformAdapter, Target)
 from clawgate.channels.kit.kit import ChannelKit
+from clawgate.channels.kit.probe import ProbeResult, logged_in, refused, unreachable, wrong_base_url
 from clawgate.config.schema import TelegramSettings
 
 from .delivery import MAX_FILE_BYTES, Sender
@@ -39,6 +40,10 @@ log = logging.getLogger("clawgate.telegram")
 NAME = "telegram"
 DEFAULT_BASE_URL = "https://api.telegram.org/bot"
 PREFIX = "ap:"  # callback data of approval buttons: ap:<approval id>:y|n
+# What @BotFather hands out: the bot's numeric id, a colon, letters. Telegram answers 404 (not 401) to a
+# token of another shape, so only a well-shaped token makes a 404 mean a wrong base_url.
+TOKEN_SHAPE = re.compile(r"^\d+:[A-Za-z0-9_-]+$")
+TOKEN_FIX = "TELEGRAM_BOT_TOKEN (or channels.telegram.token)"
 
 
 def make_bot(settings: TelegramSettings) -> Bot:
@@ -114,6 +119,36 @@ class TelegramAdapter(PlatformAdapter):
             return False
         return True
 
+    @classmethod
+    async def probe(cls, settings: BaseModel) -> ProbeResult:
+        """getMe through python-telegram-bot, as connect() does; nothing else is called."""
+        assert isinstance(settings, TelegramSettings)
+        base = settings.base_url or DEFAULT_BASE_URL
+        if not settings.token:
+            return ProbeResult("fail", "no bot token is set", f"set {TOKEN_FIX}: copy it from @BotFather")
+        if not TOKEN_SHAPE.match(settings.token):
+            return ProbeResult("fail", "the bot token is not shaped like one from @BotFather (digits:letters)",
+                               f"set {TOKEN_FIX}: copy it whole from @BotFather")
+        bot = make_bot(settings)
+        try:
+            await bot.initialize()  # getMe
+        except InvalidToken as exc:
+            answer = exc.__cause__ if isinstance(exc.__cause__, TelegramError) else exc  # PTB re-raises getMe's
+            if "Not Found" in answer.message:
+                return wrong_base_url("Telegram", base + "…/getMe", 404, "channels.telegram.base_url")
+            return refused("Telegram", "bot token", TOKEN_FIX, "copy it from @BotFather")
+        except Forbidden:
+            return refused("Telegram", "bot token", TOKEN_FIX, "copy it from @BotFather")
+        except NetworkError as exc:
+            return unreachable("Telegram", base, exc.message.replace(settings.token or "", "***"),
+                               "channels.telegram.base_url")
+        except TelegramError:  # an answer that is not the Bot API's JSON
+            return wrong_base_url("Telegram", base, 200, "channels.telegram.base_url")
+        try:
+            return logged_in(f"logged in as @{bot.username}")
+        finally:
+            await bot.shutdown()
+
     # lifecycle -----------------------------------------------------------------------------
     async def connect(self) -> None:
         """getMe, webhook off when polling. A rejected token fails; an unreachable API is retried."""
@@ -128,7 +163,7 @@ class TelegramAdapter(PlatformAdapter):
         except NetworkError as exc:
             raise ChannelUnavailable(f"cannot reach the Bot API ({exc.message})") from None
         self.kit.bot_name = self.bot.username
-        log.info("connected as @%s (dm_policy=%s, group_policy=%s)", self.bot.username,
+        log.info("connected to Telegram as @%s (dm_policy=%s, group_policy=%s)", self.bot.username,
                  self.settings.dm_policy, self.settings.group_policy)
         if not self.kit.policy.owners:
             log.warning("channels.telegram.owner is not set: nobody on Telegram can approve risky tool calls "

@@ -16,12 +16,13 @@ from clawgate.config.loader import ConfigError
 
 from .. import __version__
 from .errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE, CliError, report
+from .output import finish_help
 
 __all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import approvals, channels, chat, checkpoints, cron, doctor, home, logs, pairing, serve, tasks, usage
+    from . import approvals, channels, chat, checkpoints, cron, doctor, home, logs, pairing, serve, tasks, usage, web
 
     parser = argparse.ArgumentParser(prog="clawgate", description="Self-hosted chat agent daemon.",
                                      epilog="exit codes: 0 ok, 1 refused (not found, conflict), 2 usage or config, "
@@ -29,8 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
                                             "runs on this home, 130 interrupted, 141 output pipe closed")
     parser.add_argument("--version", action="version", version=f"clawgate {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (home, serve, chat, approvals, tasks, checkpoints, cron, pairing, channels, doctor, logs, usage):
+    for group in (home, serve, chat, approvals, tasks, checkpoints, cron, pairing, channels, doctor, logs, usage, web):
         group.add_commands(sub)
+    finish_help(parser)
     return parser
 
 

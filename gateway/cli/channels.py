@@ -8,9 +8,9 @@ the running daemon's (starting, running, retrying, failed, stopped), or "daemon 
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
+from .output import JSON_HELP, print_json, print_table
 from .remote import Target, gateway_or_offline
 
 
@@ -58,10 +58,11 @@ def rows() -> list[dict[str, Any]]:
 def cmd_channels(args: argparse.Namespace) -> int:
     table = rows()
     if args.json:
-        print(json.dumps(table, indent=2))
+        print_json(table)
         return 0
+    lines: list[tuple[str, ...]] = [("CHANNEL", "ENABLED", "ADAPTER", "STATE")]
     for row in table:
-        installed = row["installed"] or "NOT INSTALLED (a [channels] section names it)"
+        installed = row["installed"] or "not installed (a [channels] section names it)"
         if not row["daemon"]:
             state = "daemon not running"
         elif row["state"] is None:
@@ -69,11 +70,12 @@ def cmd_channels(args: argparse.Namespace) -> int:
         else:
             state = row["state"] + (f" as {row['bot']}" if row["bot"] else "") + \
                 (f" ({row['reason']})" if row["reason"] and row["state"] != "running" else "")
-        print(f"{row['name']:12} {'enabled' if row['enabled'] else 'off':8} {state:30} {installed}")
+        lines.append((row["name"], "yes" if row["enabled"] else "no", installed, state))
+    print_table(lines)
     return 0
 
 
 def add_commands(sub: Any) -> None:
     p = sub.add_parser("channels", help="installed chat channels, the enabled ones and their state")
-    p.add_argument("--json", action="store_true", help="as JSON")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.set_defaults(fn=cmd_channels)

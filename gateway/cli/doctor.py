@@ -8,11 +8,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from typing import Any
+
+from .output import JSON_HELP
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from clawgate.config.paths import Paths
+
+    # The channels' client libraries log what they meet (matrix-nio: "Error validating response"); doctor's
+    # output is its own lines, each with its fix, so their records go nowhere (not to stderr by default).
+    logging.getLogger().addHandler(logging.NullHandler())
 
     from ..doctor import exit_code, line, run_checks
 
@@ -26,7 +33,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: Any) -> None:
-    p = sub.add_parser("doctor", help="check the setup (config, keys, port, Telegram, workspace, state, disk)")
-    p.add_argument("--json", action="store_true", help="the checks as JSON")
-    p.add_argument("--offline", action="store_true", help="skip the checks that call the model and Telegram APIs")
+    p = sub.add_parser("doctor", help="check the setup: config, model key, port, workspace, sandbox, state, disk, and a real log-in to each chat channel")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
+    p.add_argument("--offline", action="store_true", help="skip the checks that call the model API and log in to the chat channels")
     p.set_defaults(fn=cmd_doctor)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable, TextIO
 
 from .errors import EXIT_FAILED, CliError
+from .output import JSON_HELP
 
 POLL_SECONDS = 0.25
 
@@ -93,6 +94,6 @@ def cmd_logs(args: argparse.Namespace) -> int:
 def add_commands(sub: Any) -> None:
     p = sub.add_parser("logs", help="print the daemon's log file (log.file = true)")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines (Ctrl-C to stop)")
-    p.add_argument("--json", action="store_true", help="one JSON object per line: ts, level, logger, message")
+    p.add_argument("--json", action="store_true", help=JSON_HELP + "; one object per line: ts, level, logger, message")
     p.add_argument("-n", "--lines", type=int, default=200, help="how many of the last lines to print first (default 200)")
     p.set_defaults(fn=cmd_logs)

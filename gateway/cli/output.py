@@ -13,6 +13,9 @@ import json
 import re
 from typing import Any, Callable
 
+# What every `--json` option says, word for word (gateway/cli/__init__.py checks each command has it).
+JSON_HELP = "print the result as JSON (camelCase keys) instead of text, for scripts"
+
 # Values under these keys are user data (a task's free-form context; MCP servers keyed by the names the
 # owner gave them), not field names: kept as is.
 _VERBATIM = frozenset({"context", "mcp"})
@@ -64,7 +67,7 @@ def subcommand(group: Any, name: str, text: str, fn: Callable[[argparse.Namespac
     for positional in positionals:
         p.add_argument(positional)
     if json:
-        p.add_argument("--json", action="store_true")
+        p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.set_defaults(fn=fn)
     return p
 
@@ -72,3 +75,19 @@ def subcommand(group: Any, name: str, text: str, fn: Callable[[argparse.Namespac
 def command_group(sub: Any, name: str, text: str) -> Any:
     """`clawgate <name> …`: a group whose subcommands are declared with `subcommand`."""
     return sub.add_parser(name, help=text).add_subparsers(dest=f"{name}_command", required=True)
+
+
+def finish_help(parser: argparse.ArgumentParser) -> None:
+    """Every command's own `--help` opens with what it does: a subcommand declared with only `help=` (the
+    line its parent lists) gets that line as its description too; a `--json` declared without help
+    gets JSON_HELP. Walks the whole tree."""
+    for action in parser._actions:
+        if "--json" in action.option_strings and not action.help:
+            action.help = JSON_HELP
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        listed = {choice.dest: choice.help for choice in action._choices_actions}
+        for name, child in action.choices.items():
+            if not child.description and listed.get(name):
+                child.description = str(listed[name])[:1].upper() + str(listed[name])[1:] + "."
+            finish_help(child)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
-LABEL = 15
+LABEL = 16
 
 
 def _n(value: Any) -> str:
@@ -52,27 +53,83 @@ def provider_lines(providers: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+# `status` keys shown under another label than their camelCase name split into words
+LABELS = {"channels": "channels", "channelStates": "chat channels", "providers": "breakers", "execMounts": "exec mounts",
+          "fleetCalls": "platform calls"}
+
+
+def duration(seconds: Any) -> str:
+    """`3 min 12 s`, `2 h 5 min`, `4 d 3 h`: an uptime a person reads at a glance."""
+    if not isinstance(seconds, (int, float)):
+        return "—"
+    s = int(seconds)
+    if s < 60:
+        return f"{seconds:.1f} s" if seconds < 10 else f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s"
+    if s < 86400:
+        return f"{s // 3600} h {s % 3600 // 60} min"
+    return f"{s // 86400} d {s % 86400 // 3600} h"
+
+
+def label(key: str) -> str:
+    return LABELS.get(key) or re.sub(r"(?<=[a-z0-9])([A-Z])", lambda m: " " + m.group(1).lower(), key)
+
+
+def human(value: Any) -> str:
+    """Any other status value as text: never a Python repr (`['gateway']`, `{'inboxOpen': 0}`)."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple, set)):
+        return ", ".join(human(v) for v in value) or "none"
+    if isinstance(value, dict):
+        return ", ".join(f"{label(str(k))} {human(v)}" for k, v in value.items()) or "none"
+    return str(value)
+
+
+def queue_line(q: dict[str, Any]) -> str:
+    line = (f"{q.get('inboxOpen', 0)} message(s) being worked on or waiting, "
+            f"{q.get('outboxPending', 0)} answer(s) waiting to be delivered")
+    rest = {k: v for k, v in q.items() if k not in ("inboxOpen", "outboxPending")}
+    return line + (f"; {human(rest)}" if rest else "")
+
+
 def status_lines(status: dict[str, Any]) -> list[str]:
     out: list[str] = []
     for key, value in status.items():
+        name = label(key)
         if key == "usage" and isinstance(value, dict):
-            out += _rows("usage", usage_lines(value))
+            out += _rows(name, usage_lines(value))
         elif key == "providers" and isinstance(value, list):
-            out += _rows("breakers", provider_lines(value))
+            out += _rows(name, provider_lines(value))
         elif key == "mcp" and isinstance(value, dict):
-            out += _rows("mcp", mcp_lines(value))
+            out += _rows(name, mcp_lines(value))
         elif key == "channelStates" and isinstance(value, dict):
-            out += _rows("chat channels", channel_lines(value))
+            out += _rows(name, channel_lines(value))
         elif key == "fleet" and isinstance(value, dict):
-            out += _rows("fleet", fleet_lines(value))
+            out += _rows(name, fleet_lines(value))
         elif key == "fleetCalls" and isinstance(value, dict):  # sends through another process's connection
-            out.append(f"{'platform calls':{LABEL}} forwarded {value.get('forwarded', 0)}, served for others "
+            out.append(f"{name:{LABEL}} forwarded {value.get('forwarded', 0)}, served for others "
                        f"{value.get('served', 0)}")
         elif key == "backgroundJobs" and isinstance(value, list):  # one entry per running job: what, where, how long
-            jobs = "; ".join(f"{j['id']} in {j['session']}: {j['summary'][:60]} ({j['runningSeconds']:.0f}s)" for j in value)
-            out.append(f"{key:{LABEL}} {jobs or 'none'}")
+            out += _rows(name, [f"{j['id']} in {j['session']}: {j['summary'][:60]} ({duration(j['runningSeconds'])})"
+                                for j in value] or ["none"])
+        elif key == "uptime":
+            out.append(f"{name:{LABEL}} {duration(value)}")
+        elif key == "queues" and isinstance(value, dict):
+            out.append(f"{name:{LABEL}} {queue_line(value)}")
+        elif key == "activeSessions" and isinstance(value, list):
+            out.append(f"{name:{LABEL}} {human(value) if value else 'none (nothing running)'}")
+        elif key == "clients" and isinstance(value, int):
+            out.append(f"{name:{LABEL}} {value} connected")
+        elif key in ("sandbox", "execMounts") and isinstance(value, str):
+            out.append(f"{name:{LABEL}} {value.removeprefix('exec sandbox: ').removeprefix('exec mounts: ')}")
         else:
-            out.append(f"{key:{LABEL}} {value}")
+            out.append(f"{name:{LABEL}} {human(value)}")
     return out
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from .output import print_json
+from .output import JSON_HELP, print_json
 from .remote import gateway_or_offline
 from .status_view import counts_line, usage_lines
 
@@ -44,5 +44,5 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--session", help="also show this session's usage")
     p.add_argument("--days", type=int, default=7, help="days listed (default 7)")
     p.add_argument("--top", type=int, default=5, help="sessions listed (default 5)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.set_defaults(fn=cmd_usage)

@@ -16,7 +16,6 @@ import pytest
 from clawgate.config.paths import Paths
 from clawgate.gateway import doctor
 from tests.fakes.anthropic_api import FakeAnthropic
-from tests.fakes.telegram_api import FakeTelegram
 from tests.harness import ROOT, DaemonProcess
 
 Usage = namedtuple("Usage", "total used free")
@@ -47,11 +46,11 @@ def text_doctor(proc: DaemonProcess, *args: str) -> subprocess.CompletedProcess[
 def test_a_healthy_home_passes_with_the_key_checked_against_the_api(home, fake_model: FakeAnthropic) -> None:
     code, checks, raw = run_doctor(home)
     assert code == 0, raw
-    assert [c for c in checks] == ["config", "model", "token", "port", "telegram", "workspace", "sandbox",
-                                   "mounts", "database", "disk", "channels"]
+    assert [c for c in checks] == ["config", "model", "token", "port", "workspace", "sandbox",
+                                   "mounts", "exec path", "database", "disk", "channels"]  # no channel enabled: no channel line
     assert checks["model"]["status"] == "ok" and "key accepted" in checks["model"]["detail"]
     assert fake_model.requests == []  # count_tokens, not a paid message (test_rejected_key_fails proves the call)
-    assert checks["telegram"]["status"] == "skip" and checks["port"]["status"] == "ok"
+    assert checks["port"]["status"] == "ok"
     out = text_doctor(home)
     assert out.returncode == 0 and len(out.stdout.splitlines()) == 11
     assert checks["channels"]["status"] == "ok" and "telegram" in checks["channels"]["detail"]
@@ -85,6 +84,12 @@ def test_rejected_key_fails(home, fake_model: FakeAnthropic) -> None:
     fake_model.rejected_keys.add("test-key")
     code, checks, _ = run_doctor(home)
     assert code == 1 and checks["model"]["status"] == "fail" and "rejected" in checks["model"]["detail"]
+
+
+def test_a_404_from_the_model_api_is_a_wrong_base_url_not_an_outage(home, fake_model: FakeAnthropic) -> None:
+    code, checks, _ = run_doctor(home, env={"ANTHROPIC_BASE_URL": fake_model.base_url + "/anthropic"})
+    assert code == 1 and checks["model"]["status"] == "fail", checks["model"]
+    assert "HTTP 404" in checks["model"]["detail"] and "ANTHROPIC_BASE_URL" in checks["model"]["fix"]
 
 
 def test_unreachable_model_api_fails(home) -> None:
@@ -121,18 +126,7 @@ def test_port_taken_by_another_program_fails_and_ours_passes(home, daemon_factor
     running = daemon_factory(home=home.home, init=False)
     code, checks, _ = run_doctor(running)
     assert code == 0 and "this home's gateway" in checks["port"]["detail"], checks["port"]
-    assert checks["channels"]["detail"] == "no chat channel enabled", checks["channels"]  # ours is asked
-
-
-def test_telegram_getme_ok_and_rejected_token(home) -> None:
-    with FakeTelegram() as telegram:
-        env = {"TELEGRAM_BOT_TOKEN": telegram.token, "CLAWGATE_CHANNELS__TELEGRAM__BASE_URL": telegram.base_url}
-        code, checks, _ = run_doctor(home, env=env)
-        assert code == 0 and checks["telegram"] == {**checks["telegram"], "status": "ok",
-                                                    "detail": f"bot @{telegram.bot_username}"}
-        code, checks, raw = run_doctor(home, env={**env, "TELEGRAM_BOT_TOKEN": "999:WRONG-TOKEN"})
-        assert code == 1 and checks["telegram"]["status"] == "fail" and "@BotFather" in checks["telegram"]["fix"]
-        assert "WRONG-TOKEN" not in raw
+    assert checks["channels"]["detail"].endswith("enabled: none; daemon running"), checks["channels"]  # ours is asked
 
 
 def test_workspace_that_is_not_a_folder_fails(home, tmp_path: Path) -> None:
@@ -181,3 +175,20 @@ def test_missing_bubblewrap_warns_with_the_fix(home) -> None:
 def test_low_disk_space_fails_then_warns(home) -> None:
     assert _checks(home, disk_usage=lambda p: Usage(10 ** 12, 10 ** 12, 50 * 1024 ** 2))["disk"].status == "fail"
     assert _checks(home, disk_usage=lambda p: Usage(10 ** 12, 10 ** 12, 500 * 1024 ** 2))["disk"].status == "warn"
+
+
+def test_exec_path_names_the_version_managers_exec_may_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from clawgate.config.schema import Settings
+
+    fake_home = tmp_path / "me"
+    for folder in (".asdf/shims", ".nvm/versions/node/v20.1.0/bin", "bin"):
+        (fake_home / folder).mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(fake_home))
+    search = os.pathsep.join([str(fake_home / ".asdf/shims"), str(fake_home / ".nvm/versions/node/v20.1.0/bin"),
+                              str(fake_home / "bin"), "/usr/bin"])
+    check = doctor.check_exec_path(Settings(), {"PATH": search})
+    assert check.status == "ok" and f"asdf ({fake_home / '.asdf'})" in check.detail, check
+    assert f"nvm ({fake_home / '.nvm'})" in check.detail and str(fake_home / "bin") in check.detail
+    assert "tools.exec.sandbox_read_paths" in check.fix
+    off = Settings.model_validate({"tools": {"exec": {"sandbox": "off"}}})
+    assert doctor.check_exec_path(off, {"PATH": search}).status == "skip"

@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 
 from clawgate.agent.fleet.keys import partition_of
+from clawgate.gateway.logs import parse_line
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
 from tests.fakes.telegram_api import FakeTelegram
 from tests.fleet_support import LEASE_SECONDS, PARTITIONS, Fleet, telegram_env
@@ -98,6 +99,11 @@ def test_a_worker_stopped_past_its_lease_cannot_write_when_it_wakes(
                "the refusal in the woken worker's log", describe=lambda: stalled.log_text()[-3000:])
     assert not (fleet.home / "workspace/stale.txt").exists()
     assert "stale.txt" not in " ".join(audit_paths(fleet.home))
+    # each refusal is one warning line naming why, never an error with a traceback
+    lines = [parse_line(line) for line in stalled.log_text().splitlines()]
+    refusals = [line for line in lines if "refused" in line["message"]]
+    assert refusals and all(line["level"] == "warning" for line in refusals), refusals
+    assert "Traceback" not in stalled.log_text() and "Fenced" not in stalled.log_text(), stalled.log_text()[-3000:]
     sent = telegram.messages_to(CHAT)
     assert [t for t in sent if "finished once" in t] == ["finished once"], sent
     assert not [t for t in sent if "went wrong" in t], sent

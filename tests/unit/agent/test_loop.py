@@ -90,6 +90,31 @@ async def test_unexpected_error_still_answers_and_the_session_goes_on(make):
     assert len(ends) == 2 and bus.counts()["inboxOpen"] == 0
 
 
+async def test_a_run_whose_session_writes_are_refused_stops_with_one_warning_and_no_answer(make, caplog):
+    """A fleet worker that lost the session's lease mid-run (agent/fleet: Fenced): the refusal is a
+    warning line, not a traceback, and this worker sends no "something went wrong" (the new holder answers)."""
+    from clawgate.agent.fleet.bus import Fenced
+
+    lost: list[bool] = []
+
+    async def lose_the_lease_then_answer() -> ModelResponse:
+        lost.append(True)
+        return text("too late")
+
+    loop, bus, *_ = make(ScriptedProvider(lose_the_lease_then_answer))
+
+    def guard(key: str) -> None:
+        if lost:
+            raise Fenced(f"write to session {key} refused: this worker no longer holds partition 1")
+
+    loop.sessions.guard = guard
+    with caplog.at_level("WARNING"):
+        sent = await run(loop, bus, inbound("hi"))
+    assert sent == [] and lost
+    assert [r.levelname for r in caplog.records] == ["WARNING"], [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert "no longer holds partition 1" in caplog.records[0].getMessage() and caplog.records[0].exc_info is None
+
+
 async def test_tool_call_cut_off_by_max_tokens_is_not_run(make):
     loop, bus, _, ws = make(ScriptedProvider(
         call("write_file", {"path": "big.txt", "content": "partial"}, stop="max_tokens"), text("ok, smaller")))
