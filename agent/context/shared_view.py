@@ -258,6 +258,17 @@ class PersonView(Session):
                                 "is no longer shown. For details use memory_search.") if record.get("pointer") else None
         return shown
 
+    @property
+    def window_start(self) -> int:
+        """The consolidation's start, moved back to the user turn it falls in: a window cut at another
+        person's check turn or reset brief (left out here) would otherwise open with their answer, and a
+        request must open with a user turn."""
+        start = super().window_start
+        messages = self.llm_messages()
+        while 0 < start < len(messages) and messages[start]["role"] != "user":
+            start -= 1
+        return start
+
     # the held-back answer of a foreign run that is still the latest one, shown last
     def _tail(self) -> list[dict[str, Any]]:
         if self._answer is None:

@@ -261,3 +261,24 @@ def test_visible_records_keep_one_s_own_work_whole(tmp_path: Path) -> None:
     assert ("tool_results", "r2") in kinds and ("tool_results", "r1") not in kinds
     common = flat(common_view(session).llm_messages())
     assert "guest bytes" not in common and SECRET not in common and "hi, what did you just do?" in common
+
+
+def test_another_person_s_context_reset_leaves_a_valid_window_without_its_brief(tmp_path: Path) -> None:
+    from tests.fakes.anthropic.validation import _validate
+
+    session = Session("grp", tmp_path / "grp.jsonl", fsync=False)
+    owner_turn(session, "long job", "r1")
+    tool_work(session, "r1", "vault.txt", SECRET, "toolu_1")
+    # drift control resets the owner's run: a placeholder answer, a brief, the window moved to the brief
+    session.append("assistant", run_id="r1", drift_reset=True, content=[{"type": "text", "text": "(context reset)"}])
+    session.append("user", text=f"[clawgate] Context reset. Goal: the vault. Progress: read {SECRET}", owner=True,
+                   drift_reset=True)
+    session.append("consolidated", upto=session.message_count - 1, ok=True, reset=True, summary="brief")
+    tool_work(session, "r1", "vault2.txt", SECRET, "toolu_2")
+    posted(session, "r1", "The job is done.")
+    guest_turn(session, "what happened?", "r2")
+    messages = builder(workspace(tmp_path)).messages(session)
+    seen = flat(messages)
+    assert SECRET not in seen and "Context reset" not in seen
+    assert messages[0]["role"] == "user" and "long job" in seen and "The job is done." in seen
+    assert _validate({"model": "m", "max_tokens": 10, "messages": messages}) is None
