@@ -282,3 +282,19 @@ def test_another_person_s_context_reset_leaves_a_valid_window_without_its_brief(
     assert SECRET not in seen and "Context reset" not in seen
     assert messages[0]["role"] == "user" and "long job" in seen and "The job is done." in seen
     assert _validate({"model": "m", "max_tokens": 10, "messages": messages}) is None
+
+
+def test_a_sub_agent_s_report_to_one_person_is_that_person_s_work(tmp_path: Path) -> None:
+    """A guest's background child reports on the bus as a run of the guest (metadata user): the child's
+    findings reach the guest's run; the owner sees only what was posted from it."""
+    session = shared_session(tmp_path)
+    posted(session, "r2", "I'll look into it.")
+    session.append("user", text="[clawgate] Sub-agent result: guest-child-found-4e1d in guest/notes", inbound_id="sub:1",
+                   channel="subagent", chat_id="C1", sender_id="U_GUEST", owner=False, user=GUEST)
+    posted(session, "sub:1", "Your lookup finished.")
+    owner_turn(session, "status?", "r3")
+    seen = flat(builder(workspace(tmp_path)).messages(session))
+    assert "guest-child-found-4e1d" not in seen and "Your lookup finished." in seen
+    assert "a subagent run for another person" in seen
+    guest_turn(session, "and?", "r4")
+    assert "guest-child-found-4e1d" in flat(builder(workspace(tmp_path)).messages(session))
