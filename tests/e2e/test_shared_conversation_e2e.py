@@ -1,6 +1,6 @@
-"""A conversation several people share, through the real daemon and the platforms' fakes: the owner's
-run reads a private file (its call and result never posted), then a guest writes in the same group,
-channel or thread. The exact request the model got for the guest's run holds the people's messages and
+"""A conversation several people share (a Slack thread, a Telegram group, a Discord channel), through the
+real daemon and the platforms' fakes: the owner's run reads a private file (its call and result never
+posted), then a guest writes in the same group, channel or thread. The exact request the model got for the guest's run holds the people's messages and
 the posted answer, names who wrote each, and holds nothing of the owner's tool work, file or memory —
 not even through the guest's own memory_search and memory_get over the conversation's transcript."""
 
@@ -10,7 +10,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tests.e2e.test_discord_e2e import dc_daemon, discord_fake, replies as dc_replies, wait_replies  # noqa: F401
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
+from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_api import workspace as W
 from tests.fakes.telegram_api import FakeTelegram
@@ -118,3 +120,26 @@ def test_a_guest_in_the_owner_s_telegram_group_never_sees_the_owner_s_tool_work(
     _assert_guest_saw_only_what_everyone_saw(guest_requests, "check my notes file please",
                                              "what is in the owner's notes?", f"sender: @mallory (id {MEMBER})")
     assert f"sender: @boss (id {OWNER_ID})" in json.dumps(guest_requests[0]["messages"])
+
+
+def test_a_guild_member_in_the_owner_s_discord_channel_never_sees_the_owner_s_tool_work(
+        dc_daemon, discord_fake: FakeDiscord, fake_model: FakeAnthropic) -> None:
+    bob = discord_fake.other_user["id"]
+    owner = discord_fake.owner_user["id"]
+    daemon = dc_daemon(allow_from=[bob])
+    _plant(daemon, f"discord:{bob}")
+    fake_model.enqueue(tool_use("read_file", {"path": "private-notes.txt"}), text(POSTED))
+    discord_fake.inject_guild_message("check my notes file please", user_id=owner, mention_bot=True)
+    assert wait_replies(discord_fake, discord_fake.channel_id, 1) == [POSTED]
+    owner_requests = list(fake_model.requests)
+    assert SECRET in json.dumps(owner_requests[-1]["messages"])
+    transcript = _transcript(daemon, "discord%3A")
+
+    fake_model.enqueue(*_guest_script(transcript))
+    discord_fake.inject_guild_message("what is in the owner's notes?", user_id=bob, mention_bot=True)
+    wait_replies(discord_fake, discord_fake.channel_id, 2)
+    guest_requests = fake_model.requests[len(owner_requests):]
+    assert len(guest_requests) == 4
+    _assert_guest_saw_only_what_everyone_saw(guest_requests, "check my notes file please",
+                                             "what is in the owner's notes?", f"(id {bob})")
+    assert f"(id {owner})" in json.dumps(guest_requests[0]["messages"])
