@@ -14,6 +14,7 @@ import logging
 from typing import Any
 
 from clawgate.agent.bus import InboundMessage, MessageBus, OutboundMessage
+from clawgate.workspace.users import OWNER
 
 from ..core.events import Event, EventHub
 from ..session import SessionManager
@@ -33,6 +34,8 @@ def resume_tasks(tasks: TaskStore, sessions: SessionManager, bus: MessageBus, *,
         known = sessions.exists(task.session_key)
         origin = sessions.get(task.session_key).last_origin() if known else None
         owner = known and sessions.get(task.session_key).acts_for_owner()
+        if task.user is not None:  # the task's person, not whoever spoke last in a shared conversation
+            owner = task.user == OWNER
         task.resume_attempts += 1
         if task.resume_attempts > max_resumes:
             task.status = "failed"
@@ -51,7 +54,7 @@ def resume_tasks(tasks: TaskStore, sessions: SessionManager, bus: MessageBus, *,
             text=(f"[clawgate] The daemon restarted while task {task.id} was in progress ({_where(task)}). "
                   "Check the current step's actual state (files, outputs) before redoing anything, then continue "
                   "the plan one step at a time."),
-            metadata={"deliver": origin, "owner": owner},
+            metadata={"deliver": origin, "owner": owner, **({"user": task.user} if task.user else {})},
         ))
         resumed.append(task.id)
     return resumed
@@ -100,7 +103,7 @@ class TaskTracker:
         if call["name"] == "task":
             self._announce(call, outcome, ctx)
             return
-        task = self.tasks.current(ctx.session_key)
+        task = self.tasks.current(ctx.session_key, ctx.user)  # the caller's own task, never another person's
         if task is None:
             return
         _, since = self._stale.get(task.id, (0.0, 0))
@@ -112,7 +115,7 @@ class TaskTracker:
         if self.events is None or outcome.is_error:
             return
         task_id = (call.get("input") or {}).get("task_id")
-        task = self.tasks.get(task_id) if task_id else self.tasks.current(ctx.session_key)
+        task = self.tasks.get(task_id) if task_id else self.tasks.current(ctx.session_key, ctx.user)
         if task is None:  # just finished: the newest task of the session
             done = [t for t in self.tasks.all() if t.session_key == ctx.session_key]
             task = max(done, key=lambda t: t.updated_at) if done else None
