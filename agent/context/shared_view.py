@@ -135,9 +135,10 @@ def view_for(session: Session, viewer: str | None) -> Session:
     compactor and the builder read it like a session."""
     if sees_all(session, viewer):
         return session
-    views = _VIEWS.setdefault(session, {})
+    # kept on the session itself (a view refers to its session: a weak-keyed table would never let go of it)
+    views: dict[str | None, PersonView] = session.__dict__.setdefault("_person_views", {})
     view = views.get(viewer)
-    if view is None:
+    if view is None or view._done > len(session.records):  # a log only grows; anything else starts afresh
         view = views[viewer] = PersonView(session, viewer)
     view.catch_up()
     return view
@@ -187,7 +188,6 @@ class _People:
 
 
 _PEOPLE: weakref.WeakKeyDictionary[Session, _People] = weakref.WeakKeyDictionary()
-_VIEWS: weakref.WeakKeyDictionary[Session, dict[str | None, "PersonView"]] = weakref.WeakKeyDictionary()
 
 
 def _people(session: Session) -> _People:
