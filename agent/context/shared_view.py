@@ -214,7 +214,7 @@ class PersonView(Session):
         self.viewer = viewer
         self._done = 0  # records of the source absorbed
         self._person: str | None = NOBODY  # person of the run being absorbed
-        self._before: list[str] = []  # the persons of the runs so far
+        self._before: set[str] = set()  # the persons of the runs so far
         self._answer: Record | None = None  # the latest answer turn of the foreign run being absorbed
 
     def append(self, kind: str, *, durable: bool = False, **fields: Any) -> Record:
@@ -230,7 +230,7 @@ class PersonView(Session):
         if opens_run(record):
             self._flush_answer()
             self._person = record_person(record)
-            self._before.append(self._person)
+            self._before.add(self._person)
         if record.get("kind") == "consolidated":
             self._absorb(self._consolidation(record))
         elif self._person is NOBODY or self._person == self.viewer:
@@ -252,7 +252,7 @@ class PersonView(Session):
         upto = int(record["upto"])
         cut_seq = full.message_seq(upto) if upto < len(full._message_seqs) else int(record.get("seq", 0))
         shown = {**record, "upto": bisect.bisect_left(self._message_seqs, cut_seq)}
-        if record.get("audience") != EVERYONE and not set(self._before) <= {self.viewer}:
+        if record.get("audience") != EVERYONE and not self._before <= {self.viewer}:
             shown.pop("summary", None)
             shown["pointer"] = (f"[memory] The earlier part of this conversation (up to seq {record.get('seq_to', '?')}) "
                                 "is no longer shown. For details use memory_search.") if record.get("pointer") else None
@@ -264,8 +264,10 @@ class PersonView(Session):
         person's check turn or reset brief (left out here) would otherwise open with their answer, and a
         request must open with a user turn."""
         start = super().window_start
-        messages = self.llm_messages()
-        while 0 < start < len(messages) and messages[start]["role"] != "user":
+        count = len(self._messages)  # the held-back answer, if any, comes after these: never a user turn
+        while 0 < start and (start >= count or self._messages[start]["role"] != "user"):
+            if start >= count and self._answer is None:
+                break  # the window starts after every message there is (nothing to show yet)
             start -= 1
         return start
 
