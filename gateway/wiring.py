@@ -245,7 +245,7 @@ def build_supervision(paths: Paths, settings: Settings, state: State, provider: 
     drift_restore = DriftRestore(talk.checkpoints, state.sessions, state.bus, events, paths.checkpoints / "drift",
                                  fsync=fsync) if settings.checkpoints.enabled else None
     return Supervision(
-        tracker=TaskTracker(tasks, remind_after=agent.task_reminder_turns, events=events),
+        tracker=TaskTracker(tasks, remind_after=agent.task_reminder_turns, events=events, sessions=state.sessions),
         restatement=Restatement(agent.name, tasks.current_for, after_turns=agent.restate_after_turns),
         drift=DriftControl(drift, provider=provider, model=agent.model, tasks=tasks, context=talk.context,
                            events=events, restorer=restorer or drift_restore, embedder=embedder),

@@ -16,6 +16,7 @@ from typing import Any
 from clawgate.agent.bus import InboundMessage, MessageBus, OutboundMessage
 from clawgate.workspace.users import OWNER
 
+from ..context.shared_view import run_person
 from ..core.events import Event, EventHub
 from ..session import SessionManager
 from ..tasks.store import Task, TaskStore
@@ -81,16 +82,22 @@ class TaskTracker:
     """Counts model turns against the session's current task, nudges stale plans, and
     announces plan changes as `task` events (gateway clients show live progress)."""
 
-    def __init__(self, tasks: TaskStore, *, remind_after: int, events: EventHub | None = None) -> None:
+    def __init__(self, tasks: TaskStore, *, remind_after: int, events: EventHub | None = None,
+                 sessions: SessionManager | None = None) -> None:
+        """`sessions`: to count a turn only against the task of the run's own person (a conversation several
+        people share); without it, against the session's current task."""
         self.tasks = tasks
         self.remind_after = remind_after
+        self.sessions = sessions
         self.events = events
         self._stale: dict[str, tuple[float, int]] = {}  # task id -> (updated_at seen, turns since)
 
     def on_event(self, event: Event) -> None:
         if event["type"] != "turn_end" or not event.get("session"):
             return
-        task = self.tasks.current(event["session"])
+        session = self.sessions.loaded(event["session"]) if self.sessions is not None else None
+        task = self.tasks.current(event["session"]) if session is None else \
+            self.tasks.current_for(session, run_person(session))
         if task is None or task.status != "in_progress":
             return
         seen, since = self._stale.get(task.id, (task.updated_at, 0))

@@ -56,3 +56,17 @@ async def test_a_restart_resumes_the_owner_s_task_as_the_owner_s_run(tmp_path: P
     msgs = [await bus.next_inbound() for _ in range(2)]
     mine = next(m for m in msgs if m.session_key == "slack:C2")
     assert mine.metadata["owner"] is False and mine.metadata["user"] == "slack:U2"
+
+
+def test_a_guest_s_turns_do_not_count_against_the_owner_s_task(tmp_path: Path) -> None:
+    """The restatement starts after the task's own turns: another person's chatting must not bring it on."""
+    store, task = _store(tmp_path)
+    sessions = SessionManager(tmp_path / "sessions", fsync=False)
+    session = sessions.get("slack:C1")
+    tracker = TaskTracker(store, remind_after=5, sessions=sessions)
+    session.append("user", text="rotate", inbound_id="r1", channel="slack", chat_id="C1", owner=True, user=OWNER)
+    tracker.on_event({"type": "turn_end", "session": "slack:C1", "run_id": "r1"})
+    session.append("user", text="hi", inbound_id="r2", channel="slack", chat_id="C1", owner=False, user="slack:U2")
+    for _ in range(3):
+        tracker.on_event({"type": "turn_end", "session": "slack:C1", "run_id": "r2"})
+    assert (store.get(task.id) or task).turns == 1
