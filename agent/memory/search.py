@@ -285,8 +285,8 @@ def transcript_records(path: Path, shown: RecordFilter | None = None) -> list[tu
         return []
     if shown is None:
         return numbered
-    lines = {id(record): number for number, record in numbered}
-    return [(lines.get(id(record), 0), record) for record in shown([record for _, record in numbered])]
+    lines = {record.get("seq"): number for number, record in numbered}  # a shown record may be a new (reduced) dict
+    return [(lines.get(record.get("seq"), 0), record) for record in shown([record for _, record in numbered])]
 
 
 def transcript_docs(path: Path, shown: RecordFilter) -> Iterable[Doc]:

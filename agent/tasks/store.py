@@ -20,13 +20,15 @@ from clawgate.workspace.users import OWNER
 
 from ..context.shared_view import sees_all
 from ..core.durability import Durability
-from ..session import Session
 from ..core.fsio import atomic_write_bytes
+from ..session import Session
 
 log = logging.getLogger(__name__)
 
+
 class Anyone(enum.Enum):
     """No person filter: every task of the session."""
+
     ANYONE = "anyone"
 
 

@@ -298,3 +298,11 @@ def test_a_sub_agent_s_report_to_one_person_is_that_person_s_work(tmp_path: Path
     assert "a subagent run for another person" in seen
     guest_turn(session, "and?", "r4")
     assert "guest-child-found-4e1d" in flat(builder(workspace(tmp_path)).messages(session))
+
+
+async def test_a_guest_reads_another_person_s_message_by_its_line_too(tmp_path: Path) -> None:
+    session = shared_session(tmp_path)
+    guest = _ctx(tmp_path, owner=False, user=GUEST)
+    got = await MemoryGet(session.path.parent).run(MemoryGet.Arguments(path=f"sessions/{session.path.name}", line=1,
+                                                                       count=2), guest)
+    assert "line 1 seq 1 · user: summarise my notes file" in got and SECRET not in got
