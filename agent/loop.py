@@ -199,10 +199,11 @@ class AgentLoop:
             origin = {"deliver": msg.metadata["deliver"]} if msg.metadata.get("deliver") else {}
             if msg.attachments:  # a photo the model sees (session.user_blocks)
                 origin["attachments"] = msg.attachments
+            person = run_user(msg, session)  # whose run: in a shared conversation it sees only its own work
             session.append("user", text=msg.text, inbound_id=msg.id, channel=msg.channel, chat_id=msg.chat_id,
-                           sender_id=msg.sender_id, owner=acts_for_owner(msg), user=run_user(msg, session), **origin,
+                           sender_id=msg.sender_id, owner=acts_for_owner(msg), user=person, **origin,
                            context=self.context.runtime_block(session, channel=msg.channel, chat_id=msg.chat_id,
-                                                             sender_id=msg.sender_id, meta=msg.metadata))
+                                                             sender_id=msg.sender_id, meta=msg.metadata, person=person))
         # Triggered runs (cron, heartbeat, resume) act for the person they deliver to: approvals
         # and the message tool go there, not to the trigger's own channel name.
         where = msg.metadata.get("deliver") or {"channel": msg.channel, "chat_id": msg.chat_id}

@@ -245,8 +245,8 @@ def build_supervision(paths: Paths, settings: Settings, state: State, provider: 
     drift_restore = DriftRestore(talk.checkpoints, state.sessions, state.bus, events, paths.checkpoints / "drift",
                                  fsync=fsync) if settings.checkpoints.enabled else None
     return Supervision(
-        tracker=TaskTracker(tasks, remind_after=agent.task_reminder_turns, events=events),
-        restatement=Restatement(agent.name, tasks.current, after_turns=agent.restate_after_turns),
+        tracker=TaskTracker(tasks, remind_after=agent.task_reminder_turns, events=events, sessions=state.sessions),
+        restatement=Restatement(agent.name, tasks.current_for, after_turns=agent.restate_after_turns),
         drift=DriftControl(drift, provider=provider, model=agent.model, tasks=tasks, context=talk.context,
                            events=events, restorer=restorer or drift_restore, embedder=embedder),
         completeness=CompletenessCheck(settings.reflection, provider=provider, model=agent.model, tasks=tasks,
@@ -382,9 +382,9 @@ def install_hooks(hooks: list[Hook], state: State, talk: Conversation) -> None:
         points[hook.point](hook.fn)
 
 
-def task_status_line(tasks: TaskStore) -> Callable[[Session], str | None]:
-    """The context line naming the session's current task and where it stands."""
-    def line(session: Session) -> str | None:
-        task = tasks.current(session.key)
+def task_status_line(tasks: TaskStore) -> Callable[[Session, str | None], str | None]:
+    """The context line naming the current task of the run's person and where it stands."""
+    def line(session: Session, person: str | None) -> str | None:
+        task = tasks.current_for(session, person)
         return f"task: {task.status_line()}" if task else None
     return line

@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Any, Callable, Literal, Mapping
 
 from clawgate.workspace.fdpath import locate, read_all
+from clawgate.workspace.users import OWNER
 
 from .compaction import Compactor
+from .shared_view import run_person, view_for
 from ..providers.base import ModelRequest
 from ..session import LLM_KINDS, Session
 from .skills import load_skills
@@ -32,10 +34,10 @@ DEFAULT_CAPS = {"SOUL.md": 8_000, "AGENTS.md": 8_000, "USER.md": 4_000, "TOOLS.m
                 "MEMORY.md": 12_000, "HEARTBEAT.md": 4_000}
 SKILL_LINE_CAP = 200
 COMMENT = re.compile(r"<!--.*?-->\n?", re.DOTALL)
-GROUP_CHATS = ("group", "supergroup", "channel")
 _UNSAFE_NAME = re.compile(r"[^\w.@:+-]")
-# A contributor adds one line to the runtime block (task status, identity restatement…).
-RuntimeContributor = Callable[[Session], str | None]
+# A contributor adds one line to the runtime block (task status, identity restatement…), for the run of
+# the person given (workspace/users.py's key): in a shared conversation, that person's own state only.
+RuntimeContributor = Callable[[Session, str | None], str | None]
 
 PLATFORM_RULES = """\
 You are a personal agent running inside clawgate, a chat agent daemon. You talk to one person
@@ -211,8 +213,8 @@ class ContextBuilder:
         return frozen[1]
 
     def runtime_block(self, session: Session, *, channel: str, chat_id: str, sender_id: str | None = None,
-                      meta: Mapping[str, Any] | None = None) -> str:
-        """The dynamic lines stored with a user turn; in a group chat they name who wrote it.
+                      meta: Mapping[str, Any] | None = None, person: str | None = OWNER) -> str:
+        """The dynamic lines stored with a user turn; in a shared conversation they name who wrote it.
 
         The block is a separate text block written only here; the user's own text is projected
         with its [runtime]-looking lines defused (session.user_blocks), so it cannot pose as one.
@@ -222,7 +224,7 @@ class ContextBuilder:
         who = sender_label(sender_id, meta)
         lines = [first + (f" (group) · sender: {who}" if who else "")]
         for contribute in self.contributors:
-            line = contribute(session)
+            line = contribute(session, person)
             if line:
                 lines.append(line)
         return "\n".join(lines)
@@ -233,12 +235,15 @@ class ContextBuilder:
         check's turn). A user turn's runtime block carries them already; a retry finds its note."""
         if not self.followups or not _needs_followup(session):
             return
-        lines = [line for contribute in self.followups if (line := contribute(session))]
+        person = run_person(session)
+        lines = [line for contribute in self.followups if (line := contribute(session, person))]
         if lines:
             session.append("note", text="[runtime] " + "\n".join(lines), followup=True)
 
     def messages(self, session: Session, start: int | None = None) -> list[dict[str, Any]]:
-        """The model's view: window from the consolidation pointer, compacted, pointer block first."""
+        """The model's view: window from the consolidation pointer, compacted, pointer block first; in a
+        conversation several people share, as the person of the current run may see it (shared_view.py)."""
+        session = view_for(session, run_person(session))
         start = session.window_start if start is None else start
         messages = self.compactor.view(session, start)
         record = session.consolidation
@@ -265,13 +270,15 @@ class ContextBuilder:
 
 
 def sender_label(sender_id: str | None, meta: Mapping[str, Any] | None) -> str | None:
-    """Who wrote a group-chat message, e.g. "@alice (id 42)"; None outside group chats.
+    """Who wrote a message in a shared conversation, e.g. "@alice (id 42)"; None in a private one.
 
-    Names are reduced to word characters and a few separators and capped, so a display name
-    cannot carry a line break or a bracket into the runtime block.
+    The channel kit decides it, the same way for every platform: `private` False in the message's
+    metadata (channels/kit/intake.py, from the adapter's Incoming) is a group, channel, room or
+    thread several people share. Names are reduced to word characters and a few separators and
+    capped, so a display name cannot carry a line break or a bracket into the runtime block.
     """
     meta = meta or {}
-    if meta.get("chat_type") not in GROUP_CHATS or not (sender_id or meta.get("username")):
+    if meta.get("private") is not False or not (sender_id or meta.get("username")):
         return None
     username = _UNSAFE_NAME.sub("", str(meta.get("username") or ""))[:64]
     ident = _UNSAFE_NAME.sub("", str(sender_id or ""))[:64]

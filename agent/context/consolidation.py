@@ -8,7 +8,9 @@ for it, which keeps the session strictly serial. The session file is never rewri
 and the pointer text the model sees at the head of the next request. If the model cannot
 summarise, the raw part is archived verbatim to memory/archive/ and the pointer still moves:
 nothing is lost either way. Cuts fall only before a user message that is not a tool_result,
-so a tool call and its result are never split.
+so a tool call and its result are never split. A conversation several people share is
+summarised from what everyone in it saw (context/shared_view.py): the summary heads every
+person's window, so it never carries one person's tool work into another's run.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from clawgate.config.schema import AgentSettings
 
 from .compaction import message_chars
 from .builder import ContextBuilder
+from .shared_view import EVERYONE, common_part, is_shared
 from ..core.events import EventHub
 from ..memory.store import Memory
 from ..providers.base import ModelRequest, Provider
@@ -111,12 +114,17 @@ class Consolidator:
     async def consolidate(self, session: Session, start: int, cut: int,
                           memory: Memory | None = None) -> dict[str, Any] | None:
         memory = memory or self.memory
-        part = session.llm_messages(start)[: cut - start]
         first, last = session.message_seq(start), session.message_seq(cut) - 1
         transcript = f"sessions/{session.path.name}"
         previous = (session.consolidation or {}).get("summary") or ""
         title = f"session {session.key} · consolidated up to seq {last}"
         fields: dict[str, Any] = {"upto": cut, "seq_from": first, "seq_to": last, "transcript": transcript}
+        if is_shared(session):  # the summary heads every person's window: made of what everyone saw
+            part = common_part(session, first, last)
+            previous = previous if (session.consolidation or {}).get("audience") == EVERYONE else ""
+            fields["audience"] = EVERYONE
+        else:
+            part = session.llm_messages(start)[: cut - start]
         try:
             summary = await self.summarise(part, previous)
             summary = keep_identifiers(summary, part)

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from .background_index import Entry, Index, kill_leftover
 from ..bus import InboundMessage, Intake
+from ..context.shared_view import opening_record, person_at, run_person
 from ..core.errors import WriteRefused
 from ..session import LLM_KINDS, Session, SessionManager
 from ..tools.handoff import JobLimit, ProcessInfo
@@ -152,7 +153,11 @@ class BackgroundJobs:
     def inject(self, session: Session) -> None:
         """ContextBuilder injector: ended jobs' results join the latest user message (never between
         a tool_use and its tool_result), each once, before the session's next model call."""
-        ended = [e for e in self.index.jobs.values() if e.session == session.key and e.state == "ended"]
+        # A job's result joins only a run of the person who started it (a conversation several people share:
+        # context/shared_view.py); another person's run leaves it for the wake-up after that run.
+        person = run_person(session)
+        ended = [e for e in self.index.jobs.values() if e.session == session.key and e.state == "ended"
+                 and job_person(session, e.id) == person]
         if not ended or _last_llm_kind(session) not in ("user", "tool_results", "note"):
             return
         for entry in sorted(ended, key=lambda e: e.started):
@@ -180,6 +185,11 @@ class BackgroundJobs:
         if self.intake is None or entry.id in self._woken:
             return
         self._woken.add(entry.id)
+        try:  # the run that tells the result is the starter's: their workspace, their view of the conversation
+            person = job_user(self.sessions.get(entry.session), entry.id)
+        except Exception:
+            log.exception("could not read session %s to find whose job %s is", entry.session, entry.id)
+            person = None
         self.intake.publish_inbound(InboundMessage(
             id=f"bg:{entry.id}:{int(entry.started * 1000)}", channel=CHANNEL, chat_id=entry.session,
             sender_id=entry.sender, session_key=entry.session,
@@ -187,6 +197,7 @@ class BackgroundJobs:
                   "below. Tell the user briefly what came of it, and go on if the work needs a next step."),
             # the result it reads is a program's output (untrusted data): the run starts tainted
             metadata={"deliver": entry.deliver, "owner": entry.owner, "bg_job": entry.id,
+                      **({"user": person} if person is not None else {}),
                       "tainted": f"background job {entry.id} result ({entry.summary[:60]})"},
         ))
 
@@ -279,6 +290,28 @@ def _last_llm_kind(session: Session) -> str | None:
         if record["kind"] in LLM_KINDS:
             return str(record["kind"])
     return None
+
+
+def _job_start(session: Session, job_id: str) -> int | None:
+    for index in range(len(session.records) - 1, -1, -1):
+        record = session.records[index]
+        if record["kind"] == "event" and record.get("name") == "bg_job_start" and record.get("job") == job_id:
+            return index
+    return None
+
+
+def job_person(session: Session, job_id: str) -> str | None:
+    """Whose run started the job: the person of the run its bg_job_start record sits in."""
+    index = _job_start(session, job_id)
+    return run_person(session) if index is None else person_at(session, index)  # no start in the log: as before
+
+
+def job_user(session: Session, job_id: str) -> str | None:
+    """The workspace key the starting run recorded (None: not recorded; the wake's run then decides as before)."""
+    index = _job_start(session, job_id)
+    opening = None if index is None else opening_record(session, index)
+    user = None if opening is None else opening.get("user")
+    return user if isinstance(user, str) else None
 
 
 def _noted(session: Session, job_id: str) -> bool:

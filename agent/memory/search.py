@@ -29,7 +29,9 @@ from typing import Any, BinaryIO, Callable, Iterable
 
 from clawgate.workspace.fdpath import locate, open_regular
 
-from ..session import record_problem
+from ..session import Record, record_problem
+
+RecordFilter = Callable[[list[Record]], list[Record]]
 
 CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
 TOKEN = re.compile(rf"[{CJK}]+|[^\W{CJK}]+")
@@ -138,17 +140,20 @@ class MemorySearch:
                     found.append((f"sessions/{path.name}", path))
         return found
 
-    def search(self, query: str, limit: int = 8, *, visible: Callable[[str], bool] | None = None) -> list[Hit]:
-        """BM25 over the files `visible` admits (by their shown name, e.g. "sessions/main.jsonl"); all by default."""
+    def search(self, query: str, limit: int = 8, *, visible: Callable[[str], bool] | None = None,
+               shown: RecordFilter | None = None) -> list[Hit]:
+        """BM25 over the files `visible` admits (by their shown name, e.g. "sessions/main.jsonl"); all by default.
+        `shown` (with `visible`): the records of a transcript this searcher may read (a shared conversation's
+        other people's tool work left out, agent/context/shared_view.py)."""
         terms = list(dict.fromkeys(tokenize(query)))
         if not terms:
             return []
         try:
-            return self._search(terms, limit, visible)
+            return self._search(terms, limit, visible, shown)
         except sqlite3.DatabaseError as exc:  # a damaged index: the files are the truth, build it again
             log.warning("memory search index unusable (%s); rebuilding it from the memory files", exc)
             self.rebuild()
-            return self._search(terms, limit, visible)
+            return self._search(terms, limit, visible, shown)
 
     def rebuild(self) -> None:
         """Forget the index; the next search reads every file again."""
@@ -160,7 +165,8 @@ class MemorySearch:
         self._db = self._open_index()
         self._next_rowid = 1
 
-    def _search(self, terms: list[str], limit: int, visible: Callable[[str], bool] | None) -> list[Hit]:
+    def _search(self, terms: list[str], limit: int, visible: Callable[[str], bool] | None,
+                shown: RecordFilter | None = None) -> list[Hit]:
         files = self.files()
         self._forget_gone({path for _, path in files})
         names = [name for name, path in files if self._index(name, path) and (visible is None or visible(name))]
@@ -173,8 +179,14 @@ class MemorySearch:
             schema, table = "temp", "scope"
             self._db.execute("DROP TABLE IF EXISTS temp.scope")
             self._db.execute(f"CREATE VIRTUAL TABLE temp.scope USING fts5({_COLUMNS}, tokenize=\"{_TOKENIZER}\")")
+            whole = [name for name in names if shown is None or not name.startswith("sessions/")]
             self._db.execute("INSERT INTO temp.scope SELECT body, file, line, seq, text FROM docs WHERE file IN "
-                             "(SELECT value FROM json_each(?))", (json.dumps(names),))
+                             "(SELECT value FROM json_each(?))", (json.dumps(whole),))
+            if shown is not None:
+                paths = dict(files)
+                self._db.executemany("INSERT INTO temp.scope (body, file, line, seq, text) VALUES (?, ?, ?, ?, ?)", [
+                    (" ".join(doc.terms), name, doc.line, doc.seq, doc.text) for name in names if name not in whole
+                    for doc in transcript_docs(paths[name], shown)])
         try:
             rows = self._db.execute(
                 f"SELECT file, line, seq, text, -bm25({table}) FROM {schema}.{table} WHERE {table} MATCH ? "
@@ -254,6 +266,34 @@ def _jsonl_docs(lines: list[str], offset: int, skip: set[str]) -> Iterable[Doc]:
         text = record_text(record, skip)
         terms = tokenize(text)
         if terms:
+            yield Doc(number, text, terms, record.get("seq"))
+
+
+def transcript_records(path: Path, shown: RecordFilter | None = None) -> list[tuple[int, Record]]:
+    """A transcript's valid records with their line numbers; `shown` keeps the ones a reader may see."""
+    numbered: list[tuple[int, Record]] = []
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for number, raw in enumerate(fh, start=1):
+                try:
+                    record = json.loads(raw)
+                except json.JSONDecodeError:
+                    continue
+                if record_problem(record) is None:
+                    numbered.append((number, record))
+    except OSError:
+        return []
+    if shown is None:
+        return numbered
+    lines = {record.get("seq"): number for number, record in numbered}  # a shown record may be a new (reduced) dict
+    return [(lines.get(record.get("seq"), 0), record) for record in shown([record for _, record in numbered])]
+
+
+def transcript_docs(path: Path, shown: RecordFilter) -> Iterable[Doc]:
+    skip: set[str] = set()
+    for number, record in transcript_records(path, shown):
+        text = record_text(record, skip)
+        if terms := tokenize(text):
             yield Doc(number, text, terms, record.get("seq"))
 
 

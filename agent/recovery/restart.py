@@ -14,7 +14,9 @@ import logging
 from typing import Any
 
 from clawgate.agent.bus import InboundMessage, MessageBus, OutboundMessage
+from clawgate.workspace.users import OWNER
 
+from ..context.shared_view import run_person
 from ..core.events import Event, EventHub
 from ..session import SessionManager
 from ..tasks.store import Task, TaskStore
@@ -33,6 +35,8 @@ def resume_tasks(tasks: TaskStore, sessions: SessionManager, bus: MessageBus, *,
         known = sessions.exists(task.session_key)
         origin = sessions.get(task.session_key).last_origin() if known else None
         owner = known and sessions.get(task.session_key).acts_for_owner()
+        if task.user is not None:  # the task's person, not whoever spoke last in a shared conversation
+            owner = task.user == OWNER
         task.resume_attempts += 1
         if task.resume_attempts > max_resumes:
             task.status = "failed"
@@ -51,7 +55,7 @@ def resume_tasks(tasks: TaskStore, sessions: SessionManager, bus: MessageBus, *,
             text=(f"[clawgate] The daemon restarted while task {task.id} was in progress ({_where(task)}). "
                   "Check the current step's actual state (files, outputs) before redoing anything, then continue "
                   "the plan one step at a time."),
-            metadata={"deliver": origin, "owner": owner},
+            metadata={"deliver": origin, "owner": owner, **({"user": task.user} if task.user else {})},
         ))
         resumed.append(task.id)
     return resumed
@@ -78,16 +82,22 @@ class TaskTracker:
     """Counts model turns against the session's current task, nudges stale plans, and
     announces plan changes as `task` events (gateway clients show live progress)."""
 
-    def __init__(self, tasks: TaskStore, *, remind_after: int, events: EventHub | None = None) -> None:
+    def __init__(self, tasks: TaskStore, *, remind_after: int, events: EventHub | None = None,
+                 sessions: SessionManager | None = None) -> None:
+        """`sessions`: to count a turn only against the task of the run's own person (a conversation several
+        people share); without it, against the session's current task."""
         self.tasks = tasks
         self.remind_after = remind_after
+        self.sessions = sessions
         self.events = events
         self._stale: dict[str, tuple[float, int]] = {}  # task id -> (updated_at seen, turns since)
 
     def on_event(self, event: Event) -> None:
         if event["type"] != "turn_end" or not event.get("session"):
             return
-        task = self.tasks.current(event["session"])
+        session = self.sessions.loaded(event["session"]) if self.sessions is not None else None
+        task = self.tasks.current(event["session"]) if session is None else \
+            self.tasks.current_for(session, run_person(session))
         if task is None or task.status != "in_progress":
             return
         seen, since = self._stale.get(task.id, (task.updated_at, 0))
@@ -100,7 +110,7 @@ class TaskTracker:
         if call["name"] == "task":
             self._announce(call, outcome, ctx)
             return
-        task = self.tasks.current(ctx.session_key)
+        task = self.tasks.current(ctx.session_key, ctx.user)  # the caller's own task, never another person's
         if task is None:
             return
         _, since = self._stale.get(task.id, (0.0, 0))
@@ -112,7 +122,7 @@ class TaskTracker:
         if self.events is None or outcome.is_error:
             return
         task_id = (call.get("input") or {}).get("task_id")
-        task = self.tasks.get(task_id) if task_id else self.tasks.current(ctx.session_key)
+        task = self.tasks.get(task_id) if task_id else self.tasks.current(ctx.session_key, ctx.user)
         if task is None:  # just finished: the newest task of the session
             done = [t for t in self.tasks.all() if t.session_key == ctx.session_key]
             task = max(done, key=lambda t: t.updated_at) if done else None

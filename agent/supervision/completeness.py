@@ -32,6 +32,7 @@ from clawgate.config.schema import ReflectionSettings
 
 from . import open_steps, structured
 from ..bus import InboundMessage
+from ..context.shared_view import run_person, sees_all
 from ..core.events import EventHub
 from .drift import BOOKKEEPING
 from ..loop import Verdict, acts_for_owner
@@ -86,13 +87,14 @@ class CompletenessCheck:
         begin = start_index(session, seq=session.inbound_seqs.get(msg.id, 0))
         run = span(session, begin)
         run_ts = run.first_ts
-        finished = self._finished_task(session.key, run_ts)
+        person = run_person(session)  # in a shared conversation: this person's tasks only (context/shared_view.py)
+        finished = self._finished_task(session, person, run_ts)
         events = [r for r in session.records[begin:] if r.get("kind") == "event" and r.get("run_id") == msg.id
                   and str(r.get("name", "")).startswith("reflection")]
         rounds = sum(1 for r in events if r.get("name") == "reflection")
         if events and events[-1].get("name") == "reflection_plan":  # a check follows (rounds > 0): report first
             self._exec_report(session, msg, events[-1], run)
-        current = self.tasks.current(session.key)
+        current = self.tasks.current_for(session, person)
         if current is not None and (left := open_steps.gated(current, run, answer, msg.metadata.get("mode", ""))):
             return self._open_steps(session, msg, current, left, run, answer, rounds + 1)
         if finished is None and current is not None and run.actions and not open_steps.open_steps(current):
@@ -183,9 +185,10 @@ class CompletenessCheck:
         self.tasks.save(task)
 
     # reading ---------------------------------------------------------------------------------
-    def _finished_task(self, session_key: str, since: float) -> Task | None:
-        done = [t for t in self.tasks.all() if t.session_key == session_key and t.status == "completed"
-                and t.updated_at >= since]
+    def _finished_task(self, session: Session, person: str | None, since: float) -> Task | None:
+        alone = sees_all(session, person)
+        done = [t for t in self.tasks.all() if t.session_key == session.key and t.status == "completed"
+                and t.updated_at >= since and (alone or t.belongs_to(person))]
         return max(done, key=lambda t: t.updated_at) if done else None
 
     def _prompt(self, goal: str, session: Session, msg: InboundMessage, task: Task | None, run: Span, answer: str) -> str:

@@ -32,6 +32,7 @@ from clawgate.config.schema import DriftSettings
 from . import structured
 from ..bus import InboundMessage
 from ..context.builder import ContextBuilder
+from ..context.shared_view import own_records, run_person
 from .drift import BOOKKEEPING, Relevance, RunView, Signal, hard_limit, lexical_relevance, reflection_due, signals, summarise_failures
 from ..core.events import EventHub
 from ..loop import acts_for_owner
@@ -107,12 +108,16 @@ class DriftControl:
         """The after_turn hook: None to go on, or the final text when the run must stop."""
         if not self.settings.enabled:
             return None
-        task = self.tasks.current(session.key)
+        # In a conversation several people share, only this person's task and runs (context/shared_view.py):
+        # another person's calls never count, nor reach a reflection prompt or a reset brief.
+        person = run_person(session)
+        task = self.tasks.current_for(session, person)
         begin = self._begin(session, msg, task)
-        whole = span(session, begin)
-        corrections = [r for r in session.records[begin:] if r.get("kind") == "event" and r.get("name") == "drift_correction"]
+        whole = span(session, begin, person=person)
+        corrections = [r for r in own_records(session, begin, person)
+                       if r.get("kind") == "event" and r.get("name") == "drift_correction"]
         since = start_index(session, seq=int(corrections[-1]["seq"]) + 1) if corrections else begin
-        recent = span(session, since)  # soft signals: since the last correction
+        recent = span(session, since, person=person)  # soft signals: since the last correction
         goal = task.goal if task else _request(session, msg, begin)
         view = RunView(goal=goal, actions=recent.actions, turns=recent.turns, total_tool_calls=len(whole.actions),
                        total_turns=whole.turns, elapsed_seconds=self._run_seconds(session, msg),
@@ -123,7 +128,7 @@ class DriftControl:
             self._record(session, msg, turn, "signal", **limit.to_dict())
             return self._stop(session, msg, task, whole, goal, f"it reached a hard limit: {limit.detail} "
                               f"(drift.max_{limit.name.removeprefix('limit_')})", limit)
-        seen = {r.get("signal") for r in session.records[begin:] if r.get("name") == "drift_signal"}
+        seen = {r.get("signal") for r in own_records(session, begin, person) if r.get("name") == "drift_signal"}
         found = [s for s in signals(view, self.settings, await self._relevance(goal, recent))
                  if not (s.name.startswith("scope_") and s.name in seen)]  # scope creep is told once
         for sig in found:
@@ -198,7 +203,7 @@ class DriftControl:
                sig: Signal, turn: int) -> None:
         """Save what was learned into the task, then restart the model's view from a brief."""
         progress = _progress(task, whole)
-        constraints = _constraints(session, task)
+        constraints = _constraints(session, task, run_person(session))
         failures = summarise_failures(whole.actions, whole.errors) or ["(none recorded)"]
         if task is not None:
             task.context.update(goal=goal, verified_progress=progress, constraints="\n".join(constraints),
@@ -292,10 +297,11 @@ def _progress(task: Task | None, whole: Span) -> str:
     return "\n".join(f"- ran {k}" for k in ok) or "- nothing verified yet"
 
 
-def _constraints(session: Session, task: Task | None) -> list[str]:
-    """Learned constraints: the task's notes that read as rules, and the reflections' assessments."""
+def _constraints(session: Session, task: Task | None, person: str | None) -> list[str]:
+    """Learned constraints: the task's notes that read as rules, and the reflections' assessments (of this
+    person's runs)."""
     out = [n for n in (task.notes if task else []) if any(w in n.lower() for w in ("must", "never", "don't", "do not", "only", "avoid"))]
-    for r in session.records[-200:]:
+    for r in own_records(session, max(0, len(session.records) - 200), person):
         if r.get("name") == "drift_reflection" and r.get("assessment"):
             out.append(f"reflection: {r['assessment']}")
     return out[-6:]

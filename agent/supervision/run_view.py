@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .drift import Action, action_key
+from ..context.shared_view import own_records
+from ..tasks.store import ANYONE, Anyone
 from ..providers.base import text_of
 from ..session import Record, Session
 
@@ -52,10 +54,11 @@ def start_index(session: Session, *, seq: int | None = None, ts: float | None = 
     return i
 
 
-def span(session: Session, start: int, *, turn_offset: int = 0) -> Span:
-    """Project records[start:] into actions (for drift.signals) and steps (for reports)."""
+def span(session: Session, start: int, *, turn_offset: int = 0, person: str | None | Anyone = ANYONE) -> Span:
+    """Project records[start:] into actions (for drift.signals) and steps (for reports); with `person`, only
+    that person's runs' records (a conversation several people share: context/shared_view.py)."""
     out = Span()
-    records = session.records[start:]
+    records = session.records[start:] if person is ANYONE else own_records(session, start, person)
     if records:
         out.first_ts = float(records[0].get("ts", 0.0))
     intents: dict[str, Record] = {}

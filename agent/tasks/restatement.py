@@ -20,13 +20,16 @@ GOAL_CAP = 160
 
 
 class Restatement:
-    def __init__(self, name: str, current_task: Callable[[str], Task | None], *, after_turns: int = 20) -> None:
+    def __init__(self, name: str, current_task: Callable[[Session, str | None], Task | None], *,
+                 after_turns: int = 20) -> None:
+        """`current_task(session, person)`: the task the run's person works on (TaskStore.current_for: in a
+        conversation several people share, their own, so one person's goal is never restated to another)."""
         self.name = name
         self.current_task = current_task
         self.after_turns = after_turns
 
-    def __call__(self, session: Session) -> str | None:
-        task = self.current_task(session.key)
+    def __call__(self, session: Session, person: str | None) -> str | None:
+        task = self.current_task(session, person)
         if task is None or task.turns <= self.after_turns:
             return None
         return self.line(task.goal, *_task_position(task))

@@ -7,6 +7,7 @@ crashes, context resets and consolidation, and so heartbeats and restarts can re
 
 from __future__ import annotations
 
+import enum
 import json
 import logging
 import time
@@ -15,11 +16,23 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Literal
 
+from clawgate.workspace.users import OWNER
+
+from ..context.shared_view import sees_all
 from ..core.durability import Durability
 from ..core.fsio import atomic_write_bytes
+from ..session import Session
 
 log = logging.getLogger(__name__)
 
+
+class Anyone(enum.Enum):
+    """No person filter: every task of the session."""
+
+    ANYONE = "anyone"
+
+
+ANYONE = Anyone.ANYONE
 TaskStatus = Literal["pending", "in_progress", "completed", "failed", "cancelled"]
 StepStatus = Literal["pending", "in_progress", "done", "skipped", "failed"]
 ACTIVE: tuple[str, ...] = ("pending", "in_progress")
@@ -48,6 +61,13 @@ class Task:
     created_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
     version: int = SCHEMA_VERSION
+    # Whose task it is (workspace/users.py's key: OWNER, or a guest's): in a conversation several people
+    # share, each person's runs see and work on their own tasks only. None: planned before tasks had one.
+    user: str | None = None
+
+    def belongs_to(self, person: str | None) -> bool:
+        """A task from before tasks had a person is the owner's (the only one whose runs could plan then)."""
+        return self.user == person if self.user is not None else person == OWNER
 
     @property
     def current_index(self) -> int | None:
@@ -160,10 +180,15 @@ class TaskStore:
     def active(self, session_key: str | None = None) -> list[Task]:
         return [t for t in self.all() if t.status in ACTIVE and (session_key is None or t.session_key == session_key)]
 
-    def current(self, session_key: str) -> Task | None:
-        """The session's task being worked on: the most recently updated active one."""
-        active = self.active(session_key)
+    def current(self, session_key: str, person: str | None | Anyone = ANYONE) -> Task | None:
+        """The session's task being worked on: the most recently updated active one (of `person`)."""
+        active = [t for t in self.active(session_key) if person is ANYONE or t.belongs_to(person)]
         return max(active, key=lambda t: t.updated_at) if active else None
+
+    def current_for(self, session: Session, person: str | None) -> Task | None:
+        """The current task a run of `person` sees: in a conversation several people share (or about to be:
+        `person` is new to it), only their own (context/shared_view.py); alone, the session's."""
+        return self.current(session.key, ANYONE if sees_all(session, person) else person)
 
     def __iter__(self) -> Iterator[Task]:
         return iter(self.all())

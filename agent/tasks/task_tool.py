@@ -61,20 +61,20 @@ class TaskTool(Tool):
     def _plan(self, args: Arguments, ctx: ToolContext) -> str:
         if not args.goal or not args.steps:
             raise ToolError("plan needs 'goal' and a non-empty 'steps' list", "call task with action='plan', goal, steps")
-        current = self.store.current(ctx.session_key)
+        current = self.store.current(ctx.session_key, ctx.user)
         if current is not None and current.goal == args.goal and [s.text for s in current.steps] == args.steps:
             return "already planned (this exact plan exists)\n" + _render(current)  # safe to repeat after a crash
         if current is not None:
             raise ToolError(f"this session already has an active task {current.id} ({current.goal})",
                             "finish or cancel it first (action='finish'), or keep working on it")
         task = Task(goal=args.goal, session_key=ctx.session_key, status="in_progress",
-                    steps=[Step(text=s) for s in args.steps])
+                    steps=[Step(text=s) for s in args.steps], user=ctx.user)
         self.store.save(task)
         return "created\n" + _render(task)
 
     def _task(self, args: Arguments, ctx: ToolContext) -> Task:
-        task = self.store.get(args.task_id) if args.task_id else self.store.current(ctx.session_key)
-        if task is None:
+        task = self.store.get(args.task_id) if args.task_id else self.store.current(ctx.session_key, ctx.user)
+        if task is None or not task.belongs_to(ctx.user):  # another person's task is not named to this one
             raise ToolError("no such task" if args.task_id else "this session has no active task",
                             "create one with action='plan'")
         if task.session_key != ctx.session_key:

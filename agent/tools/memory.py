@@ -9,7 +9,6 @@ and notes other people (and fetched pages, quoted in old tool results) wrote.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from pathlib import Path
 from typing import Callable
@@ -18,8 +17,9 @@ from pydantic import Field
 
 
 from ..memory.store import Memory, MemoryProblem
-from ..memory.search import MemorySearch, record_text
-from ..session import record_problem, session_file_name
+from ..context.shared_view import NOBODY, visible_records
+from ..memory.search import MemorySearch, record_text, transcript_records
+from ..session import Record, session_file_name
 from ..trust.untrusted import wrap_untrusted
 from .base import Args, Tool, ToolContext, ToolError
 from .files import lines_of, numbered, pinned_file
@@ -96,7 +96,8 @@ class MemorySearchTool(Tool):
         index = self._indexes.get(root)
         if index is None:
             index = self._indexes[root] = MemorySearch(root, self.sessions)
-        hits = index.search(args.query, args.limit, visible=None if ctx.owner else _own_transcripts(ctx))
+        hits = index.search(args.query, args.limit, visible=None if ctx.owner else _own_transcripts(ctx),
+                            shown=None if ctx.owner else _their_records(ctx))
         if not hits:
             return f"no matches for {args.query!r} in memory or transcripts (try other words)"
         return wrap_untrusted(f"memory_search {args.query}", "\n".join(hit.render() for hit in hits))
@@ -124,11 +125,11 @@ class MemoryGet(Tool):
 
     async def _read(self, args: Arguments, ctx: ToolContext) -> str:
         if args.path.startswith("sessions/"):
-            return self._transcript(args)
+            return self._transcript(args, None if ctx.owner else _their_records(ctx))
         chosen, total = await asyncio.to_thread(_workspace_lines, ctx, args)
         return _cap(numbered(chosen, args.line) or f"(no lines from line {args.line}; the file has {total})")
 
-    def _transcript(self, args: Arguments) -> str:
+    def _transcript(self, args: Arguments, shown: Callable[[list[Record]], list[Record]] | None) -> str:
         name = args.path.removeprefix("sessions/")
         if self.sessions is None or "/" in name or name in ("", ".", ".."):
             raise ToolError(f"{args.path} is not a transcript", "use sessions/<file>.jsonl as named by memory_search")
@@ -136,25 +137,18 @@ class MemoryGet(Tool):
         if not path.is_file():
             raise ToolError(f"{args.path} does not exist", "take the name from a memory_search hit")
         out: list[str] = []
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            for number, raw in enumerate(fh, start=1):
-                try:
-                    record = json.loads(raw)
-                except json.JSONDecodeError:
-                    continue
-                if record_problem(record) is not None:
-                    continue
-                seq = record.get("seq", 0)
-                if (args.seq is not None and seq < args.seq) or (args.seq is None and number < args.line):
-                    continue
-                text = record_text(record)
-                if text:
-                    cap = RECORD_CAP if out else GET_CAP  # the record asked for is shown (nearly) whole
-                    if len(text) > cap:
-                        text = text[:cap] + f" [… {len(text) - cap} more characters; re-run the tool for all of it]"
-                    out.append(f"line {number} seq {seq} · {text}")
-                if len(out) >= args.count:
-                    break
+        for number, record in transcript_records(path, shown):
+            seq = record.get("seq", 0)
+            if (args.seq is not None and seq < args.seq) or (args.seq is None and number < args.line):
+                continue
+            text = record_text(record)
+            if text:
+                cap = RECORD_CAP if out else GET_CAP  # the record asked for is shown (nearly) whole
+                if len(text) > cap:
+                    text = text[:cap] + f" [… {len(text) - cap} more characters; re-run the tool for all of it]"
+                out.append(f"line {number} seq {seq} · {text}")
+            if len(out) >= args.count:
+                break
         return _cap("\n".join(out) or "(no conversation records from there)")
 
 
@@ -178,6 +172,13 @@ def _own_transcripts(ctx: ToolContext) -> Callable[[str], bool]:
             return own_memory
         return name == current or (name.startswith(archived) and name.endswith(".archived"))
     return visible
+
+
+def _their_records(ctx: ToolContext) -> Callable[[list[Record]], list[Record]]:
+    """A guest reads a transcript as their runs see the conversation (context/shared_view.py): the people's
+    messages and the posted answers, and their own work — never another person's tool calls or results."""
+    viewer = ctx.user or NOBODY  # a guest is never the owner's key, even without a workspace of their own
+    return lambda records: visible_records(records, viewer)
 
 
 def _tool_error(exc: MemoryProblem) -> ToolError:

@@ -77,7 +77,8 @@ class Intake:
             id=f"{kit.name}:{incoming.chat_id}:{incoming.message_id}", channel=kit.name, chat_id=incoming.chat_id,
             sender_id=who.user_id, session_key=key, text=received.text, attachments=received.attachments,
             metadata={"message_id": incoming.message_id, "thread_id": incoming.thread_id, "username": who.username,
-                      "private": incoming.private, "owner": owner, **incoming.metadata},
+                      **incoming.metadata,  # platform extras; the kit's own decisions below, never an adapter's
+                      "private": incoming.private, "owner": owner},
         )
         accepted = await kit.services.intake.publish_inbound_async(inbound)
         await kit.services.intake.durable()  # before the adapter acknowledges the platform

@@ -186,3 +186,39 @@ def test_a_platform_that_goes_away_is_retried_and_the_rest_keeps_serving(platfor
     answer = daemon.cli("chat", "-m", "are you there?", "--session", "other")
     assert answer.returncode == 0 and answer.stdout.strip() == "echo: are you there?"
     assert daemon.alive() and state() == "retrying"
+
+
+def _turn_blocks(requests: list[dict], said: str) -> str:
+    """The runtime block and text of the user turn that carried `said`, in the first request that has it."""
+    for body in requests:
+        for message in body["messages"]:
+            texts = [b.get("text", "") for b in message["content"] if isinstance(b, dict) and b.get("type") == "text"]
+            if any(said in t for t in texts):
+                return "\n".join(texts)
+    raise AssertionError(f"no request carried {said!r}")
+
+
+def test_the_model_is_told_who_speaks_in_a_shared_conversation(platform: PlatformHarness, channel_daemon,
+                                                               fake_model: FakeAnthropic) -> None:
+    """A group, channel or room several people share: every turn names its sender, by the id the platform
+    vouches for (a display name alone can be copied); one decision, the kit's, for every platform."""
+    channel_daemon()
+    group = platform.group_chat()
+    platform.send_group(platform.owner, "a word from the owner", mention=True)
+    wait_until(lambda: platform.replies(group) == ["echo: a word from the owner"], "the owner's answer")
+    platform.send_group(platform.friend, "a word from a friend", mention=True)
+    wait_until(lambda: len(platform.replies(group)) == 2, "the friend's answer")
+    owner_turn = _turn_blocks(fake_model.requests, "a word from the owner")
+    friend_turn = _turn_blocks(fake_model.requests, "a word from a friend")
+    assert "· sender: " in owner_turn and f"(id {platform.owner})" in owner_turn
+    assert "· sender: " in friend_turn and f"(id {platform.friend})" in friend_turn
+
+
+def test_a_private_conversation_names_no_sender(platform: PlatformHarness, channel_daemon,
+                                                fake_model: FakeAnthropic) -> None:
+    channel_daemon()
+    chat = platform.dm_chat(platform.owner)
+    platform.send_dm(platform.owner, "just between us")
+    wait_until(lambda: platform.replies(chat) == ["echo: just between us"], "the answer")
+    turn = _turn_blocks(fake_model.requests, "just between us")
+    assert turn.startswith("[runtime] ") and "sender:" not in turn

@@ -132,3 +132,24 @@ def test_a_corrupt_index_is_moved_aside(tmp_path: Path) -> None:
     (tmp_path / "background.json").write_text("{not json")
     jobs, _, _, _ = _jobs(tmp_path)
     assert jobs.index.jobs == {} and list(tmp_path.glob("background.json.corrupt-*"))
+
+
+async def test_a_job_s_result_joins_only_a_run_of_the_person_who_started_it(tmp_path: Path) -> None:
+    """A shared conversation: the owner's job ends while a guest's run is going on. Its output must not enter
+    the guest's request; it waits for a run of the owner's (the wake-up names the owner's workspace)."""
+    jobs, sessions, intake, _ = _jobs(tmp_path, busy={"grp"})
+    session = sessions.get("grp")
+    session.append("user", text="build it", inbound_id="in_owner", channel="slack", chat_id="C1", user="", owner=True)
+    job = _adopt(jobs, _finished("exit code 0\nowner-secret-build-output"), key="grp")
+    session.append("user", text="hi", inbound_id="in_guest", channel="slack", chat_id="C1", user="slack:U2", owner=False)
+    await wait_until_async(lambda: any(r.get("name") == "bg_job_end" for r in session.records), "the job's end record")
+    jobs.inject(session)
+    assert not [r for r in session.records if r["kind"] == "note"]
+    assert "owner-secret-build-output" not in json.dumps(session.llm_messages())
+    await jobs.after_run(session, InboundMessage(channel="slack", chat_id="C1", sender_id="U2", session_key="grp",
+                                                 text="hi", id="in_guest"))
+    [wake] = intake.published
+    assert wake.metadata["bg_job"] == job and wake.metadata["user"] == ""  # the starter's workspace, not the last speaker's
+    session.append("user", text=wake.text, inbound_id=wake.id, channel=CHANNEL, chat_id="grp", user="", owner=True)
+    jobs.inject(session)  # the owner's run: now it joins
+    assert "owner-secret-build-output" in json.dumps(session.llm_messages())

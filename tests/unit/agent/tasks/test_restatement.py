@@ -24,20 +24,20 @@ def _texts(message: dict) -> list[str]:
 
 def test_line_from_task_state_only_after_the_threshold(tmp_path):
     store, task = _task(tmp_path, 20)
-    restate = Restatement("Claw", store.current, after_turns=20)
+    restate = Restatement("Claw", store.current_for, after_turns=20)
     session = Session("main", tmp_path / "main.jsonl", fsync=False)
-    assert restate(session) is None
+    assert restate(session, "") is None
     task.turns = 21
-    assert restate(session) == LINE
+    assert restate(session, "") == LINE
     task.steps[1].status = "done"
     task.steps[2].status = "done"
-    assert restate(session).endswith("Step 3/3. Next: verify the result and report what was done and how it was checked.")
+    assert restate(session, "").endswith("Step 3/3. Next: verify the result and report what was done and how it was checked.")
 
 
 def test_runtime_block_and_follow_up_notes_carry_the_line_from_turn_21(tmp_path):
     store, task = _task(tmp_path, 20)
     ctx = builder(workspace(tmp_path))
-    restate = Restatement("Claw", store.current, after_turns=20)
+    restate = Restatement("Claw", store.current_for, after_turns=20)
     ctx.contributors.append(restate)
     ctx.followups.append(restate)
     session = Session("main", tmp_path / "main.jsonl", fsync=False)
@@ -68,24 +68,24 @@ def test_runtime_block_and_follow_up_notes_carry_the_line_from_turn_21(tmp_path)
 def test_without_an_active_task_there_is_no_line(tmp_path):
     """A chat of one-line questions is no task, and a finished task is no plan still to make."""
     store, task = _task(tmp_path, 30)
-    restate = Restatement("Claw", store.current, after_turns=20)
+    restate = Restatement("Claw", store.current_for, after_turns=20)
     session = Session("main", tmp_path / "main.jsonl", fsync=False)
     user(session, "What is the capital of Peru?")
     for turn in range(25):
         answer(session, f"answer {turn}")
         user(session, f"and question {turn}?")
-    assert restate(session) is not None
+    assert restate(session, "") is not None
     task.status = "completed"
     store.save(task)
-    assert restate(session) is None
-    assert Restatement("Claw", lambda key: None, after_turns=20)(session) is None
+    assert restate(session, "") is None
+    assert Restatement("Claw", lambda session, person: None, after_turns=20)(session, "") is None
 
 
 def test_the_line_follows_whatever_else_was_added_since_the_model_turn(tmp_path):
     """A drift note or a check's turn after the tool results: the request still carries the line, once."""
     store, task = _task(tmp_path, 25)
     ctx = builder(workspace(tmp_path))
-    restate = Restatement("Claw", store.current, after_turns=20)
+    restate = Restatement("Claw", store.current_for, after_turns=20)
     ctx.followups.append(restate)
     session = Session("main", tmp_path / "main.jsonl", fsync=False)
     user(session, "go on", ctx)
@@ -102,7 +102,7 @@ def test_the_line_follows_whatever_else_was_added_since_the_model_turn(tmp_path)
 
 def test_subagent_requests_get_no_follow_up_notes(tmp_path):
     ctx = builder(workspace(tmp_path))
-    ctx.followups.append(lambda session: "I am Claw. Current task: x. Step 1/1. Next: y.")
+    ctx.followups.append(lambda session, person: "I am Claw. Current task: x. Step 1/1. Next: y.")
     session = Session("sub", tmp_path / "sub.jsonl", fsync=False)
     user(session, "find it", ctx)
     tool_round(session, "list_dir", {"path": "."}, "a")
