@@ -60,23 +60,31 @@ class Repl:
         from prompt_toolkit.patch_stdout import patch_stdout
 
         self._prompt = PromptSession()
-        with patch_stdout():
-            while not self.interrupts.quit.is_set():
-                asked = asyncio.ensure_future(self._prompt.prompt_async(self._message, handle_sigint=False))
-                ended = await _first(asked, self.live.gone.wait(), self.interrupts.quit.wait())
-                if ended is not asked:
-                    await _cancel(asked)
-                    return not self.live.gone.is_set()
-                try:
-                    line = asked.result()
-                except KeyboardInterrupt:
-                    self.interrupts.pressed()
-                    continue
-                except EOFError:
-                    return True
-                if not await self.line(line):
-                    return True
-        return True
+        watcher = asyncio.create_task(self._end_prompt())
+        try:
+            with patch_stdout():
+                while not (self.interrupts.quit.is_set() or self.live.gone.is_set()):
+                    try:  # awaited here, not in a task of its own: Ctrl-C comes back as KeyboardInterrupt
+                        line = await self._prompt.prompt_async(self._message, handle_sigint=False)
+                    except KeyboardInterrupt:
+                        self.interrupts.pressed()
+                        continue
+                    except EOFError:  # Ctrl-D, or _end_prompt
+                        break
+                    if not await self.line(line):
+                        break
+        finally:
+            watcher.cancel()
+        return not self.live.gone.is_set()
+
+    async def _end_prompt(self) -> None:
+        """Close the prompt once the chat is over (Ctrl-C from a signal, or the gateway gone for good)."""
+        await _first(self.live.gone.wait(), self.interrupts.quit.wait())
+        while True:
+            app = self._prompt.app
+            if app.is_running and not app.is_done:
+                app.exit(exception=EOFError())
+            await asyncio.sleep(0.1)  # until the loop has seen it (cancelled then)
 
     async def on_stdin(self, stdin: StdinLines) -> bool:
         """Lines from a file or pipe, each sent after the previous answer; False as on_terminal."""
