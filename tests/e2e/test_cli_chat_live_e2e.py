@@ -166,17 +166,19 @@ def test_ctrl_c_stops_a_one_message_chat(daemon, fake_model) -> None:
 
 
 def test_a_cron_result_appears_in_an_open_chat_labelled(daemon, fake_model) -> None:
-    fake_model.enqueue_for("stand-up", text("Stand-up starts in 5 minutes."))
+    agenda = "Agenda: " + ", ".join(f"item {n}" for n in range(1, 40)) + "."
+    fake_model.enqueue_for("stand-up", text(f"Stand-up starts in 5 minutes.\n\n{agenda}"))
     term = Terminal(daemon, "chat")
     try:
         term.read_until(PROMPT)
         added = daemon.cli("cron", "add", "--every", "1h", "--name", "stand-up", "--deliver", "gateway:main",
                            "-m", "Remind me of the stand-up", "--json")
         assert added.returncode == 0, added.stderr
-        job = json.loads(added.stdout)["job"] if "job" in json.loads(added.stdout) else json.loads(added.stdout)
+        job = json.loads(added.stdout)
         ran = daemon.cli("cron", "run", job["id"])
         assert ran.returncode == 0, ran.stderr
-        screen = term.read_until(r"agent> Stand-up starts in 5 minutes\.")
+        screen = term.read_until(r"item 39\.")
+        assert "agent> Stand-up starts in 5 minutes." in screen, screen
         assert '(from cron job "stand-up", every 1h)' in screen, screen
         term.type("/quit")
         assert term.wait() == 0
@@ -186,4 +188,7 @@ def test_a_cron_result_appears_in_an_open_chat_labelled(daemon, fake_model) -> N
         listed = daemon.cli("cron", "runs", job["id"])
         return listed.stdout if " ok " in listed.stdout else None
     runs = wait_until(recorded, "the run recorded as ok", interval=0.2)
-    assert len(runs.strip().splitlines()) == 1 and "Stand-up starts in 5 minutes." in runs, runs
+    (line,) = runs.strip().splitlines()  # one line per run, the result folded onto it and cut
+    assert "Stand-up starts in 5 minutes. Agenda: item 1, item 2" in line and line.endswith("…"), line
+    whole = json.loads(daemon.cli("cron", "runs", job["id"], "--json").stdout)
+    assert [r["result"] for r in whole] == [f"Stand-up starts in 5 minutes.\n\n{agenda}"], whole
