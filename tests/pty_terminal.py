@@ -18,7 +18,7 @@ from tests.harness import ROOT, DaemonProcess
 from tests.waiting import DEFAULT_TIMEOUT, wait_until
 
 CURSOR_REQUEST = b"\x1b[6n"
-ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[=>]|\r")
+ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[=>]|\r|.\x08")  # .\b: a character written, then backspaced
 
 
 class Terminal:

@@ -33,12 +33,12 @@ class Run:
 
     run_id: str
     done: "asyncio.Future[dict[str, Any]]"
-    started: bool = False   # any text of it printed yet (the "agent> " prefix is written once)
-    turn: str = ""          # the current model turn's text printed as whole lines so far
-    buffer: str = ""        # its text since the last newline, not printed yet (line mode)
-    raw_open: bool = False  # raw mode: text printed without its newline yet
-    command: bool = False   # a chat command sent as text: answered at once, never queued
-    steps: list[str] = field(default_factory=list)
+    started: bool = False      # any text of it printed yet (the "agent> " prefix is written once)
+    turn: str = ""             # the current model turn's text, as streamed
+    printed: int = 0           # how much of `turn` is on the screen
+    turn_ended: bool = False   # the turn is over: the next text starts a new one
+    raw_open: bool = False     # raw mode: text printed without its newline yet
+    command: bool = False      # a chat command sent as text: answered at once, never queued
 
 
 def source_label(payload: dict[str, Any]) -> str:
@@ -133,24 +133,40 @@ class ChatView:
 
     def _delta(self, run: Run, payload: dict[str, Any]) -> None:
         if payload.get("restart"):  # what was printed is not the answer: a retry starts again
-            if run.turn or run.raw_open:
+            if run.printed:
                 self.end_line()
                 note("  (the model's answer broke off; it starts again)")
-            run.turn, run.buffer = "", ""
+            run.turn, run.printed = "", 0
             return
+        if run.turn_ended:
+            run.turn, run.printed, run.turn_ended = "", 0, False
+        run.turn += str(payload.get("text", ""))
         if not self.show_answers:
             return
-        text = str(payload.get("text", ""))
         if self.raw:
-            print(self._prefix(run) + text, end="", flush=True)
-            run.raw_open = not text.endswith("\n") if text else run.raw_open
-            run.turn += text
+            self._print_raw(run, run.turn[run.printed:])
+            run.printed = len(run.turn)
             return
-        run.buffer += text
-        while "\n" in run.buffer:
-            line, _, run.buffer = run.buffer.partition("\n")
-            print(self._prefix(run) + line, flush=True)
-            run.turn += line + "\n"
+        cut = run.turn.rfind("\n") + 1  # whole lines only: the prompt below stays intact
+        if cut > run.printed:
+            for line in run.turn[run.printed:cut - 1].split("\n"):
+                print(self._prefix(run) + line, flush=True)
+            run.printed = cut
+
+    def _print_raw(self, run: Run, text: str) -> None:
+        if text:
+            print(self._prefix(run) + text, end="", flush=True)
+            run.raw_open = not text.endswith("\n")
+
+    def _flush_turn(self, run: Run) -> None:
+        """Print what the turn streamed that is not on the screen yet, and end its line."""
+        rest = run.turn[run.printed:]
+        if self.raw:
+            self._print_raw(run, rest)
+            self.end_line()
+        elif rest:
+            print(self._prefix(run) + rest, flush=True)
+        run.printed = len(run.turn)
 
     def _final(self, run: Run, payload: dict[str, Any]) -> None:
         text = str(payload.get("text", ""))
@@ -162,19 +178,14 @@ class ChatView:
             return
         # What this turn streamed is the answer's beginning: print the rest. Otherwise (the stream was
         # cut by a reconnect, or started again) the answer whole, on its own line.
-        rest = text[len(run.turn):] if text.startswith(run.turn) else None
-        if rest is None:
+        if run.turn and not text.startswith(run.turn):
             self.end_line()
-            rest = text
-        if self.raw:
-            if rest:
-                print(self._prefix(run) + rest, end="", flush=True)
-                run.raw_open = True
+            run.turn, run.printed = "", 0
+        run.turn = text
+        if run.printed < len(text) or not run.started:
+            self._flush_turn(run)
+        else:
             self.end_line()
-        elif rest or not run.started:
-            for line in rest.split("\n"):
-                print(self._prefix(run) + line, flush=True)
-        run.turn, run.buffer = "", ""
 
     def _foreign(self, payload: dict[str, Any]) -> None:
         """An answer on this session that this terminal did not ask for."""
@@ -186,11 +197,9 @@ class ChatView:
     def _agent(self, run: Run, payload: dict[str, Any]) -> None:
         stream = payload.get("stream")
         if stream == "turn_end":
-            if self.raw:
-                self.end_line()
-            elif run.buffer:
-                print(self._prefix(run) + run.buffer, flush=True)
-            run.turn, run.buffer = "", ""  # the next turn's text starts on its own line
+            if self.show_answers:
+                self._flush_turn(run)  # the next turn's text starts on its own line
+            run.turn_ended = True
             return
         line = _step_line(stream, payload)
         if line is not None:
