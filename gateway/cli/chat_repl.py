@@ -167,7 +167,7 @@ class Repl:
                 note(f"  (not sent: {exc.message or exc.code})")
             return
         self.live.saw_reply(ack.get("seq"))
-        reply = ack.get("reply")
+        reply = ack.get("reply", ack.get("text") if ack.get("command") else None)
         if command and isinstance(reply, str):  # the gateway answered the command in its response
             print(reply, flush=True)
             return

@@ -53,6 +53,8 @@ def source_label(payload: dict[str, Any]) -> str:
         return "from the heartbeat"
     if payload.get("kind") == "notice":
         return "notice"
+    if payload.get("kind") == "command":
+        return "answer to a chat command sent from another client"
     return "answer to a message sent from another client"
 
 
@@ -63,6 +65,8 @@ class ChatView:
         (not `chat -m`, whose stdout is the answer alone); `show_answers`: print this terminal's
         answers (False: the caller prints the final text itself, `chat -m --no-stream`)."""
         self.session, self.raw, self.label, self.show_answers = session, raw, label, show_answers
+        # `chat -m`: answers it did not ask for go to stderr, so stdout stays its own answer alone
+        self.others_to_stderr = not label
         self.on_reply = on_reply
         self.runs: dict[str, Run] = {}
         self.shown: set[int] = set()  # reply numbers already shown
@@ -191,8 +195,11 @@ class ChatView:
         """An answer on this session that this terminal did not ask for."""
         self.end_line()
         note(f"  ({source_label(payload)})")
-        text = str(payload.get("text", ""))
-        print(("[error] " if payload.get("state") == "error" else ANSWER) + text, flush=True)
+        text = ("[error] " if payload.get("state") == "error" else ANSWER) + str(payload.get("text", ""))
+        if self.others_to_stderr:
+            note(text)
+        else:
+            print(text, flush=True)
 
     def _agent(self, run: Run, payload: dict[str, Any]) -> None:
         stream = payload.get("stream")

@@ -58,3 +58,14 @@ async def test_an_answer_cut_by_a_reconnect_is_printed_whole(capsys: pytest.Capt
     out, err = capsys.readouterr()
     assert out == "Partial\nThe whole answer.\n"
     assert "broke off" in err
+
+
+async def test_a_one_message_chat_keeps_stdout_for_its_own_answer(capsys: pytest.CaptureFixture[str]) -> None:
+    view = ChatView("main", raw=True, label=False)
+    view.expect("r1")
+    view.on_event(chat("cron:j1:2026", "final", "A cron result.", seq=3, kind="reply"))
+    view.on_event(chat("r1", "delta", "Mine."))
+    view.on_event(chat("r1", "final", "Mine.", seq=4, kind="reply"))
+    out, err = capsys.readouterr()
+    assert out == "Mine.\n"
+    assert '(from cron job "j1")' in err and "agent> A cron result." in err
