@@ -138,7 +138,8 @@ export class ChatView {
     if (p.state === "resolved") {
       const card = this.log.querySelector(`.approval[data-id="${CSS.escape(p.id)}"]`);
       if (card) card.replaceWith(el("div", { class: "msg event approval-done", dataset: { id: p.id } },
-        el("div", { class: "text", text: `${card.dataset.tool} ${p.approved ? "approved" : "denied"} (${p.how})` })));
+        el("div", { class: "text", text: `${card.dataset.tool} ${p.approved ? "approved" : "denied"}`
+          + (["approved", "denied"].includes(p.how) ? "" : ` (${p.how})`) })));
       for (const run of this.runs.values()) {
         for (const item of run.tools.values()) {
           if (item.dataset.approval === p.id) {
