@@ -103,7 +103,7 @@ class Repl:
                 return True
             pending = [run.done for run in self.view.runs.values() if not run.done.done()]
             if pending:
-                ended = await _first(asyncio.gather(*pending), self.live.gone.wait(), self.interrupts.quit.wait())
+                await _first(asyncio.gather(*pending), self.live.gone.wait(), self.interrupts.quit.wait())
                 if self.live.gone.is_set():
                     return False
         return True

@@ -176,7 +176,8 @@ class ChatView:
         text = str(payload.get("text", ""))
         if payload.get("state") == "error":
             self.end_line()
-            print(f"[error] {text}", flush=True)
+            if self.label:  # `chat -m` reports it as its one-line error instead
+                print(f"[error] {text}", flush=True)
             return
         if not self.show_answers:
             return
