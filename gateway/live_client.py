@@ -43,8 +43,7 @@ class LiveClient:
         self.ws: ClientConnection | None = first.ws
         # The session's latest reply number this client knows of: where a resume starts.
         self.last_reply = _last_reply(first.hello, session)
-        self._early = list(first._events)  # events that arrived with the connect reply
-        first._events.clear()
+        self._early = first.take_events()  # events that arrived with the connect reply
         self._ids = itertools.count(1)
         self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._reader: asyncio.Task[None] | None = None
@@ -153,7 +152,7 @@ class LiveClient:
                 await asyncio.sleep(RETRY_SECONDS)
                 continue
             self.ws = client.ws
-            for frame in client._events:  # replies resumed before the connect reply was read
+            for frame in client.take_events():  # replies resumed before the connect reply was read
                 self._event(frame)
             return True
         return False

@@ -80,7 +80,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
             raise CliError(str(result.get("text", "")), EXIT_FAILED)
         if not stream:
             print(result.get("text", ""))
-        return 0
+        return EXIT_INTERRUPTED if interrupts.used else 0
 
     async def repl(client: GatewayClient) -> int:
         tty = sys.stdin.isatty()

@@ -126,6 +126,7 @@ class Interrupts:
         self.live, self.view = live, view
         self.quit = asyncio.Event()
         self._stopping: set[str] = set()  # the runs a Ctrl-C asked to stop
+        self.used = False  # a Ctrl-C stopped something (`chat -m` then exits 130, as interrupted)
 
     def install(self) -> None:
         """Take SIGINT (the interactive prompt gets Ctrl-C as a key instead and calls `pressed`)."""
@@ -148,6 +149,7 @@ class Interrupts:
             self.quit.set()
             return
         self._stopping = {key for key, run in self.view.runs.items() if not run.done.done()}
+        self.used = True
         self.view.end_line()
         note("  (stopping the run; Ctrl-C again to quit)")
         asyncio.create_task(self.stop())
