@@ -89,6 +89,24 @@ async def test_an_idle_chat_stays_connected_and_shows_answers_from_elsewhere(kee
         term.close()
 
 
+async def test_an_answer_arriving_while_typing_leaves_the_line_being_typed_intact(daemon, fake_model) -> None:
+    _gated(fake_model)
+    term = Terminal(daemon, "chat")
+    try:
+        term.read_until(PROMPT)
+        term.press(b"half a mess")  # typed, not sent yet
+        await asyncio.to_thread(term.read_until, r"half a mess")
+        await _ask_from_another_client(daemon, "note-7")
+        await asyncio.to_thread(term.read_until, r"agent> echo note-7\b")
+        term.type("age note-8")  # the rest of the line, then Enter
+        await asyncio.to_thread(term.read_until, r"agent> echo note-8\b")
+        assert last_user_block(fake_model.requests[-1]) == "half a message note-8"
+        term.type("/quit")
+        assert await asyncio.to_thread(term.wait) == 0
+    finally:
+        term.close()
+
+
 async def test_a_dropped_connection_is_resumed_without_loss_or_repeat(keepalive_daemon, fake_model) -> None:
     daemon = keepalive_daemon
     _gated(fake_model)
