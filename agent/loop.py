@@ -343,5 +343,5 @@ def _run_records(session: Session, run_id: str) -> list[dict[str, Any]]:
 
 
 def _reply_metadata(msg: InboundMessage) -> dict[str, Any]:
-    keep = ("message_id", "thread_id", "reply_to")
+    keep = ("message_id", "thread_id", "reply_to", "cron", "heartbeat")  # cron, heartbeat: where it came from
     return {k: msg.metadata[k] for k in keep if k in msg.metadata}

@@ -82,6 +82,9 @@ class GatewayChatChannel(Channel):
         seq = self.last_seq(target) + 1
         payload = {"session": target, "runId": msg.in_reply_to, "state": "error" if msg.kind == "error" else "final",
                    "kind": msg.kind, "text": self._text(msg), "seq": seq}
+        origin = _origin(msg)
+        if origin:
+            payload["from"] = origin
         self.db.execute("INSERT INTO gateway_chat(session, seq, outbox_id, payload, created_at) VALUES (?, ?, ?, ?, ?)",
                         (target, seq, msg.id, json.dumps(payload, ensure_ascii=False), time.time()))
         self.db.execute("DELETE FROM gateway_chat WHERE session = ? AND seq <= ?", (target, seq - KEEP))
@@ -123,3 +126,14 @@ class GatewayChatChannel(Channel):
             if waiter is not None and not waiter.done():
                 waiter.set_result(None)
         return sent
+
+
+def _origin(msg: OutboundMessage) -> dict[str, Any] | None:
+    """Which trigger a reply comes from, for the clients to label it: a cron job (its id, name and
+    schedule) or the heartbeat; None for an answer to a person's message."""
+    cron = msg.metadata.get("cron")
+    if isinstance(cron, dict):
+        return {"kind": "cron", "job": cron.get("job"), "name": cron.get("name"), "schedule": cron.get("schedule")}
+    if msg.metadata.get("heartbeat") is not None:
+        return {"kind": "heartbeat"}
+    return None

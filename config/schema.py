@@ -38,6 +38,8 @@ class GatewaySettings(_Section):
     event_loop: Literal["auto", "uvloop", "asyncio"] = Field("auto", description=(
         "the daemon's event loop: uvloop when installed (auto), or the standard asyncio loop"))
     tick_seconds: float = Field(30.0, ge=0.1, le=3600, description="how often every client gets a `tick` event")
+    ping_seconds: float = Field(20.0, ge=0.1, le=3600, description=(
+        "how often the gateway pings each client, and how long it waits for the pong before dropping it"))
 
 
 class AnthropicSettings(_Section):

@@ -76,6 +76,12 @@ class GatewayClient:
             error = frame.get("error") or {}
             raise GatewayError(error.get("code", "error"), error.get("message", ""))
 
+    def take_events(self) -> list[dict[str, Any]]:
+        """The events that arrived while a request waited for its response, handed over once (a
+        reader that takes over the socket, gateway/live_client.py, shows them first)."""
+        taken, self._events = self._events, []
+        return taken
+
     async def events(self) -> AsyncIterator[dict[str, Any]]:
         assert self.ws is not None
         while self._events:

@@ -117,7 +117,8 @@ class GatewayServer:
     async def start(self) -> None:
         self._server = await serve(
             self._serve, self.settings.host, self.settings.port,
-            max_size=self.settings.max_frame_bytes, ping_interval=20, ping_timeout=20,
+            max_size=self.settings.max_frame_bytes,
+            ping_interval=self.settings.ping_seconds, ping_timeout=self.settings.ping_seconds,
             max_queue=64, write_limit=256 * 1024, process_request=self._process_request,
             create_connection=_admitted_connections(self.admission),
             # Frames are small JSON (a text delta, a tool step): deflating each cost more CPU than the
@@ -297,6 +298,8 @@ class GatewayServer:
             "server": {"name": "clawgate", "version": __version__},
             "methods": self.methods.describe(),
             "events": EVENTS,
+            # where a resume of each watched session would start (docs/protocol.md)
+            "lastReply": {session: self.last_chat_seq(session) for session in sorted(conn.sessions)},
         }))
         return conn
 

@@ -120,6 +120,11 @@ class Tool(ABC):
     async def run(self, args: Any, ctx: ToolContext) -> str:
         """Do the work; raise ToolError for failures the model should fix."""
 
+    def result_status(self, result: str) -> str:
+        """The step's status for people watching (tool_end, the history): "failed" when the work ran
+        but did not succeed (a program's non-zero exit), so no client shows it with a check mark."""
+        return "ok"
+
     def definition(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "input_schema": _clean_schema(self.Arguments)}
 

@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 class ToolOutcome:
     content: str
     is_error: bool = False
-    status: str = "ok"  # ok | error | denied | unknown_tool | invalid_args
+    status: str = "ok"  # ok | failed (ran, did not succeed) | error | denied | unknown_tool | invalid_args
 
 
 class ToolRegistry:
@@ -131,7 +131,8 @@ class ToolRegistry:
                                    "another way.", True, "denied")
             ctx = replace(ctx, approved=True)
         try:
-            return ToolOutcome(await tool.run(args, ctx))
+            result = await tool.run(args, ctx)
+            return ToolOutcome(result, False, tool.result_status(result))
         except ToolError as exc:
             return ToolOutcome(exc.render(), True, "error")
         except (asyncio.CancelledError, WriteRefused):  # a fleet worker that lost the session stops the run

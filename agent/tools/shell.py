@@ -276,6 +276,14 @@ class Exec(Tool):
             return f"timed out after {timeout:g}s and was killed\n{body}"
         return f"exit code {code}\n{body}" if text else f"exit code {code} (no output)"
 
+    def result_status(self, result: str) -> str:
+        """A program that exited non-zero or was killed for its time ran, but failed."""
+        ended = result.partition("\n")[0]
+        if ended.startswith("timed out after") or (ended.startswith("exit code ") and not ended.startswith(
+                ("exit code 0 ", "exit code 0\n")) and ended != "exit code 0"):
+            return "failed"
+        return "ok"
+
     def _mount_prefix(self, args: Arguments, ctx: ToolContext) -> list[str]:
         """bubblewrap's argv before the launcher, or [] where the host has no mount layer. What the
         approval covered is granted only to an approved call (`ctx.approved`, set by the registry)."""

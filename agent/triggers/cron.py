@@ -258,7 +258,8 @@ class CronService:
                              id=run_id, received_at=now,
                              metadata={"mode": "normal", "deliver": deliver, "owner": not job.created_by, "user": job.created_by,
                                        **({"tainted": f"cron job {job.id}: {job.tainted}"} if job.tainted else {}),
-                                       "cron": {"job": job.id, "scheduledAt": scheduled}})
+                                       "cron": {"job": job.id, "scheduledAt": scheduled, "name": job.name,
+                                                "schedule": job.plan.describe()}})
         fresh = self.bus.publish_inbound(msg)
         status = "running" if self.scheduler is not None else "queued"
         self.store.record(Run(run_id, job.id, scheduled, now, None, status, ""))
@@ -369,7 +370,9 @@ class CronService:
         if deliver is None or self.scheduler is None:
             return
         self.bus.publish_outbound(OutboundMessage(channel=deliver["channel"], chat_id=deliver["chat_id"], text=text,
-                                                  session_key=job.session, kind="notice"))
+                                                  session_key=job.session, kind="notice",
+                                                  metadata={"cron": {"job": job.id, "name": job.name,
+                                                                     "schedule": job.plan.describe()}}))
 
     def _emit(self, action: str, job: Job, **fields: Any) -> None:
         self.events.emit("cron", action=action, job=job.id, name=job.name, enabled=job.enabled,

@@ -87,6 +87,9 @@ def _set_enabled(enabled: bool) -> Callable[[argparse.Namespace], int]:
     return cmd
 
 
+RESULT_WIDTH = 80  # characters of a run's result on its line in `cron runs`
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
     from clawgate.agent.triggers.schedule import format_time
 
@@ -94,8 +97,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
         lambda s: {"job": args.id, "runs": [r.public() for r in s.runs(args.id, args.limit)]}))
 
     def line(run: dict[str, Any]) -> str:
+        """One line per run: the result folded onto the line and cut (`--json` has it whole)."""
         took = f"{run['endedAt'] - run['startedAt']:.1f}s" if run["endedAt"] else "…"
-        return f"{format_time(run['startedAt'])}  {run['status']:9} {took:>7}  {run['result'][:100]!s}"
+        result = " ".join(str(run["result"] or "").split())
+        result = result if len(result) <= RESULT_WIDTH else result[:RESULT_WIDTH - 1] + "…"
+        return f"{format_time(run['startedAt'])}  {run['status']:9} {took:>7}  {result}".rstrip()
     return print_rows(payload["runs"], as_json=args.json, empty=f"job {args.id} has not run yet", line=line)
 
 
@@ -123,5 +129,6 @@ def add_commands(sub: Any) -> None:
                            ("enable", _set_enabled(True), "turn a job back on (resets its failures)"),
                            ("disable", _set_enabled(False), "turn a job off, keep it")):
         subcommand(csub, name, text, fn, "id")
-    p = subcommand(csub, "runs", "a job's run history, newest first", cmd_runs, "id", json=True)
+    p = subcommand(csub, "runs", "a job's run history, newest first: one line per run, its result cut "
+                   "(--json: whole)", cmd_runs, "id", json=True)
     p.add_argument("--limit", type=int, default=20)

@@ -3,79 +3,18 @@ tool steps as lines, streamed turns apart, and an approval asked as y/N instead 
 
 from __future__ import annotations
 
-import os
 import re
-import select
 import subprocess
 import sys
 from pathlib import Path
 
 from tests.fakes.anthropic.request_text import tool_results
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
-from tests.harness import ROOT, DaemonProcess
-from tests.waiting import DEFAULT_TIMEOUT, wait_until
+from tests.harness import ROOT
+from tests.pty_terminal import Terminal
+from tests.waiting import wait_until
 
 PYTHON_42 = {"argv": ["python3", "-c", "print(42)"]}  # python3 is not on the default allowlist: approval
-
-
-class Terminal:
-    """The CLI as a child on a pty: everything it prints, and keys typed into it."""
-
-    def __init__(self, daemon: DaemonProcess, *args: str) -> None:
-        self.master, slave = os.openpty()
-        self.proc = subprocess.Popen([sys.executable, "-m", "clawgate.gateway.cli", *args], env=daemon.env, cwd=ROOT,
-                                     stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
-        os.close(slave)
-        self.seen = ""
-
-    def read_until(self, pattern: str, timeout: float = DEFAULT_TIMEOUT) -> str:
-        def shown() -> bool:
-            ready, _, _ = select.select([self.master], [], [], 0.5)
-            if ready:
-                try:
-                    chunk = os.read(self.master, 4096)
-                except OSError:  # the child closed the pty
-                    chunk = b""
-                self.seen += chunk.decode(errors="replace")
-            return bool(re.search(pattern, self.seen))
-        try:
-            wait_until(shown, f"{pattern!r} on the terminal", timeout=timeout, interval=0.01,
-                       describe=lambda: f"it shows:\n{self.seen}")
-        except AssertionError:
-            self.close()
-            raise
-        return self.seen
-
-    def type(self, line: str) -> None:
-        os.write(self.master, line.encode() + b"\n")
-
-    def wait(self, timeout: float = 30.0) -> int:
-        try:
-            code = self.proc.wait(timeout)
-        finally:
-            self.drain()
-        return code
-
-    def drain(self) -> None:
-        while True:
-            ready, _, _ = select.select([self.master], [], [], 0.2)
-            if not ready:
-                return
-            try:
-                chunk = os.read(self.master, 4096)
-            except OSError:
-                return
-            if not chunk:
-                return
-            self.seen += chunk.decode(errors="replace")
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-        if self.master >= 0:
-            os.close(self.master)
-            self.master = -1
 
 
 def _tool_results(fake_model: FakeAnthropic) -> list[str]:
@@ -163,3 +102,22 @@ def test_the_interactive_chat_reads_a_file_on_stdin(daemon, fake_model: FakeAnth
         out = subprocess.run([sys.executable, "-m", "clawgate.gateway.cli", "chat"], env=daemon.env, cwd=ROOT, stdin=stdin,
                              capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "agent> Hi there." in out.stdout, (out.stdout, out.stderr)
+
+
+def test_the_interactive_chat_asks_for_an_approval_at_its_prompt(daemon, fake_model: FakeAnthropic) -> None:
+    fake_model.enqueue(tool_use("exec", PYTHON_42), text("It printed 42."))
+    term = Terminal(daemon, "chat")
+    try:
+        term.read_until(r"you>")
+        term.type("run python for me")
+        term.read_until(r"approve\? \[y/N\]")  # the prompt asks
+        term.read_until(r"\? approve exec: .*python3 -c 'print\(42\)'.*answer y or n")  # above it: what
+        term.type("y")
+        term.read_until(r"agent> It printed 42\.")
+        term.type("/quit")
+        assert term.wait() == 0
+    finally:
+        term.close()
+    assert re.search(r"\n\s*approved", term.text) and re.search(r"✓ exec ok \(\d+ ms\)", term.text), term.text
+    assert term.text.count("It printed 42.") == 1, term.text  # streamed, then not printed again
+    assert any("42" in r for r in _tool_results(fake_model))

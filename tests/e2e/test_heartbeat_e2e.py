@@ -85,6 +85,7 @@ async def test_an_in_progress_task_is_continued_and_acks_are_not_delivered(daemo
                               and "no task progress" in f["payload"].get("skipped", {}).get("work", ""))
     continued = frames[-1]["payload"]
     assert continued["session"] == "work" and continued["text"] == "Outline done and checked; drafting next."
+    assert continued["from"] == {"kind": "heartbeat"}  # clients label it as the heartbeat's
     hb = heartbeat_requests(fake_model)
     assert hb[0]["model"] == "claude-haiku-test" and fake_model.requests[0]["model"] != "claude-haiku-test"
     assert "Write the report" in last_user_text(hb[0])  # the task state is in the heartbeat turn

@@ -171,6 +171,7 @@ def test_a_five_step_task_turns_done_step_by_step(browser, daemon_factory, fake_
     assert done_counts == sorted(done_counts), done_counts  # steps only ever turn done
     assert any(0 < n < 5 for n in done_counts), f"never saw the steps turn done one by one: {done_counts}"
     expect(task.locator(".progress")).to_have_text("5/5")
+    expect(task.locator(".session")).to_have_text("in main")
     # The live tool steps of the run: five exec calls, each marked ok.
     expect(page.locator("#messages .step[data-tool=exec][data-status=ok]")).to_have_count(5)
     expect(page.locator("#messages .msg.assistant[data-state=final]")).to_contain_text("All 5 steps are done")
@@ -201,7 +202,7 @@ def test_approve_and_deny_an_exec_from_the_page(browser, daemon, fake_model):
     expect(card.locator(".tool")).to_have_text("exec")
     expect(card.locator(".summary")).to_contain_text("python3")
     expect(page.locator("#approvals-count")).to_have_text("1")
-    expect(page.locator("#messages .step[data-tool=exec]")).to_have_attribute("data-status", "running")
+    expect(page.locator("#messages .step[data-tool=exec]")).to_have_attribute("data-status", "awaiting approval")
     screenshot(page, "approval")
     card.locator("button.approve").click()
     expect(page.locator("#messages .msg.assistant[data-state=final]")).to_have_text("It printed 42.")
@@ -223,6 +224,12 @@ def test_approve_and_deny_an_exec_from_the_page(browser, daemon, fake_model):
     assert not page.errors, page.errors  # type: ignore[attr-defined]
 
 
+def local_time(page: Page, seconds: float) -> str:
+    """How the page shows every time: the browser's local date and time."""
+    return page.evaluate("(s) => new Intl.DateTimeFormat(undefined, {dateStyle: 'medium', timeStyle: 'medium'})"
+                         ".format(new Date(s * 1000))", seconds)
+
+
 def test_cron_jobs_show_their_next_run_and_history(browser, daemon, fake_model):
     added = daemon.cli("cron", "add", "--name", "standup", "--cron", "30 9 * * *", "--tz", "UTC",
                        "-m", "say good morning", "--json")
@@ -232,12 +239,12 @@ def test_cron_jobs_show_their_next_run_and_history(browser, daemon, fake_model):
     page = logged_in(browser, daemon)
     card = page.locator(f"#cron .job[data-id='{job['id']}']")
     expect(card.locator(".name")).to_have_text("standup")
-    expect(card.locator(".next-run")).to_have_text(job["nextRun"])
+    expect(card.locator(".next-run")).to_have_text(local_time(page, job["nextRunAt"]))
 
     # A job added while the page is open appears by itself (cron event), and a run shows in its history.
     second = json.loads(daemon.cli("cron", "add", "--name", "hourly", "--every", "1h", "-m", "check in", "--json").stdout)
     second_card = page.locator(f"#cron .job[data-id='{second['id']}']")
-    expect(second_card.locator(".next-run")).to_have_text(second["nextRun"])
+    expect(second_card.locator(".next-run")).to_have_text(local_time(page, second["nextRunAt"]))
     ran = daemon.cli("cron", "run", second["id"])
     assert ran.returncode == 0, ran.stderr
     expect(second_card.locator(".last")).to_contain_text("ok")

@@ -5,6 +5,7 @@
 import { el, clear } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
 import { addStep, finishStep, stepsBlock } from "./steps.js";
+import { approvalCard } from "./approval.js";
 
 export class ChatView {
   constructor(gateway, root, { onError }) {
@@ -17,6 +18,7 @@ export class ChatView {
     this.title = root.querySelector("#chat-session");
     this.stopButton = root.querySelector("#chat-stop");
     this.runs = new Map(); // runId -> {bubble, text, steps}
+    this.queued = new Map(); // runId -> the user's message, sent while another answer was running
     this.form.addEventListener("submit", (event) => {
       event.preventDefault();
       this.send();
@@ -31,16 +33,20 @@ export class ChatView {
       gateway.request("chat.stop", { session: this.session }).catch(onError));
     gateway.on("chat", (p) => this.onChat(p));
     gateway.on("agent", (p) => this.onAgent(p));
+    gateway.on("approval", (p) => this.onApproval(p));
   }
 
   async open(session) {
     this.session = session;
     this.title.textContent = session;
     this.runs.clear();
+    this.queued.clear();
     clear(this.log);
     try {
       const { messages } = await this.gateway.request("chat.history", { session, limit: 200 });
       this.past(messages);
+      const { pending } = await this.gateway.request("approvals.list");
+      for (const a of pending) this.onApproval({ state: "requested", ...a });
     } catch (error) {
       this.onError(error);
     }
@@ -51,10 +57,18 @@ export class ChatView {
     const text = this.input.value.trim();
     if (!text) return;
     this.input.value = "";
-    this.bubble("user", text);
+    const mine = this.bubble("user", text);
+    // Sent while an answer is still coming: the session runs it next, and the page says so.
+    const busy = [...this.runs.values()].some((r) => r.answer.classList.contains("streaming"));
+    if (busy) {
+      mine.classList.add("queued");
+      mine.append(el("div", { class: "queued-note", text: "queued: runs after the current answer" }));
+    }
     try {
       const { runId } = await this.gateway.request("chat.send", { session: this.session, text });
-      this.run(runId);
+      if (busy && !this.runs.has(runId)) this.queued.set(runId, mine);
+      else this.unqueue(mine);
+      if (!busy) this.run(runId);
     } catch (error) {
       this.bubble("error", `not sent: ${error.message}`);
     }
@@ -104,8 +118,49 @@ export class ChatView {
       this.log.append(steps, answer);
       run = { steps, answer, text: "", tools: new Map() };
       this.runs.set(runId, run);
+      const waited = this.queued.get(runId);
+      if (waited) { // its turn has come
+        this.queued.delete(runId);
+        this.unqueue(waited);
+      }
     }
     return run;
+  }
+
+  unqueue(bubble) {
+    bubble.classList.remove("queued");
+    bubble.querySelector(".queued-note")?.remove();
+  }
+
+  // An approval for this session: a card in the chat itself (on a phone the side panels are far
+  // below), and the step that waits for it says so instead of "running".
+  onApproval(p) {
+    if (p.state === "resolved") {
+      const card = this.log.querySelector(`.approval[data-id="${CSS.escape(p.id)}"]`);
+      if (card) card.replaceWith(el("div", { class: "msg event approval-done", dataset: { id: p.id } },
+        el("div", { class: "text", text: `${card.dataset.tool} ${p.approved ? "approved" : "denied"}`
+          + (["approved", "denied"].includes(p.how) ? "" : ` (${p.how})`) })));
+      for (const run of this.runs.values()) {
+        for (const item of run.tools.values()) {
+          if (item.dataset.approval === p.id) {
+            delete item.dataset.approval;
+            if (item.dataset.status === "awaiting approval") finishStep(run.steps, item, "running");
+          }
+        }
+      }
+      return;
+    }
+    if (p.session_key !== this.session || this.log.querySelector(`.approval[data-id="${CSS.escape(p.id)}"]`)) return;
+    const card = approvalCard(this.gateway, p, { onError: this.onError });
+    card.classList.add("in-chat");
+    this.log.append(card);
+    const waiting = [...this.runs.values()].flatMap((run) => [...run.tools.values()].map((item) => [run, item]))
+      .reverse().find(([, item]) => item.dataset.status === "running" && item.dataset.tool === p.tool);
+    if (waiting) {
+      waiting[1].dataset.approval = p.id;
+      finishStep(waiting[0].steps, waiting[1], "awaiting approval");
+    }
+    this.scroll();
   }
 
   onChat(p) {
@@ -118,6 +173,7 @@ export class ChatView {
     }
     const run = this.run(p.runId);
     const target = run.answer.querySelector(".text");
+    if (p.from && !run.answer.querySelector(".from")) target.before(el("div", { class: "from", text: fromLabel(p.from) }));
     if (p.state === "delta") {
       if (p.restart) run.text = ""; // the model call was retried: the preview starts again
       run.text += p.text;
@@ -155,4 +211,11 @@ export class ChatView {
   scroll() {
     this.log.scrollTop = this.log.scrollHeight;
   }
+}
+
+// Where an answer nobody typed for came from: "from cron job "stand-up" · every 1h", "from the heartbeat".
+function fromLabel(origin) {
+  if (origin.kind === "cron") return `from cron job "${origin.name || origin.job}"${origin.schedule ? ` · ${origin.schedule}` : ""}`;
+  if (origin.kind === "heartbeat") return "from the heartbeat";
+  return `from ${origin.kind}`;
 }

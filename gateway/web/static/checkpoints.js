@@ -128,7 +128,7 @@ export class CheckpointsPanel {
     return [
       el("dl", { class: "cp-facts" },
         el("dt", { text: "id" }), el("dd", { text: cp.id }),
-        el("dt", { text: "when" }), el("dd", { text: new Date(cp.time * 1000).toLocaleString() }),
+        el("dt", { text: "when" }), el("dd", { text: when(cp.time) }),
         el("dt", { text: "kind" }), el("dd", { text: cp.kind + (cp.step ? ` (step ${cp.step})` : "") + (cp.verified ? ", verified" : "") }),
         el("dt", { text: "workspace" }), el("dd", { text: `${shown.workspaceFiles} files` }),
         shown.changedFiles?.length ? [el("dt", { text: "changed" }), el("dd", { class: "changed", text: shown.changedFiles.join(", ") })] : null,

@@ -23,12 +23,12 @@ export function clear(node, ...children) {
   return node;
 }
 
+// Every time on the page, one way: the browser's local date and time (epoch seconds in).
+const TIME_FORMAT = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "medium" });
+
 export function when(seconds) {
   if (!seconds) return "—";
-  const date = new Date(seconds * 1000);
-  const age = (Date.now() - date.getTime()) / 1000;
-  if (Math.abs(age) < 86400) return date.toLocaleTimeString();
-  return date.toLocaleString();
+  return TIME_FORMAT.format(new Date(seconds * 1000));
 }
 
 export function count(n) {

@@ -2,6 +2,7 @@
 // what the page shows is what the daemon holds, not a copy the page keeps in step by itself.
 
 import { el, clear, when, count } from "./dom.js";
+import { approvalCard } from "./approval.js";
 
 // Coalesce bursts of events into one refresh per panel.
 function debounce(fn, ms = 150) {
@@ -47,23 +48,7 @@ export class ApprovalsPanel {
   }
 
   card(a) {
-    const decide = (approve) => async (event) => {
-      event.target.closest(".approval").classList.add("deciding");
-      try {
-        await this.gateway.request("approvals.resolve", { id: a.id, approve });
-      } catch (error) {
-        this.onError(error);
-      }
-      this.refresh();
-    };
-    return el("div", { class: "approval", dataset: { id: a.id } },
-      el("div", { class: "head" }, el("span", { class: "tool", text: a.tool }),
-        el("span", { class: "where", text: ` in ${a.session_key}` })),
-      el("pre", { class: "summary", text: a.summary }),
-      el("p", { class: "reason", text: a.reason }),
-      el("div", { class: "actions" },
-        el("button", { class: "approve", type: "button", onclick: decide(true), text: "Approve" }),
-        el("button", { class: "deny", type: "button", onclick: decide(false), text: "Deny" })));
+    return approvalCard(this.gateway, a, { onError: this.onError, onDone: () => this.refresh() });
   }
 }
 
@@ -99,6 +84,7 @@ export class TasksPanel {
       el("summary", {},
         el("span", { class: `badge ${task.status}`, text: task.status.replace("_", " ") }), " ",
         el("span", { class: "goal", text: task.goal }), " ",
+        el("span", { class: "session", text: `in ${task.session_key || task.session}` }), " ",
         el("span", { class: "progress", text: `${done}/${task.steps.length}` })),
       el("ol", { class: "task-steps" }, task.steps.map((s) =>
         el("li", { class: `task-step ${s.status}`, dataset: { status: s.status }, title: s.verification || "" },
@@ -124,7 +110,8 @@ export class CronPanel {
     try {
       const { jobs } = await this.gateway.request("cron.list");
       clear(this.list, jobs.length ? jobs.map((j) => this.card(j))
-        : el("p", { class: "empty", text: "No cron jobs. Add one with `clawgate cron add` or ask the agent." }));
+        : el("p", { class: "empty" }, "No cron jobs. Add one with ", el("code", { text: "clawgate cron add" }),
+          " or ask the agent."));
     } catch (error) {
       this.onError(error);
     }
@@ -148,7 +135,7 @@ export class CronPanel {
       el("div", { class: "head" }, el("span", { class: "name", text: job.name || job.id }),
         el("span", { class: "describe", text: ` ${job.describe}` })),
       el("div", { class: "next" }, "next run: ",
-        el("span", { class: "next-run", text: job.enabled ? (job.nextRun || "—") : "disabled" }),
+        el("span", { class: "next-run", text: job.enabled ? when(job.nextRunAt) : "disabled" }),
         job.enabled && job.nextRunAt ? el("span", { class: "in", text: ` (${fromNow(job.nextRunAt)})` }) : null),
       el("div", { class: "last" }, `last: ${job.lastStatus || "never ran"}`,
         job.failures ? ` (${job.failures} failures)` : ""),
@@ -223,7 +210,7 @@ export class StatusPanel {
       const cache = (c) => `${count(c.cache_read_input_tokens)} read · ${count(c.cache_creation_input_tokens)} write`;
       const top = (usage.topSessions || []).map((t) => `${t.session || "(none)"} ${count(t.input_tokens + t.output_tokens)}`);
       const breakers = (s.providers || []).map((p) => p.state === "closed" ? `${p.name} ok`
-        : p.state === "open" ? `${p.name} paused until ${new Date(p.retryAt * 1000).toLocaleTimeString()}`
+        : p.state === "open" ? `${p.name} paused until ${when(p.retryAt)}`
         : `${p.name} trying again`);
       const rows = [
         ["version", s.version], ["provider", s.provider], ["model", s.model],

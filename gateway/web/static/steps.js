@@ -4,7 +4,7 @@
 import { el } from "./dom.js";
 
 const FINISHED = new Set(["ok"]);
-const WAITING = new Set(["running", "pending"]);
+const WAITING = new Set(["running", "pending", "awaiting approval"]);
 
 export function stepsBlock({ runId, open }) {
   const block = el("details", { class: "steps", dataset: { run: runId || "" }, open: Boolean(open) },
@@ -30,9 +30,11 @@ export function finishStep(block, item, status, durationMs) {
 }
 
 function mark(item, status, durationMs) {
-  item.classList.remove("running", "ok", "failed", "unknown");
-  item.classList.add(WAITING.has(status) ? "running" : FINISHED.has(status) ? "ok" : status === "unknown" ? "unknown" : "failed");
+  item.classList.remove("running", "awaiting", "ok", "failed", "unknown");
+  item.classList.add(status === "awaiting approval" ? "awaiting" : WAITING.has(status) ? "running"
+    : FINISHED.has(status) ? "ok" : status === "unknown" ? "unknown" : "failed");
   item.querySelector(".took")?.remove();
+  if (status === "awaiting approval") item.append(el("span", { class: "took", text: " waiting for your approval" }));
   if (WAITING.has(status)) return;
   const took = durationMs === undefined || durationMs === null ? "" : ` · ${Math.round(durationMs)} ms`;
   item.append(el("span", { class: "took", text: ` ${status}${took}` }));
@@ -43,7 +45,8 @@ function heading(block) {
   const items = [...block.querySelectorAll(".step")];
   const count = (cls) => items.filter((item) => item.classList.contains(cls)).length;
   const parts = [`${items.length} tool step${items.length === 1 ? "" : "s"}`];
-  for (const [cls, word] of [["failed", "failed"], ["unknown", "outcome unknown"], ["running", "running"]]) {
+  for (const [cls, word] of [["failed", "failed"], ["unknown", "outcome unknown"], ["awaiting", "waiting for approval"],
+    ["running", "running"]]) {
     if (count(cls)) parts.push(`${count(cls)} ${word}`);
   }
   block.querySelector(".steps-head").textContent = parts.join(" · ");
