@@ -181,3 +181,22 @@ def test_missing_bubblewrap_warns_with_the_fix(home) -> None:
 def test_low_disk_space_fails_then_warns(home) -> None:
     assert _checks(home, disk_usage=lambda p: Usage(10 ** 12, 10 ** 12, 50 * 1024 ** 2))["disk"].status == "fail"
     assert _checks(home, disk_usage=lambda p: Usage(10 ** 12, 10 ** 12, 500 * 1024 ** 2))["disk"].status == "warn"
+
+
+def test_mail_without_authserv_id_says_from_can_be_forged(home) -> None:
+    mail = {"CLAWGATE_CHANNELS__EMAIL__ADDRESS": "bot@example.test", "CLAWGATE_CHANNELS__EMAIL__IMAP_HOST": "127.0.0.1",
+            "CLAWGATE_CHANNELS__EMAIL__PASSWORD": "pw"}
+    code, checks, _ = run_doctor(home, "--offline", env=mail)
+    warning = checks["email from"]
+    assert warning["status"] == "warn" and "can be forged" in warning["detail"] and "approvals" in warning["detail"]
+    assert "authserv_id" in warning["fix"]
+    assert any("email from" in line and "can be forged" in line for line in text_doctor_env(home, mail).splitlines())
+    _, checks, _ = run_doctor(home, "--offline", env={**mail, "CLAWGATE_CHANNELS__EMAIL__AUTHSERV_ID": "mx.example.test"})
+    assert "email from" not in checks
+    _, checks, _ = run_doctor(home, "--offline")
+    assert "email from" not in checks  # no mail channel, nothing to say
+
+
+def text_doctor_env(proc: DaemonProcess, env: dict[str, str]) -> str:
+    return subprocess.run([sys.executable, "-m", "clawgate.gateway.cli", "doctor", "--offline"], env={**proc.env, **env},
+                          cwd=ROOT, capture_output=True, text=True, timeout=60).stdout
