@@ -208,17 +208,6 @@ def test_pairing_where_enabled_mails_a_code_and_the_owner_admits(mail_daemon, ma
     wait_until(lambda: "echo: now can we talk?" in w.texts(w.stranger), "the paired sender answered")
 
 
-def test_with_authserv_id_only_authenticated_mail_is_answered(mail_daemon, mail_world: MailWorld) -> None:
-    mail_daemon(authserv_id="mx.example.test")
-    w = mail_world
-    w.mail(w.owner, "forged, no verdict")
-    w.mail(w.owner, "forged verdict from elsewhere", headers={"Authentication-Results": "evil.test; dmarc=pass"})
-    w.mail(w.owner, "really me", headers={"Authentication-Results": "mx.example.test; dmarc=pass"})
-    w.wait_replies(w.owner, 1)
-    wait_past(RESEND_WINDOW)
-    assert w.texts(w.owner) == ["echo: really me"]
-
-
 def test_send_file_arrives_as_an_attachment_in_the_thread(mail_daemon, mail_world: MailWorld,
                                                           fake_model: FakeAnthropic) -> None:
     daemon = mail_daemon()
