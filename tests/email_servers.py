@@ -283,10 +283,13 @@ class SmtpServer:
     """aiosmtpd on a loopback port; with `users`, AUTH LOGIN/PLAIN is offered (without TLS: loopback only)."""
 
     def __init__(self, dovecot: Dovecot | None = None, users: dict[str, str] | None = None, *,
-                 tls: str | None = None, cert: tuple[Path, Path] | None = None, authserv_id: str = "") -> None:
+                 tls: str | None = None, cert: tuple[Path, Path] | None = None, authserv_id: str = "",
+                 auth_required: bool = False) -> None:
         """`tls`: None (plain), "starttls" (required before AUTH and MAIL) or "tls" (implicit), with `cert`.
         `authserv_id`: mail put into a Dovecot inbox gets this server's Authentication-Results on top
-        (`authentication_results`), as a receiving MTA with SPF and DMARC checks writes it."""
+        (`authentication_results`), as a receiving MTA with SPF and DMARC checks writes it.
+        Without `users` no AUTH is offered (a local relay); `auth_required`: MAIL before AUTH is refused
+        with 530, as a provider's submission server does."""
         self.dovecot = dovecot
         self.authserv_id = authserv_id
         self.users = users or {}
@@ -296,13 +299,16 @@ class SmtpServer:
         # answers ("550 ...") to give the next ones instead of 250
         self.attempts: list[float] = []
         self.fail_next: list[str] = []
+        self.logins: list[str] = []  # every AUTH attempt's user name, refused ones too
+        self.login_sessions: set[int] = set()  # the SMTP sessions that tried AUTH (a client may try each mechanism)
         # address -> extra headers: mail to that address is answered at once by an out-of-office
         # responder that sends from it (what a vacation notice or another bot does)
         self.auto_responders: dict[str, dict[str, str]] = {}
         self._lock = threading.Lock()
         kwargs: dict[str, Any] = {}
         if self.users:
-            kwargs.update(authenticator=self._authenticate, auth_require_tls=tls == "starttls")
+            kwargs.update(authenticator=self._authenticate, auth_require_tls=tls == "starttls",
+                          auth_required=auth_required)
         if tls is not None:
             assert cert is not None, "a TLS SMTP server needs cert=(cert.pem, key.pem)"
             context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -317,6 +323,8 @@ class SmtpServer:
                       auth_data: Any) -> AuthResult:
         if isinstance(auth_data, LoginPassword):
             user, password = auth_data.login.decode(), auth_data.password.decode()
+            self.logins.append(user)
+            self.login_sessions.add(id(session))
             if self.users.get(user) == password:
                 return AuthResult(success=True, auth_data=user)
         return AuthResult(success=False, handled=False)

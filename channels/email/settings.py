@@ -44,6 +44,8 @@ class EmailSettings(AccessSettings):
     smtp_host: str = Field("", description="default: imap_host")
     smtp_port: int | None = Field(None, ge=1, le=65535, description="default: 465 for tls, 587 for starttls, 25 for none")
     smtp_tls: Security = "starttls"
+    smtp_auth: bool = Field(True, description=(
+        "log in to the SMTP server (AUTH); false for a relay that takes mail without login (a local MTA)"))
     smtp_username: str = Field("", description="default: username")
     smtp_password: str = Field("", description="default: password")
     ca_file: str = Field("", description=(
@@ -109,6 +111,7 @@ class EmailSettings(AccessSettings):
 
     @property
     def smtp_login(self) -> tuple[str, str] | None:
-        """(user, password) for SMTP AUTH, or None to send without logging in (a local relay)."""
-        password = self.smtp_password or self.password
-        return (self.smtp_username or self.login, password) if password else None
+        """(user, password) for SMTP AUTH, or None to send without logging in (smtp_auth = false: a relay)."""
+        if not self.smtp_auth:
+            return None
+        return (self.smtp_username or self.login, self.smtp_password or self.password)
