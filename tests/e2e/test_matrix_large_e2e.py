@@ -9,6 +9,7 @@ import re
 
 from tests.fakes.anthropic_api import FakeAnthropic, text
 from tests.matrix_support import humans, log_tail, matrix_bot, mx_daemon  # noqa: F401
+from tests.servers.matrix_proxy import MatrixProxy
 
 NOTICE = "m.notice"
 
@@ -52,3 +53,32 @@ def test_a_30000_character_html_heavy_answer_arrives_whole_in_an_encrypted_room(
     html = "".join(str(e.content.get("formatted_body", "")) for e in notices)
     assert "a&amp;b &lt;c&gt;" in html  # the HTML copy went too, escaped
     assert "M_TOO_LARGE" not in daemon.log_text()
+
+
+def test_a_part_the_homeserver_refuses_as_too_large_is_split_and_sent(
+        mx_daemon, matrix_bot, humans, fake_model: FakeAnthropic) -> None:
+    """The homeserver may measure more than the adapter did (a proxy answers the first send with
+    M_TOO_LARGE, as Synapse does over 65,536 bytes): that part is halved and sent, nothing is lost."""
+    port = int(matrix_bot.server.base_url.rsplit(":", 1)[1])
+    proxy = MatrixProxy(port).start()
+    try:
+        alice = humans("alice")
+        daemon = mx_daemon(dm_policy="open", homeserver=proxy.base_url)
+        bot = matrix_bot.user.user_id
+        room = alice.dm(bot)
+        alice.wait(lambda: bot in alice.members(room), "the bot to join the DM", describe=log_tail(daemon))
+        markdown, markers = big_answer(6_000)  # one part by the adapter's measure
+        fake_model.enqueue(text(markdown))
+        proxy.fail_next_send(413, {"errcode": "M_TOO_LARGE", "error": "event too large"})
+        alice.send(room, "the short report please")
+
+        def rows() -> list[str]:
+            bodies = [e.body for e in alice.seen(room, bot) if e.content.get("msgtype") == NOTICE]
+            return [m for body in bodies for m in re.findall(r"row\d{4}", body)]
+
+        alice.wait(lambda: rows() == markers, "every row, after the refused part was split", timeout=120,
+                   describe=log_tail(daemon))
+        assert "refused as too large" in daemon.log_text()
+        assert not any("could not be delivered" in e.body for e in alice.seen(room, bot))
+    finally:
+        proxy.stop()
