@@ -82,3 +82,32 @@ def test_a_part_the_homeserver_refuses_as_too_large_is_split_and_sent(
         assert not any("could not be delivered" in e.body for e in alice.seen(room, bot))
     finally:
         proxy.stop()
+
+
+def test_a_reply_resent_after_a_restart_waits_for_the_first_sync(mx_daemon, matrix_bot, humans,
+                                                                 fake_model: FakeAnthropic) -> None:
+    """Before its first /sync the client knows no rooms, and a send fails ("no such room"). A reply left
+    undelivered at a crash is resent as the daemon starts: it waits for the sync instead of failing."""
+    port = int(matrix_bot.server.base_url.rsplit(":", 1)[1])
+    proxy = MatrixProxy(port).start()
+    try:
+        alice = humans("alice")
+        # no quick retries inside the channel, and the dispatcher's next try far away: the reply waits for the restart
+        daemon = mx_daemon(dm_policy="open", homeserver=proxy.base_url, send_retries=0,
+                           env={"CLAWGATE_CHANNELS__DELIVERY_RETRY_SECONDS": "300"})
+        bot = matrix_bot.user.user_id
+        room = alice.dm(bot)
+        alice.wait(lambda: bot in alice.members(room), "the bot to join the DM", describe=log_tail(daemon))
+        proxy.fail_next_send(502, {"errcode": "M_UNKNOWN", "error": "bad gateway"})
+        alice.send(room, "are you there?")
+        alice.wait(lambda: "not delivered" in daemon.log_text(), "the first send to fail", describe=log_tail(daemon))
+        daemon.kill()
+        before = len(daemon.log_text())
+        daemon.start()
+        answers = alice.wait(lambda: [e for e in alice.seen(room, bot) if e.body == "echo: are you there?"],
+                             "the reply resent after the restart", timeout=90, describe=log_tail(daemon))
+        after = daemon.log_text()[before:]
+        assert len(answers) == 1
+        assert "not ready" not in after and "No such room" not in after and "not delivered" not in after, after[-3000:]
+    finally:
+        proxy.stop()
