@@ -228,3 +228,12 @@ def test_an_approval_written_in_a_reply_becomes_the_kits_command(text: str, comm
     from clawgate.channels.email.adapter import approval_command
 
     assert approval_command(text) == command
+
+
+def test_a_look_alike_domain_is_not_the_owners() -> None:
+    """`exаmple.test` with a Cyrillic а is another domain: compared as IDNA A-labels, never equal to the
+    owner's, and a DMARC pass for it is no pass for the owner's domain."""
+    owner = EmailSettings(owner=["owner@example.test"]).owner[0]
+    mail = read_mail(from_raw("Owner <owner@ex\u0430mple.test>"), own_address=BOT)
+    assert mail.untrusted is None and mail.sender.startswith("owner@xn--") and mail.sender != owner
+    assert verdict("owner@ex\u0430mple.test", f"{MX}; dmarc=pass header.from=example.test") is not None
