@@ -26,6 +26,7 @@ from email.policy import default as default_policy
 
 import authres
 import authres.dmarc  # noqa: F401  (registers the dmarc method's properties with the parser)
+from authres.core import AuthResError
 import idna
 
 # Obsolete RFC 5322 syntax that mail clients still write and that cannot hide another address.
@@ -115,7 +116,7 @@ def dmarc_problem(msg: EmailMessage, authserv_id: str, from_domain: str) -> str 
     for value in _raw_values(msg, "Authentication-Results"):
         try:
             parsed = _AUTHRES.parse_value(value)
-        except Exception as exc:  # authres raises its own SyntaxError and friends; any of them: unreadable
+        except (AuthResError, ValueError) as exc:
             # it may be the server's own header made unreadable by what the sender wrote: stop here
             return f"an Authentication-Results header above {authserv_id}'s cannot be read ({exc})"
         if str(parsed.authserv_id).strip().lower() != wanted:
