@@ -14,12 +14,18 @@ from clawgate.agent.bus import OutboundMessage
 
 
 class DeliveryError(Exception):
-    """A send failed. `permanent` errors (bad request, blocked by user) are never retried."""
+    """A send failed. `permanent` errors (bad request, blocked by user) are never retried.
+    `too_large`: the platform refused this one message for its size (the kit splits it and sends the
+    parts). `channel_down`: nothing can be sent on this channel now (our credentials or configuration
+    refused), so no notice of the failure is tried there either."""
 
-    def __init__(self, message: str, *, permanent: bool = False, retry_after: float | None = None) -> None:
+    def __init__(self, message: str, *, permanent: bool = False, retry_after: float | None = None,
+                 too_large: bool = False, channel_down: bool = False) -> None:
         super().__init__(message)
         self.permanent = permanent
         self.retry_after = retry_after
+        self.too_large = too_large
+        self.channel_down = channel_down
 
 
 async def run_alone(name: str, body: Callable[[], Awaitable[None]]) -> None:

@@ -81,7 +81,21 @@ def run_checks(paths: Paths, *, offline: bool = False,
             check_database(paths), check_disk(paths, disk_usage),
             *(Check(*found) for found in check_mcp(paths, settings, offline)),  # type: ignore[arg-type]
             # the channels last: a summary line, then one line per enabled channel (gateway/doctor_channels.py)
-            *(Check(*found) for found in check_channels(paths, settings, offline))]  # type: ignore[arg-type]
+            *(Check(*found) for found in check_channels(paths, settings, offline)),  # type: ignore[arg-type]
+            *check_mail_from_trust(settings)]
+
+
+def check_mail_from_trust(settings: Settings) -> list[Check]:
+    """One warning when the email channel is on without authserv_id: who a mail is from is then its
+    From header, which anyone can write (docs/email.md, From-trust)."""
+    section = settings.channels.sections().get("email")
+    if section is None or str(section.get("enabled")).lower() == "false" or section.get("authserv_id"):
+        return []
+    if section.get("enabled") is None and not (section.get("imap_host") and section.get("address")):
+        return []
+    return [Check("email from", "warn", "channels.email.authserv_id is not set: the From of a mail can be forged, and "
+                  "owner rights by mail (approvals included) rest on it",
+                  "set authserv_id to the id in your receiving server's Authentication-Results header (docs/email.md)")]
 
 
 def check_model(settings: Settings, offline: bool) -> Check:

@@ -19,6 +19,7 @@ import email.utils
 import imaplib
 import os
 import pwd
+import re
 import shutil
 import signal
 import socket
@@ -282,9 +283,15 @@ class SmtpServer:
     """aiosmtpd on a loopback port; with `users`, AUTH LOGIN/PLAIN is offered (without TLS: loopback only)."""
 
     def __init__(self, dovecot: Dovecot | None = None, users: dict[str, str] | None = None, *,
-                 tls: str | None = None, cert: tuple[Path, Path] | None = None) -> None:
-        """`tls`: None (plain), "starttls" (required before AUTH and MAIL) or "tls" (implicit), with `cert`."""
+                 tls: str | None = None, cert: tuple[Path, Path] | None = None, authserv_id: str = "",
+                 auth_required: bool = False) -> None:
+        """`tls`: None (plain), "starttls" (required before AUTH and MAIL) or "tls" (implicit), with `cert`.
+        `authserv_id`: mail put into a Dovecot inbox gets this server's Authentication-Results on top
+        (`authentication_results`), as a receiving MTA with SPF and DMARC checks writes it.
+        Without `users` no AUTH is offered (a local relay); `auth_required`: MAIL before AUTH is refused
+        with 530, as a provider's submission server does."""
         self.dovecot = dovecot
+        self.authserv_id = authserv_id
         self.users = users or {}
         self.port = free_port()
         self.sent: list[Sent] = []
@@ -292,13 +299,16 @@ class SmtpServer:
         # answers ("550 ...") to give the next ones instead of 250
         self.attempts: list[float] = []
         self.fail_next: list[str] = []
+        self.logins: list[str] = []  # every AUTH attempt's user name, refused ones too
+        self.login_sessions: set[int] = set()  # the SMTP sessions that tried AUTH (a client may try each mechanism)
         # address -> extra headers: mail to that address is answered at once by an out-of-office
         # responder that sends from it (what a vacation notice or another bot does)
         self.auto_responders: dict[str, dict[str, str]] = {}
         self._lock = threading.Lock()
         kwargs: dict[str, Any] = {}
         if self.users:
-            kwargs.update(authenticator=self._authenticate, auth_require_tls=tls == "starttls")
+            kwargs.update(authenticator=self._authenticate, auth_require_tls=tls == "starttls",
+                          auth_required=auth_required)
         if tls is not None:
             assert cert is not None, "a TLS SMTP server needs cert=(cert.pem, key.pem)"
             context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -313,6 +323,8 @@ class SmtpServer:
                       auth_data: Any) -> AuthResult:
         if isinstance(auth_data, LoginPassword):
             user, password = auth_data.login.decode(), auth_data.password.decode()
+            self.logins.append(user)
+            self.login_sessions.add(id(session))
             if self.users.get(user) == password:
                 return AuthResult(success=True, auth_data=user)
         return AuthResult(success=False, handled=False)
@@ -323,10 +335,18 @@ class SmtpServer:
         if self.dovecot is not None:
             for rcpt in sent.rcpt_tos:
                 if rcpt in self.dovecot.passwords:
-                    self.dovecot.append(rcpt, sent.raw)
+                    self.dovecot.append(rcpt, self.as_received(sent))
         for rcpt in sent.rcpt_tos:
             if rcpt in self.auto_responders and sent.mail_from:
                 self.record(Sent(rcpt, [sent.mail_from], self._out_of_office(rcpt, sent), None))
+
+    def as_received(self, sent: Sent) -> bytes:
+        """The message as the receiving server stores it: with `authserv_id`, its verdict on top. Like
+        a server that does not strip them, copies the sender wrote themselves stay below."""
+        if not self.authserv_id:
+            return sent.raw
+        line = f"Authentication-Results: {self.authserv_id}; {authentication_results(sent.mail_from, sent.raw)}\r\n"
+        return line.encode() + sent.raw
 
     def _out_of_office(self, responder: str, original: Sent) -> bytes:
         asked = original.message
@@ -352,6 +372,29 @@ class SmtpServer:
 
     def stop(self) -> None:
         self.controller.stop()
+
+
+_FROM_LINE = re.compile(rb"^From:[ \t]*(.*(?:\r?\n[ \t].*)*)", re.IGNORECASE | re.MULTILINE)
+
+
+def authentication_results(mail_from: str, raw: bytes) -> str:
+    """What a receiving server's SPF and DMARC checks write for this mail (RFC 8601 results): SPF passes
+    for the envelope sender's domain (every test host may send for its domain), and DMARC passes when
+    the From header's domain is that domain. The From domain is read as DMARC verifiers read it: the
+    domain of the address in angle brackets, else after the last '@'. The envelope sender is copied into
+    a comment, as servers do ("domain of ... designates ...")."""
+    envelope_domain = mail_from.rpartition("@")[2].lower()
+    head = raw.split(b"\r\n\r\n", 1)[0].split(b"\n\n", 1)[0]
+    froms = [m.group(1).decode("utf-8", "replace") for m in _FROM_LINE.finditer(head)]
+    spf = (f"spf=pass (domain of {mail_from} designates 127.0.0.1 as permitted sender) "
+           f"smtp.mailfrom={envelope_domain}")
+    if len(froms) != 1:
+        return f"{spf}; dmarc=permerror"
+    angle = re.findall(r"<[^<>]*@([^<>@\s]+)>", froms[0])
+    bare = re.findall(r"@([^\s<>@,;]+)", froms[0])
+    from_domain = (angle[-1] if angle else bare[-1] if bare else "").lower()
+    verdict = "pass" if from_domain and from_domain == envelope_domain else "fail"
+    return f"{spf}; dmarc={verdict} (p=reject) header.from={from_domain or 'unknown'}"
 
 
 def send(smtp: SmtpServer, raw: bytes | EmailMessage, mail_from: str, to: list[str]) -> None:

@@ -1,8 +1,8 @@
 """The email adapter: a mailbox read over IMAP, answers sent over SMTP, on the channel kit.
 
 Per mail, in UID order: fetch it (without marking it read), drop what must never be answered
-(machine-sent, list or bulk mail, bounces, our own mail, an unauthenticated From when authserv_id is
-set, a sender the access rules do not admit: a stranger gets no answer at all, so a forged From never
+(machine-sent, list or bulk mail, bounces, our own mail, a From that does not name exactly one address
+cleanly or, with authserv_id set, that the receiving server's DMARC check did not confirm, a sender the access rules do not admit: a stranger gets no answer at all, so a forged From never
 gets mail), hand the rest to the kit, and only after `kit.receive` returned save (UIDVALIDITY, UID).
 A crash between the two re-reads that mail after a restart; the kit knows its Message-ID and does
 not answer it twice. A changed UIDVALIDITY (the server renumbered the folder) re-reads the mail of
@@ -159,8 +159,13 @@ class EmailAdapter(PlatformAdapter):
         if fetched is None:
             return
         raw, size = fetched
-        mail = read_mail(raw, own_address=s.address, authserv_id=s.authserv_id,
-                         fallback_id=f"uid{box.uidvalidity}.{uid}")
+        try:
+            mail = read_mail(raw, own_address=s.address, authserv_id=s.authserv_id,
+                             fallback_id=f"uid{box.uidvalidity}.{uid}")
+        except Exception as exc:  # noqa: BLE001 - a mail the email package chokes on must not stop the mailbox
+            self.kit.log.warning("email: UID %s cannot be read (%s: %s); not answered, left in %s", uid,
+                                 type(exc).__name__, exc, s.imap_folder)
+            return
         if size > s.max_message_bytes:
             mail = replace(mail, text=f"[A mail of {size} bytes arrived, over the {s.max_message_bytes} bytes "
                                       "this channel reads (channels.email.max_message_bytes); only its subject "
@@ -187,8 +192,8 @@ class EmailAdapter(PlatformAdapter):
     def _never_answer(self, mail: MailIn) -> str | None:
         if mail.automatic:
             return mail.automatic
-        if mail.authenticated is False:
-            return f"From {mail.sender} not confirmed by {self.settings.authserv_id}'s Authentication-Results"
+        if mail.untrusted:
+            return f"the From is not believed: {mail.untrusted}"
         sender = Sender(user_id=mail.sender)
         # A stranger is never answered, not even once: with mail, the From can be anyone's address.
         verdict = decide(self.kit.policy, sender, private=True,

@@ -16,6 +16,8 @@ from email.utils import formatdate, make_msgid
 
 from markdown_it import MarkdownIt
 
+from .identity import clean_header_text
+
 _RE = re.compile(r"^\s*((re|aw|sv|antw|vs)\s*(\[\d+\])?\s*:\s*)+", re.IGNORECASE)
 MAX_REFERENCES = 20  # long threads: the first and the latest ids are what mail clients thread by
 # CommonMark with tables and strikethrough; raw HTML in the Markdown is escaped, never passed through.
@@ -66,7 +68,8 @@ def compose(*, sender: str, display_name: str, to: str, subject: str, markdown: 
     local, _, domain = sender.partition("@")
     msg["From"] = Address(display_name=display_name, username=local, domain=domain) if display_name else sender
     msg["To"] = to
-    msg["Subject"] = reply_subject(subject) if parent else subject
+    # the subject may be an incoming mail's: a CR or LF in it would make the header (and the answer) fail
+    msg["Subject"] = reply_subject(clean_header_text(subject)) if parent else clean_header_text(subject)
     msg["Date"] = formatdate(localtime=False, usegmt=True)
     msg["Message-ID"] = message_id or new_message_id(sender)
     if parent:

@@ -14,15 +14,16 @@ import email.policy
 import re
 from dataclasses import dataclass
 from email.message import EmailMessage
-from email.utils import parseaddr
 
 from mailparser_reply import EmailReplyParser
 
 from clawgate.agent.tools.web import html_to_text
 
+from .identity import FromAddress, canonical_address, clean_header_text, dmarc_problem, read_from
+
 # Quote headers ("On … wrote:") and signatures are recognised in these languages.
 REPLY_LANGUAGES = ["en", "de", "fr", "es", "it", "nl", "pl", "sv", "da", "cs"]
-_ID = re.compile(r"<[^<>\s]+>")
+_ID = re.compile(r"<[!-;=?-~]+>")  # printable ASCII only: an id goes back out in our References
 _NULL_SENDERS = ("mailer-daemon", "postmaster")
 
 
@@ -38,14 +39,15 @@ class MailIn:
     """What the adapter needs from one message; `automatic` is the reason it must not be answered."""
 
     message_id: str                 # "<id@host>", as in the header (a synthetic one when it had none)
-    sender: str                     # the From address, lower-cased; replies go here only (never Reply-To)
-    display: str
-    subject: str
+    sender: str                     # the From address, canonical (identity.canonical_address); replies go here only
+    display: str                    # the From display name, cleaned for headers
+    subject: str                    # cleaned for headers: no CR, LF or other control characters
     text: str                       # the new part of the body: quoted history and signature removed
     references: tuple[str, ...]     # the thread so far (References, then In-Reply-To), oldest first
     attachments: tuple[Attachment, ...]
     automatic: str | None           # e.g. "Auto-Submitted: auto-replied"; None: a person wrote it
-    authenticated: bool | None      # None: not checked; else the configured Authentication-Results verdict
+    untrusted: str | None           # why the From names nobody for sure (identity.read_from), or why the
+                                    # configured server did not confirm it (dmarc_problem); None: trusted
 
 
 def parse_bytes(raw: bytes) -> EmailMessage:
@@ -56,7 +58,7 @@ def message_ids(value: str | None) -> list[str]:
     return _ID.findall(value or "")
 
 
-def automatic_reason(msg: EmailMessage, own_address: str) -> str | None:
+def automatic_reason(msg: EmailMessage, own_address: str, sender: FromAddress | None = None) -> str | None:
     """Why this message is machine-sent or list mail (never answered), or None for a person's mail."""
     auto = str(msg.get("Auto-Submitted", "")).strip().lower()
     if auto and not auto.startswith("no"):
@@ -72,32 +74,25 @@ def automatic_reason(msg: EmailMessage, own_address: str) -> str | None:
         return "null return path (a bounce)"
     if msg.get_content_type() == "multipart/report":
         return "delivery or read report"
-    sender = parseaddr(str(msg.get("From", "")))[1].lower()
-    if not sender or "@" not in sender:
+    address = (sender or read_from(msg)).address
+    if not address or "@" not in address:
         return "no usable From address"
-    if sender.split("@", 1)[0] in _NULL_SENDERS:
-        return f"sent by {sender}"
-    if sender == own_address.lower():
+    if address.split("@", 1)[0] in _NULL_SENDERS:
+        return f"sent by {address}"
+    if address == canonical_address(own_address):
         return "sent by this address itself"
     return None
 
 
-def authentication_passed(msg: EmailMessage, authserv_id: str) -> bool:
-    """True when an Authentication-Results header from `authserv_id` (the receiving server, which
-    strips forged copies of its own header) reports dmarc=pass, or dkim=pass for the From domain."""
-    sender_domain = parseaddr(str(msg.get("From", "")))[1].rpartition("@")[2].lower()
-    for header in msg.get_all("Authentication-Results", []):
-        value = str(header)
-        serv, _, results = value.partition(";")
-        if serv.strip().split()[0:1] != [authserv_id]:
-            continue
-        lowered = results.lower()
-        if re.search(r"\bdmarc=pass\b", lowered):
-            return True
-        for match in re.finditer(r"\bdkim=pass\b[^;]*?header\.d=([\w.-]+)", lowered):
-            if match.group(1) == sender_domain:
-                return True
-    return False
+def trust_problem(msg: EmailMessage, sender: FromAddress, authserv_id: str) -> str | None:
+    """Why the From of this mail is not to be believed (never answered), or None. Without `authserv_id`
+    only the header's own soundness is checked (docs/email.md: From-trust)."""
+    if sender.problem:
+        return sender.problem
+    if not authserv_id:
+        return None
+    problem = dmarc_problem(msg, authserv_id, sender.address.rpartition("@")[2])
+    return f"{sender.address}: {problem}" if problem else None
 
 
 def new_text(body: str) -> str:
@@ -138,7 +133,7 @@ def _attachments(msg: EmailMessage) -> tuple[Attachment, ...]:
 def read_mail(raw: bytes, *, own_address: str, authserv_id: str = "", fallback_id: str = "") -> MailIn:
     """Parse one message as fetched from IMAP."""
     msg = parse_bytes(raw)
-    display, sender = parseaddr(str(msg.get("From", "")))
+    sender = read_from(msg)
     ids = message_ids(str(msg.get("Message-ID", "")))
     references = message_ids(str(msg.get("References", "")))
     for parent in message_ids(str(msg.get("In-Reply-To", ""))):
@@ -146,9 +141,9 @@ def read_mail(raw: bytes, *, own_address: str, authserv_id: str = "", fallback_i
             references.append(parent)
     return MailIn(
         message_id=ids[0] if ids else f"<{fallback_id or 'unknown'}@clawgate.invalid>",
-        sender=sender.lower(), display=display, subject=str(msg.get("Subject", "")).strip(),
+        sender=sender.address, display=sender.display, subject=clean_header_text(str(msg.get("Subject", ""))),
         text=new_text(_body(msg)), references=tuple(references), attachments=_attachments(msg),
-        automatic=automatic_reason(msg, own_address),
-        authenticated=authentication_passed(msg, authserv_id) if authserv_id else None,
+        automatic=automatic_reason(msg, own_address, sender),
+        untrusted=trust_problem(msg, sender, authserv_id),
     )
 

@@ -6,9 +6,11 @@ import ipaddress
 import ssl
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from clawgate.config.access import AccessSettings, DmPolicy
+
+from .identity import canonical_address
 
 Security = Literal["tls", "starttls", "none"]
 IMAP_PORTS = {"tls": 993, "starttls": 143, "none": 143}
@@ -42,6 +44,8 @@ class EmailSettings(AccessSettings):
     smtp_host: str = Field("", description="default: imap_host")
     smtp_port: int | None = Field(None, ge=1, le=65535, description="default: 465 for tls, 587 for starttls, 25 for none")
     smtp_tls: Security = "starttls"
+    smtp_auth: bool = Field(True, description=(
+        "log in to the SMTP server (AUTH); false for a relay that takes mail without login (a local MTA)"))
     smtp_username: str = Field("", description="default: username")
     smtp_password: str = Field("", description="default: password")
     ca_file: str = Field("", description=(
@@ -55,8 +59,16 @@ class EmailSettings(AccessSettings):
     max_message_bytes: int = Field(25 * 1024 * 1024, ge=1024, description=(
         "a larger incoming mail is not downloaded: the agent is told its sender, subject and size only"))
     authserv_id: str = Field("", description=(
-        "when set, only mail whose Authentication-Results header from this server id says dmarc=pass "
-        "(or dkim=pass for the From domain) counts as from its From address; other mail is not answered"))
+        "the id your receiving server writes in its Authentication-Results header: when set, a mail counts "
+        "as from its From address only when the topmost such header says dmarc=pass for the From domain; "
+        "other mail is not answered. Unset, the From address can be forged and owner rights by mail rest on it"))
+
+    @field_validator("owner", "allow_from", mode="after")
+    @classmethod
+    def _addresses_as_mail_is_read(cls, entries: list[str]) -> list[str]:
+        """Spelled as incoming From addresses are (lower case, IDNA domain): `Owner@Exämple.test` matches
+        mail from owner@xn--exmple-cua.test."""
+        return [canonical_address(entry) if "@" in entry else entry for entry in entries]
 
     @model_validator(mode="after")
     def _plain_only_on_loopback(self) -> "EmailSettings":
@@ -99,6 +111,7 @@ class EmailSettings(AccessSettings):
 
     @property
     def smtp_login(self) -> tuple[str, str] | None:
-        """(user, password) for SMTP AUTH, or None to send without logging in (a local relay)."""
-        password = self.smtp_password or self.password
-        return (self.smtp_username or self.login, password) if password else None
+        """(user, password) for SMTP AUTH, or None to send without logging in (smtp_auth = false: a relay)."""
+        if not self.smtp_auth:
+            return None
+        return (self.smtp_username or self.login, self.smtp_password or self.password)

@@ -4,7 +4,11 @@ A reply is rendered by the adapter into chunks under the platform's limit and se
 Per chunk: a rate limit's `retry_after` is waited out (a very long one hands the reply back to the
 dispatcher, which retries it later); other temporary failures are retried a bounded number of
 times with exponential backoff; permanent ones (a bad request, blocked by the user) are never
-retried and reach the dispatcher, which reports them. A send that may have reached the platform
+retried and reach the dispatcher, which reports them — and the user gets a short notice on the same
+channel saying what failed and where the whole answer is (its session's history on the web page),
+unless the channel itself is down (`channel_down`: our credentials refused), where no notice could
+go either. A chunk the platform refuses as too large (`too_large`: the adapter's measure was off,
+e.g. encryption grew it) is split in halves and each half sent, down to a sixteenth. A send that may have reached the platform
 (Unconfirmed) counts as sent: a duplicate is the failure users complain about most. How many
 chunks went out is recorded, so a reply sent again (after a failure or a restart) resumes after
 the last sent chunk. The dispatcher acknowledges the outbox row only when this returned.
@@ -22,7 +26,21 @@ from clawgate.channels.base import DeliveryError
 
 from .adapter import PlatformAdapter, Target, Unconfirmed
 from .forward import RoutedAdapter
+from .markdown import split_markdown
 from .store import ChannelStore
+
+MAX_SPLITS = 4  # a chunk refused as too large is halved at most this often (down to 1/16 of it)
+REASON_CHARS = 200  # how much of the platform's error a notice of an undelivered answer quotes
+
+
+def undelivered_notice(msg: OutboundMessage, exc: DeliveryError) -> str:
+    """The line a user gets when an answer could not be delivered to them for good."""
+    reason = " ".join(str(exc).split())
+    reason = reason if len(reason) <= REASON_CHARS else reason[:REASON_CHARS - 1] + "…"
+    where = f" (session `{msg.session_key}`)" if msg.session_key else ""
+    what = "A file" if msg.file is not None else "An answer"
+    return (f"⚠️ {what} could not be delivered here: {reason}. The whole answer is kept in this conversation's "
+            f"history on the gateway's web page{where}.")
 
 
 class Delivery:
@@ -39,9 +57,18 @@ class Delivery:
         self._sleep = sleep
 
     async def send(self, msg: OutboundMessage, target: Target) -> None:
-        """Deliver a reply in order, chunk by chunk; a chunk already sent is never sent again."""
-        if msg.file is not None:
-            return await self.send_file(msg, target)
+        """Deliver a reply in order, chunk by chunk; a chunk already sent is never sent again. A permanent
+        failure tells the user on this channel (undelivered_notice), then goes to the dispatcher."""
+        try:
+            if msg.file is not None:
+                return await self.send_file(msg, target)
+            await self._send_text(msg, target)
+        except DeliveryError as exc:
+            if exc.permanent and not exc.channel_down:
+                await self._tell_undelivered(msg, target, exc)
+            raise
+
+    async def _send_text(self, msg: OutboundMessage, target: Target) -> None:
         text = f"⚠️ {msg.text}" if msg.kind == "error" else msg.text
         chunks = self.adapter.render(text)
         done = self.store.chunks_sent(msg.id)
@@ -49,12 +76,42 @@ class Delivery:
             if index < done:
                 continue
             try:
-                await self.send_chunk(target if index == 0 else replace(target, reply_to=None), chunk)
+                await self.send_fitting(target if index == 0 else replace(target, reply_to=None), chunk)
             except Unconfirmed as exc:
                 self.log.warning("reply %s part %d/%d unconfirmed (%s); not resent, to avoid a duplicate",
                                  msg.id, index + 1, len(chunks), exc)
             if len(chunks) > 1:
                 self.store.record_chunk(msg.id, index + 1)
+
+    async def send_fitting(self, target: Target, chunk: str, depth: int = 0) -> None:
+        """One chunk; refused as too large, its Markdown (the chunk, or its `source`) is halved, each half
+        rendered and sent. A crash among the halves sends the chunk's halves again (at most one chunk)."""
+        try:
+            await self.send_chunk(target, chunk)
+            return
+        except DeliveryError as exc:
+            if not exc.too_large or depth >= MAX_SPLITS:
+                raise
+            source = str(getattr(chunk, "source", None) or chunk)
+            halves = split_markdown(source, max(1, len(source) // 2 + 1))
+            if len(halves) < 2:
+                raise
+            parts = [part for half in halves for part in self.adapter.render(half)]
+            self.log.warning("a part of %d characters was refused as too large (%s); sending it as %d smaller parts",
+                             len(source), exc, len(parts))
+        for number, part in enumerate(parts):
+            try:
+                await self.send_fitting(target if number == 0 else replace(target, reply_to=None), part, depth + 1)
+            except Unconfirmed as exc:
+                self.log.warning("a smaller part unconfirmed (%s); not resent, to avoid a duplicate", exc)
+
+    async def _tell_undelivered(self, msg: OutboundMessage, target: Target, exc: DeliveryError) -> None:
+        """The user's notice of a permanent failure: tried once, never itself followed by another."""
+        try:
+            for chunk in self.adapter.render(undelivered_notice(msg, exc)):
+                await self.send_fitting(replace(target, reply_to=None), chunk)
+        except (DeliveryError, Unconfirmed) as failed:
+            self.log.warning("the notice that reply %s was not delivered could not be sent either: %s", msg.id, failed)
 
     async def send_file(self, msg: OutboundMessage, target: Target) -> None:
         """A file from the agent's send_file, sent once: recorded as this message's one part when sent.

@@ -104,7 +104,8 @@ async def execute(adapter: PlatformAdapter, op: str, args: Any, log: logging.Log
         log.warning("refused a forwarded call: %s", exc)
         return {"error": "delivery", "message": str(exc), "permanent": True, "retry_after": None}
     except DeliveryError as exc:
-        return {"error": "delivery", "message": str(exc), "permanent": exc.permanent, "retry_after": exc.retry_after}
+        return {"error": "delivery", "message": str(exc), "permanent": exc.permanent, "retry_after": exc.retry_after,
+                "too_large": exc.too_large, "channel_down": exc.channel_down}
     except Unconfirmed as exc:
         return {"error": "unconfirmed", "message": str(exc)}
     except NotImplementedError as exc:
@@ -126,7 +127,8 @@ def unwrap(envelope: Envelope, name: str) -> Any:
         raise NotImplementedError(message)
     retry_after = envelope.get("retry_after")
     raise DeliveryError(message, permanent=kind == "delivery" and bool(envelope.get("permanent")),
-                        retry_after=float(retry_after) if isinstance(retry_after, (int, float)) else None)
+                        retry_after=float(retry_after) if isinstance(retry_after, (int, float)) else None,
+                        too_large=bool(envelope.get("too_large")), channel_down=bool(envelope.get("channel_down")))
 
 
 class RoutedAdapter:

@@ -56,6 +56,7 @@ from clawgate.channels.kit.probe import ProbeResult
 from clawgate.channels.matrix import events as ev
 from clawgate.channels.matrix.render import notice_content
 from clawgate.channels.matrix.settings import MatrixSettings
+from clawgate.channels.matrix.size import event_bytes, fit_events
 from clawgate.config.paths import Paths
 
 MAX_CHARS = 24_000  # the default max_message_bytes: body and HTML together stay under Synapse's 64 KiB per event
@@ -108,6 +109,9 @@ class MatrixAdapter(PlatformAdapter):
         self.display_name: str | None = None
         self._typing: set[str] = set()  # rooms where the bot shows "typing" now
         self.e2e = False  # end-to-end encryption on (settings.encryption and vodozemac installed)
+        # set once the first /sync after a connect is in: before it the client knows no rooms, and a send
+        # (a reply resent after a restart) would fail as "no such room" and burn its retries
+        self.synced = asyncio.Event()
 
     # --- connecting -------------------------------------------------------------------------------
     @classmethod
@@ -121,6 +125,7 @@ class MatrixAdapter(PlatformAdapter):
     async def connect(self) -> None:
         """Log in (token or password; the device id is kept so a restart is the same device)."""
         s = self.settings
+        self.synced.clear()
         self.e2e = s.encryption and e2e_available()
         config = AsyncClientConfig(max_limit_exceeded=0, max_timeouts=0, encryption_enabled=self.e2e,
                                    store_sync_tokens=False, request_timeout=s.request_timeout_seconds)
@@ -206,6 +211,7 @@ class MatrixAdapter(PlatformAdapter):
                     raise ChannelAuthError("channels.matrix: the homeserver no longer accepts the bot's login "
                                            "(M_UNKNOWN_TOKEN); log in again or set a new access_token")
                 raise ChannelUnavailable(f"/sync failed: {resp}")
+            self.synced.set()  # the client has the rooms now (set before handling: a handler may send)
             await self._handle_sync(resp, since)
             self.kit.store.save_cursor(resp.next_batch)
             if self.e2e:
@@ -407,9 +413,10 @@ class MatrixAdapter(PlatformAdapter):
 
     # --- sending ----------------------------------------------------------------------------------
     def render(self, markdown: str) -> list[str]:
-        """Chunks stay Markdown here (measured in UTF-8 bytes, what the homeserver limits); send_text makes
-        each one a notice with its HTML."""
-        return split_markdown(markdown, self.settings.max_message_bytes, measure=_utf8_len)
+        """Chunks stay Markdown here: at most max_message_bytes of text, and each one's event (body, HTML,
+        encryption: channels/matrix/size.py) under the homeserver's limit; send_text makes each a notice."""
+        pieces = split_markdown(markdown, self.settings.max_message_bytes, measure=_utf8_len)
+        return fit_events(pieces, lambda piece: event_bytes(notice_content(piece, to_plain(piece)), encrypted=self.e2e))
 
     def _relation(self, target: Target) -> dict[str, Any]:
         if target.thread_id:
@@ -435,9 +442,21 @@ class MatrixAdapter(PlatformAdapter):
         key = "\0".join((target.chat_id, target.thread_id or "", target.reply_to, text))
         return "cg" + hashlib.sha256(key.encode()).hexdigest()[:40]
 
+    async def _first_sync(self) -> None:
+        """Wait (bounded) until the client knows its rooms; a DeliveryError to retry later otherwise."""
+        if self.synced.is_set():
+            return
+        wait = self.settings.request_timeout_seconds + self.settings.sync_timeout_seconds
+        try:
+            await asyncio.wait_for(self.synced.wait(), timeout=wait)
+        except asyncio.TimeoutError:
+            raise DeliveryError("matrix has not finished its first sync (the rooms are not known yet)",
+                                retry_after=5.0) from None
+
     async def _send(self, room_id: str, event_type: str, content: dict[str, Any], txn_id: str | None = None) -> str:
         if self.client is None:
             raise DeliveryError("matrix is not connected")
+        await self._first_sync()
         try:
             resp = await self.client.room_send(room_id, event_type, content, tx_id=txn_id,
                                                ignore_unverified_devices=True)
@@ -453,12 +472,15 @@ class MatrixAdapter(PlatformAdapter):
             raise DeliveryError(f"rate limited: {resp}", retry_after=(retry or 1000) / 1000)
         transport = getattr(resp, "transport_response", None)
         status = getattr(transport, "status", 0) or 0
+        if code == "M_TOO_LARGE" or status == 413:
+            raise DeliveryError(f"the homeserver refused the event as too large: {resp}", permanent=True, too_large=True)
         raise DeliveryError(f"send refused: {resp}", permanent=400 <= status < 500 or code in _AUTH_CODES)
 
     async def send_file(self, target: Target, name: str, data: bytes, caption: str) -> str:
         """Upload to the media repository (encrypted in an encrypted room), then an m.file event naming it."""
         if self.client is None:
             raise DeliveryError("matrix is not connected")
+        await self._first_sync()
         room = self.client.rooms.get(target.chat_id)
         encrypt = self.e2e and room is not None and room.encrypted
         mime = mimetypes.guess_type(name)[0] or "application/octet-stream"

@@ -150,8 +150,12 @@ def test_a_permanent_error_is_not_retried(platform: PlatformHarness, channel_dae
     platform.inject_permanent_error()
     platform.send_dm(platform.owner, "this one is refused")
     wait_until(lambda: len(platform.send_attempts()) > before, "the refused attempt")
+    # the user is told on the channel what failed and where the whole answer is: one more send, no retry
+    wait_until(lambda: any("could not be delivered here" in r for r in platform.replies(chat)), "the notice")
     wait_past(settle_window())
-    assert len(platform.send_attempts()) == before + 1 and "echo: this one is refused" not in platform.replies(chat)
+    assert len(platform.send_attempts()) == before + 2 and "echo: this one is refused" not in platform.replies(chat)
+    (notice,) = [r for r in platform.replies(chat) if "could not be delivered here" in r]
+    assert "web page" in notice
     platform.send_dm(platform.owner, "still there?")  # the channel keeps serving
     wait_until(lambda: "echo: still there?" in platform.replies(chat), "the next reply")
 

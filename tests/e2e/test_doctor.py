@@ -192,3 +192,22 @@ def test_exec_path_names_the_version_managers_exec_may_run(tmp_path: Path, monke
     assert "tools.exec.sandbox_read_paths" in check.fix
     off = Settings.model_validate({"tools": {"exec": {"sandbox": "off"}}})
     assert doctor.check_exec_path(off, {"PATH": search}).status == "skip"
+
+
+def test_mail_without_authserv_id_says_from_can_be_forged(home) -> None:
+    mail = {"CLAWGATE_CHANNELS__EMAIL__ADDRESS": "bot@example.test", "CLAWGATE_CHANNELS__EMAIL__IMAP_HOST": "127.0.0.1",
+            "CLAWGATE_CHANNELS__EMAIL__PASSWORD": "pw"}
+    code, checks, _ = run_doctor(home, "--offline", env=mail)
+    warning = checks["email from"]
+    assert warning["status"] == "warn" and "can be forged" in warning["detail"] and "approvals" in warning["detail"]
+    assert "authserv_id" in warning["fix"]
+    assert any("email from" in line and "can be forged" in line for line in text_doctor_env(home, mail).splitlines())
+    _, checks, _ = run_doctor(home, "--offline", env={**mail, "CLAWGATE_CHANNELS__EMAIL__AUTHSERV_ID": "mx.example.test"})
+    assert "email from" not in checks
+    _, checks, _ = run_doctor(home, "--offline")
+    assert "email from" not in checks  # no mail channel, nothing to say
+
+
+def text_doctor_env(proc: DaemonProcess, env: dict[str, str]) -> str:
+    return subprocess.run([sys.executable, "-m", "clawgate.gateway.cli", "doctor", "--offline"], env={**proc.env, **env},
+                          cwd=ROOT, capture_output=True, text=True, timeout=60).stdout

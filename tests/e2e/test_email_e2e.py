@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 
+from tests.email_servers import SmtpServer
 from tests.email_support import (DELIVERY_RETRY, RETRY_BASE, MailWorld, dovecot, mail_daemon,  # noqa: F401
                                   mail_world, plain)
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
+from tests.harness import DaemonProcess
 from tests.telegram_support import user_texts
 from tests.waiting import wait_past, wait_until
 
@@ -208,17 +211,6 @@ def test_pairing_where_enabled_mails_a_code_and_the_owner_admits(mail_daemon, ma
     wait_until(lambda: "echo: now can we talk?" in w.texts(w.stranger), "the paired sender answered")
 
 
-def test_with_authserv_id_only_authenticated_mail_is_answered(mail_daemon, mail_world: MailWorld) -> None:
-    mail_daemon(authserv_id="mx.example.test")
-    w = mail_world
-    w.mail(w.owner, "forged, no verdict")
-    w.mail(w.owner, "forged verdict from elsewhere", headers={"Authentication-Results": "evil.test; dmarc=pass"})
-    w.mail(w.owner, "really me", headers={"Authentication-Results": "mx.example.test; dmarc=pass"})
-    w.wait_replies(w.owner, 1)
-    wait_past(RESEND_WINDOW)
-    assert w.texts(w.owner) == ["echo: really me"]
-
-
 def test_send_file_arrives_as_an_attachment_in_the_thread(mail_daemon, mail_world: MailWorld,
                                                           fake_model: FakeAnthropic) -> None:
     daemon = mail_daemon()
@@ -234,3 +226,53 @@ def test_send_file_arrives_as_an_attachment_in_the_thread(mail_daemon, mail_worl
     assert plain(with_file).strip() == "The invoice."
     assert with_file["In-Reply-To"] == asked and with_file["Subject"] == "Re: Invoice"
     assert any(plain(m).strip() == "Attached." for m in mails)
+
+
+def test_a_local_relay_without_auth_sends_the_answers(mail_daemon, mail_world: MailWorld) -> None:
+    w = mail_world
+    provider, w.smtp = w.smtp, SmtpServer(w.dovecot).start()  # a relay that offers no AUTH
+    try:
+        mail_daemon(smtp_auth=False)
+        w.mail(w.owner, "through the relay")
+        (reply,) = w.wait_replies(w.owner, 1)
+        assert plain(reply).strip() == "echo: through the relay"
+        assert w.smtp.logins == [] and [s.login for s in w.smtp.sent if w.owner in s.rcpt_tos] == [None]
+    finally:
+        w.smtp.stop()
+        w.smtp = provider  # the fixture stops its own
+
+
+def test_a_refused_smtp_login_is_one_line_naming_the_fix_and_not_retried(mail_daemon, mail_world: MailWorld) -> None:
+    daemon = mail_daemon(smtp_password="not-the-password")
+    w = mail_world
+    w.mail(w.owner, "will you answer?")
+    wait_until(lambda: "refused the login" in daemon.log_text(), "the refused login in the log", describe=w.describe)
+    wait_past(RESEND_WINDOW * 3)
+    # one SMTP session tried to log in (once per mechanism the server offers): a refusal is not retried
+    assert len(w.smtp.login_sessions) == 1 and set(w.smtp.logins) == {w.bot} and w.replies(w.owner) == []
+    lines = [line for line in daemon.log_text().splitlines() if "refused the login" in line]
+    assert len(lines) == 1 and "smtp_password" in lines[0], lines
+    assert w.dovecot.passwords[w.bot] not in daemon.log_text()
+
+
+def test_a_refused_imap_login_fails_the_channel_with_one_line_and_no_retries(mail_world: MailWorld,
+                                                                             fake_model: FakeAnthropic,
+                                                                             tmp_path: Path) -> None:
+    w = mail_world
+    w.settings["password"] = "not-the-password"
+    daemon = DaemonProcess(tmp_path / "home", anthropic_url=fake_model.base_url)
+    daemon.init()
+    with (daemon.home / "config.toml").open("a") as config:
+        config.write(w.section())
+    w.daemon = daemon.start()
+    try:
+        wait_until(lambda: "refused the login for" in daemon.log_text(), "the refused IMAP login in the log",
+                   describe=w.describe)
+        wait_past(8.0)  # the channel runner's reconnect backoff starts at 1 s: a retry would have come
+        refused = [line for line in daemon.log_text().splitlines() if "refused the login for" in line]
+        assert len(refused) == 1 and "channels.email.username / password" in refused[0], refused
+        attempts = [line for line in w.dovecot.log().splitlines() if "auth failed" in line and w.bot in line]
+        assert len(attempts) == 1, attempts
+        assert "not-the-password" not in daemon.log_text()
+    finally:
+        daemon.kill()

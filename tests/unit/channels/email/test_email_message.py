@@ -74,16 +74,98 @@ def test_attachments_are_read_with_name_type_and_bytes() -> None:
     assert mail.text == "see attached"
 
 
-def test_authentication_results_from_the_configured_server_only() -> None:
-    good = raw("Authentication-Results: mx.example.test; dkim=pass header.d=example.test; dmarc=pass\r\n")
-    forged = raw("Authentication-Results: evil.example; dmarc=pass\r\n")
-    failed = raw("Authentication-Results: mx.example.test; dmarc=fail\r\n")
-    dkim_only = raw("Authentication-Results: mx.example.test; dkim=pass header.d=example.test\r\n")
-    other_domain = raw("Authentication-Results: mx.example.test; dkim=pass header.d=attacker.test\r\n")
-    verdicts = [read_mail(m, own_address=BOT, authserv_id="mx.example.test").authenticated
-                for m in (good, forged, failed, dkim_only, other_domain)]
-    assert verdicts == [True, False, False, True, False]
-    assert read_mail(good, own_address=BOT).authenticated is None
+MX = "mx.example.test"
+
+
+def from_raw(sender: str, above: str = "", subject: str = "Plans") -> bytes:
+    """A mail with this From header as written; `above`: header lines the receiving server put on top."""
+    return (f"{above}From: {sender}\r\nTo: {BOT}\r\nSubject: {subject}\r\nMessage-ID: <m1@example.test>\r\n"
+            "Content-Type: text/plain; charset=utf-8\r\n\r\nHello\r\n").encode()
+
+
+@pytest.mark.parametrize("sender, why", [
+    ("owner@example.test <attacker@evil.example>", "does not parse cleanly"),  # RFC 5322: the angle address
+    ("owner@example.test, attacker@evil.example", "names 2 addresses"),
+    ("Team: owner@example.test;", "names 1 addresses"),  # a group is nobody in particular
+    ("=?utf-8?q?owner=40example.test?=", "does not parse cleanly"),  # an encoded word is no address
+    ("=?utf-8?q?owner@example.test?= <attacker@evil.example>", "is another address"),
+    ("=?utf-8?b?b3duZXJAZXhhbXBsZS50ZXN0?= <attacker@evil.example>", "is another address"),
+    ('"owner@example.test" <attacker@evil.example>', "is another address"),
+    ("<@example.test:attacker@evil.example>", "does not parse cleanly"),  # obsolete source route
+    ("owner@[127.0.0.1]", "no valid domain"),
+    ("=?utf-8?q?Al=0D=0Aice?= <alice@example.test>", "cannot be read"),  # a name that would break a header
+])
+def test_a_from_that_does_not_name_one_address_cleanly_names_nobody(sender: str, why: str) -> None:
+    mail = read_mail(from_raw(sender), own_address=BOT)
+    assert mail.untrusted is not None and why in mail.untrusted
+
+
+def test_two_from_headers_name_nobody() -> None:
+    mail = read_mail(from_raw("owner@example.test", above="From: attacker@evil.example\r\n"), own_address=BOT)
+    assert mail.untrusted == "2 From headers"
+
+
+@pytest.mark.parametrize("sender, address, display", [
+    ("John Q. Public <john@example.test>", "john@example.test", "John Q. Public"),  # the common obsolete period
+    ('"owner@example.test" <Owner@Example.TEST>', "owner@example.test", "owner@example.test"),  # name = its address
+    ("Ö <owner@exämple.test>", "owner@xn--exmple-cua.test", "Ö"),  # IDN: compared as DNS and DMARC do
+])
+def test_a_clean_from_names_its_address_canonically(sender: str, address: str, display: str) -> None:
+    mail = read_mail(from_raw(sender), own_address=BOT)
+    assert (mail.sender, mail.display, mail.untrusted) == (address, display, None)
+
+
+def verdict(sender: str, *results: str) -> str | None:
+    above = "".join(f"Authentication-Results: {r}\r\n" for r in results)
+    return read_mail(from_raw(sender, above), own_address=BOT, authserv_id=MX).untrusted
+
+
+def test_dmarc_pass_from_the_configured_server_for_the_from_domain_is_believed() -> None:
+    assert verdict("owner@example.test", f"{MX}; dkim=pass header.d=example.test; dmarc=pass header.from=example.test") is None
+    assert verdict("Owner@EXAMPLE.test", f"MX.Example.Test; dmarc=pass (p=reject) header.from=Example.Test") is None
+    assert verdict("owner@exämple.test", f"{MX}; dmarc=pass header.from=xn--exmple-cua.test") is None
+    assert read_mail(from_raw("owner@example.test"), own_address=BOT).untrusted is None  # not checked without the id
+
+
+@pytest.mark.parametrize("results, why", [
+    ((), "no Authentication-Results header from mx.example.test"),
+    (("evil.example; dmarc=pass header.from=example.test",), "no Authentication-Results header"),
+    ((f"{MX}.evil.example; dmarc=pass header.from=example.test",), "no Authentication-Results header"),  # look-alike id
+    (("(mx.example.test) evil.example; dmarc=pass header.from=example.test",), "no Authentication-Results header"),
+    ((f"{MX}; dmarc=fail header.from=example.test",), "says dmarc=fail"),
+    ((f"{MX}; dkim=pass header.d=example.test",), "no DMARC result"),  # DKIM alone is not DMARC alignment
+    ((f"{MX}; dmarc=pass header.from=evil.example",), "is for evil.example"),  # a real pass, another domain
+    ((f"{MX}; dmarc=pass",), "is for no domain"),
+    # the words in a comment the server copied from the sender's envelope
+    ((f'{MX}; spf=pass (sender "dmarc=pass"@evil.example) smtp.mailfrom="dmarc=pass"@evil.example; '
+      'dmarc=fail header.from=example.test',), "says dmarc=fail"),
+    # an encoded word in such a comment is never decoded into results
+    ((f"{MX}; spf=pass (=?utf-8?q?=29_dmarc=3Dpass_header.from=3Dexample.test_=28?=) smtp.mailfrom=a@evil.example; "
+      "dmarc=fail header.from=example.test",), "says dmarc=fail"),
+    # the topmost header of the server counts; a lower copy is the sender's
+    ((f"{MX}; dmarc=fail header.from=example.test", f"{MX}; dmarc=pass header.from=example.test"), "says dmarc=fail"),
+    # an unreadable header above it may be the server's own, spoiled by the sender: nothing below is read
+    (("garbage without results", f"{MX}; dmarc=pass header.from=example.test"), "cannot be read"),
+])
+def test_anything_else_is_not_believed(results: tuple[str, ...], why: str) -> None:
+    problem = verdict("owner@example.test", *results)
+    assert problem is not None and why in problem, problem
+
+
+def test_a_subject_with_cr_lf_is_cleaned_and_the_reply_can_be_composed() -> None:
+    mail = read_mail(from_raw("alice@example.test", subject="=?utf-8?q?Plans=0D=0ABcc:_victim@example.test?="),
+                     own_address=BOT)
+    assert mail.subject == "Plans Bcc: victim@example.test"
+    # a subject stored before cleaning existed is cleaned where the reply is made
+    reply = compose(sender=BOT, display_name="", to="alice@example.test", subject="Plans\r\nBcc: v@example.test",
+                    markdown="ok", parent="<m1@example.test>")
+    assert reply["Subject"] == "Re: Plans Bcc: v@example.test" and reply["Bcc"] is None
+    assert b"\r\nBcc:" not in reply.as_bytes()
+
+
+def test_owner_and_allow_from_are_spelled_as_mail_is_read() -> None:
+    s = EmailSettings(owner=["Owner@Exämple.test"], allow_from=["*", "Friend@Example.TEST"])
+    assert (s.owner, s.allow_from) == (["owner@xn--exmple-cua.test"], ["*", "friend@example.test"])
 
 
 @pytest.mark.parametrize("subject, expected", [
@@ -146,3 +228,12 @@ def test_an_approval_written_in_a_reply_becomes_the_kits_command(text: str, comm
     from clawgate.channels.email.adapter import approval_command
 
     assert approval_command(text) == command
+
+
+def test_a_look_alike_domain_is_not_the_owners() -> None:
+    """`exаmple.test` with a Cyrillic а is another domain: compared as IDNA A-labels, never equal to the
+    owner's, and a DMARC pass for it is no pass for the owner's domain."""
+    owner = EmailSettings(owner=["owner@example.test"]).owner[0]
+    mail = read_mail(from_raw("Owner <owner@ex\u0430mple.test>"), own_address=BOT)
+    assert mail.untrusted is None and mail.sender.startswith("owner@xn--") and mail.sender != owner
+    assert verdict("owner@ex\u0430mple.test", f"{MX}; dmarc=pass header.from=example.test") is not None

@@ -215,6 +215,44 @@ async def test_smtp_wrong_password_is_permanent_and_names_the_setting(dovecot: D
         smtp.stop()
 
 
+async def test_a_relay_without_auth_takes_mail_when_smtp_auth_is_off(dovecot: Dovecot, bot: str) -> None:
+    alice = unique_address("alice")
+    dovecot.add_user(alice, "alice-secret")
+    relay = SmtpServer(dovecot).start()  # offers no AUTH at all, like a local Postfix on loopback
+    try:
+        settings = settings_for(dovecot, bot, relay, smtp_auth=False)  # the IMAP password is set all the same
+        assert settings.smtp_login is None
+        await send_mail(settings, compose(sender=bot, display_name="", to=alice, subject="s", markdown="via relay"))
+        (sent,) = wait_mail(relay, alice)
+        assert relay.sent[0].login is None and relay.logins == [] and "via relay" in sent.get_body().get_content()
+    finally:
+        relay.stop()
+
+
+async def test_smtp_auth_against_a_server_without_auth_is_permanent_naming_the_setting(dovecot: Dovecot,
+                                                                                        bot: str) -> None:
+    relay = SmtpServer(dovecot).start()
+    try:
+        settings = settings_for(dovecot, bot, relay)  # smtp_auth on (the default)
+        with pytest.raises(DeliveryError, match="offers no login.*smtp_auth = false") as caught:
+            await send_mail(settings, compose(sender=bot, display_name="", to="x@example.test", subject="s", markdown="m"))
+        assert caught.value.permanent and relay.sent == []
+    finally:
+        relay.stop()
+
+
+async def test_no_login_against_a_server_that_wants_one_is_permanent_naming_the_setting(dovecot: Dovecot,
+                                                                                         bot: str) -> None:
+    smtp = SmtpServer(users={bot: "smtp-secret"}, auth_required=True).start()
+    try:
+        settings = settings_for(dovecot, bot, smtp, smtp_auth=False)
+        with pytest.raises(DeliveryError, match="wants a login.*smtp_auth") as caught:
+            await send_mail(settings, compose(sender=bot, display_name="", to="x@example.test", subject="s", markdown="m"))
+        assert caught.value.permanent and smtp.sent == []
+    finally:
+        smtp.stop()
+
+
 async def test_smtp_down_is_transient(dovecot: Dovecot, bot: str) -> None:
     settings = settings_for(dovecot, bot)  # nothing listens on its smtp_port
     with pytest.raises(DeliveryError) as caught:

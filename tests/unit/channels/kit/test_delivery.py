@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from clawgate.agent.bus import OutboundMessage
-from clawgate.channels.kit import DeliveryError, Target, Unconfirmed
+from clawgate.channels.kit import Capabilities, DeliveryError, Target, Unconfirmed
 from clawgate.channels.kit.delivery import Delivery
-from tests.unit.channels.kit.support import Sleeps, make_kit
+from tests.unit.channels.kit.support import MemoryAdapter, Sleeps, make_kit
 
 REPLY = "one two three four five six seven eight nine ten"  # 48 characters: three chunks of up to 20
 
@@ -44,16 +44,16 @@ async def test_a_long_rate_limit_and_a_permanent_error_go_back_to_the_dispatcher
     with pytest.raises(DeliveryError) as info:
         await delivery(adapter, kit, sleeps, max_retry_after=120.0).send(OutboundMessage("memory", "c", "x"), Target("c"))
     assert info.value.retry_after == 600.0 and sleeps.asked == []
-    adapter.send_script = [DeliveryError("blocked", permanent=True)]
+    adapter.send_script = [DeliveryError("blocked", permanent=True, channel_down=True)]
     with pytest.raises(DeliveryError) as info:
         await delivery(adapter, kit, sleeps).send(OutboundMessage("memory", "c", "x"), Target("c"))
-    assert info.value.permanent and sleeps.asked == [] and adapter.sent == []
+    assert info.value.permanent and sleeps.asked == [] and adapter.sent == []  # channel down: no notice tried
 
 
 async def test_a_reply_sent_again_resumes_after_its_last_sent_chunk() -> None:
     kit, adapter, _ = make_kit()
     msg = OutboundMessage("memory", "c1", REPLY)
-    adapter.send_script = [None, DeliveryError("gone", permanent=True)]
+    adapter.send_script = [None, DeliveryError("gone", permanent=True, channel_down=True)]
     with pytest.raises(DeliveryError):
         await delivery(adapter, kit, Sleeps()).send(msg, Target("c1"))
     assert kit.store.chunks_sent(msg.id) == 1
@@ -83,3 +83,44 @@ async def test_a_file_on_a_channel_without_files_becomes_one_line_sent_once(tmp_
     assert adapter.sent == first
     line = " ".join(text for _, text in first)  # this adapter's chunks are 20 characters at most
     assert "r.txt" in line and "could not be sent" in line and "cannot carry files" in line
+
+
+class MeasuringAdapter(MemoryAdapter):
+    """Renders chunks of up to 200 characters, but the platform refuses any over 60 as too large (what
+    an encrypted Matrix event does to a chunk measured before encryption)."""
+
+    capabilities = Capabilities(max_chars=200)
+
+    async def send_text(self, target: Target, text: str) -> str:
+        if len(text) > 60:
+            raise DeliveryError(f"M_TOO_LARGE: event of {len(text)} units", permanent=True, too_large=True)
+        return await super().send_text(target, text)
+
+
+async def test_a_chunk_refused_as_too_large_is_split_and_every_word_arrives_in_order() -> None:
+    kit, adapter, _ = make_kit(adapter=MeasuringAdapter)
+    words = [f"word{i:03d}" for i in range(24)]  # 191 characters: one rendered chunk, refused, then halves
+    await delivery(adapter, kit, Sleeps()).send(OutboundMessage("memory", "c1", " ".join(words)), Target("c1", None, "m1"))
+    assert " ".join(text for _, text in adapter.sent).split() == words
+    assert all(len(text) <= 60 for _, text in adapter.sent) and len(adapter.sent) >= 4
+    assert [t.reply_to for t, _ in adapter.sent][:2] == ["m1", None]  # only the first part quotes the question
+
+
+async def test_a_permanent_failure_leaves_the_user_a_notice_saying_what_and_where() -> None:
+    kit, adapter, _ = make_kit(adapter=MeasuringAdapter)
+    adapter.send_script = [DeliveryError("send refused: M_FORBIDDEN the room is read-only", permanent=True)]
+    msg = OutboundMessage("memory", "c1", "the answer", session_key="memory:c1")
+    with pytest.raises(DeliveryError):
+        await delivery(adapter, kit, Sleeps()).send(msg, Target("c1", "t1", "m1"))
+    notice = " ".join(text for _, text in adapter.sent)
+    assert "could not be delivered here" in notice and "M_FORBIDDEN the room is read-only" in notice
+    assert "web page" in notice and "memory:c1" in notice and "the answer" not in notice
+    assert {(t.thread_id, t.reply_to) for t, _ in adapter.sent} == {("t1", None)}
+
+
+async def test_a_notice_that_fails_too_is_logged_and_the_first_error_goes_on(caplog) -> None:  # type: ignore[no-untyped-def]
+    kit, adapter, _ = make_kit()
+    adapter.send_script = [DeliveryError("refused", permanent=True), DeliveryError("refused again", permanent=True)]
+    with pytest.raises(DeliveryError, match="^refused$"):
+        await delivery(adapter, kit, Sleeps()).send(OutboundMessage("memory", "c1", "x"), Target("c1"))
+    assert adapter.sent == [] and "could not be sent either" in caplog.text
