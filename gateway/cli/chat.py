@@ -208,9 +208,11 @@ class TurnView:
             return
         if payload.get("session_key") != self.session or payload.get("channel") != GATEWAY_CHANNEL:
             return  # addressed to another chat: its own channel asks
-        what = f"{payload.get('tool')}: {payload.get('summary', '')}"
-        if payload.get("reason"):
-            what += f" ({payload['reason']})"
+        # shown_*: every hidden character written <U+XXXX> (agent/core/visible.py): an escape sequence in a
+        # command must not rewrite the terminal's line, nor an override reorder it
+        what = f"{payload.get('tool')}: {payload.get('shown_summary', payload.get('summary', ''))}"
+        if payload.get("shown_reason", payload.get("reason")):
+            what += f" ({payload.get('shown_reason', payload.get('reason'))})"
         if self.stdin is None or self.asking is not None:
             _note(f"  ? approval {approval_id} needed for {what}; answer with `clawgate approvals approve "
                   f"{approval_id}` or `clawgate approvals deny {approval_id}`")
