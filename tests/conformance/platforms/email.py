@@ -10,13 +10,14 @@ retry time, so the cases about those do not apply (`not_applicable`).
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from email.message import EmailMessage
 from email.utils import make_msgid
 from typing import Any
 
-from tests.conformance.harness import PlatformHarness
+from tests.conformance.harness import PlatformHarness, Shown
 from tests.email_servers import Dovecot, SmtpServer, send
 
 BOT = "bot@example.test"
@@ -43,6 +44,7 @@ class EmailHarness(PlatformHarness):
         "test_a_long_markdown_reply_arrives_chunked_with_its_formatting": "one mail holds any length: never chunked",
         "test_the_access_matrix": "mail has no groups; strangers are covered by tests/e2e/test_email_e2e.py",
         "test_a_rate_limit_is_waited_out_as_asked": "SMTP has no retry-after; a 4xx is retried with backoff",
+        "test_a_status_line_quotes_arguments_readably_escaped_and_short": "mail cannot edit a message: no status line, only the answer",
     }
 
     def __init__(self) -> None:
@@ -99,8 +101,7 @@ class EmailHarness(PlatformHarness):
         return self.smtp.to(chat)
 
     def replies(self, chat: str) -> list[str]:
-        return [t for t in (_plain(m) for m in self._mails(chat))
-                if "Approval needed" not in t and not t.startswith(("✅", "❌", "⌛"))]
+        return [t for t in (_plain(m) for m in self._mails(chat)) if not t.startswith(("🔐", "✅", "❌", "⌛"))]
 
     def formats(self, chat: str) -> list[set[str]]:
         tags = {"strong": "bold", "em": "italic", "code": "code", "pre": "pre"}
@@ -109,7 +110,18 @@ class EmailHarness(PlatformHarness):
 
     def prompts(self, chat: str) -> list[str]:
         return [m.group(1) for t in (_plain(x) for x in self._mails(chat)) if "Approval needed" in t
-                for m in [re.search(r"/approve (\S+?)`", t)] if m]
+                for m in [re.search(r"/approve (\S+)", t)] if m]
+
+    def approval_view(self, chat: str) -> list[Shown]:
+        """A prompt's mails start with 🔐; the code is what the HTML part shows in <pre>."""
+        out = []
+        for mail in self._mails(chat):
+            text = _plain(mail)
+            if text.startswith("🔐"):
+                code = "".join(html.unescape(c).removesuffix("\n")
+                               for c in re.findall(r"<pre><code[^>]*>(.*?)</code></pre>", _html(mail), re.S))
+                out.append(Shown(text, code, "/approve " in text))
+        return out
 
     def press_approval(self, user: str, approval_id: str, approve: bool) -> None:
         self.send_dm(user, f"{'approve' if approve else 'deny'} {approval_id}")
