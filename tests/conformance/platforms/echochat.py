@@ -108,7 +108,7 @@ class EchoChatHarness(PlatformHarness):
         return out
 
     def prompts(self, chat: str) -> list[str]:
-        return [m.group(1) for t in self._texts(chat) if "Approval needed" in t
+        return [m.group(1) for t in self._texts(chat) if t.startswith("🔐")
                 for m in [re.search(r"/approve (\S+?)`", t)] if m]
 
     def approval_view(self, chat: str) -> list[Shown]:

@@ -31,7 +31,7 @@ def _plain(msg: EmailMessage) -> str:
 
 def _html(msg: EmailMessage) -> str:
     part = msg.get_body(preferencelist=("html",))
-    return str(part.get_content()) if part is not None else ""
+    return str(part.get_content()).replace("\r\n", "\n") if part is not None else ""
 
 
 class EmailHarness(PlatformHarness):
@@ -109,7 +109,7 @@ class EmailHarness(PlatformHarness):
                 for m in self._mails(chat)]
 
     def prompts(self, chat: str) -> list[str]:
-        return [m.group(1) for t in (_plain(x) for x in self._mails(chat)) if "Approval needed" in t
+        return [m.group(1) for t in (_plain(x) for x in self._mails(chat)) if t.startswith("🔐")
                 for m in [re.search(r"/approve (\S+)", t)] if m]
 
     def approval_view(self, chat: str) -> list[Shown]:
