@@ -108,7 +108,7 @@ class Progress:
                     (f" ({summary})" if summary else "")
             else:
                 state.steps += 1
-                state.step = f"⚙️ Working… step {state.steps}: {escape(visible(str(event.get('tool'))))}" + \
+                state.step = f"⚙️ Working… step {state.steps}: {_name(str(event.get('tool')))}" + \
                     (f" ({summary})" if summary else "")
             self._show(key, state)
         elif event["type"] == "run_end" and state is not None:
@@ -175,6 +175,12 @@ class Progress:
         quiet = all(t is None or t.done() or t is asyncio.current_task() for t in (state.typing, state.worker))
         if idle and quiet and self._sessions.get(key) is state:
             del self._sessions[key]
+
+
+def _name(tool: str) -> str:
+    """A tool's name as inline code (a name with a backtick, which cannot be one, escaped instead)."""
+    shown = visible(tool)
+    return escape(shown) if "`" in shown or not shown.strip() else f"`{shown}`"
 
 
 def arguments_line(summary: str, limit: int = STATUS_ARGS) -> str:

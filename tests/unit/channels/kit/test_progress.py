@@ -120,7 +120,7 @@ async def test_status_message_is_posted_once_edits_coalesce_and_it_is_removed() 
     assert ops.kinds("delete") == ["101"]
     progress.on_event(tool("exec"))  # the next run gets a fresh status message, numbered from 1
     await wait_until_async(lambda: len(ops.kinds("post")) == 2, "a fresh status message")
-    assert ops.kinds("post")[-1].startswith("⚙️ Working… step 1: exec")
+    assert to_plain(ops.kinds("post")[-1]).startswith("⚙️ Working… step 1: exec")
     await progress.close()
 
 
