@@ -239,8 +239,13 @@ class KitOps:
         await self._try("delete", lambda: self.kit.platform.delete(Target(chat_id), message_id))
 
     async def ask(self, chat_id: str, thread_id: str | None, approval_id: str, markdown: str) -> str | None:
-        """One message with the buttons: `markdown` fits it (ApprovalPrompts splits by fits())."""
-        rendered = self.kit.adapter.render(markdown)[0]
+        """One message with the buttons: `markdown` fits it (ApprovalPrompts splits by fits()); were it still
+        more than one chunk, the others go first, so the buttons stay under the end and nothing is cut."""
+        *before, rendered = self.kit.adapter.render(markdown)
+        for chunk in before:
+            if await self._try("approval prompt", lambda: self.kit.delivery.send_chunk(
+                    Target(chat_id, thread_id), chunk)) is None:
+                return None
         result = await self._try("approval prompt", lambda: self.kit.platform.send_approval(
             Target(chat_id, thread_id), approval_id, rendered))
         return None if result is None else str(result)
