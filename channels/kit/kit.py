@@ -161,8 +161,10 @@ class ChannelKit:
         return workspaces.guard(self.user_of(who)).root
 
     def say(self, chat_id: str, text: str, thread_id: str | None) -> None:
-        """A control message (refusal, command answer): sent in the background, never blocking intake."""
-        self.spawn(self.ops.post(chat_id, text, thread_id))
+        """A control message (refusal, command answer): plain text, which may quote what the model or a user
+        chose (a job's arguments, a path), so it is escaped before the platform renders it: it reads as
+        written and can make no link or formatting. Sent in the background, never blocking intake."""
+        self.spawn(self.ops.post(chat_id, markdown.escape(text), thread_id))
 
     def spawn(self, coro: Awaitable[Any]) -> None:
         task = asyncio.ensure_future(coro)

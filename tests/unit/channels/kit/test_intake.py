@@ -7,6 +7,7 @@ from pathlib import Path
 
 from clawgate.channels.kit import AccessSettings, Incoming, IncomingFile, Sender
 from clawgate.channels.kit.intake import REFUSAL
+from clawgate.channels.kit.markdown import to_plain
 from tests.unit.channels.kit.support import make_kit, settle
 
 OWNER = Sender("1", "boss")
@@ -46,7 +47,8 @@ async def test_a_stranger_is_refused_once_then_silence() -> None:
     await kit.receive(message("let me in", sender=GUEST, mid="30"))
     await kit.receive(message("please", sender=GUEST, mid="31"))
     await settle(lambda: adapter.sent, "the refusal")
-    assert " ".join(text for _, text in adapter.sent) == REFUSAL and inbox.messages == []  # in chunks of 20
+    said = to_plain(" ".join(text for _, text in adapter.sent))  # in chunks of 20, escaped as Markdown
+    assert said == REFUSAL and inbox.messages == []
 
 
 async def test_files_are_saved_in_the_senders_workspace_and_a_large_one_is_refused_before_fetching(tmp_path: Path) -> None:
