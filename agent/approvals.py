@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 from .bus import new_id
 from .core.events import EventHub
+from .core.redact import redact
+from .core.visible import visible
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +34,10 @@ class ApprovalRequest:
     id: str = field(default_factory=lambda: new_id("ap_"))
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        """The request's fields, and `shown_summary` / `shown_reason`: what a client shows the person who
+        answers (every hidden character written <U+XXXX>, core/visible.py), so the web page and the terminal
+        show the same as the chat channels do."""
+        return {**self.__dict__, "shown_summary": visible(redact(self.summary)), "shown_reason": visible(self.reason)}
 
 
 class ApprovalBroker:

@@ -7,7 +7,9 @@ never with hand-written pattern matching over the text:
 - a table (Discord has none) is shown inside a code block, so its columns stay aligned;
 - a #### / ##### / ###### heading (Discord stops at ###) becomes a bold line;
 - `__strong__` (underline on Discord) becomes `**strong**`;
-- an image `![alt](url)` becomes the link `[alt](url)` (Discord shows no inline images in text).
+- an image `![alt](url)` becomes the link `[alt](url)` (Discord shows no inline images in text);
+- inside a code block, a third backtick in a row is written `<U+0060>` (the notation of
+  agent/core/visible.py): Discord ends a block at the first ``` whatever its fence is.
 Mentions need no escaping: every send carries `allowed_mentions` = none, so `@everyone` or
 `<@id>` in a reply never pings anyone. Splitting is the kit's block-aware chunker; no I/O here.
 """
@@ -44,7 +46,7 @@ def for_discord(markdown: str) -> str:
     edits: list[tuple[int, int, bytes]] = []  # (start, end, replacement), byte offsets
     table_end = -1
     try:
-        events = pyromark.events_with_range(markdown, options=_OPTIONS)
+        events = list(pyromark.events_with_range(markdown, options=_OPTIONS))
     except Exception:  # a parser failure must never lose a reply: send it as written
         return markdown
     for payload, where in events:
@@ -62,6 +64,14 @@ def for_discord(markdown: str) -> str:
             match = _DEEP_HEADING.match(line)
             if match and match["text"]:
                 edits.append((start, start + len(line.encode()), f"**{match['text']}**".encode()))
+        elif isinstance(kind, dict) and "CodeBlock" in kind and isinstance(kind["CodeBlock"], dict):
+            body = "".join(str(p["Text"]) for p, w in events if isinstance(p, dict) and "Text" in p
+                           and start <= w["start"] < end)
+            if "```" in body:  # Discord ends a code block at the first ``` whatever the fence: show it visibly
+                table_end = end  # nothing inside is rewritten again
+                lang = str(kind["CodeBlock"].get("Fenced") or "")
+                safe = re.sub(r"(?<=``)`", "<U+0060>", body.removesuffix("\n"))
+                edits.append((start, end, f"```{lang}\n{safe}\n```\n".encode()))
         elif kind == "Strong" and data[start:start + 2] == b"__" and data[end - 2:end] == b"__":
             edits.append((start, start + 2, b"**"))
             edits.append((end - 2, end, b"**"))

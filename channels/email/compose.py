@@ -1,5 +1,8 @@
 """One outgoing mail: threading headers, "Re:" once, text/plain + text/html from Markdown, attachments.
 
+The text part is the Markdown as plain text (kit.markdown.to_plain: escapes resolved, marks gone, link
+targets in parentheses); the HTML part is the Markdown rendered, raw HTML in it escaped.
+
 Why `Auto-Submitted: auto-replied` on every mail: the bot's mail is machine-written, and a well-behaved
 auto-responder (vacation notice, another bot) reads that header and does not answer it (RFC 3834),
 which is the other half of loop protection (message.automatic_reason is ours).
@@ -15,6 +18,8 @@ from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 
 from markdown_it import MarkdownIt
+
+from clawgate.channels.kit.markdown import to_plain
 
 from .identity import clean_header_text
 
@@ -77,7 +82,8 @@ def compose(*, sender: str, display_name: str, to: str, subject: str, markdown: 
         msg["References"] = " ".join(references_for(references, parent))
     msg["Auto-Submitted"] = "auto-replied"
     msg["X-Auto-Response-Suppress"] = "All"  # Exchange/Outlook: no out-of-office answers to us
-    msg.set_content(markdown if markdown.endswith("\n") else markdown + "\n")
+    plain = to_plain(markdown)  # the text part reads as text: no Markdown escapes or marks
+    msg.set_content(plain + "\n")
     msg.add_alternative(render_html(markdown), subtype="html")
     for item in files:
         mime = item.mime or mimetypes.guess_type(item.name)[0] or "application/octet-stream"

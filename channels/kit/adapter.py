@@ -39,6 +39,7 @@ class Capabilities:
     dm_is_user_id: bool = False  # a user's id also names the private chat with them (Telegram)
     files: bool = False  # send_file() exists: the agent's send_file tool reaches the chat as an attachment
     max_file_bytes: int = 0  # the largest file send_file() may carry (with files)
+    prompt_chars: int = 0  # the rendered text a send_approval() message holds, if less than max_chars (0: max_chars)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,10 @@ says to answer `/approve ID` or `/deny ID`, which the kit reads as commands. Eit
 owner (access.may_approve) resolves the broker's request; the broker's `approval_result` (approved,
 denied, or timeout = denied) then edits every prompt to show the outcome (or, on a platform that
 cannot edit, posts it).
+
+The prompt shows the whole command and the whole reason, each character as it is (agent/core/visible.py:
+an override or an invisible character is written `<U+XXXX>`); what does not fit one message is split into
+numbered parts over several messages, the buttons on the last, never cut (prompt_messages).
 """
 
 from __future__ import annotations
@@ -19,11 +23,13 @@ from typing import Any, Awaitable, Callable, Protocol
 
 from clawgate.agent.core.redact import redact
 
+from clawgate.agent.core.visible import visible
+
 from .markdown import escape, fence
 
 log = logging.getLogger("clawgate.channels")
-SUMMARY_CAP = 2500  # a Telegram message holds 4096 characters; the prompt's frame and reason fit beside it
-REASON_CAP = 500
+OUTCOME_ROOM = 240  # the last message leaves this room: a platform's hint under the buttons, then the outcome
+MIN_PART = 40  # a part smaller than this means the platform's message cannot hold even the frame
 OUTCOMES = {"approved": "✅ Approved — running it.", "denied": "❌ Denied — not run.",
             "timeout": "⌛ No answer in time — not run.", "stopped": "⏹ The run stopped — not run."}
 ONLY_OWNERS = "Only the owner of this agent can answer this."
@@ -37,19 +43,20 @@ class PromptOps(Protocol):
     async def post(self, chat_id: str, text: str, thread_id: str | None) -> str | None: ...
     async def ask(self, chat_id: str, thread_id: str | None, approval_id: str, markdown: str) -> str | None: ...
     async def replace(self, chat_id: str, message_id: str, markdown: str) -> bool: ...
+    def fits(self, markdown: str) -> bool: ...
 
 
 @dataclass
 class _Prompt:
     chat_id: str
-    text: str
+    text: str  # the Markdown of the prompt's last message (the one with the buttons, edited at the outcome)
     message_id: asyncio.Future[str | None]
 
 
 class ApprovalPrompts:
     def __init__(self, ops: PromptOps, *, channel: str, resolve: Callable[[str, bool], bool],
                  owner_chats: Callable[[], list[str]], locate: Callable[[str], tuple[str, str | None] | None],
-                 buttons: bool, edit: bool, max_chars: int = 0) -> None:
+                 buttons: bool, edit: bool) -> None:
         self.ops = ops
         self.channel = channel
         self._resolve = resolve
@@ -57,7 +64,6 @@ class ApprovalPrompts:
         self._locate = locate
         self.buttons = buttons
         self.edit = edit
-        self.summary_cap = SUMMARY_CAP if max_chars <= 0 else max(200, min(SUMMARY_CAP, max_chars - 900))
         self._prompts: dict[str, list[_Prompt]] = {}
         self._remote: dict[str, None] = {}  # requests of runs on other processes of a fleet, oldest first
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -126,22 +132,29 @@ class ApprovalPrompts:
                         "answer it through the gateway or it times out as denied", approval_id, self.channel,
                         run_chat, self.channel)
             return
-        text = prompt_text(request, guest=not request.get("owner"), cap=self.summary_cap)
-        if not self.buttons:
-            text += f"\n\nAnswer `/approve {approval_id}` or `/deny {approval_id}`."
+        messages = prompt_messages(request, approval_id=approval_id, guest=not request.get("owner"),
+                                   buttons=self.buttons, fits=self.ops.fits)
         loop = asyncio.get_running_loop()
-        prompts = self._prompts[approval_id] = [_Prompt(chat, text, loop.create_future()) for chat, _ in targets]
+        prompts = self._prompts[approval_id] = [_Prompt(chat, messages[-1], loop.create_future())
+                                                for chat, _ in targets]
         for prompt, (_, thread) in zip(prompts, targets):
-            self._spawn(self._ask(approval_id, prompt, thread))
+            self._spawn(self._ask(approval_id, prompt, thread, messages[:-1]))
 
     async def close(self) -> None:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    async def _ask(self, approval_id: str, prompt: _Prompt, thread_id: str | None) -> None:
+    async def _ask(self, approval_id: str, prompt: _Prompt, thread_id: str | None, before: list[str]) -> None:
+        """The prompt's messages in order, the buttons on the last; a part that could not be sent stops it
+        (an owner never gets buttons under a command shown in part: the request times out as denied)."""
         message_id = None
         try:
+            for text in before:
+                if await self.ops.post(prompt.chat_id, text, thread_id) is None:
+                    log.warning("%s: approval %s not shown in chat %s: a part of it could not be sent",
+                                self.channel, approval_id, prompt.chat_id)
+                    return
             if self.buttons:
                 message_id = await self.ops.ask(prompt.chat_id, thread_id, approval_id, prompt.text)
             else:
@@ -166,20 +179,79 @@ class ApprovalPrompts:
         task.add_done_callback(self._tasks.discard)
 
 
-def prompt_text(request: dict[str, Any], *, guest: bool = False, cap: int = SUMMARY_CAP) -> str:
-    """The prompt as Markdown: the call in a code block, everything the model wrote escaped (it cannot
-    make links or formatting in a prompt the owner trusts). Whatever is cut is said to be."""
-    summary = _cut(redact(str(request.get("summary") or request.get("tool") or "a tool call")), cap)
-    reason = _cut(str(request.get("reason") or ""), REASON_CAP)
-    who = (f"\nAsked in chat {escape(str(request.get('chat_id')))} by user "
-           f"{escape(str(request.get('sender_id') or '?'))} (not an owner)") if guest else ""
-    return f"🔐 **Approval needed**{who}\n{fence(summary)}\nWhy: {escape(reason)}\nNo answer means no."
+def prompt_messages(request: dict[str, Any], *, approval_id: str, guest: bool, buttons: bool,
+                    fits: Callable[[str], bool]) -> list[str]:
+    """The prompt as Markdown messages, each one message on the platform (`fits`), the last with room for
+    the buttons' hint and the outcome: the whole command and the whole reason, shown as they are
+    (visible()), never cut. What does not fit one message is split into numbered parts that join
+    without a break; everything the model wrote is escaped or fenced (no links or formatting of its own)."""
+    command = visible(redact(str(request.get("summary") or request.get("tool") or "a tool call")))
+    reason = visible(str(request.get("reason") or "(none given)"))
+    who = (f"\nAsked in chat {escape(visible(str(request.get('chat_id'))))} by user "
+           f"{escape(visible(str(request.get('sender_id') or '?')))} (not an owner)") if guest else ""
+    head = f"🔐 **Approval needed**{who}"
+    footer = "No answer means no." + ("" if buttons else
+                                      f"\n\nAnswer `/approve {approval_id}` or `/deny {approval_id}`.")
+    last_fits = lambda text: fits(f"{text}\n\n{'x' * OUTCOME_ROOM}")  # noqa: E731
+    whole = f"{head}\n{fence(command)}\nWhy: {escape(reason)}\n{footer}"
+    if last_fits(whole):
+        return [whole]
+    more = f"🔐 Approval {approval_id}, continued"
+    units = [head,
+             *_parts(command, lambda k, n, part: (f"The command (part {k} of {n}; the parts join without a break):"
+                                                  if n > 1 else "The command:") + f"\n{fence(part)}",
+                     lambda unit: fits(f"{more}\n{unit}")),
+             *_parts(reason, lambda k, n, part: f"Why{f' (part {k} of {n})' if n > 1 else ''}: {escape(part)}",
+                     lambda unit: fits(f"{more}\n{unit}")),
+             footer]
+    messages: list[str] = []
+    current = ""
+    for unit in units:
+        joined = f"{current}\n{unit}" if current else unit
+        if not current or fits(joined):
+            current = joined
+        else:
+            messages.append(current)
+            current = f"{more}\n{unit}"
+    if not last_fits(current) and "\n" in current:  # the footer alone, so the last message has room
+        messages.append(current.rsplit("\n", 1)[0])
+        current = f"{more}\n{footer}"
+    return [*messages, current]
 
 
-def _cut(text: str, cap: int) -> str:
-    if len(text) <= cap:
-        return text
-    return text[:cap] + f" […{len(text) - cap} more characters not shown — deny if unsure]"
+def _parts(text: str, label: Callable[[int, int, str], str], fits: Callable[[str], bool]) -> list[str]:
+    """`text` as labelled units that each fit one message: whole if it can, else the largest equal-sized
+    parts (cut between two non-space characters where possible) whose every unit fits."""
+    if fits(label(1, 1, text)):
+        return [label(1, 1, text)]
+    size = max(1, len(text) // 2)
+    while True:
+        parts = cut(text, size)
+        units = [label(k, len(parts), part) for k, part in enumerate(parts, 1)]
+        if size <= MIN_PART or all(fits(u) for u in units):
+            return units
+        size = max(MIN_PART, size * 3 // 4)
 
 
-__all__ = ["ApprovalPrompts", "OUTCOMES", "prompt_text"]
+def cut(text: str, size: int) -> list[str]:
+    """Consecutive slices of at most `size` characters whose concatenation is `text`; a cut falls between
+    two non-space characters, outside a `<U+XXXX>` escape, when one is in the slice's second half (no part
+    starts or ends blank, no escape is torn in two)."""
+    parts: list[str] = []
+    start = 0
+    while len(text) - start > size:
+        end = start + size
+        for at in range(end, start + size // 2, -1):
+            opened = text.rfind("<U+", max(start, at - 10), at)
+            if opened != -1 and ">" not in text[opened:at]:
+                continue
+            if not text[at - 1].isspace() and not text[at].isspace():
+                end = at
+                break
+        parts.append(text[start:end])
+        start = end
+    parts.append(text[start:])
+    return parts
+
+
+__all__ = ["ApprovalPrompts", "OUTCOMES", "cut", "prompt_messages"]

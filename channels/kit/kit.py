@@ -100,7 +100,7 @@ class ChannelKit:
                                  status_messages=s.progress and caps.edit)
         self.prompts = ApprovalPrompts(self.ops, channel=self.name, resolve=self.services.resolve_approval,
                                        owner_chats=self.owner_chats, locate=self.locate, buttons=caps.buttons,
-                                       edit=caps.edit, max_chars=caps.max_chars)
+                                       edit=caps.edit)
 
     @property
     def remote(self) -> bool:
@@ -161,8 +161,10 @@ class ChannelKit:
         return workspaces.guard(self.user_of(who)).root
 
     def say(self, chat_id: str, text: str, thread_id: str | None) -> None:
-        """A control message (refusal, command answer): sent in the background, never blocking intake."""
-        self.spawn(self.ops.post(chat_id, text, thread_id))
+        """A control message (refusal, command answer): plain text, which may quote what the model or a user
+        chose (a job's arguments, a path), so it is escaped before the platform renders it: it reads as
+        written and can make no link or formatting. Sent in the background, never blocking intake."""
+        self.spawn(self.ops.post(chat_id, markdown.escape(text), thread_id))
 
     def spawn(self, coro: Awaitable[Any]) -> None:
         task = asyncio.ensure_future(coro)
@@ -210,26 +212,48 @@ class KitOps:
             await self._try("typing", lambda: self.kit.platform.typing(Target(chat_id, thread_id)))
 
     async def post(self, chat_id: str, text: str, thread_id: str | None) -> str | None:
-        result = await self._try("send", lambda: self.kit.delivery.send_chunk(Target(chat_id, thread_id), text))
-        return None if result is None else str(result)
+        """`text` is Markdown (control lines, status lines, prompts): rendered for the platform like a reply,
+        so what the platform reads as markup (Slack's `<...>` and `&`) is escaped; the first message's id."""
+        first: str | None = None
+        for chunk in self.kit.adapter.render(text):
+            result = await self._try("send", lambda: self.kit.delivery.send_chunk(Target(chat_id, thread_id), chunk))
+            if result is None:
+                return None
+            first = first or str(result)
+        return first
 
     async def edit(self, chat_id: str, message_id: str, text: str) -> bool:
+        """Replace a message with Markdown `text` (one message's worth: a status line, a prompt's last part)."""
+        rendered = self.kit.adapter.render(text)[0]
+
         async def call() -> bool:
-            await self.kit.platform.edit_text(Target(chat_id), message_id, text)
+            await self.kit.platform.edit_text(Target(chat_id), message_id, rendered)
             return True
         return bool(await self._try("edit", call))
+
+    def fits(self, markdown: str) -> bool:
+        """`markdown` renders as one message that a prompt with buttons can carry (capabilities.prompt_chars)."""
+        chunks = self.kit.adapter.render(markdown)
+        limit = self.kit.adapter.capabilities.prompt_chars
+        return len(chunks) == 1 and (limit <= 0 or len(chunks[0]) <= limit)
 
     async def delete(self, chat_id: str, message_id: str) -> None:
         await self._try("delete", lambda: self.kit.platform.delete(Target(chat_id), message_id))
 
     async def ask(self, chat_id: str, thread_id: str | None, approval_id: str, markdown: str) -> str | None:
-        rendered = self.kit.adapter.render(markdown)[0]
+        """One message with the buttons: `markdown` fits it (ApprovalPrompts splits by fits()); were it still
+        more than one chunk, the others go first, so the buttons stay under the end and nothing is cut."""
+        *before, rendered = self.kit.adapter.render(markdown)
+        for chunk in before:
+            if await self._try("approval prompt", lambda: self.kit.delivery.send_chunk(
+                    Target(chat_id, thread_id), chunk)) is None:
+                return None
         result = await self._try("approval prompt", lambda: self.kit.platform.send_approval(
             Target(chat_id, thread_id), approval_id, rendered))
         return None if result is None else str(result)
 
     async def replace(self, chat_id: str, message_id: str, markdown: str) -> bool:
-        return await self.edit(chat_id, message_id, self.kit.adapter.render(markdown)[0])
+        return await self.edit(chat_id, message_id, markdown)
 
 
 __all__ = ["ChannelKit", "ChannelServices", "KitOps"]

@@ -19,7 +19,8 @@ _BREAKS = {"Paragraph", "Heading", "Item", "CodeBlock", "BlockQuote", "TableRow"
 
 def to_plain(markdown: str) -> str:
     """The text a reader sees, without markup (for platforms that show none): code and link texts
-    kept, a link's target added in parentheses, one line per paragraph, item or row."""
+    kept, a link's target added in parentheses, raw HTML as the text it is, one line per paragraph,
+    item or row."""
     out: list[str] = []
     links: list[str] = []
     for event in pyromark.events(markdown):
@@ -29,6 +30,8 @@ def to_plain(markdown: str) -> str:
             continue
         elif "Text" in event or "Code" in event:
             out.append(str(event.get("Text", event.get("Code"))))
+        elif "Html" in event or "InlineHtml" in event:  # raw HTML in the text is text the model wrote: shown
+            out.append(str(event.get("Html", event.get("InlineHtml"))))
         elif "Start" in event:
             start = event["Start"]
             if start == "Item":

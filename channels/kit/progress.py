@@ -6,19 +6,29 @@ status message is reconciled by one worker per session: events only change the w
 the worker sends, edits (at most once per `edit_interval`, the platforms' limits) or deletes it,
 so bursts of tool calls coalesce into few edits and no call races another. A platform that cannot
 edit gets typing only (the kit passes status_messages=False).
+
+The status line is Markdown like every text the kit sends (rendered by the adapter, so Slack's `&<>` and
+Telegram's entities are right): the tool's arguments, which the model chose, are written as short
+`key: value` text (never the raw JSON of the event), shown visibly (agent/core/visible.py), cut to
+STATUS_ARGS characters and escaped, so they can neither format nor mention.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Protocol
 
 from clawgate.agent.core.redact import redact
+from clawgate.agent.core.visible import visible
+
+from .markdown import escape
 
 log = logging.getLogger("clawgate.channels")
+STATUS_ARGS = 120  # characters of a call's arguments in a status line
 Locate = Callable[[str], "tuple[str, str | None] | None"]  # session key -> (chat id, thread id) of this channel
 
 
@@ -92,13 +102,14 @@ class Progress:
                 if where is None:
                     return  # another channel's session
                 state = self._sessions[key] = _Session(*where)
-            summary = redact(str(event.get("summary") or ""))[:160]
+            summary = escape(arguments_line(str(event.get("summary") or "")))
             if event["type"] == "bg_job_start":
                 state.jobs[str(event.get("job"))] = f"⏳ In the background: job {event.get('job')}" + \
                     (f" ({summary})" if summary else "")
             else:
                 state.steps += 1
-                state.step = f"⚙️ Working… step {state.steps}: {event.get('tool')}" + (f" ({summary})" if summary else "")
+                state.step = f"⚙️ Working… step {state.steps}: {_name(str(event.get('tool')))}" + \
+                    (f" ({summary})" if summary else "")
             self._show(key, state)
         elif event["type"] == "run_end" and state is not None:
             state.runs.discard(str(event.get("run_id")))
@@ -164,3 +175,32 @@ class Progress:
         quiet = all(t is None or t.done() or t is asyncio.current_task() for t in (state.typing, state.worker))
         if idle and quiet and self._sessions.get(key) is state:
             del self._sessions[key]
+
+
+def _name(tool: str) -> str:
+    """A tool's name as inline code (a name with a backtick, which cannot be one, escaped instead)."""
+    shown = visible(tool)
+    return escape(shown) if "`" in shown or not shown.strip() else f"`{shown}`"
+
+
+def arguments_line(summary: str, limit: int = STATUS_ARGS) -> str:
+    """A call's arguments (the event's JSON object text, or a job's plain summary) as one short readable line:
+    `key: value` pairs, lists of words joined by spaces, secrets redacted, hidden characters shown, cut with …"""
+    try:
+        args = json.loads(summary)
+    except ValueError:
+        args = None
+    if isinstance(args, dict):
+        pairs = []
+        for key, value in args.items():
+            if key == "…":
+                pairs.append(f"… {value} more")
+            elif isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value):
+                pairs.append(f"{key}: {' '.join(str(v) for v in value)}")
+            elif isinstance(value, str):
+                pairs.append(f"{key}: {value}")
+            else:
+                pairs.append(f"{key}: {json.dumps(value, ensure_ascii=False)}")
+        summary = " · ".join(pairs)
+    line = visible(" ".join(redact(summary).split("\n")))
+    return line if len(line) <= limit else line[:limit - 1] + "…"

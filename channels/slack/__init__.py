@@ -5,7 +5,6 @@ channel kit's (clawgate.channels.kit). Needs the `slack` extra: `pip install 'cl
 """
 
 try:  # the `slack` extra; without it the channel is reported (one line) and the others run
-    import md2mrkdwn  # noqa: F401
     import slack_sdk  # noqa: F401
 except ImportError as exc:
     raise ImportError(f"the Slack channel needs the slack extra ({exc.name} is missing): "

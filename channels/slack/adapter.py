@@ -65,7 +65,8 @@ class SlackAdapter(PlatformAdapter):
     account_fields: ClassVar[tuple[str, ...]] = ("bot_token", "app_token", "mode")
     capabilities: ClassVar[Capabilities] = Capabilities(
         max_chars=MAX_CHARS, edit=True, typing=False, buttons=True, threads=True, native_commands=False,
-        files=True, max_file_bytes=1024 * 1024 * 1024)  # Slack's per-file upload limit (1 GB)
+        files=True, max_file_bytes=1024 * 1024 * 1024,  # Slack's per-file upload limit (1 GB)
+        prompt_chars=SECTION_TEXT)  # a prompt's text is a section block's
 
     def __init__(self, settings: SlackSettings, kit: ChannelKit) -> None:  # type: ignore[override]
         super().__init__(settings, kit)
@@ -302,11 +303,14 @@ class SlackAdapter(PlatformAdapter):
             raise delivery_error(e, "chat.delete") from None
 
     async def send_approval(self, target: Target, approval_id: str, text: str) -> str | None:
-        """``text`` is already rendered (a chunk of render())."""
+        """``text`` is already rendered (a chunk of render()) and fits a section (capabilities.prompt_chars);
+        were it longer, it goes on in further sections rather than being cut."""
         body = no_pings(text)
+        sections = [{"type": "section", "block_id": f"clawgate_approval_text{i // SECTION_TEXT or ''}",
+                     "text": {"type": "mrkdwn", "text": body[i:i + SECTION_TEXT]}}
+                    for i in range(0, max(len(body), 1), SECTION_TEXT)]
         blocks = [
-            {"type": "section", "block_id": "clawgate_approval_text",
-             "text": {"type": "mrkdwn", "text": body[:SECTION_TEXT]}},
+            *sections,
             {"type": "actions", "block_id": "clawgate_approval", "elements": [
                 {"type": "button", "action_id": APPROVE, "style": "primary", "value": approval_id,
                  "text": {"type": "plain_text", "text": "Approve"}},

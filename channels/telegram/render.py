@@ -7,6 +7,10 @@ Markdown source, before conversion, with the kit's block-aware chunker (channels
 counting UTF-16 units as Telegram does; each piece is converted on its own, so no entity ever
 spans two messages. No I/O here.
 
+`latex_escape=False`: the converter would otherwise read Markdown's escaped parentheses `\\(` `\\)` as
+LaTeX delimiters and turn `\\(tools\\.exec\\)` into "toolsėxec" (a dot-above accent); an escape means the
+character itself.
+
 One adjustment: raw HTML in a reply ("Usage: tool <input>", "List<String>") is text the model
 meant to show, but CommonMark reads it as markup that the converter would drop; the ranges the
 parser itself reports as HTML get their "<" backslash-escaped, so they arrive as written.
@@ -64,7 +68,7 @@ def render(markdown: str, limit: int = MAX_CHARS) -> list[Chunk]:
 def _convert_fitting(piece: str, limit: int) -> list[Chunk]:
     """Convert one piece; if rendering made it longer than `limit`, split it finer and retry."""
     try:
-        text, entities = convert(literal_html(piece))
+        text, entities = convert(literal_html(piece), latex_escape=False)
         dicts = [_entity_dict(e) for e in entities]
     except Exception:  # a converter bug must never lose a reply: send the source as plain text
         text, dicts = piece.strip(), []

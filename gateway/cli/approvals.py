@@ -19,8 +19,9 @@ def cmd_list(args: argparse.Namespace) -> int:
         return (await client.request("approvals.list"))["pending"]
 
     return print_rows(with_gateway(ask), as_json=args.json, empty="no approvals waiting",
-                      line=lambda item: f"{item['id']}  {item['session_key']:16}  {item['tool']}: {item['summary']}"
-                      + (f"  ({item['reason']})" if item.get("reason") else ""))
+                      line=lambda item: f"{item['id']}  {item['session_key']:16}  {item['tool']}: "
+                      f"{item.get('shown_summary', item['summary'])}"
+                      + (f"  ({item.get('shown_reason', item['reason'])})" if item.get("reason") else ""))
 
 
 def _resolve(approval_id: str, approve: bool) -> int:

@@ -59,8 +59,12 @@ def terminal_stdin() -> StdinLines | None:
 
 
 def approval_text(payload: dict[str, Any]) -> str:
-    what = f"{payload.get('tool')}: {payload.get('summary', '')}"
-    return what + (f" ({payload['reason']})" if payload.get("reason") else "")
+    """The request as the owner must read it: `shown_*` has every hidden character written <U+XXXX>
+    (agent/core/visible.py), so an escape sequence in a command cannot rewrite the terminal's line,
+    nor an override reorder it."""
+    what = f"{payload.get('tool')}: {payload.get('shown_summary', payload.get('summary', ''))}"
+    reason = payload.get("shown_reason", payload.get("reason"))
+    return what + (f" ({reason})" if reason else "")
 
 
 def approval_hint(approval_id: str) -> str:

@@ -15,9 +15,19 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Any
 
 Event = Any  # the platform's handle of one delivered event (Telegram: an update id)
+
+
+@dataclass(frozen=True)
+class Shown:
+    """One message of an approval prompt as a person reads it (PlatformHarness.approval_view)."""
+
+    text: str
+    code: str
+    buttons: bool
 
 
 class PlatformHarness(ABC):
@@ -100,6 +110,17 @@ class PlatformHarness(ABC):
     @abstractmethod
     def approval_answers(self, user: str) -> list[str]:
         """What `user` was told after answering prompts (a button's answer, or the reply to the command)."""
+
+    @abstractmethod
+    def approval_view(self, chat: str) -> list[Shown]:
+        """The approval prompt's messages in `chat`, in order, as a person reads them: per message its text,
+        the text of its code blocks joined (markup and the platform's escaping undone), and whether it
+        carries the buttons (or the `/approve ID` line where there are none)."""
+
+    def status_lines(self, chat: str) -> list[str]:
+        """The status lines the bot posted in `chat` (first text of each, as a person reads it), deleted
+        ones included. Only for platforms that edit messages (the others get typing or nothing)."""
+        raise NotImplementedError(f"{self.name} shows no status line")
 
     # failures ---------------------------------------------------------------------------------------------
     @abstractmethod

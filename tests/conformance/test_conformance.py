@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import sqlite3
+
+from clawgate.agent.core.visible import visible
+from clawgate.channels.kit.progress import STATUS_ARGS
 
 from tests.conformance.conftest import DELIVERY_RETRY, RETRY_BASE
 from tests.conformance.harness import PlatformHarness
@@ -226,3 +230,64 @@ def test_a_private_conversation_names_no_sender(platform: PlatformHarness, chann
     wait_until(lambda: platform.replies(chat) == ["echo: just between us"], "the answer")
     turn = _turn_blocks(fake_model.requests, "just between us")
     assert turn.startswith("[runtime] ") and "sender:" not in turn
+
+
+# What a command may hold that a platform could show as something else: its markup characters, mentions
+# of everyone, and a right-to-left override (which would show what follows it reversed).
+SPECIALS = "& < > * _ \\ ` @everyone <@U123> <!channel> @room \u202e exe.txt "
+
+
+def test_an_approval_prompt_shows_the_whole_command_as_it_is(platform: PlatformHarness, channel_daemon,
+                                                             fake_model: FakeAnthropic) -> None:
+    payload = (SPECIALS * (5000 // len(SPECIALS) + 1))[:5000].strip()
+    fake_model.enqueue(tool_use("exec", {"argv": ["touch", payload]}), text("Not run, as you said."))
+    channel_daemon()
+    chat = platform.dm_chat(platform.owner)
+    platform.send_dm(platform.owner, "make that file")
+    approval = wait_until(lambda: platform.prompts(chat), "the approval prompt")[0]  # the buttons come last
+    view = platform.approval_view(chat)
+    command = "exec " + shlex.join(["touch", payload])
+    assert len(command) > 5000
+    assert "".join(shown.code for shown in view) == visible(command)  # every part, in order, nothing cut
+    assert "<U+202E>" in view[0].code and all("\u202e" not in shown.text for shown in view)
+    assert [shown.buttons for shown in view] == [False] * (len(view) - 1) + [True]
+    if platform.max_chars:
+        assert len(view) > 1  # 5,000 characters fit no chat message with its frame
+    said = "\n".join(shown.text for shown in view)
+    assert "'touch' is not on the exec allowlist (tools.exec.allowlist)" in said  # the reason, as written
+    platform.press_approval(platform.owner, approval, False)
+    wait_until(lambda: "Not run, as you said." in platform.replies(chat), "the run's answer after the denial")
+
+
+# Every character that is markup somewhere: Slack's & < >, HTML, Markdown's marks and escapes, mentions.
+REPLY = ("Specials: a < b && c > d, AT&T, <!channel> <@U123> @everyone @here @room, `code <b>&amp;</b>`, "
+         "5 \\* 3, snake\\_case, \\(tools\\.exec\\.allowlist\\), back\\\\slash, a \\` tick, ~tilde | pipe # hash")
+READ = ("Specials: a < b && c > d, AT&T, <!channel> <@U123> @everyone @here @room, code <b>&amp;</b>, "
+        "5 * 3, snake_case, (tools.exec.allowlist), back\\slash, a ` tick, ~tilde | pipe # hash")
+
+
+def test_a_reply_with_every_special_character_reads_as_written(platform: PlatformHarness, channel_daemon,
+                                                               fake_model: FakeAnthropic) -> None:
+    fake_model.enqueue(text(REPLY))
+    channel_daemon()
+    chat = platform.dm_chat(platform.owner)
+    platform.send_dm(platform.owner, "show me the specials")
+    wait_until(lambda: platform.replies(chat), "the reply")
+    assert platform.replies(chat) == [READ]
+
+
+def test_a_status_line_quotes_arguments_readably_escaped_and_short(platform: PlatformHarness, channel_daemon,
+                                                                   fake_model: FakeAnthropic) -> None:
+    path = "notes/" + SPECIALS * 10
+    fake_model.enqueue(tool_use("read_file", {"path": path}), text("Read it."))
+    channel_daemon()
+    chat = platform.dm_chat(platform.owner)
+    platform.send_dm(platform.owner, "read that")
+    wait_until(lambda: "Read it." in platform.replies(chat), "the answer")
+    wait_until(lambda: platform.status_lines(chat), "the status line")
+    [line] = platform.status_lines(chat)
+    frame = "⚙️ Working… step 1: read_file ()"
+    assert line.startswith("⚙️ Working… step 1: read_file (path: notes/& < > * _ \\ ` @everyone <@U123> <!channel> "
+                           "@room <U+202E> exe")  # key: value, hidden characters shown, nothing formatted
+    assert line.endswith("…)") and len(line) <= len(frame) + STATUS_ARGS  # short, and says it is cut
+    assert "{" not in line and '"' not in line and "\u202e" not in line  # no JSON, no override

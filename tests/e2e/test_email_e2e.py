@@ -53,7 +53,7 @@ def test_a_multi_step_task_by_mail(mail_daemon, mail_world: MailWorld, fake_mode
                        text("You have **2 notes**: buy milk, call Bob."))
     w.mail(w.owner, "what is in my notes?")
     (reply,) = w.wait_replies(w.owner, 1)
-    assert plain(reply).strip() == "You have **2 notes**: buy milk, call Bob."
+    assert plain(reply).strip() == "You have 2 notes: buy milk, call Bob."  # the text part reads as text
     assert "<strong>2 notes</strong>" in reply.get_body(preferencelist=("html",)).get_content()
     results = [b for r in fake_model.requests for m in r["messages"] if m["role"] == "user"
                and isinstance(m["content"], list) for b in m["content"] if b.get("type") == "tool_result"]
@@ -91,7 +91,7 @@ def test_a_cron_jobs_result_is_mailed(mail_daemon, mail_world: MailWorld, fake_m
                            text("Sure, I will remind you."))
     fake_model.enqueue_for("Remind the user to stretch", text("Time to **stretch**!"))
     w.mail(w.owner, "remind me to stretch in a second")
-    wait_until(lambda: "Time to **stretch**!" in w.texts(w.owner), "the cron job's result by mail",
+    wait_until(lambda: "Time to stretch!" in w.texts(w.owner), "the cron job's result by mail",
                describe=w.describe)
     assert w.texts(w.owner)[0] == "Sure, I will remind you."
     result = w.replies(w.owner)[-1]

@@ -213,10 +213,14 @@ def test_approve_and_deny_an_exec_from_the_page(browser, daemon, fake_model):
 
     # Deny: the tool does not run and the model is told so.
     marker = daemon.workspace / "denied.txt"
-    fake_model.enqueue(tool_use("exec", {"argv": ["python3", "-c", f"open({str(marker)!r}, 'w')"]}), text("Not run."))
+    # with a right-to-left override in it: the card shows it as <U+202E>, the command as it runs
+    fake_model.enqueue(tool_use("exec", {"argv": ["python3", "-c", f"open({str(marker)!r}, 'w') # \u202efdp.exe"]}),
+                       text("Not run."))
     page.fill("#chat-input", "write the file")
     page.click("#chat-send")
     expect(card).to_have_count(1)
+    expect(card.locator(".summary")).to_contain_text("# <U+202E>fdp.exe")
+    assert "\u202e" not in card.locator(".summary").inner_text()
     card.locator("button.deny").click()
     expect(page.locator("#messages .msg.assistant[data-state=final]").last).to_have_text("Not run.")
     expect(page.locator("#messages .step[data-tool=exec]").last).not_to_have_attribute("data-status", "ok")

@@ -20,8 +20,9 @@ export function approvalCard(gateway, a, { onError, onDone = () => {} }) {
   return el("div", { class: "approval", dataset: { id: a.id, tool: a.tool } },
     el("div", { class: "head" }, el("span", { class: "asks", text: "Waiting for your approval: " }),
       el("span", { class: "tool", text: a.tool }), el("span", { class: "where", text: ` in ${a.session_key}` })),
-    el("pre", { class: "summary", text: a.summary }),
-    el("p", { class: "reason", text: a.reason }),
+    // shown_*: the text with every invisible or reordering character written <U+XXXX> (agent/core/visible.py)
+    el("pre", { class: "summary", text: a.shown_summary ?? a.summary }),
+    el("p", { class: "reason", text: a.shown_reason ?? a.reason }),
     el("div", { class: "actions" },
       el("button", { class: "approve", type: "button", onclick: decide(true), text: "Approve" }),
       el("button", { class: "deny", type: "button", onclick: decide(false), text: "Deny" })));

@@ -15,7 +15,7 @@ from typing import Any
 import pyromark
 
 from clawgate.channels.kit.markdown import to_plain
-from tests.conformance.harness import PlatformHarness
+from tests.conformance.harness import PlatformHarness, Shown
 from tests.fakes.discord import payloads as P
 from tests.fakes.discord_api import FakeDiscord
 from tests.harness import DaemonProcess
@@ -139,6 +139,16 @@ class DiscordHarness(PlatformHarness):
             out += [c.json["content"] for c in calls if c.status == 200][:1]
         return out
 
+    def approval_view(self, chat: str) -> list[Shown]:
+        """A prompt's messages start with 🔐; their code blocks read with a CommonMark parser, as Discord does."""
+        return [Shown(to_plain(m["content"]), _code(m["content"]), bool(m["components"]))
+                for m in self.fake.sent_messages(chat) if m["content"].startswith("🔐")]
+
+    def status_lines(self, chat: str) -> list[str]:
+        """Every status line posted (they are deleted when the run ends: read from the requests)."""
+        return [to_plain(c.json["content"]) for c in self.fake.requests("POST", f"/channels/{chat}/messages")
+                if c.status == 200 and str((c.json or {}).get("content") or "").startswith(("⚙️", "⏳"))]
+
     # failures -------------------------------------------------------------------------------------------
     def send_attempts(self) -> list[float]:
         return [c.at for c in self.fake.requests("POST") if MESSAGES.fullmatch(c.path)]
@@ -165,6 +175,20 @@ def _kind(event: Any) -> str | None:
         start = event["Start"]
         return start if isinstance(start, str) else next(iter(start))
     return next(iter(event))
+
+
+def _code(markdown: str) -> str:
+    """The text of the code blocks in `markdown` (each without the newline before its closing fence)."""
+    out: list[str] = []
+    inside = False
+    for event in pyromark.events(markdown):
+        if isinstance(event, dict) and isinstance(event.get("Start"), dict) and "CodeBlock" in event["Start"]:
+            inside, out = True, [*out, ""]
+        elif isinstance(event, dict) and event.get("End") == "CodeBlock":
+            inside, out[-1] = False, out[-1].removesuffix("\n")
+        elif inside and isinstance(event, dict) and "Text" in event:
+            out[-1] += str(event["Text"])
+    return "".join(out)
 
 
 HARNESS = DiscordHarness

@@ -10,13 +10,14 @@ retry time, so the cases about those do not apply (`not_applicable`).
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from email.message import EmailMessage
 from email.utils import make_msgid
 from typing import Any
 
-from tests.conformance.harness import PlatformHarness
+from tests.conformance.harness import PlatformHarness, Shown
 from tests.email_servers import Dovecot, SmtpServer, send
 
 BOT = "bot@example.test"
@@ -30,7 +31,7 @@ def _plain(msg: EmailMessage) -> str:
 
 def _html(msg: EmailMessage) -> str:
     part = msg.get_body(preferencelist=("html",))
-    return str(part.get_content()) if part is not None else ""
+    return str(part.get_content()).replace("\r\n", "\n") if part is not None else ""
 
 
 class EmailHarness(PlatformHarness):
@@ -45,6 +46,7 @@ class EmailHarness(PlatformHarness):
         "test_a_rate_limit_is_waited_out_as_asked": "SMTP has no retry-after; a 4xx is retried with backoff",
         "test_the_model_is_told_who_speaks_in_a_shared_conversation": "mail has no groups: every thread is private "
                                                                      "to its sender (test_a_private_conversation_names_no_sender)",
+        "test_a_status_line_quotes_arguments_readably_escaped_and_short": "mail cannot edit a message: no status line, only the answer",
     }
 
     def __init__(self) -> None:
@@ -101,8 +103,7 @@ class EmailHarness(PlatformHarness):
         return self.smtp.to(chat)
 
     def replies(self, chat: str) -> list[str]:
-        return [t for t in (_plain(m) for m in self._mails(chat))
-                if "Approval needed" not in t and not t.startswith(("✅", "❌", "⌛"))]
+        return [t for t in (_plain(m) for m in self._mails(chat)) if not t.startswith(("🔐", "✅", "❌", "⌛"))]
 
     def formats(self, chat: str) -> list[set[str]]:
         tags = {"strong": "bold", "em": "italic", "code": "code", "pre": "pre"}
@@ -110,8 +111,19 @@ class EmailHarness(PlatformHarness):
                 for m in self._mails(chat)]
 
     def prompts(self, chat: str) -> list[str]:
-        return [m.group(1) for t in (_plain(x) for x in self._mails(chat)) if "Approval needed" in t
-                for m in [re.search(r"/approve (\S+?)`", t)] if m]
+        return [m.group(1) for t in (_plain(x) for x in self._mails(chat)) if t.startswith("🔐")
+                for m in [re.search(r"/approve (\S+)", t)] if m]
+
+    def approval_view(self, chat: str) -> list[Shown]:
+        """A prompt's mails start with 🔐; the code is what the HTML part shows in <pre>."""
+        out = []
+        for mail in self._mails(chat):
+            text = _plain(mail)
+            if text.startswith("🔐"):
+                code = "".join(html.unescape(c).removesuffix("\n")
+                               for c in re.findall(r"<pre><code[^>]*>(.*?)</code></pre>", _html(mail), re.S))
+                out.append(Shown(text, code, "/approve " in text))
+        return out
 
     def press_approval(self, user: str, approval_id: str, approve: bool) -> None:
         self.send_dm(user, f"{'approve' if approve else 'deny'} {approval_id}")

@@ -8,11 +8,12 @@ prompt's room (a guest asking about the owner's prompt) answers with `/approve I
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from typing import Any
 
-from tests.conformance.harness import PlatformHarness
+from tests.conformance.harness import PlatformHarness, Shown
 from tests.matrix_support import Human, Seen
 from tests.servers.matrix_proxy import MatrixProxy
 from tests.servers.synapse import MatrixUser, Synapse, shared_synapse
@@ -123,7 +124,8 @@ class MatrixHarness(PlatformHarness):
                 and (e.content.get("m.relates_to") or {}).get("rel_type") != "m.replace"]
 
     def _answers(self, chat: str) -> list[Seen]:
-        return [e for e in self._bot_messages(chat) if not e.body.startswith(STATUS) and not APPROVE.search(e.body + " ")]
+        return [e for e in self._bot_messages(chat) if not e.body.startswith(STATUS + ("🔐",))
+                and not APPROVE.search(e.body + " ")]
 
     def replies(self, chat: str) -> list[str]:
         return [e.body for e in self._answers(chat)]
@@ -133,6 +135,21 @@ class MatrixHarness(PlatformHarness):
 
     def prompts(self, chat: str) -> list[str]:
         return [m.group(1) for e in self._bot_messages(chat) if (m := APPROVE.search(e.body + " "))]
+
+    def approval_view(self, chat: str) -> list[Shown]:
+        """A prompt's notices start with 🔐; the code is what their HTML shows in <pre>; the last one asks
+        for the reactions."""
+        out = []
+        for e in self._bot_messages(chat):
+            if e.body.startswith("🔐"):
+                body = str(e.content.get("formatted_body", ""))
+                code = "".join(html.unescape(c).removesuffix("\n")
+                               for c in re.findall(r"<pre><code[^>]*>(.*?)</code></pre>", body, re.S))
+                out.append(Shown(e.body, code, "React 👍" in e.body))
+        return out
+
+    def status_lines(self, chat: str) -> list[str]:
+        return [e.body for e in self._bot_messages(chat) if e.body.startswith(STATUS)]
 
     def press_approval(self, user: str, approval_id: str, approve: bool) -> None:
         """A reaction on the prompt when `user` is in its room; `/approve ID` in their own DM otherwise."""

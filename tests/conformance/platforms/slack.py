@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from tests.conformance.harness import PlatformHarness
+from tests.conformance.harness import PlatformHarness, Shown
 from tests.fakes.slack_api import APP_TOKEN, BOT_TOKEN, MAX_TEXT_CHARS, Envelope, FakeSlack
 from tests.fakes.slack_api import workspace as W
 from tests.waiting import wait_until
@@ -26,6 +26,10 @@ def plain(mrkdwn: str) -> str:
     text = re.sub(r"(?<![\w_])_([^_\n]+)_(?![\w_])", r"\1", text)
     text = re.sub(r"(?<![\w~])~([^~\n]+)~(?![\w~])", r"\1", text)
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&").strip()
+
+
+def _unescape(mrkdwn: str) -> str:
+    return mrkdwn.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
 def formats(mrkdwn: str) -> set[str]:
@@ -94,7 +98,8 @@ class SlackHarness(PlatformHarness):
         return W.GENERAL
 
     def _sent(self, chat: str) -> list[dict[str, Any]]:
-        return [m for m in self.fake.posted(chat) if not m["text"].startswith(STATUS) and not m.get("blocks")]
+        return [m for m in self.fake.posted(chat) if not m["text"].startswith(STATUS + ("🔐",))
+                and not m.get("blocks")]
 
     def replies(self, chat: str) -> list[str]:
         return [plain(m["text"]) for m in self._sent(chat)]
@@ -122,6 +127,22 @@ class SlackHarness(PlatformHarness):
     def approval_answers(self, user: str) -> list[str]:
         answered = {rid: body.get("text", "") for rid, body in list(self.fake.responses)}
         return [answered[rid] for rid in self._presses.get(user, []) if rid in answered]
+
+    def approval_view(self, chat: str) -> list[Shown]:
+        """A prompt's messages start with 🔐: the last one's text is in its section blocks, with the buttons."""
+        out = []
+        for m in self.fake.posted(chat):
+            blocks = m.get("blocks") or []
+            sections = [b["text"]["text"] for b in blocks if b.get("type") == "section"]
+            text = "".join(sections) if sections else m["text"]
+            if text.startswith("🔐"):
+                code = "".join(_unescape(c) for c in re.findall(r"```\n(.*?)\n```", text, re.S))
+                out.append(Shown(plain(text), code, any(b.get("type") == "actions" for b in blocks)))
+        return out
+
+    def status_lines(self, chat: str) -> list[str]:
+        return [plain(str(c.params.get("text", ""))) for c in self.fake.calls_to("chat.postMessage")
+                if c.params.get("channel") == chat and str(c.params.get("text", "")).startswith(STATUS)]
 
     def send_attempts(self) -> list[float]:
         return [c.at for c in self.fake.calls_to("chat.postMessage")

@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any
 
-from tests.conformance.harness import PlatformHarness
+from tests.conformance.harness import PlatformHarness, Shown
 from tests.fakes.telegram_api import FakeTelegram
 
 GROUP = -100777
@@ -103,6 +103,21 @@ class TelegramHarness(PlatformHarness):
         # answers come in press order; a press's answer is the first one after the answers before it
         answers = list(self.fake.callback_answers)
         return [answers[i]["text"] for i in self._presses.get(user, []) if i < len(answers)]
+
+    def approval_view(self, chat: str) -> list[Shown]:
+        """Prompt messages start with 🔐; their code is the text under their `pre` entities (UTF-16 offsets)."""
+        out = []
+        for m in self._sent(chat):
+            if not m["text"].startswith("🔐"):
+                continue
+            units = m["text"].encode("utf-16-le")
+            code = "".join(units[2 * e["offset"]:2 * (e["offset"] + e["length"])].decode("utf-16-le")
+                           for e in m.get("entities") or [] if e["type"] == "pre")
+            out.append(Shown(m["plain_text"], code, bool(m.get("reply_markup"))))
+        return out
+
+    def status_lines(self, chat: str) -> list[str]:
+        return [m["plain_text"] for m in self._sent(chat) if m["text"].startswith(("⚙️", "⏳"))]
 
     def send_attempts(self) -> list[float]:
         return [t for name, t in list(self.fake.times) if name == "sendMessage"]

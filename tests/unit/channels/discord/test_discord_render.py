@@ -49,3 +49,11 @@ def test_mentions_are_not_escaped_but_empty_input_still_gives_a_message() -> Non
     assert for_discord("ping @everyone <@123>") == "ping @everyone <@123>"  # no pings: allowed_mentions
     assert render("") == ["(empty reply)"]
     assert render("\n\n   \n") == ["(empty reply)"]
+
+
+def test_a_code_block_holding_three_backticks_cannot_be_closed_early() -> None:
+    """Discord ends a code block at the first ``` (it knows no longer fences): the third backtick is shown
+    as <U+0060>, so the rest stays code and nothing after it formats."""
+    out = for_discord("````sh\necho ``` *not bold* ```` done\n````\n\n__strong__")
+    assert out.startswith("```sh\necho ``<U+0060> *not bold* ``<U+0060><U+0060> done\n```\n")
+    assert out.rstrip().endswith("**strong**")

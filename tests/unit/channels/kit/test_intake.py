@@ -7,6 +7,7 @@ from pathlib import Path
 
 from clawgate.channels.kit import AccessSettings, Incoming, IncomingFile, Sender
 from clawgate.channels.kit.intake import REFUSAL
+from clawgate.channels.kit.markdown import to_plain
 from tests.unit.channels.kit.support import make_kit, settle
 
 OWNER = Sender("1", "boss")
@@ -46,7 +47,8 @@ async def test_a_stranger_is_refused_once_then_silence() -> None:
     await kit.receive(message("let me in", sender=GUEST, mid="30"))
     await kit.receive(message("please", sender=GUEST, mid="31"))
     await settle(lambda: adapter.sent, "the refusal")
-    assert [text for _, text in adapter.sent] == [REFUSAL] and inbox.messages == []
+    said = to_plain(" ".join(text for _, text in adapter.sent))  # in chunks of 20, escaped as Markdown
+    assert said == REFUSAL and inbox.messages == []
 
 
 async def test_files_are_saved_in_the_senders_workspace_and_a_large_one_is_refused_before_fetching(tmp_path: Path) -> None:
@@ -66,9 +68,10 @@ async def test_files_are_saved_in_the_senders_workspace_and_a_large_one_is_refus
     assert "saved in the workspace as inbox/40-notes.txt" in msg.text and msg.text.startswith("see attached")
     await kit.receive(message("", mid="41", files=(file("big.bin", b"x" * 500, 500),)))
     await kit.receive(message("", mid="42", files=(file("liar.bin", b"x" * 500, 10),)))  # declared small, is not
-    await settle(lambda: len(adapter.sent) == 2, "two refusals")
+    # each refusal arrives in chunks of 20 characters (the two messages' chunks may interleave)
+    starts = lambda: [text for _, text in adapter.sent if text.startswith("That file is")]  # noqa: E731
+    await settle(lambda: len(starts()) == 2, "two refusals")
     assert fetched == ["../../notes.txt", "liar.bin"] and len(inbox.messages) == 1
-    assert all("too large" in text and "channels.memory.max_file_bytes" in text for _, text in adapter.sent)
 
 
 async def test_the_owner_may_share_one_session_across_channels() -> None:

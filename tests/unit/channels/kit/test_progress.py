@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 from clawgate.channels.kit.keys import parse_session_key
+from clawgate.channels.kit.markdown import to_plain
 from clawgate.channels.kit.progress import Progress
 from tests.waiting import wait_until_async
 
@@ -112,14 +113,14 @@ async def test_status_message_is_posted_once_edits_coalesce_and_it_is_removed() 
     await t.advance(2)
     state = progress._sessions[KEY]
     await wait_until_async(lambda: state.worker is not None and state.worker.done(), "the edits to settle")
-    assert len(ops.kinds("post")) == 1 and "read_file" in ops.kinds("post")[0]
-    assert len(ops.kinds("edit")) == 1 and "step 4: write_file" in ops.kinds("edit")[0]  # only the latest
+    assert len(ops.kinds("post")) == 1 and "read_file" in to_plain(ops.kinds("post")[0])
+    assert len(ops.kinds("edit")) == 1 and "step 4: write_file" in to_plain(ops.kinds("edit")[0])  # only the latest
     progress.on_event({"type": "run_end", "session": KEY, "run_id": "r"})
     await wait_until_async(lambda: ops.kinds("delete"), "the status message deleted")
     assert ops.kinds("delete") == ["101"]
     progress.on_event(tool("exec"))  # the next run gets a fresh status message, numbered from 1
     await wait_until_async(lambda: len(ops.kinds("post")) == 2, "a fresh status message")
-    assert ops.kinds("post")[-1].startswith("⚙️ Working… step 1: exec")
+    assert to_plain(ops.kinds("post")[-1]).startswith("⚙️ Working… step 1: exec")
     await progress.close()
 
 
