@@ -7,6 +7,7 @@ import gc
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from clawgate.agent.context.builder import ContextBuilder
@@ -115,3 +116,26 @@ print(json.dumps(sorted({{m.split(".")[0] for m in sys.modules}} & set({list(OPT
     done = subprocess.run([sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
+async def test_an_evicted_session_answers_with_its_whole_history_read_from_its_log(daemon_factory, fake_model) -> None:
+    daemon = daemon_factory({"CLAWGATE_STATE__SESSIONS_IN_MEMORY": "2"})
+    log = daemon.home / "state" / "sessions" / "kept.jsonl"
+    async with daemon.client() as client:
+        for n in range(3):
+            assert (await client.chat(f"first {n}", session="kept"))["text"] == f"echo: first {n}"
+        for n in range(6):  # pushes "kept" out of memory
+            await client.chat("hello", session=f"other-{n}")
+        # A turn added to the log meanwhile (as a restored checkpoint would): seen only if the log is read again.
+        with log.open("a") as fh:
+            for seq, record in ((7, {"kind": "user", "text": "noted while away", "owner": True, "user": ""}),
+                                (8, {"kind": "assistant", "content": [{"type": "text", "text": "echo: noted while away"}]})):
+                fh.write(json.dumps({"seq": seq, "ts": time.time(), **record}) + "\n")
+        final = await client.chat("after the others", session="kept")
+    assert final["state"] == "final" and final["text"] == "echo: after the others"
+    sent = [json.dumps(m["content"]) for m in fake_model.requests[-1]["messages"]]
+    expected = ["first 0", "echo: first 0", "first 1", "echo: first 1", "first 2", "echo: first 2", "noted while away",
+                "echo: noted while away", "after the others"]
+    assert [n for n in expected if any(n in m for m in sent)] == expected
+    seqs = [json.loads(line)["seq"] for line in log.read_text().splitlines()]
+    assert seqs == list(range(1, len(seqs) + 1))  # the log was continued, numbered on
