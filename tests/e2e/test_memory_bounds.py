@@ -14,6 +14,7 @@ from clawgate.agent.context.builder import ContextBuilder
 from clawgate.agent.providers.base import ModelRequest
 from clawgate.agent.providers.body import BodyEncoder
 from clawgate.agent.session import SessionManager
+from tests.fakes.anthropic_api import error, text
 from tests.harness import ROOT
 
 OPTIONAL_LIBRARIES = ("discord", "slack_sdk", "nio", "imapclient", "aiosmtplib", "redis", "mcp")
@@ -139,3 +140,39 @@ async def test_an_evicted_session_answers_with_its_whole_history_read_from_its_l
     assert [n for n in expected if any(n in m for m in sent)] == expected
     seqs = [json.loads(line)["seq"] for line in log.read_text().splitlines()]
     assert seqs == list(range(1, len(seqs) + 1))  # the log was continued, numbered on
+
+
+def test_the_provider_loads_only_the_sdk_modules_a_message_needs_and_the_whole_sdk_when_asked(fake_model) -> None:
+    """A streamed answer and an error answer through the SDK's client, in a fresh interpreter: the
+    SDK's Vertex/Bedrock clients and its resources (which define every type) stay unimported; a
+    public top-level name still gives the whole SDK."""
+    script = f"""
+import asyncio, json, sys
+from clawgate.agent.providers.anthropic import AnthropicProvider
+from clawgate.agent.providers.base import ModelRequest, ProviderError
+from clawgate.config.schema import AnthropicSettings
+provider = AnthropicProvider(AnthropicSettings(api_key="test", base_url={fake_model.base_url!r}, max_retries=0))
+request = ModelRequest(model="claude-test", system=[{{"type": "text", "text": "s"}}],
+                       messages=[{{"role": "user", "content": "say hi"}}])
+async def main():
+    answer = (await provider.complete(request)).text
+    try:
+        await provider.complete(request)
+    except ProviderError as exc:
+        error = str(exc)
+    await provider.close()
+    return answer, error
+answer, error = asyncio.run(main())
+light = sorted(m for m in ("anthropic.lib.vertex", "anthropic.resources.beta", "anthropic.resources.messages")
+               if m in sys.modules)
+import anthropic
+whole = anthropic.Anthropic.__name__, anthropic.types.Message.__name__, "anthropic.lib.vertex" in sys.modules
+print(json.dumps([answer, error, light, whole]))
+"""
+    fake_model.enqueue(text("hi there"), error(400, message="bad request"))
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    answer, error_text, light, whole = json.loads(done.stdout.strip().splitlines()[-1])
+    assert answer == "hi there" and "bad request" in error_text
+    assert light == []
+    assert whole == ["Anthropic", "Message", True]
