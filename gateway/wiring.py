@@ -212,6 +212,8 @@ def build_conversation(paths: Paths, settings: Settings, state: State, provider:
     checkpoints = build_checkpoints(paths, settings, workspaces, sessions, tasks, events, busy=activity.busy,
                                     invalidate=context.invalidate, durability=state.durability)
     sessions.evicted += [context.invalidate, checkpoints.forget_track]  # per-session caches leave with the session
+    if (forget_body := getattr(provider, "forget_session", None)) is not None:  # the request-body cache's entry
+        sessions.evicted.append(forget_body)
     replaying = ReplayProvider(provider, checkpoints.tapes, sessions.loaded)
     loop = AgentLoop(bus=state.bus, sessions=sessions, provider=replaying, tools=tools, context=context, events=events,
                      settings=agent, workspace=workspaces.owner, workspaces=workspaces)

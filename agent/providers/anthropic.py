@@ -103,6 +103,10 @@ class AnthropicProvider:
         headers = [(k, v) for k, v in built.headers.multi_items() if k.lower() != "content-length"]
         return DirectStream.for_client(client, built.url, headers, dict(built.extensions))
 
+    def forget_session(self, key: str) -> None:
+        """The session left memory (it is read again with new message objects): drop its cached body."""
+        self._body.forget(key)
+
     @property
     def client(self) -> "anthropic.AsyncAnthropic":
         self.warm()

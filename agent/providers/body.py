@@ -59,6 +59,12 @@ class BodyEncoder:
         parts += [b',"messages":[', b",".join(self._messages(request.session_key, request.messages)), b"]}"]
         return b"".join(parts)
 
+    def forget(self, key: str) -> None:
+        """Drop a session's entry (it left memory; the messages it holds would only be kept alive)."""
+        entry = self._sessions.pop(key, None)
+        if entry is not None:
+            self._held_bytes -= entry[2]
+
     def _stable_part(self, name: str, value: Any) -> bytes:
         cached = self._stable.get(name)
         if cached is not None and (cached[0] is value or cached[0] == value):

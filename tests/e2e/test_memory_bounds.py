@@ -95,6 +95,9 @@ def test_the_body_encoder_keeps_at_most_its_stated_number_of_sessions() -> None:
                               "m", stream=False)
         assert json.loads(body)["messages"] == messages
     assert list(encoder._sessions) == ["s16", "s17", "s18", "s19"]
+    held = encoder._held_bytes
+    encoder.forget("s17")  # the session left memory: its entry goes with it
+    assert list(encoder._sessions) == ["s16", "s18", "s19"] and encoder._held_bytes < held
 
 
 def test_a_default_start_imports_no_channel_library_nor_redis_nor_mcp(tmp_path: Path) -> None:
