@@ -499,6 +499,7 @@ class SessionManager:
         self.max_idle_records = max_idle_records
         self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self._recent: OrderedDict[str, Session] = OrderedDict()  # kept in memory; least recently used first
+        self._recent_records = 0  # records of the sessions in `_recent`, kept as they are appended
         self._writers: OrderedDict[Session, None] = OrderedDict()  # may hold a file open; least recent first
         # Told of every record appended to any session; a failing observer never breaks a run.
         self.observers: list[Callable[[Session, Record], None]] = []
@@ -519,19 +520,19 @@ class SessionManager:
             session.on_append = self._appended
             self._sessions[key] = session
             weakref.finalize(session, self._dropped, key)
-        self._recent[key] = session
+        if self._recent.get(key) is not session:
+            self._recent[key] = session
+            self._recent_records += len(session.records)
         self._recent.move_to_end(key)
         self._trim()
         return session
 
     def _trim(self) -> None:
         """Let go of the least recently used sessions beyond the bounds (kept alive if still in use)."""
-        if len(self._recent) <= 1:
-            return
-        records = sum(len(s.records) for s in self._recent.values())
-        while len(self._recent) > 1 and (len(self._recent) > self.max_idle or records > self.max_idle_records):
+        while len(self._recent) > 1 and (len(self._recent) > self.max_idle
+                                         or self._recent_records > self.max_idle_records):
             _, oldest = self._recent.popitem(last=False)
-            records -= len(oldest.records)
+            self._recent_records = max(0, self._recent_records - len(oldest.records))
             self._writers.pop(oldest, None)  # if still in use, its next append opens the file again
             oldest.close()
 
@@ -545,6 +546,8 @@ class SessionManager:
                 log.exception("session eviction callback %s failed", getattr(callback, "__name__", callback))
 
     def _appended(self, session: Session, record: Record) -> None:
+        if self._recent.get(session.key) is session:
+            self._recent_records += 1
         for observer in list(self.observers):
             try:
                 observer(session, record)
@@ -563,7 +566,8 @@ class SessionManager:
     def forget(self, key: str) -> None:
         """Drop the in-memory session so the next `get` reads its log again (after the log was replaced)."""
         session = self._sessions.pop(key, None)
-        self._recent.pop(key, None)
+        if (recent := self._recent.pop(key, None)) is not None:
+            self._recent_records = max(0, self._recent_records - len(recent.records))
         if session:
             self._writers.pop(session, None)
             session.close()
