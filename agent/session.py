@@ -13,6 +13,7 @@ import logging
 import os
 import time
 import unicodedata
+import weakref
 from collections import OrderedDict
 from itertools import islice
 from pathlib import Path
@@ -465,24 +466,45 @@ def user_blocks(record: Record) -> list[dict[str, Any]]:
     return blocks
 
 
-class SessionManager:
-    """Opens sessions lazily and keeps them in memory; one file per key.
+# How many sessions, and how many of their records in all, stay in memory while no one uses them
+# (the defaults of `state.sessions_in_memory` and `state.records_in_memory`). A daemon that served
+# thousands of chats keeps only the recent ones; the others are read again from their logs on
+# their next message (a few ms for a long log).
+MAX_IDLE_SESSIONS = 256
+MAX_IDLE_RECORDS = 12_000
 
-    There is one Session object per key for the manager's lifetime (callers hold on to it), but
-    at most `max_open` of them keep their file open: when another one appends, the one that
+
+class SessionManager:
+    """Opens sessions lazily and keeps the recently used ones in memory; one file per key.
+
+    While anything holds a Session (a running turn, a queued run), `get` returns that same object:
+    the manager keeps a weak reference to every session alive. Strongly it holds only the most
+    recently used ones, at most `max_idle` sessions and `max_idle_records` records in all; a session
+    pushed out of that set is dropped once nothing else holds it (its file closed first), and its
+    next `get` reads its log again. `evicted` callbacks hear of each dropped key, so per-session
+    caches elsewhere (keyed by the key) drop theirs too.
+
+    At most `max_open` sessions keep their file open: when another one appends, the one that
     appended least recently closes its file, and reopens it on its own next append.
     """
 
     def __init__(self, folder: Path, *, fsync: bool = True, max_open: int = 64,
-                 durability: Durability | None = None) -> None:
+                 durability: Durability | None = None, max_idle: int = MAX_IDLE_SESSIONS,
+                 max_idle_records: int = MAX_IDLE_RECORDS) -> None:
         self.folder = folder
         self.fsync = fsync
         self.durability = durability
         self.max_open = max(1, max_open)
-        self._sessions: dict[str, Session] = {}
+        self.max_idle = max(1, max_idle)
+        self.max_idle_records = max_idle_records
+        self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
+        self._recent: OrderedDict[str, Session] = OrderedDict()  # kept in memory; least recently used first
+        self._recent_records = 0  # records of the sessions in `_recent`, kept as they are appended
         self._writers: OrderedDict[Session, None] = OrderedDict()  # may hold a file open; least recent first
         # Told of every record appended to any session; a failing observer never breaks a run.
         self.observers: list[Callable[[Session, Record], None]] = []
+        # Told the key of every session dropped from memory (not of `forget` and `reset`, whose callers act).
+        self.evicted: list[Callable[[str], None]] = []
         # Called with the session's key before every append; raises to refuse the write (a fleet
         # worker that lost the session's partition, agent/fleet). None: every write goes through.
         self.guard: Callable[[str], None] | None = None
@@ -497,9 +519,35 @@ class SessionManager:
             session.on_write = self._writing
             session.on_append = self._appended
             self._sessions[key] = session
+            weakref.finalize(session, self._dropped, key)
+        if self._recent.get(key) is not session:
+            self._recent[key] = session
+            self._recent_records += len(session.records)
+        self._recent.move_to_end(key)
+        self._trim()
         return session
 
+    def _trim(self) -> None:
+        """Let go of the least recently used sessions beyond the bounds (kept alive if still in use)."""
+        while len(self._recent) > 1 and (len(self._recent) > self.max_idle
+                                         or self._recent_records > self.max_idle_records):
+            _, oldest = self._recent.popitem(last=False)
+            self._recent_records = max(0, self._recent_records - len(oldest.records))
+            self._writers.pop(oldest, None)  # if still in use, its next append opens the file again
+            oldest.close()
+
+    def _dropped(self, key: str) -> None:
+        if self._sessions.get(key) is not None:  # forgotten, and read again since: that one is in use
+            return
+        for callback in list(self.evicted):
+            try:
+                callback(key)
+            except Exception:
+                log.exception("session eviction callback %s failed", getattr(callback, "__name__", callback))
+
     def _appended(self, session: Session, record: Record) -> None:
+        if self._recent.get(session.key) is session:
+            self._recent_records += 1
         for observer in list(self.observers):
             try:
                 observer(session, record)
@@ -513,11 +561,13 @@ class SessionManager:
 
     def loaded_keys(self) -> list[str]:
         """Keys of the sessions in memory."""
-        return list(self._sessions)
+        return list(self._sessions.keys())
 
     def forget(self, key: str) -> None:
         """Drop the in-memory session so the next `get` reads its log again (after the log was replaced)."""
         session = self._sessions.pop(key, None)
+        if (recent := self._recent.pop(key, None)) is not None:
+            self._recent_records = max(0, self._recent_records - len(recent.records))
         if session:
             self._writers.pop(session, None)
             session.close()
@@ -555,10 +605,7 @@ class SessionManager:
     def reset(self, key: str) -> str | None:
         """Start the session afresh; the old log is kept beside it (transcripts are memory)."""
         check_session_key(key)
-        session = self._sessions.pop(key, None)
-        if session:
-            self._writers.pop(session, None)
-            session.close()
+        self.forget(key)
         path = self.folder / _file_name(key)
         if not path.exists():
             return None

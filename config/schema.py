@@ -230,6 +230,8 @@ class StateSettings(_Section):
     fsync: bool = Field(True, description="fsync durable writes; off trades power-loss safety for speed")
     keep_days: float = Field(30.0, gt=0, description="how long answered/delivered queue rows are kept (duplicate detection)")
     usage_flush_seconds: float = Field(5.0, gt=0, le=3600, description="token usage is saved this long after a model call, in batches (a crash loses at most this window)")
+    sessions_in_memory: int = Field(256, ge=1, description="recently used sessions kept in memory; others are read again from their log on their next message")
+    records_in_memory: int = Field(12_000, ge=0, description="session records kept in memory in all (beyond it the least recently used sessions are dropped; a session in use always stays)")
 
 
 class CheckpointSettings(_Section):

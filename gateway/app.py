@@ -286,12 +286,10 @@ def _quietly_sync(durability: Durability) -> None:
 
 
 def _warm(provider_warm: Callable[[], None] | None) -> None:
-    """Imports that would stall the event loop on first use, done in a thread after the ready line:
-    the model SDK (about a second) and httpx (web_fetch; not needed to start)."""
+    """The model SDK's import (about a second), which would stall the event loop on first use, done
+    in a thread after the ready line. (httpx, web_fetch's client, is imported by the first fetch.)"""
     try:
         if provider_warm is not None:
             provider_warm()
     finally:
-        import httpx  # noqa: F401
-
         settle_heap()  # what is imported by now lives as long as the daemon

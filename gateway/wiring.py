@@ -105,7 +105,9 @@ def build_state(paths: Paths, settings: Settings) -> State:
     return State(
         workspaces=build_workspaces(paths, settings), durability=durability, db=db, bus=SqliteBus(db, durability),
         events=EventHub(), trace=TraceWriter(paths.traces, max_open=keep_open), audit=AuditLog(paths.audit_log),
-        sessions=SessionManager(paths.sessions, fsync=fsync, durability=durability, max_open=keep_open),
+        sessions=SessionManager(paths.sessions, fsync=fsync, durability=durability, max_open=keep_open,
+                                max_idle=settings.state.sessions_in_memory,
+                                max_idle_records=settings.state.records_in_memory),
         tasks=TaskStore(paths.tasks, fsync=fsync, durability=durability),
         # every real model call is counted per day and session (agent/usage/ledger.py), saved in batches
         usage=UsageLedger(UsageStore(db), flush_seconds=settings.state.usage_flush_seconds))
@@ -209,6 +211,9 @@ def build_conversation(paths: Paths, settings: Settings, state: State, provider:
     context.guest_root = lambda session: None if not (user := session_user(session)) else workspaces.guard(user).root
     checkpoints = build_checkpoints(paths, settings, workspaces, sessions, tasks, events, busy=activity.busy,
                                     invalidate=context.invalidate, durability=state.durability)
+    sessions.evicted += [context.invalidate, checkpoints.forget_track]  # per-session caches leave with the session
+    if (forget_body := getattr(provider, "forget_session", None)) is not None:  # the request-body cache's entry
+        sessions.evicted.append(forget_body)
     replaying = ReplayProvider(provider, checkpoints.tapes, sessions.loaded)
     loop = AgentLoop(bus=state.bus, sessions=sessions, provider=replaying, tools=tools, context=context, events=events,
                      settings=agent, workspace=workspaces.owner, workspaces=workspaces)

@@ -136,6 +136,10 @@ class CheckpointService:
             self.create(session, "auto", seq=int(record["seq"]), anchor_ts=record["ts"],
                         description=f"every {self.settings.every_events} events")
 
+    def forget_track(self, key: str) -> None:
+        """The session left memory (idle): its track is rebuilt from its log if it is read again."""
+        self._tracks.pop(key, None)
+
     def _track(self, session: Session, record: Record) -> _Track:
         track = self._tracks.get(session.key)
         if track is None:

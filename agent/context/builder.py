@@ -121,7 +121,11 @@ class ContextBuilder:
         # The workspace of the guest a session's runs act for (None: the owner's). A guest's prompt has
         # the agent's identity and notes, but the guest's own MEMORY.md and no USER.md (the owner's profile).
         self.guest_root: Callable[[Session], Path | None] | None = None
-        self._frozen: dict[tuple[str, Mode], tuple[int, list[dict[str, Any]], Path | None]] = {}
+        # session key -> mode -> (run stamp, frozen system prompt, guest); a key's entry goes when its
+        # session leaves memory (SessionManager.evicted -> `invalidate`)
+        self._frozen: dict[str, dict[Mode, tuple[int, list[dict[str, Any]], Path | None]]] = {}
+        # One list per distinct prompt, shared by every session frozen with it (most share one).
+        self._prompts: dict[tuple[str, ...], list[dict[str, Any]]] = {}
         self._files: dict[str, tuple[tuple[int, int, int], str | None]] = {}  # layer file -> (stat stamp, text)
 
     # layers ------------------------------------------------------------------
@@ -199,18 +203,28 @@ class ContextBuilder:
     # per session -------------------------------------------------------------
     def invalidate(self, session_key: str) -> None:
         """Re-read the layers for this session next time (after a reset or consolidation)."""
-        for key in [k for k in self._frozen if k[0] == session_key]:
-            del self._frozen[key]
+        self._frozen.pop(session_key, None)
 
     def system_for(self, session: Session, mode: Mode) -> list[dict[str, Any]]:
         """The frozen system prompt; a heartbeat run re-reads its task states once per run."""
         stamp = _run_start(session) if mode == "heartbeat" else 0
-        key = (session.key, mode)
         guest = self.guest_root(session) if self.guest_root is not None else None
-        frozen = self._frozen.get(key)
+        modes = self._frozen.setdefault(session.key, {})
+        frozen = modes.get(mode)
         if frozen is None or frozen[0] != stamp or frozen[2] != guest:  # a group: another person speaks now
-            frozen = self._frozen[key] = (stamp, self.system_blocks(mode, guest), guest)
+            frozen = modes[mode] = (stamp, self._shared(self.system_blocks(mode, guest)), guest)
         return frozen[1]
+
+    def _shared(self, blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The one list equal to `blocks` that other sessions already use (a stated 64 distinct prompts
+        are remembered; callers never change a prompt list)."""
+        texts = tuple(block["text"] for block in blocks)
+        shared = self._prompts.get(texts)
+        if shared is None:
+            if len(self._prompts) >= 64:
+                self._prompts.clear()
+            shared = self._prompts[texts] = blocks
+        return shared
 
     def runtime_block(self, session: Session, *, channel: str, chat_id: str, sender_id: str | None = None,
                       meta: Mapping[str, Any] | None = None, person: str | None = OWNER) -> str:

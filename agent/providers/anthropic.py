@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from clawgate.config.schema import AnthropicSettings
 
 from .anthropic_http import DirectStream
+from . import anthropic_light
 from .anthropic_private import missing_private_names
 from .base import ModelRequest, ModelResponse, ProviderError, TextCallback, restart_preview
 from .body import BodyEncoder
@@ -64,21 +65,24 @@ class AnthropicProvider:
         with self._warming:  # the start-up thread and a first request may both get here
             if self._client is not None:
                 return
-            import anthropic
+            anthropic = anthropic_light.load()  # the message path's part of the SDK (anthropic_light.py)
+            from anthropic._base_client import DefaultAioHttpClient
+            from anthropic._client import AsyncAnthropic
+            from anthropic._version import __version__ as sdk_version
 
-            self._client = anthropic.AsyncAnthropic(
+            self._client = AsyncAnthropic(
                 api_key=self.settings.api_key,
                 base_url=self.settings.base_url,
                 max_retries=0,
                 timeout=self.settings.timeout_seconds,
                 # aiohttp (the SDK's own `aiohttp` extra) rather than httpx's pool, which re-checks every
                 # idle connection on each request: a tenth of a message's CPU with 16 sessions at once.
-                http_client=self._http_client or anthropic.DefaultAioHttpClient(timeout=self.settings.timeout_seconds),
+                http_client=self._http_client or DefaultAioHttpClient(timeout=self.settings.timeout_seconds),
             )
             if missing := missing_private_names(self._client):
                 # anthropic_private.py: an SDK other than the pinned line; its public path still works
                 log.warning("anthropic SDK %s lacks %s; using its public request path (slower, same replies)",
-                            anthropic.__version__, ", ".join(missing))
+                            sdk_version, ", ".join(missing))
                 self._direct = None
 
     def _prepare_direct(self, client: "anthropic.AsyncAnthropic") -> DirectStream | None:
@@ -98,6 +102,10 @@ class AnthropicProvider:
         built = client._build_request(options)
         headers = [(k, v) for k, v in built.headers.multi_items() if k.lower() != "content-length"]
         return DirectStream.for_client(client, built.url, headers, dict(built.extensions))
+
+    def forget_session(self, key: str) -> None:
+        """The session left memory (it is read again with new message objects): drop its cached body."""
+        self._body.forget(key)
 
     @property
     def client(self) -> "anthropic.AsyncAnthropic":
@@ -129,8 +137,8 @@ class AnthropicProvider:
                             retryable=True, cause=str(last))
 
     async def _with_retries(self, request: ModelRequest, model: str, on_text: TextCallback | None) -> ModelResponse:
-        import anthropic
         import httpx2
+        from anthropic import _exceptions as anthropic
 
         attempts = self.settings.max_retries + 1
         for attempt in range(attempts):
@@ -160,8 +168,8 @@ class AnthropicProvider:
         raise AssertionError("unreachable")
 
     async def _once(self, request: ModelRequest, model: str, on_text: TextCallback | None) -> ModelResponse:
-        from anthropic import AsyncStream
-        from anthropic.types import Message
+        from anthropic._streaming import AsyncStream
+        from anthropic.types.message import Message
 
         body = self._body.encode(request, model, stream=self.stream)
         started = time.perf_counter()
@@ -217,7 +225,7 @@ class AnthropicProvider:
 def _status_error(client: Any, message: str, body: dict[str, Any], response: Any) -> Exception:
     """The SDK's typed error for an error envelope; the public base class when the private factory is
     gone (this is the path taken then, anthropic_private.py), which the retry policy reads the same."""
-    import anthropic
+    from anthropic import _exceptions as anthropic
 
     make = getattr(client, "_make_status_error", None)
     if make is None:

@@ -64,8 +64,8 @@ class DirectStream:
         return cls(client, transport, url, headers, extensions)
 
     async def send(self, body: bytes, feed: Callable[[dict[str, Any]], None]) -> None:
-        import anthropic
         import httpx2
+        from anthropic import _exceptions as anthropic
         from aiohttp import ClientSession
         from anthropic._streaming import SSEDecoder
         from anthropic._vendor.httpx_aiohttp.transport import map_aiohttp_exceptions

@@ -17,9 +17,9 @@ PRIVATE_NAMES: tuple[str, ...] = (
     "anthropic._streaming:SSEDecoder.aiter_bytes",
     "anthropic._vendor.httpx_aiohttp.transport:AiohttpTransport.get_client",
     "anthropic._vendor.httpx_aiohttp.transport:map_aiohttp_exceptions",
-    "anthropic:AsyncAnthropic._build_request",
-    "anthropic:AsyncAnthropic._make_status_error",
-    "anthropic:AsyncAnthropic._make_status_error_from_response",
+    "anthropic._client:AsyncAnthropic._build_request",
+    "anthropic._client:AsyncAnthropic._make_status_error",
+    "anthropic._client:AsyncAnthropic._make_status_error_from_response",
     "httpx2:AsyncClient._transport_for_url",
 )
 # Resolved on a built client: instance attributes that exist only once it is constructed.

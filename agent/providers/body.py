@@ -26,9 +26,11 @@ class BodyEncoder:
     Keyed by object identity (with the object kept alive, so an id is never reused meanwhile):
     a message is never edited in place once projected, so identity means equal content. The
     cache holds only the messages of a session's latest request, for the most recently used
-    sessions whose encodings fit in `max_bytes`. Bounded by bytes, not by a count of sessions:
-    a count small enough for long conversations was thrashed by many short ones (100 busy
-    sessions cycling through a cache of 64 re-encoded every history on every request).
+    sessions whose encodings fit in `max_bytes`, and at most `max_sessions` of them (as many as
+    the session manager keeps in memory: a session read again from its log has new message
+    objects, so an entry older than that would only hold dead messages alive). The count alone
+    would not do: one small enough for long conversations was thrashed by many short ones (100
+    busy sessions cycling through a cache of 64 re-encoded every history on every request).
 
     The usual request is the last one plus new messages at the end: that is recognised by one
     list comparison (identity first, in C) and only the new messages are encoded, so no Python
@@ -36,8 +38,9 @@ class BodyEncoder:
     back to looking each message up by identity.
     """
 
-    def __init__(self, max_bytes: int = 64 << 20) -> None:
+    def __init__(self, max_bytes: int = 16 << 20, max_sessions: int = 256) -> None:
         self.max_bytes = max_bytes
+        self.max_sessions = max_sessions
         # session -> (the messages of its latest request, their encodings in order, their total size)
         self._sessions: OrderedDict[str, tuple[list[dict[str, Any]], list[bytes], int]] = OrderedDict()
         self._held_bytes = 0
@@ -55,6 +58,12 @@ class BodyEncoder:
             parts.append(b',"stream":true')
         parts += [b',"messages":[', b",".join(self._messages(request.session_key, request.messages)), b"]}"]
         return b"".join(parts)
+
+    def forget(self, key: str) -> None:
+        """Drop a session's entry (it left memory; the messages it holds would only be kept alive)."""
+        entry = self._sessions.pop(key, None)
+        if entry is not None:
+            self._held_bytes -= entry[2]
 
     def _stable_part(self, name: str, value: Any) -> bytes:
         cached = self._stable.get(name)
@@ -81,6 +90,7 @@ class BodyEncoder:
         if key:
             self._sessions[key] = (list(messages), parts, size)
             self._held_bytes += size
-            while self._held_bytes > self.max_bytes and len(self._sessions) > 1:
+            while len(self._sessions) > 1 and (self._held_bytes > self.max_bytes
+                                               or len(self._sessions) > self.max_sessions):
                 self._held_bytes -= self._sessions.popitem(last=False)[1][2]
         return parts

@@ -44,6 +44,12 @@ class ProviderChain:
             if warm is not None:
                 warm()
 
+    def forget_session(self, key: str) -> None:
+        """The session left memory: providers that cache per session drop theirs."""
+        for provider in self.providers:
+            if (forget := getattr(provider, "forget_session", None)) is not None:
+                forget(key)
+
     def breaker_states(self) -> list[dict[str, Any]]:
         """Each provider's breaker, for `status` (closed for all when breakers are off)."""
         return [b.snapshot() if b is not None else {"name": p.name, "state": "closed", "failures": 0,

@@ -14,9 +14,11 @@ The check is on addresses, after resolution, so a public-looking name that resol
 from __future__ import annotations
 
 import asyncio
+import importlib
 import ipaddress
 import re
 import socket
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Awaitable, Callable
 
@@ -148,7 +150,8 @@ async def system_resolve(host: str, port: int) -> list[str]:
 
 async def check_url(raw: str | httpx.URL, resolve: Resolver, timeout: float = 10.0) -> Target:
     """Parse, resolve and classify one URL. Raises FetchProblem when it cannot be fetched."""
-    import httpx
+    # httpx (5 MB resident) is imported by the first fetch, in a thread so the event loop never waits on it.
+    httpx = sys.modules.get("httpx") or await asyncio.to_thread(importlib.import_module, "httpx")
 
     try:
         url = raw if isinstance(raw, httpx.URL) else httpx.URL(raw)

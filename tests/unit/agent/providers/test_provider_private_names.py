@@ -52,7 +52,7 @@ async def test_a_missing_private_name_falls_back_to_the_public_path(fake: FakeAn
     import anthropic
 
     name = "_make_status_error_from_response"
-    spec = f"anthropic:AsyncAnthropic.{name}"
+    spec = f"anthropic._client:AsyncAnthropic.{name}"
     assert spec in PRIVATE_NAMES
     owner = next(cls for cls in anthropic.AsyncAnthropic.__mro__ if name in vars(cls))
     monkeypatch.delattr(owner, name)  # as a future SDK that renamed it
