@@ -18,7 +18,7 @@ from clawgate.workspace.users import OWNER
 
 from .access import Sender, Verdict, decide
 from .adapter import Incoming
-from .commands import for_another_bot, parse_command
+from .commands import KIT_COMMANDS, for_another_bot, parse_command
 from .files import Received, receive_files
 from .keys import OWNER_SESSION, session_key
 
@@ -54,7 +54,7 @@ class Intake:
         if verdict is Verdict.REFUSE:
             kit.store.mark_refused(who.user_id)
             kit.log.info("refused user %s (not allowed by policy)", who.user_id)
-            kit.say(incoming.chat_id, REFUSAL, incoming.thread_id)
+            kit.say(incoming.chat_id, REFUSAL, incoming.thread_id, incoming.message_id)
             return False
         if verdict is Verdict.IGNORE:
             return False
@@ -65,13 +65,13 @@ class Intake:
         kit.routes[key] = (incoming.chat_id, incoming.thread_id)
         if command is not None:
             if kit.store.first_time(f"command:{incoming.chat_id}:{incoming.message_id}"):
-                reply = self._command(command, key, who, owner)
-                if reply:
-                    kit.say(incoming.chat_id, reply, incoming.thread_id)
+                reply = self._command(command, key, who, owner, incoming)
+                if reply:  # on the command's own message: two people's commands never swap answers
+                    kit.say(incoming.chat_id, reply, incoming.thread_id, incoming.message_id)
             return False
         received = await self._content(incoming, who, owner)
         if received.refusal or not received.text:
-            kit.say(incoming.chat_id, received.refusal or NOT_TEXT, incoming.thread_id)
+            kit.say(incoming.chat_id, received.refusal or NOT_TEXT, incoming.thread_id, incoming.message_id)
             return False
         inbound = InboundMessage(
             id=f"{kit.name}:{incoming.chat_id}:{incoming.message_id}", channel=kit.name, chat_id=incoming.chat_id,
@@ -93,14 +93,18 @@ class Intake:
         chat = kit.store.session_chat(incoming.chat_id)
         return kit.services.check_session_key(session_key(kit.name, chat, incoming.thread_id))
 
-    def _command(self, command: tuple[str, str], key: str, who: Sender, owner: bool) -> str | None:
+    def _command(self, command: tuple[str, str], key: str, who: Sender, owner: bool, incoming: Incoming) -> str | None:
+        """`incoming.private` decides whose rights apply: in a shared conversation a guest's /stop
+        reaches only their own work and /new is the owner's (agent/commands.py)."""
         name, args = command
         if name in ("approve", "deny"):
             approval_id = args.split()[0] if args.split() else ""
             if not approval_id:
                 return f"Say which request: /{name} ID (the id is in the prompt)."
             return self.kit.prompts.answer(approval_id, owner=owner, approved=name == "approve")
-        return self.kit.services.commands(name, key, args, self.kit.user_of(who))
+        buttons = self.kit.adapter.capabilities.buttons
+        return self.kit.services.commands(name, key, args, self.kit.user_of(who), shared=not incoming.private,
+                                          reply_to=incoming.message_id, extra=[] if buttons else KIT_COMMANDS)
 
     async def _content(self, incoming: Incoming, who: Sender, owner: bool) -> Received:
         if not incoming.files:
