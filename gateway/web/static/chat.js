@@ -1,6 +1,8 @@
 // The chat column: one session's history, the answer streaming in as `chat` deltas, and the tool
 // steps of the running turn as `agent` events arrive. Answers are shown as sanitised Markdown
-// (markdown.js), a run's tool calls as a collapsible block of steps (steps.js).
+// (markdown.js), a run's tool calls as a collapsible block of steps (steps.js). A chat command
+// (/help, /status, /stop, …) is answered by the gateway at once (docs/protocol.md): its answer is
+// shown as a command reply, plain text, apart from the model's answers.
 
 import { el, clear } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
@@ -17,6 +19,7 @@ export class ChatView {
     this.title = root.querySelector("#chat-session");
     this.stopButton = root.querySelector("#chat-stop");
     this.runs = new Map(); // runId -> {bubble, text, steps}
+    this.commands = new Set(); // runIds of the command replies shown (the result and its event are one)
     this.form.addEventListener("submit", (event) => {
       event.preventDefault();
       this.send();
@@ -37,6 +40,7 @@ export class ChatView {
     this.session = session;
     this.title.textContent = session;
     this.runs.clear();
+    this.commands.clear();
     clear(this.log);
     try {
       const { messages } = await this.gateway.request("chat.history", { session, limit: 200 });
@@ -51,10 +55,15 @@ export class ChatView {
     const text = this.input.value.trim();
     if (!text) return;
     this.input.value = "";
-    this.bubble("user", text);
+    const asked = this.bubble("user", text);
     try {
-      const { runId } = await this.gateway.request("chat.send", { session: this.session, text });
-      this.run(runId);
+      const ack = await this.gateway.request("chat.send", { session: this.session, text });
+      if (ack.status === "command") {
+        asked.classList.add("command");
+        this.commandReply({ runId: ack.runId, command: ack.command, text: ack.text });
+      } else {
+        this.run(ack.runId);
+      }
     } catch (error) {
       this.bubble("error", `not sent: ${error.message}`);
     }
@@ -84,6 +93,16 @@ export class ChatView {
     }
   }
 
+  // A command's answer: plain text in its own style, never a model answer, shown once.
+  commandReply(p) {
+    if (this.commands.has(p.runId)) return;
+    this.commands.add(p.runId);
+    const node = this.bubble("command", p.text);
+    node.dataset.command = p.command || "";
+    node.dataset.run = p.runId;
+    this.scroll();
+  }
+
   bubble(role, text) {
     const node = el("div", { class: `msg ${role}`, dataset: { role } }, el("div", { class: "text", text }));
     this.log.append(node);
@@ -110,6 +129,10 @@ export class ChatView {
 
   onChat(p) {
     if (p.session !== this.session || !p.runId) return;
+    if (p.kind === "command") {
+      this.commandReply(p);
+      return;
+    }
     if (p.kind === "file") { // a file the agent sent: its own line (files reach chat platforms only)
       this.log.append(el("div", { class: "msg assistant final", dataset: { role: "file", run: p.runId } },
         el("div", { class: "text" }, p.text)));
