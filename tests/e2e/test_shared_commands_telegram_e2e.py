@@ -8,6 +8,7 @@ import threading
 
 from tests.fakes.anthropic_api import FakeAnthropic, Reply, text
 from tests.fakes.telegram_api import FakeTelegram
+from tests.commands_support import wait_queued
 from tests.telegram_support import telegram, tg_daemon, user_texts, wait_handled  # noqa: F401
 from tests.waiting import DEFAULT_TIMEOUT, wait_until
 
@@ -60,6 +61,7 @@ def test_a_guest_stops_only_their_own_work_and_cannot_reset_the_owners_group(tg_
     # the guest's own message waits behind the owner's run; their /stop takes it out of the queue
     queued = telegram.inject_message(GROUP, f"{BOT} the guest's question", user_id=GUEST, chat_type="supergroup")
     wait_handled(telegram, queued)
+    wait_queued(daemon, f"telegram:{GROUP}")
     stop2 = telegram.inject_message(GROUP, "/stop", user_id=GUEST, chat_type="supergroup")
     assert _answer_to(telegram, stop2)["plain_text"] == "Cancelled before it started (stopped by /stop)."
 
