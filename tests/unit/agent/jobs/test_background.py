@@ -132,3 +132,18 @@ def test_a_corrupt_index_is_moved_aside(tmp_path: Path) -> None:
     (tmp_path / "background.json").write_text("{not json")
     jobs, _, _, _ = _jobs(tmp_path)
     assert jobs.index.jobs == {} and list(tmp_path.glob("background.json.corrupt-*"))
+
+
+async def test_a_persons_stop_cancels_only_the_jobs_their_runs_started(tmp_path: Path) -> None:
+    """A shared conversation: the guest's /stop reaches the guest's job, never the owner's; the owner's all."""
+    jobs, sessions, _, _ = _jobs(tmp_path, max_per_session=3)
+    sessions.get("g").append("user", text="go", inbound_id="in_1")
+    owners = jobs.adopt(asyncio.ensure_future(_forever()), session_key="g", kind="exec", summary="owner's build",
+                        sender_id="1", owner=True, deliver={"channel": "slack", "chat_id": "C1"}, user="").id
+    guests = jobs.adopt(asyncio.ensure_future(_forever()), session_key="g", kind="exec", summary="guest's build",
+                        sender_id="2", owner=False, deliver={"channel": "slack", "chat_id": "C1"}, user="slack:2").id
+    assert jobs.cancel_session("g", "by /stop", user="slack:3") == []  # a third person has nothing here
+    assert jobs.cancel_session("g", "by /stop", user="slack:2") == [guests]
+    assert [j["id"] for j in jobs.running("g")] == [owners]
+    assert jobs.index.jobs[owners].person() == ""  # the owner's: OWNER
+    assert jobs.cancel_session("g", "by /stop") == [owners]
