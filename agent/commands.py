@@ -57,8 +57,8 @@ class CommandRouter:
         if name not in NAMES:
             return f"Unknown command /{name}. " + self._list(extra)
         owner = not user  # None (the machine) or OWNER ("")
-        if name == "undo":
-            return self._undo(session_key, args, user)
+        if name == "undo":  # a guest's own changes only; in a shared conversation their files, not the talk
+            return self._undo(session_key, args, user, rewind=owner or not shared)
         if name == "new":
             return self._new(session_key) if owner or not shared else OWNER_ONLY_RESET
         if name == "stop":
@@ -123,9 +123,10 @@ class CommandRouter:
         return "\n".join(["Active tasks:"] + [f"• {task.status_line()}" for task in tasks])
 
 
-    def _undo(self, key: str, args: str, user: str | None = None) -> str:
+    def _undo(self, key: str, args: str, user: str | None = None, *, rewind: bool = True) -> str:
         """/undo [N] [confirm]: back N step boundaries of the current task, conversation and files.
-        Effects that cannot be undone are listed first and need `confirm`."""
+        Effects that cannot be undone are listed first and need `confirm`. `rewind=False`: the files
+        only (a guest in a shared conversation: rewinding the conversation is the owner's)."""
         if self.checkpoints is None:
             return "Checkpoints are not available here."
         words = args.lower().split()
@@ -135,7 +136,7 @@ class CommandRouter:
             return "Usage: /undo [N] [confirm] — e.g. /undo 2 goes back two steps."
         steps = int(numbers[0]) if numbers else 1
         try:
-            result = self.checkpoints.undo(key, steps, confirm=confirm, user=user)
+            result = self.checkpoints.undo(key, steps, confirm=confirm, user=user, conversation=rewind)
         except DomainError as exc:
             return f"Cannot undo: {exc.message}."
         effects = result["irreversible"]
@@ -148,6 +149,9 @@ class CommandRouter:
         files = result.get("files") or {}
         changed = len(files.get("written", [])) + len(files.get("removed", []))
         where = cp["description"] if cp["kind"] == "step" else "before the task's first step"
+        if not rewind:
+            return (f"Put your files back {steps} step(s): {where}. {changed} file(s) restored. The conversation "
+                    "is shared, so it stays as it is (only the owner rewinds it).")
         return (f"Went back {steps} step(s): {where}. {changed} file(s) restored. "
                 "Send a message (e.g. 'continue') to go on from there.")
 
