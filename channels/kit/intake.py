@@ -49,7 +49,7 @@ class Intake:
                          paired=kit.pairing.is_paired(kit.name, who.user_id),
                          refused_before=kit.store.refused_before(who.user_id))
         if verdict is Verdict.PAIR:
-            self._pair(who, incoming.chat_id)
+            self._pair(who, incoming.chat_id, incoming.message_id)
             return False
         if verdict is Verdict.REFUSE:
             kit.store.mark_refused(who.user_id)
@@ -139,7 +139,7 @@ class Intake:
         kit.log.info("owner @%s is user %s (bound at first contact; the username alone no longer makes an owner)",
                      name, who.user_id)
 
-    def _pair(self, who: Sender, chat_id: str) -> None:
+    def _pair(self, who: Sender, chat_id: str, reply_to: str | None = None) -> None:
         kit = self.kit
         request = kit.pairing.request(kit.name, who.user_id, who.username, chat_id)
         if request.replaced:  # pushed out by a flood of newer requests: once, say when to ask again
@@ -147,7 +147,8 @@ class Intake:
                 kit.pairing.mark_code_sent(kit.name, request.code)
                 wait = max(1, math.ceil((request.expires_at - kit.pairing.clock()) / 60))
                 kit.say(chat_id, "This is a private assistant. Many access requests arrived after yours, so "
-                                 f"your code expired early; send a message again in {wait} minutes for a new one.", None)
+                                 f"your code expired early; send a message again in {wait} minutes for a new one.", None,
+                        reply_to)
             return
         if request.code_sent:
             return  # one reply per code: further messages stay unanswered until the owner decides
@@ -160,7 +161,7 @@ class Intake:
         kit.pairing.mark_code_sent(kit.name, request.code)  # before sending: a quick second message stays silent
 
         async def send_code() -> None:
-            if await kit.ops.post(chat_id, text, None) is None:
+            if await kit.ops.post(chat_id, text, None, reply_to) is None:
                 kit.pairing.mark_code_sent(kit.name, request.code, False)  # not delivered: the next message retries
 
         kit.spawn(send_code())
