@@ -11,7 +11,7 @@ owner's; the owner's /stop stops whatever runs there.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from clawgate.workspace.users import OWNER
 
@@ -48,7 +48,7 @@ class CommandRouter:
         self.checkpoints = checkpoints
 
     def handle(self, name: str, session_key: str, args: str = "", *, user: str | None = None, shared: bool = False,
-               reply_to: str | None = None, extra: "list[tuple[str, str]] | tuple[()]" = ()) -> str | None:
+               reply_to: str | None = None, extra: Sequence[tuple[str, str]] = ()) -> str | None:
         """The reply to `/name args` in `session_key`; None when the loop itself answers (a stop does,
         in order, through the bus). Unknown names get the list of commands. `user`: who sent it (OWNER
         or "<channel>:<id>"; None: the owner on the machine); `shared`: the conversation has several
@@ -56,7 +56,7 @@ class CommandRouter:
         `extra`: commands the caller answers itself (/approve ID where there are no buttons), for /help."""
         if name not in NAMES:
             return f"Unknown command /{name}. " + self._list(extra)
-        owner = not user  # None (the machine) or OWNER ("")
+        owner = user is None or user == OWNER  # None: the owner on the machine
         if name == "undo":  # a guest's own changes only; in a shared conversation their files, not the talk
             return self._undo(session_key, args, user, rewind=owner or not shared)
         if name == "new":
@@ -67,14 +67,14 @@ class CommandRouter:
             return getattr(self, f"_{name}")(extra)
         return getattr(self, f"_{name}")(session_key)
 
-    def _list(self, extra: "list[tuple[str, str]] | tuple[()]" = ()) -> str:
+    def _list(self, extra: Sequence[tuple[str, str]] = ()) -> str:
         return "Commands: " + ", ".join(f"/{name}" for name, _ in [*COMMANDS, *extra]) + ". /help explains them."
 
-    def _help(self, extra: "list[tuple[str, str]] | tuple[()]" = ()) -> str:
+    def _help(self, extra: Sequence[tuple[str, str]] = ()) -> str:
         return "\n".join(["Commands (answered at once, even while I'm working):"]
                          + [f"/{name} — {text}" for name, text in [*COMMANDS, *extra] if name != "help"])
 
-    def _start(self, extra: "list[tuple[str, str]] | tuple[()]" = ()) -> str:
+    def _start(self, extra: Sequence[tuple[str, str]] = ()) -> str:
         lines = [f"Hi, I'm {self.agent_name}. Send me a message and I'll work on it with my tools.", ""]
         lines += [f"/{name} — {text}" for name, text in [*COMMANDS, *extra] if name != "start"]
         return "\n".join(lines)
