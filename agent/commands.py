@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from .usage.ledger import UsageLedger
 
 COMMANDS: list[tuple[str, str]] = [
-    ("help", "List the commands"),
     ("start", "What this bot is and how to use it"),
+    ("help", "List the commands"),
     ("new", "Start a fresh conversation (the old one is archived)"),
     ("status", "Is the agent working, what is queued, which model"),
     ("stop", "Cancel what the agent is doing for you right now, background jobs included"),
