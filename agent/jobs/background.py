@@ -185,8 +185,11 @@ class BackgroundJobs:
             sender_id=entry.sender, session_key=entry.session,
             text=(f"[clawgate] Background job {entry.id} ({entry.summary}) has ended; its result is attached "
                   "below. Tell the user briefly what came of it, and go on if the work needs a next step."),
-            # the result it reads is a program's output (untrusted data): the run starts tainted
+            # the result it reads is a program's output (untrusted data): the run starts tainted; "user":
+            # the person whose run started the job, so the wake-up acts (and is stopped) as theirs even
+            # when someone else spoke last in a shared conversation
             metadata={"deliver": entry.deliver, "owner": entry.owner, "bg_job": entry.id,
+                      **({"user": entry.user} if entry.user else {}),
                       "tainted": f"background job {entry.id} result ({entry.summary[:60]})"},
         ))
 

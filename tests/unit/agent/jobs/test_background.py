@@ -147,3 +147,14 @@ async def test_a_persons_stop_cancels_only_the_jobs_their_runs_started(tmp_path:
     assert [j["id"] for j in jobs.running("g")] == [owners]
     assert jobs.index.jobs[owners].person() == ""  # the owner's: OWNER
     assert jobs.cancel_session("g", "by /stop") == [owners]
+
+
+async def test_a_guests_job_wakes_the_conversation_as_the_guest(tmp_path: Path) -> None:
+    """Someone else may have spoken last in a shared conversation: the wake-up names the job's person, so its
+    run works (and is stopped) as theirs."""
+    jobs, sessions, intake, _ = _jobs(tmp_path)
+    sessions.get("g").append("user", text="go", inbound_id="in_1")
+    jobs.adopt(asyncio.ensure_future(_finished("built")), session_key="g", kind="exec", summary="guest's build",
+               sender_id="2", owner=False, deliver={"channel": "slack", "chat_id": "C1"}, user="slack:2")
+    await wait_until_async(lambda: intake.published, "the wake-up")
+    assert intake.published[0].metadata["user"] == "slack:2" and intake.published[0].metadata["owner"] is False
