@@ -1,14 +1,19 @@
-"""Chat commands (/start /new /status /stop /tasks /undo): control of a session, answered at once.
+"""Chat commands (/help /start /new /status /stop /tasks /undo): control of a session, answered at once.
 
-Any channel hands a command here with the session it came from; the answer is plain text for
-that channel to show. Commands never reach the model and never wait in the session's queue
-(see agent/control.py for why).
+Any channel (and the gateway's own chat, gateway/api/chat.py) hands a command here with the
+session it came from and who sent it; the answer is plain text for that channel to show.
+Commands never reach the model and never wait in the session's queue (see agent/control.py for
+why). In a conversation several people share, a guest's /stop acts on what is theirs only (their
+run, their queued messages, the background jobs their runs started) and resetting it is the
+owner's; the owner's /stop stops whatever runs there.
 """
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
+
+from clawgate.workspace.users import OWNER
 
 from .core.errors import Conflict, DomainError
 
@@ -20,13 +25,16 @@ if TYPE_CHECKING:
 
 COMMANDS: list[tuple[str, str]] = [
     ("start", "What this bot is and how to use it"),
+    ("help", "List the commands"),
     ("new", "Start a fresh conversation (the old one is archived)"),
     ("status", "Is the agent working, what is queued, which model"),
-    ("stop", "Cancel what the agent is doing right now, background jobs included"),
+    ("stop", "Cancel what the agent is doing for you right now, background jobs included"),
     ("tasks", "List the long tasks of this chat"),
     ("undo", "Go back N steps in the current task (/undo 2); files too"),
 ]
 NAMES = frozenset(name for name, _ in COMMANDS)
+OWNER_ONLY_RESET = ("Only the owner can start this shared conversation afresh; "
+                    "/stop stops your own run.")
 
 
 class CommandRouter:
@@ -39,22 +47,36 @@ class CommandRouter:
         self.status = status
         self.checkpoints = checkpoints
 
-    def handle(self, name: str, session_key: str, args: str = "", *, user: str | None = None) -> str | None:
+    def handle(self, name: str, session_key: str, args: str = "", *, user: str | None = None, shared: bool = False,
+               reply_to: str | None = None, extra: Sequence[tuple[str, str]] = ()) -> str | None:
         """The reply to `/name args` in `session_key`; None when the loop itself answers (a stop does,
-        in order, through the bus). Unknown names get the list of commands. `user`: who sent it (whose
-        workspace /undo may touch; None: the owner on the machine)."""
+        in order, through the bus). Unknown names get the list of commands. `user`: who sent it (OWNER
+        or "<channel>:<id>"; None: the owner on the machine); `shared`: the conversation has several
+        people; `reply_to`: the platform message of the command (a stop's "Stopped." answers it too);
+        `extra`: commands the caller answers itself (/approve ID where there are no buttons), for /help."""
         if name not in NAMES:
-            return f"Unknown command /{name}. " + self._list()
-        if name == "undo":
-            return self._undo(session_key, args, user)
+            return f"Unknown command /{name}. " + self._list(extra)
+        owner = user is None or user == OWNER  # None: the owner on the machine
+        if name == "undo":  # a guest's own changes only; in a shared conversation their files, not the talk
+            return self._undo(session_key, args, user, rewind=owner or not shared)
+        if name == "new":
+            return self._new(session_key) if owner or not shared else OWNER_ONLY_RESET
+        if name == "stop":
+            return self._stop(session_key, None if owner else user, reply_to)
+        if name in ("help", "start"):
+            return getattr(self, f"_{name}")(extra)
         return getattr(self, f"_{name}")(session_key)
 
-    def _list(self) -> str:
-        return "Commands: " + ", ".join(f"/{name}" for name, _ in COMMANDS) + "."
+    def _list(self, extra: Sequence[tuple[str, str]] = ()) -> str:
+        return "Commands: " + ", ".join(f"/{name}" for name, _ in [*COMMANDS, *extra]) + ". /help explains them."
 
-    def _start(self, key: str) -> str:
+    def _help(self, extra: Sequence[tuple[str, str]] = ()) -> str:
+        return "\n".join(["Commands (answered at once, even while I'm working):"]
+                         + [f"/{name} — {text}" for name, text in [*COMMANDS, *extra] if name != "help"])
+
+    def _start(self, extra: Sequence[tuple[str, str]] = ()) -> str:
         lines = [f"Hi, I'm {self.agent_name}. Send me a message and I'll work on it with my tools.", ""]
-        lines += [f"/{name} — {text}" for name, text in COMMANDS if name != "start"]
+        lines += [f"/{name} — {text}" for name, text in [*COMMANDS, *extra] if name != "start"]
         return "\n".join(lines)
 
     def _new(self, key: str) -> str:
@@ -64,11 +86,14 @@ class CommandRouter:
             return "I'm still working on your last message. Send /stop first (or wait), then /new."
         return "Started a new conversation." + (" The previous one is archived." if archived else "")
 
-    def _stop(self, key: str) -> str | None:
-        jobs = self.sessions.stop_background(key)
+    def _stop(self, key: str, user: str | None, reply_to: str | None) -> str | None:
+        """`user`: a guest, whose /stop reaches only what is theirs; None: everything in the session."""
+        jobs = self.sessions.stop_background(key, user=user)
         cancelled = f"Cancelled background job{'s' if len(jobs) > 1 else ''} {', '.join(jobs)}." if jobs else None
-        if self.sessions.stop(key):
+        if self.sessions.stop(key, user=user, reply_to=reply_to):
             return cancelled  # the loop itself answers "Stopped." for the turn, in order
+        if user is not None and self.sessions.busy(key):
+            return cancelled or "Nothing of yours is running or waiting; the run going on here is someone else's."
         return cancelled or "Nothing is running right now."
 
     def _status(self, key: str) -> str:
@@ -98,9 +123,10 @@ class CommandRouter:
         return "\n".join(["Active tasks:"] + [f"• {task.status_line()}" for task in tasks])
 
 
-    def _undo(self, key: str, args: str, user: str | None = None) -> str:
+    def _undo(self, key: str, args: str, user: str | None = None, *, rewind: bool = True) -> str:
         """/undo [N] [confirm]: back N step boundaries of the current task, conversation and files.
-        Effects that cannot be undone are listed first and need `confirm`."""
+        Effects that cannot be undone are listed first and need `confirm`. `rewind=False`: the files
+        only (a guest in a shared conversation: rewinding the conversation is the owner's)."""
         if self.checkpoints is None:
             return "Checkpoints are not available here."
         words = args.lower().split()
@@ -110,7 +136,7 @@ class CommandRouter:
             return "Usage: /undo [N] [confirm] — e.g. /undo 2 goes back two steps."
         steps = int(numbers[0]) if numbers else 1
         try:
-            result = self.checkpoints.undo(key, steps, confirm=confirm, user=user)
+            result = self.checkpoints.undo(key, steps, confirm=confirm, user=user, conversation=rewind)
         except DomainError as exc:
             return f"Cannot undo: {exc.message}."
         effects = result["irreversible"]
@@ -123,6 +149,9 @@ class CommandRouter:
         files = result.get("files") or {}
         changed = len(files.get("written", [])) + len(files.get("removed", []))
         where = cp["description"] if cp["kind"] == "step" else "before the task's first step"
+        if not rewind:
+            return (f"Put your files back {steps} step(s): {where}. {changed} file(s) restored. The conversation "
+                    "is shared, so it stays as it is (only the owner rewinds it).")
         return (f"Went back {steps} step(s): {where}. {changed} file(s) restored. "
                 "Send a message (e.g. 'continue') to go on from there.")
 

@@ -40,14 +40,23 @@ class SessionControl:
     def active(self) -> list[str]:
         return self._loop.lanes.active_keys()
 
-    def stop(self, key: str) -> bool:
-        """Cancel the running turn (it answers "Stopped."); queued messages still run. False: nothing ran."""
-        return self._loop.stop_current(key)
+    def stop(self, key: str, *, user: str | None = None, reply_to: str | None = None) -> bool:
+        """Cancel the running turn (it answers "Stopped."); queued messages still run. False: nothing ran.
+        `user` (a guest in a shared conversation): only what is this person's — their running turn, else
+        their messages waiting in the queue (each answered at once). `reply_to`: the stop command's
+        platform message, which those answers answer too."""
+        if self._loop.stop_current(key, user=user, reply_to=reply_to):
+            return True
+        return user is not None and self._loop.cancel_queued(key, user, reply_to=reply_to) > 0
 
-    def stop_background(self, key: str, why: str = "by /stop", *, forget: bool = False) -> list[str]:
+    def stop_background(self, key: str, why: str = "by /stop", *, forget: bool = False,
+                        user: str | None = None) -> list[str]:
         """Cancel the session's background jobs (their processes are killed); returns their ids.
-        /stop means "stop what you are doing for me", and that includes work in the background."""
-        return self._background.cancel_session(key, why, forget=forget) if self._background else []
+        /stop means "stop what you are doing for me", and that includes work in the background.
+        `user`: only the jobs this person's runs started."""
+        if self._background is None:
+            return []
+        return self._background.cancel_session(key, why, forget=forget, user=user)
 
     def background_jobs(self, key: str | None = None) -> list[dict[str, Any]]:
         """Running background jobs (of one session, or all)."""

@@ -37,6 +37,7 @@ from .tools import ToolContext, ToolOutcome, ToolRegistry
 
 log = logging.getLogger(__name__)
 
+CANCELLED_QUEUED = "Cancelled before it started (stopped by /stop)."
 TRUNCATED_CALL = (
     "Not run: this tool call was cut off by the output limit before its arguments were complete. "
     "Make it smaller: write large files in parts (write_file for the first part, then edit_file to append)."
@@ -68,8 +69,8 @@ class AgentLoop:
         self.workspace = workspace
         self.workspaces = workspaces
         self.lanes: Lanes[str, InboundMessage] = Lanes(self._handle, settings.max_concurrent)
-        self._stopping: set[str] = set()
-        self._responding: set[str] = set()
+        self._stopping: dict[str, str | None] = {}  # session -> the stop command's message (its answer goes there)
+        self._responding: dict[str, InboundMessage] = {}  # session -> the message being answered
         # Extension points, so capabilities live beside the loop rather than inside it:
         # reply_filters may suppress a reply (a heartbeat's bare HEARTBEAT_OK);
         # after_run hooks run in the session's lane once a reply is queued (consolidation).
@@ -97,23 +98,46 @@ class AgentLoop:
         """Messages of this session waiting behind the running one."""
         return max(self.lanes.pending(session_key) - (1 if self.lanes.busy(session_key) else 0), 0)
 
-    def stop_current(self, session_key: str) -> bool:
+    def stop_current(self, session_key: str, *, user: str | None = None, reply_to: str | None = None) -> bool:
         """Cancel the session's running turn cleanly (the user asked); queued messages still run.
-        Only a turn being answered can be stopped, never the bookkeeping after it."""
-        if session_key not in self._responding:
+        Only a turn being answered can be stopped, never the bookkeeping after it. `user`: only a turn
+        run for this person (OWNER or "<channel>:<sender>", see run_user); None: whoever's it is.
+        `reply_to`: the platform message of the stop command, which the "Stopped." answers."""
+        running = self._responding.get(session_key)
+        if running is None or (user is not None and self.person_of(running) != user):
             return False
-        self._stopping.add(session_key)
+        self._stopping[session_key] = reply_to
         if not self.lanes.cancel_current(session_key):
-            self._stopping.discard(session_key)
+            self._stopping.pop(session_key, None)
             return False
         return True
+
+    def cancel_queued(self, session_key: str, user: str, *, reply_to: str | None = None) -> int:
+        """Take this person's messages waiting in the session's queue out of it, each answered at once
+        with a notice (never run, never in the conversation); returns how many."""
+        taken = self.lanes.take_queued(session_key, lambda msg: self.person_of(msg) == user)
+        for msg in taken:
+            deliver = msg.metadata.get("deliver", {"channel": msg.channel, "chat_id": msg.chat_id})
+            if deliver is None:  # a message that asked for no reply is only marked answered
+                self.bus.settle(msg.id)
+                continue
+            self.bus.publish_outbound(OutboundMessage(
+                channel=deliver["channel"], chat_id=str(deliver["chat_id"]), text=CANCELLED_QUEUED, kind="notice",
+                session_key=msg.session_key, in_reply_to=msg.id, metadata=_reply_metadata(msg, reply_to)),
+                answers=msg.id)
+        return len(taken)
+
+    def person_of(self, msg: InboundMessage) -> str:
+        """Whose message it is (the person whose /stop may cancel it): run_user's answer."""
+        return run_user(msg, self.sessions.get(msg.session_key))
 
     # one message -------------------------------------------------------------
     async def _handle(self, key: str, msg: InboundMessage) -> None:
         started = time.perf_counter()
         session: Session | None = None
+        answers: str | None = None
         refused = False
-        self._responding.add(key)
+        self._responding[key] = msg
         try:
             # Inside the try: a session that cannot be opened (a bad key, an unreadable log) must
             # still answer, or the message stays unanswered and replays on every start.
@@ -123,7 +147,7 @@ class AgentLoop:
             if key not in self._stopping:
                 raise  # shutting down: leave the message unanswered so it is replayed on start
             self._note(session, "cancelled", run_id=msg.id)
-            text, kind = "Stopped.", "notice"
+            text, kind, answers = "Stopped.", "notice", self._stopping.get(key)
         except WriteRefused as exc:  # a fleet worker that lost the session: the new holder answers, not this one
             log.warning("run %s of session %s stopped here: %s", msg.id, key, exc)
             refused = True
@@ -133,11 +157,11 @@ class AgentLoop:
             text, kind = (f"Something went wrong while working on this ({type(exc).__name__}); the details are "
                           "in the daemon log. Try again, or rephrase the request."), "error"
         finally:
-            self._responding.discard(key)
-            self._stopping.discard(key)
+            self._responding.pop(key, None)
+            self._stopping.pop(key, None)
         if refused:
             return
-        await self._reply(msg, text, kind)
+        await self._reply(msg, text, kind, answers)
         self.events.emit("run_end", session=key, run_id=msg.id, kind=kind,
                          duration_ms=round((time.perf_counter() - started) * 1000, 1))
         if session is None:
@@ -171,14 +195,16 @@ class AgentLoop:
                     "form, or check the logs."), "error"
         return await self.respond(session, msg, msg.metadata.get("mode", "normal"))
 
-    async def _reply(self, msg: InboundMessage, text: str, kind: str) -> None:
-        """Queue the reply where the message asks (metadata "deliver"), or nowhere."""
+    async def _reply(self, msg: InboundMessage, text: str, kind: str, answers: str | None = None) -> None:
+        """Queue the reply where the message asks (metadata "deliver"), or nowhere. `answers`: the
+        platform message of a command this reply also answers (a /stop's "Stopped.")."""
         deliver = msg.metadata.get("deliver", {"channel": msg.channel, "chat_id": msg.chat_id})
         if deliver is None or kind == "skipped" or not all(f(msg, text, kind) for f in self.reply_filters):
             self.bus.settle(msg.id)
             return
         out = OutboundMessage(channel=deliver["channel"], chat_id=str(deliver["chat_id"]), text=text,
-                              session_key=msg.session_key, in_reply_to=msg.id, kind=kind, metadata=_reply_metadata(msg))
+                              session_key=msg.session_key, in_reply_to=msg.id, kind=kind,
+                              metadata=_reply_metadata(msg, answers))
         await self.bus.publish_outbound_async(out, answers=msg.id)
 
     async def respond(self, session: Session, msg: InboundMessage, mode: Mode = "normal") -> tuple[str, str]:
@@ -342,6 +368,12 @@ def _run_records(session: Session, run_id: str) -> list[dict[str, Any]]:
     return []
 
 
-def _reply_metadata(msg: InboundMessage) -> dict[str, Any]:
-    keep = ("message_id", "thread_id", "reply_to", "cron", "heartbeat")  # cron, heartbeat: where it came from
-    return {k: msg.metadata[k] for k in keep if k in msg.metadata}
+def _reply_metadata(msg: InboundMessage, answers: str | None = None) -> dict[str, Any]:
+    """What a channel needs to place a reply (cron, heartbeat: where it came from); `command_message`: the
+    platform message of the command the reply answers (a /stop), which a platform that binds answers to
+    commands (Discord's interactions) answers with it."""
+    keep = ("message_id", "thread_id", "reply_to", "cron", "heartbeat")
+    meta = {k: msg.metadata[k] for k in keep if k in msg.metadata}
+    if answers is not None:
+        meta["command_message"] = answers
+    return meta

@@ -28,7 +28,7 @@ def channel_services(services: Services, settings: ChannelSettings, *, workspace
     commands = services.commands
     return ChannelServices(
         intake=services.intake,
-        commands=lambda name, key, args, user: commands.handle(name, key, args, user=user),
+        commands=lambda name, key, args, user, **how: commands.handle(name, key, args, user=user, **how),
         command_list=list(COMMANDS), check_session_key=check_session_key,
         # late-bound: a fleet replaces approvals.resolve with one that reaches the run's process
         resolve_approval=lambda approval_id, approved: services.approvals.resolve(approval_id, approved),

@@ -92,9 +92,13 @@ class GatewayClient:
                 yield frame
 
     async def chat(self, text: str, session: str = "main", on_delta=None) -> dict[str, Any]:
-        """Send and wait for the final (or error) chat event of this run."""
+        """Send and wait for the final (or error) chat event of this run. A chat command (`/status`) is
+        answered at once: its `chat` event has kind "command" (docs/protocol.md)."""
         ack = await self.request("chat.send", {"session": session, "text": text})
         run_id = ack["runId"]
+        if ack.get("status") == "command" and self.wanted is not None and "chat" not in self.wanted:
+            return {"session": session, "runId": run_id, "state": "final", "kind": "command",
+                    "command": ack.get("command"), "text": ack.get("text", "")}
         async for frame in self.events():
             payload = frame["payload"]
             if frame["event"] != "chat" or payload.get("runId") != run_id or payload.get("kind") == "file":

@@ -221,14 +221,14 @@ def _relay(app: "App", node: "FleetNode") -> None:
     control, approvals = app.services.sessions, app.services.approvals
     local_stop, local_resolve, local_pending = control.stop, approvals.resolve, approvals.pending
 
-    def stop(key: str) -> bool:
-        """Here, or on the worker running it."""
-        if local_stop(key):
+    def stop(key: str, *, user: str | None = None, reply_to: str | None = None) -> bool:
+        """Here, or on the worker running it (a guest's stop reaches only what is theirs there too)."""
+        if local_stop(key, user=user, reply_to=reply_to):
             return True
         holder = node.holder(key)
         if holder is None or holder == node.node:
             return False
-        relay.control(op="stop", session=key)
+        relay.control(op="stop", session=key, user=user, reply_to=reply_to)
         return True
 
     def resolve(approval_id: str, approved: bool) -> bool:
@@ -249,9 +249,10 @@ def _relay(app: "App", node: "FleetNode") -> None:
 
     def on_control(message: dict[str, Any]) -> None:
         if message.get("op") == "stop":
-            key = str(message.get("session"))
-            control.stop_background(key)
-            local_stop(key)
+            key, user, reply_to = str(message.get("session")), message.get("user"), message.get("reply_to")
+            user = user if isinstance(user, str) else None
+            control.stop_background(key, user=user)
+            local_stop(key, user=user, reply_to=reply_to if isinstance(reply_to, str) else None)
         elif message.get("op") == "approve":
             local_resolve(str(message.get("id")), bool(message.get("approved")))
 

@@ -427,11 +427,13 @@ class CheckpointService:
         before = next((c for c in lineage if c.seq < steps[-1].seq and c.kind != "step"), None)
         return steps[1:] + ([before] if before else [])
 
-    def undo(self, key: str, steps: int = 1, *, confirm: bool = False, user: str | None = None) -> dict[str, Any]:
+    def undo(self, key: str, steps: int = 1, *, confirm: bool = False, user: str | None = None,
+             conversation: bool = True) -> dict[str, Any]:
         """Back `steps` step boundaries: the conversation, and of the files only those this session's own
         file tools and recorded commands changed since (never what another session — or another
         person — wrote meanwhile).
-        `user`: who asks (None: the owner, on the machine); a point in another person's workspace is refused."""
+        `user`: who asks (None: the owner, on the machine); a point in another person's workspace is refused.
+        `conversation=False`: the files only (a guest in a shared conversation, which only the owner rewinds)."""
         if steps < 1:
             raise DomainError("give a number of steps of 1 or more, e.g. /undo 2")
         targets = self.step_targets(key)
@@ -444,7 +446,8 @@ class CheckpointService:
         target = targets[steps - 1]
         if user is not None and str(target.snapshot.get("user") or "") != user:
             raise Forbidden("that point is in another person's workspace; only they can undo it")
-        return self._restore(target, "both", confirm=confirm, only=set(self.own_changes_after(target)))
+        return self._restore(target, "both" if conversation else "files", confirm=confirm,
+                             only=set(self.own_changes_after(target)))
 
     # for drift control (agent/supervision/drift_restore.py) ----------------------------------------------
     def last_good(self, session_key: str, task_id: str) -> Checkpoint | None:

@@ -52,6 +52,19 @@ class Lanes(Generic[K, T]):
         queue.append(head)
         return dropped
 
+    def take_queued(self, key: K, which: Callable[[T], bool]) -> list[T]:
+        """Remove and return the items waiting behind the first one of `key` that `which` picks
+        (a person cancelling their own messages; the running item and the others stay)."""
+        queue = self._queues.get(key)
+        if not queue or len(queue) < 2:
+            return []
+        head, rest = queue[0], list(queue)[1:]
+        taken = [item for item in rest if which(item)]
+        if taken:
+            queue.clear()
+            queue.extend([head, *(item for item in rest if not any(item is t for t in taken))])
+        return taken
+
     def cancel_current(self, key: K) -> bool:
         """Cancel the item now running for `key` (queued items still run)."""
         task = self._current.get(key)

@@ -88,7 +88,8 @@ class BackgroundJobs:
 
     # start -----------------------------------------------------------------------------------
     def adopt(self, task: "asyncio.Task[str]", *, session_key: str, kind: str, summary: str, sender_id: str,
-              owner: bool, deliver: dict[str, str] | None, process: ProcessInfo | None = None) -> Entry:
+              owner: bool, deliver: dict[str, str] | None, process: ProcessInfo | None = None,
+              user: str = "") -> Entry:
         """Take over running work; raises JobLimit when the caps are reached (the caller still owns
         the task then). The start is in the index and the session log before this returns."""
         if (refusal := self.refusal(session_key)) is not None:
@@ -96,7 +97,7 @@ class BackgroundJobs:
         if deliver is not None and deliver.get("channel") in _NOT_PEOPLE:
             deliver = None
         entry = Entry(id=self.index.new_id(), session=session_key, kind=kind, summary=summary[:300], sender=sender_id,
-                      owner=owner, deliver=deliver, started=time.time(),
+                      owner=owner, deliver=deliver, started=time.time(), user=user,
                       pid=process.pid if process else None, pid_start=process.start if process else None)
         self.index.jobs[entry.id] = entry
         self.index.save()
@@ -185,17 +186,22 @@ class BackgroundJobs:
         if self.intake is None or entry.id in self._woken:
             return
         self._woken.add(entry.id)
-        try:  # the run that tells the result is the starter's: their workspace, their view of the conversation
-            person = job_user(self.sessions.get(entry.session), entry.id)
-        except Exception:
-            log.exception("could not read session %s to find whose job %s is", entry.session, entry.id)
-            person = None
+        # the run that tells the result is the starter's: their workspace, their view of the conversation;
+        # kept on the entry at adoption ("" is the owner, or an entry from before it was kept: read the log)
+        person: str | None = entry.user or None
+        if person is None:
+            try:
+                person = job_user(self.sessions.get(entry.session), entry.id)
+            except Exception:
+                log.exception("could not read session %s to find whose job %s is", entry.session, entry.id)
         self.intake.publish_inbound(InboundMessage(
             id=f"bg:{entry.id}:{int(entry.started * 1000)}", channel=CHANNEL, chat_id=entry.session,
             sender_id=entry.sender, session_key=entry.session,
             text=(f"[clawgate] Background job {entry.id} ({entry.summary}) has ended; its result is attached "
                   "below. Tell the user briefly what came of it, and go on if the work needs a next step."),
-            # the result it reads is a program's output (untrusted data): the run starts tainted
+            # the result it reads is a program's output (untrusted data): the run starts tainted; "user":
+            # the person whose run started the job, so the wake-up acts (and is stopped) as theirs even
+            # when someone else spoke last in a shared conversation
             metadata={"deliver": entry.deliver, "owner": entry.owner, "bg_job": entry.id,
                       **({"user": person} if person is not None else {}),
                       "tainted": f"background job {entry.id} result ({entry.summary[:60]})"},
@@ -210,12 +216,15 @@ class BackgroundJobs:
                 for j in sorted(self._running.values(), key=lambda j: j.clock_start)
                 if session_key is None or j.entry.session == session_key]
 
-    def cancel_session(self, session_key: str, why: str, *, forget: bool = False) -> list[str]:
+    def cancel_session(self, session_key: str, why: str, *, forget: bool = False,
+                       user: str | None = None) -> list[str]:
         """Cancel the session's running jobs (`why`: "by /stop", …); their end is recorded at once,
         their processes are killed as their tasks unwind. The model is told at its next call, but
         nobody is woken: the person asked for it. `forget`: the conversation is being archived, so
-        nothing of this session is left to tell. Returns the ids."""
-        cancelled = [job for job in self._running.values() if job.entry.session == session_key]
+        nothing of this session is left to tell. `user`: only the jobs this person's runs started (a
+        guest's /stop in a shared conversation); None: all of them. Returns the ids."""
+        cancelled = [job for job in self._running.values() if job.entry.session == session_key
+                     and (user is None or job.entry.person() == user)]
         for job in cancelled:
             job.entry.quiet = True
             self._finish(job, "cancelled", f"was cancelled {why}; its process was killed. "

@@ -26,6 +26,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from clawgate.workspace.users import OWNER
+
 from ..core.fsio import atomic_write_text
 from ..tools.handoff import process_start
 
@@ -49,6 +51,11 @@ class Entry:
     pid: int | None = None
     pid_start: str | None = None  # the process's start time (/proc), so a reused pid is never killed
     quiet: bool = False  # cancelled by the person: told at the next model call, never woken for
+    user: str = ""  # the person whose run started it (OWNER or "<channel>:<sender>"; "" before this was kept)
+
+    def person(self) -> str:
+        """Whose job it is (whose /stop cancels it): the person recorded, else the owner for an owner's job."""
+        return self.user or (OWNER if self.owner else f"?:{self.sender}")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Entry":

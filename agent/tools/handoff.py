@@ -57,5 +57,6 @@ class Background(Protocol):
         """Why another job cannot start now (one line naming the cap), or None."""
 
     def adopt(self, task: "asyncio.Task[str]", *, session_key: str, kind: str, summary: str, sender_id: str,
-              owner: bool, deliver: dict[str, str] | None, process: ProcessInfo | None = None) -> Adopted:
+              owner: bool, deliver: dict[str, str] | None, process: ProcessInfo | None = None,
+              user: str = "") -> Adopted:
         """Take over running work; raises JobLimit when the caps are reached."""

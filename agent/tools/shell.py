@@ -206,7 +206,8 @@ class Exec(Tool):
                 return await work  # finished, or no room for a job: the call simply goes on in the foreground
             entry = jobs.adopt(work, session_key=ctx.session_key, kind="exec", summary=self._command(args),
                                sender_id=ctx.sender_id, owner=ctx.owner,
-                               deliver={"channel": ctx.channel, "chat_id": ctx.chat_id}, process=process)
+                               deliver={"channel": ctx.channel, "chat_id": ctx.chat_id}, process=process,
+                               user=ctx.user)
         except JobLimit as exc:
             work.cancel()
             raise ToolError(f"not started: {exc}", "wait for a job to end (/status lists them) or run this call in the "

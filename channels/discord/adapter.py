@@ -454,11 +454,9 @@ class DiscordAdapter(PlatformAdapter):
         return self._sent_in.get(message_id) or self._channel(target)
 
     def _pending_for(self, target: Target) -> _Pending | None:
-        """The unanswered slash command this send answers: the one replied to, else the oldest in the channel."""
+        """The slash command this send answers: the one it names (`reply_to`, the interaction's id),
+        never another; a command's answer and a stop's "Stopped." name theirs (channels/kit)."""
         pending = self._pending.get(target.reply_to or "")
-        if pending is None:
-            channel = str(self._channel(target))
-            pending = next((p for p in self._pending.values() if p.channel_id == channel and not p.answered), None)
         if pending is None or time.monotonic() - pending.at > INTERACTION_LIFETIME:
             return None
         return pending

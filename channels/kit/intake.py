@@ -18,7 +18,7 @@ from clawgate.workspace.users import OWNER
 
 from .access import Sender, Verdict, decide
 from .adapter import Incoming
-from .commands import for_another_bot, parse_command
+from .commands import KIT_COMMANDS, for_another_bot, parse_command
 from .files import Received, receive_files
 from .keys import OWNER_SESSION, session_key
 
@@ -49,12 +49,12 @@ class Intake:
                          paired=kit.pairing.is_paired(kit.name, who.user_id),
                          refused_before=kit.store.refused_before(who.user_id))
         if verdict is Verdict.PAIR:
-            self._pair(who, incoming.chat_id)
+            self._pair(who, incoming.chat_id, incoming.message_id)
             return False
         if verdict is Verdict.REFUSE:
             kit.store.mark_refused(who.user_id)
             kit.log.info("refused user %s (not allowed by policy)", who.user_id)
-            kit.say(incoming.chat_id, REFUSAL, incoming.thread_id)
+            kit.say(incoming.chat_id, REFUSAL, incoming.thread_id, incoming.message_id)
             return False
         if verdict is Verdict.IGNORE:
             return False
@@ -65,13 +65,13 @@ class Intake:
         kit.routes[key] = (incoming.chat_id, incoming.thread_id)
         if command is not None:
             if kit.store.first_time(f"command:{incoming.chat_id}:{incoming.message_id}"):
-                reply = self._command(command, key, who, owner)
-                if reply:
-                    kit.say(incoming.chat_id, reply, incoming.thread_id)
+                reply = self._command(command, key, who, owner, incoming)
+                if reply:  # on the command's own message: two people's commands never swap answers
+                    kit.say(incoming.chat_id, reply, incoming.thread_id, incoming.message_id)
             return False
         received = await self._content(incoming, who, owner)
         if received.refusal or not received.text:
-            kit.say(incoming.chat_id, received.refusal or NOT_TEXT, incoming.thread_id)
+            kit.say(incoming.chat_id, received.refusal or NOT_TEXT, incoming.thread_id, incoming.message_id)
             return False
         inbound = InboundMessage(
             id=f"{kit.name}:{incoming.chat_id}:{incoming.message_id}", channel=kit.name, chat_id=incoming.chat_id,
@@ -94,14 +94,18 @@ class Intake:
         chat = kit.store.session_chat(incoming.chat_id)
         return kit.services.check_session_key(session_key(kit.name, chat, incoming.thread_id))
 
-    def _command(self, command: tuple[str, str], key: str, who: Sender, owner: bool) -> str | None:
+    def _command(self, command: tuple[str, str], key: str, who: Sender, owner: bool, incoming: Incoming) -> str | None:
+        """`incoming.private` decides whose rights apply: in a shared conversation a guest's /stop
+        reaches only their own work and /new is the owner's (agent/commands.py)."""
         name, args = command
         if name in ("approve", "deny"):
             approval_id = args.split()[0] if args.split() else ""
             if not approval_id:
                 return f"Say which request: /{name} ID (the id is in the prompt)."
             return self.kit.prompts.answer(approval_id, owner=owner, approved=name == "approve")
-        return self.kit.services.commands(name, key, args, self.kit.user_of(who))
+        buttons = self.kit.adapter.capabilities.buttons
+        return self.kit.services.commands(name, key, args, self.kit.user_of(who), shared=not incoming.private,
+                                          reply_to=incoming.message_id, extra=[] if buttons else KIT_COMMANDS)
 
     async def _content(self, incoming: Incoming, who: Sender, owner: bool) -> Received:
         if not incoming.files:
@@ -136,7 +140,7 @@ class Intake:
         kit.log.info("owner @%s is user %s (bound at first contact; the username alone no longer makes an owner)",
                      name, who.user_id)
 
-    def _pair(self, who: Sender, chat_id: str) -> None:
+    def _pair(self, who: Sender, chat_id: str, reply_to: str | None = None) -> None:
         kit = self.kit
         request = kit.pairing.request(kit.name, who.user_id, who.username, chat_id)
         if request.replaced:  # pushed out by a flood of newer requests: once, say when to ask again
@@ -144,7 +148,8 @@ class Intake:
                 kit.pairing.mark_code_sent(kit.name, request.code)
                 wait = max(1, math.ceil((request.expires_at - kit.pairing.clock()) / 60))
                 kit.say(chat_id, "This is a private assistant. Many access requests arrived after yours, so "
-                                 f"your code expired early; send a message again in {wait} minutes for a new one.", None)
+                                 f"your code expired early; send a message again in {wait} minutes for a new one.", None,
+                        reply_to)
             return
         if request.code_sent:
             return  # one reply per code: further messages stay unanswered until the owner decides
@@ -157,7 +162,7 @@ class Intake:
         kit.pairing.mark_code_sent(kit.name, request.code)  # before sending: a quick second message stays silent
 
         async def send_code() -> None:
-            if await kit.ops.post(chat_id, text, None) is None:
+            if await kit.ops.post(chat_id, text, None, reply_to) is None:
                 kit.pairing.mark_code_sent(kit.name, request.code, False)  # not delivered: the next message retries
 
         kit.spawn(send_code())

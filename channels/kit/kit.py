@@ -12,7 +12,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Protocol
 
 from clawgate.agent.bus import Intake as Inbox
 from clawgate.agent.core.events import EventHub
@@ -33,7 +33,12 @@ from .pairing import PairingStore
 from .progress import Progress
 from .store import ChannelStore
 
-CommandHandler = Callable[[str, str, str, "str | None"], "str | None"]  # (name, session key, args, user) -> reply
+class CommandHandler(Protocol):
+    """The agent's command router as a channel calls it: the reply to `/name args`, or None when the
+    run's own answer follows ("Stopped.")."""
+
+    def __call__(self, name: str, key: str, args: str, user: str | None, *, shared: bool = False,
+                 reply_to: str | None = None, extra: list[tuple[str, str]] | None = None) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -160,11 +165,12 @@ class ChannelKit:
             return self.services.workspace
         return workspaces.guard(self.user_of(who)).root
 
-    def say(self, chat_id: str, text: str, thread_id: str | None) -> None:
+    def say(self, chat_id: str, text: str, thread_id: str | None, reply_to: str | None = None) -> None:
         """A control message (refusal, command answer): plain text, which may quote what the model or a user
         chose (a job's arguments, a path), so it is escaped before the platform renders it: it reads as
-        written and can make no link or formatting. Sent in the background, never blocking intake."""
-        self.spawn(self.ops.post(chat_id, markdown.escape(text), thread_id))
+        written and can make no link or formatting. Sent in the background, never blocking intake.
+        `reply_to`: the platform message it answers (a command), so it lands on that one and no other."""
+        self.spawn(self.ops.post(chat_id, markdown.escape(text), thread_id, reply_to))
 
     def spawn(self, coro: Awaitable[Any]) -> None:
         task = asyncio.ensure_future(coro)
@@ -211,12 +217,14 @@ class KitOps:
         if self.kit.adapter.capabilities.typing:
             await self._try("typing", lambda: self.kit.platform.typing(Target(chat_id, thread_id)))
 
-    async def post(self, chat_id: str, text: str, thread_id: str | None) -> str | None:
+    async def post(self, chat_id: str, text: str, thread_id: str | None, reply_to: str | None = None) -> str | None:
         """`text` is Markdown (control lines, status lines, prompts): rendered for the platform like a reply,
-        so what the platform reads as markup (Slack's `<...>` and `&`) is escaped; the first message's id."""
+        so what the platform reads as markup (Slack's `<...>` and `&`) is escaped; the first message's id.
+        `reply_to` goes on the first chunk (the message it answers)."""
         first: str | None = None
         for chunk in self.kit.adapter.render(text):
-            result = await self._try("send", lambda: self.kit.delivery.send_chunk(Target(chat_id, thread_id), chunk))
+            target = Target(chat_id, thread_id, None if first else reply_to)
+            result = await self._try("send", lambda: self.kit.delivery.send_chunk(target, chunk))
             if result is None:
                 return None
             first = first or str(result)

@@ -235,11 +235,12 @@ class ChannelRunner(Channel):
         await self.kit.delivery.send(msg, self.target(msg))
 
     def target(self, msg: OutboundMessage) -> Target:
-        """Where a reply goes: its chat, the thread it was asked in, and (a reply) the message it answers."""
+        """Where a reply goes: its chat, the thread it was asked in, and the message it answers (a reply:
+        the question; a "Stopped.": the /stop command, which on Discord is the interaction it answers)."""
         meta = msg.metadata
         where = self.kit.locate(msg.session_key or "")
         thread = meta.get("thread_id") or (where[1] if where and where[0] == msg.chat_id else None)
-        reply_to = meta.get("message_id") if msg.kind == "reply" else None
+        reply_to = meta.get("command_message") or (meta.get("message_id") if msg.kind == "reply" else None)
         return Target(chat_id=str(msg.chat_id), thread_id=None if thread is None else str(thread),
                       reply_to=None if reply_to is None else str(reply_to))
 

@@ -14,6 +14,7 @@ from clawgate.channels.gateway_chat import NAME as GATEWAY_CHANNEL
 
 from ..connection import Connection
 from ..methods import Params, method
+from .chat_commands import command_of, run_command
 
 MAX_TEXT = 100_000
 
@@ -50,9 +51,12 @@ class HistoryParams(SessionParam):
 
 
 @method("chat.send", ChatSend, "send a message to a session; acks {runId, seq} at once, the answer follows as "
-                               "chat events (resume after seq to catch up)")
+                               "chat events (resume after seq to catch up); a chat command (/help) is answered "
+                               "in the result, status command")
 async def chat_send(services: Services, conn: Connection, p: ChatSend) -> dict[str, Any]:
     conn.subscribe(p.session)
+    if (command := command_of(p.text)) is not None:  # answered now, never queued behind a run
+        return run_command(services, conn, p.session, command)
     seq = conn.chat_seq(p.session)  # the answer is numbered after this
     # Whoever holds the gateway token is the owner (it also reads config.toml and state/).
     msg = InboundMessage(channel=GATEWAY_CHANNEL, chat_id=p.session, sender_id=str(conn.client.get("id") or "gateway"),

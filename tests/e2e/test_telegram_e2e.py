@@ -46,7 +46,7 @@ def test_conversation_with_a_tool_call(tg_daemon, telegram: FakeTelegram, fake_m
     telegram.wait_for(lambda: {"chat_id": CHAT, "message_id": status[0]["message_id"]} in telegram.deleted)
     assert (daemon.home / "state/sessions/telegram%3A4242.jsonl").exists()
     names = [c["command"] for c in telegram.commands[-1]["commands"]]
-    assert names == ["start", "new", "status", "stop", "tasks", "undo"]
+    assert names == ["start", "help", "new", "status", "stop", "tasks", "undo"]
 
 
 def test_typing_is_refreshed_while_busy_and_stops_after(tg_daemon, telegram, fake_model) -> None:

@@ -1,6 +1,8 @@
 // The chat column: one session's history, the answer streaming in as `chat` deltas, and the tool
 // steps of the running turn as `agent` events arrive. Answers are shown as sanitised Markdown
-// (markdown.js), a run's tool calls as a collapsible block of steps (steps.js).
+// (markdown.js), a run's tool calls as a collapsible block of steps (steps.js). A chat command
+// (/help, /status, /stop, …) is answered by the gateway at once (docs/protocol.md): its answer is
+// shown as a command reply, plain text, apart from the model's answers.
 
 import { el, clear } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
@@ -19,6 +21,7 @@ export class ChatView {
     this.stopButton = root.querySelector("#chat-stop");
     this.runs = new Map(); // runId -> {bubble, text, steps}
     this.queued = new Map(); // runId -> the user's message, sent while another answer was running
+    this.commands = new Set(); // runIds of the command replies shown (the result and its event are one)
     this.form.addEventListener("submit", (event) => {
       event.preventDefault();
       this.send();
@@ -41,6 +44,7 @@ export class ChatView {
     this.title.textContent = session;
     this.runs.clear();
     this.queued.clear();
+    this.commands.clear();
     clear(this.log);
     try {
       const { messages } = await this.gateway.request("chat.history", { session, limit: 200 });
@@ -58,17 +62,26 @@ export class ChatView {
     if (!text) return;
     this.input.value = "";
     const mine = this.bubble("user", text);
-    // Sent while an answer is still coming: the session runs it next, and the page says so.
+    // Sent while an answer is still coming: the session runs it next, and the page says so (a chat
+    // command is not queued: the gateway answers it at once).
     const busy = [...this.runs.values()].some((r) => r.answer.classList.contains("streaming"));
-    if (busy) {
+    const command = text.startsWith("/");
+    if (busy && !command) {
       mine.classList.add("queued");
       mine.append(el("div", { class: "queued-note", text: "queued: runs after the current answer" }));
     }
     try {
-      const { runId } = await this.gateway.request("chat.send", { session: this.session, text });
-      if (busy && !this.runs.has(runId)) this.queued.set(runId, mine);
-      else this.unqueue(mine);
-      if (!busy) this.run(runId);
+      const ack = await this.gateway.request("chat.send", { session: this.session, text });
+      if (ack.status === "command") {
+        this.unqueue(mine);
+        mine.classList.add("command");
+        this.commandReply({ runId: ack.runId, command: ack.command, text: ack.text });
+      } else {
+        const runId = ack.runId;
+        if (busy && !this.runs.has(runId)) this.queued.set(runId, mine);
+        else this.unqueue(mine);
+        if (!busy) this.run(runId);
+      }
     } catch (error) {
       this.bubble("error", `not sent: ${error.message}`);
     }
@@ -96,6 +109,16 @@ export class ChatView {
       if (message.role === "user") this.bubble("user", message.text);
       else if (message.role === "event") this.bubble("event", message.text);
     }
+  }
+
+  // A command's answer: plain text in its own style, never a model answer, shown once.
+  commandReply(p) {
+    if (this.commands.has(p.runId)) return;
+    this.commands.add(p.runId);
+    const node = this.bubble("command", p.text);
+    node.dataset.command = p.command || "";
+    node.dataset.run = p.runId;
+    this.scroll();
   }
 
   bubble(role, text) {
@@ -165,6 +188,10 @@ export class ChatView {
 
   onChat(p) {
     if (p.session !== this.session || !p.runId) return;
+    if (p.kind === "command") {
+      this.commandReply(p);
+      return;
+    }
     if (p.kind === "file") { // a file the agent sent: its own line (files reach chat platforms only)
       this.log.append(el("div", { class: "msg assistant final", dataset: { role: "file", run: p.runId } },
         el("div", { class: "text" }, p.text)));

@@ -152,6 +152,51 @@ async def test_stop_only_cancels_a_turn_being_answered(make):
     assert reply.text == "Stopped."
 
 
+async def test_a_guests_stop_reaches_only_their_own_turn_or_queued_message(make):
+    """A shared conversation: the owner's turn runs, the guest's message waits. The guest's stop takes the
+    guest's message out of the queue (answered at once, never run) and leaves the owner's turn alone; the
+    "Stopped." of a turn the guest stops answers the guest's /stop command."""
+    gate = asyncio.Event()
+
+    async def slow() -> ModelResponse:
+        await gate.wait()
+        return text("the owner's answer")
+
+    async def forever() -> ModelResponse:
+        await asyncio.Event().wait()
+        return text("never")
+
+    loop, bus, _, _ = make(ScriptedProvider(slow, forever))
+    owners = InboundMessage(channel="slack", chat_id="C1", sender_id="1", session_key="s", text="owner's",
+                            metadata={"owner": True, "message_id": "m1"})
+    guests = InboundMessage(channel="slack", chat_id="C1", sender_id="2", session_key="s", text="guest's",
+                            metadata={"message_id": "m2"})
+    for msg in (owners, guests):
+        bus.publish_inbound(msg)
+        loop.lanes.submit("s", await bus.next_inbound())
+    await wait_until_async(lambda: loop.provider.requests, "the owner's model call")
+    assert loop.stop_current("s", user="slack:2") is False  # not the guest's turn
+    assert loop.cancel_queued("s", "slack:3") == 0  # a third person has nothing queued
+    assert loop.cancel_queued("s", "slack:2", reply_to="cmd-1") == 1
+    [cancelled] = list(bus.undelivered())
+    assert (cancelled.in_reply_to, cancelled.kind) == (guests.id, "notice") and "before it started" in cancelled.text
+    assert cancelled.metadata["command_message"] == "cmd-1" and not bus.is_unanswered(guests.id)
+    gate.set()
+    await loop.lanes.join()
+    assert [r.text for r in bus.undelivered() if r.in_reply_to == owners.id] == ["the owner's answer"]
+    assert "guest's" not in [r.get("text") for r in loop.sessions.get("s").records if r.get("kind") == "user"]
+
+    again = InboundMessage(channel="slack", chat_id="C1", sender_id="2", session_key="s", text="guest's again")
+    bus.publish_inbound(again)
+    loop.lanes.submit("s", await bus.next_inbound())
+    await wait_until_async(lambda: len(loop.provider.requests) == 2, "the guest's model call")
+    assert loop.stop_current("s", user="", reply_to="x") is False  # OWNER ("") names the owner's turns only
+    assert loop.stop_current("s", user="slack:2", reply_to="cmd-2") is True
+    await loop.lanes.join()
+    [stopped] = [r for r in bus.undelivered() if r.in_reply_to == again.id]
+    assert stopped.text == "Stopped." and stopped.metadata["command_message"] == "cmd-2"
+
+
 async def test_triggered_run_acts_for_its_delivery_target(make):
     loop, bus, _, _ = make(ScriptedProvider(call("message", {"text": "progress"}), text("done")))
     msg = InboundMessage(channel="cron", chat_id="cron:j1", sender_id="cron", session_key="cron:j1", text="report",

@@ -63,6 +63,40 @@ def test_undo_puts_back_only_the_sessions_own_files_in_the_callers_own_workspace
     assert (rig.workspace / "owner.txt").exists() and not (rig.workspace / "f1.txt").exists()
 
 
+def test_a_guests_undo_in_a_shared_conversation_puts_back_their_files_but_never_rewinds_the_talk(
+        tmp_path: Path) -> None:
+    """A group the owner and a guest share: the guest's /undo restores the guest's own files; the conversation,
+    which holds everyone's messages, is the owner's to rewind."""
+    from clawgate.agent.commands import CommandRouter
+    from tests.unit.agent.checkpoints.test_checkpoints import Rig
+
+    rig = Rig(tmp_path)
+    guest = tmp_path / "workspaces/telegram_5"
+    guest.mkdir(parents=True)
+    rig.service.roots = lambda user: rig.workspace if user == OWNER else guest
+    rig.session("g").append("user", text="do it", inbound_id="in1", channel="telegram", chat_id="-9", sender_id="5",
+                            owner=False, user="telegram:5")
+    task = rig.plan("g", 2)
+    for i in (1, 2):
+        rig.call("g", "write_file", {"path": f"f{i}.txt", "content": str(i)}, "created",
+                 effect=lambda i=i: (guest / f"f{i}.txt").write_text(str(i)))
+
+        def complete(i: int = i) -> None:
+            task.steps[i - 1].status, task.steps[i - 1].verification = "done", "read back"
+            rig.tasks.save(task)
+        rig.call("g", "task", {"action": "complete", "step": i, "verification": "read back"}, "done", effect=complete)
+    rig.session("g").append("user", text="the owner speaks after it", inbound_id="in2", channel="telegram",
+                            chat_id="-9", sender_id="1", owner=True, user=OWNER)
+    records = len(rig.session("g").records)
+    router = CommandRouter(agent_name="t", sessions=None, tasks=None, status=None,  # type: ignore[arg-type]
+                           checkpoints=rig.service)
+    reply = router.handle("undo", "g", "1", user="telegram:5", shared=True) or ""
+    assert reply.startswith("Put your files back 1 step(s)") and "only the owner rewinds it" in reply, reply
+    assert not (guest / "f2.txt").exists() and (guest / "f1.txt").exists(), reply
+    assert len(rig.session("g").records) >= records  # nothing of the conversation was cut
+    assert any(r.get("text") == "the owner speaks after it" for r in rig.session("g").records)
+
+
 def test_an_explicit_restore_puts_back_only_what_the_session_changed(tmp_path: Path) -> None:
     """`checkpoints.restore` (gateway, CLI, web page) in the owner's shared workspace: the session's
     own write goes back, while a file another session wrote after the point stays."""

@@ -153,3 +153,29 @@ async def test_a_job_s_result_joins_only_a_run_of_the_person_who_started_it(tmp_
     session.append("user", text=wake.text, inbound_id=wake.id, channel=CHANNEL, chat_id="grp", user="", owner=True)
     jobs.inject(session)  # the owner's run: now it joins
     assert "owner-secret-build-output" in json.dumps(session.llm_messages())
+
+
+async def test_a_persons_stop_cancels_only_the_jobs_their_runs_started(tmp_path: Path) -> None:
+    """A shared conversation: the guest's /stop reaches the guest's job, never the owner's; the owner's all."""
+    jobs, sessions, _, _ = _jobs(tmp_path, max_per_session=3)
+    sessions.get("g").append("user", text="go", inbound_id="in_1")
+    owners = jobs.adopt(asyncio.ensure_future(_forever()), session_key="g", kind="exec", summary="owner's build",
+                        sender_id="1", owner=True, deliver={"channel": "slack", "chat_id": "C1"}, user="").id
+    guests = jobs.adopt(asyncio.ensure_future(_forever()), session_key="g", kind="exec", summary="guest's build",
+                        sender_id="2", owner=False, deliver={"channel": "slack", "chat_id": "C1"}, user="slack:2").id
+    assert jobs.cancel_session("g", "by /stop", user="slack:3") == []  # a third person has nothing here
+    assert jobs.cancel_session("g", "by /stop", user="slack:2") == [guests]
+    assert [j["id"] for j in jobs.running("g")] == [owners]
+    assert jobs.index.jobs[owners].person() == ""  # the owner's: OWNER
+    assert jobs.cancel_session("g", "by /stop") == [owners]
+
+
+async def test_a_guests_job_wakes_the_conversation_as_the_guest(tmp_path: Path) -> None:
+    """Someone else may have spoken last in a shared conversation: the wake-up names the job's person, so its
+    run works (and is stopped) as theirs."""
+    jobs, sessions, intake, _ = _jobs(tmp_path)
+    sessions.get("g").append("user", text="go", inbound_id="in_1")
+    jobs.adopt(asyncio.ensure_future(_finished("built")), session_key="g", kind="exec", summary="guest's build",
+               sender_id="2", owner=False, deliver={"channel": "slack", "chat_id": "C1"}, user="slack:2")
+    await wait_until_async(lambda: intake.published, "the wake-up")
+    assert intake.published[0].metadata["user"] == "slack:2" and intake.published[0].metadata["owner"] is False

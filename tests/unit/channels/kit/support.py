@@ -90,7 +90,7 @@ def make_kit(name: str = "memory", settings: AccessSettings | None = None,
     db = sqlite3.connect(":memory:", isolation_level=None)
     migrate(db, STATE)
     inbox = Inbox()
-    services = ChannelServices(intake=inbox, commands=lambda name, key, args, user: f"/{name} answered",
+    services = ChannelServices(intake=inbox, commands=lambda name, key, args, user, **how: f"/{name} answered",
                                command_list=[("new", "start over")], check_session_key=lambda key: key,
                                resolve_approval=lambda approval_id, yes: True, events=EventHub(),
                                busy=lambda key: False)

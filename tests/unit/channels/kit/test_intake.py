@@ -81,3 +81,24 @@ async def test_the_owner_may_share_one_session_across_channels() -> None:
     await kit.receive(message("theirs", sender=GUEST, mid="51"))
     await kit.receive(message("in the group", private=False, mid="52"))
     assert [m.session_key for m in inbox.messages] == ["owner:dm", "memory:c1", "memory:g1"]
+
+
+async def test_a_command_says_who_sent_it_where_and_its_answer_lands_on_it() -> None:
+    """The router learns the sender, whether the conversation is shared and the command's own message;
+    the answer replies to that message (Discord answers that interaction, no other)."""
+    kit, adapter, inbox = make_kit(settings=AccessSettings(owner=["1"], allow_from=["2"]))
+    asked: list[tuple] = []
+
+    def commands(name, key, args, user, **how):  # type: ignore[no-untyped-def]
+        asked.append((name, key, user, how["shared"], how["reply_to"]))
+        return f"answer to {how['reply_to']}"
+
+    object.__setattr__(kit.services, "commands", commands)
+    await kit.receive(message("/new", sender=GUEST, private=False, mid="60"))
+    await kit.receive(message("/new", private=False, mid="61"))
+    await kit.receive(message("/new", sender=GUEST, mid="62"))
+    await settle(lambda: len(adapter.sent) == 3, "three answers")
+    assert asked == [("new", "memory:g1", "memory:2", True, "60"), ("new", "memory:g1", "", True, "61"),
+                     ("new", "memory:c1", "memory:2", False, "62")]
+    assert sorted((target.reply_to, text) for target, text in adapter.sent) == [
+        ("60", "answer to 60"), ("61", "answer to 61"), ("62", "answer to 62")]
