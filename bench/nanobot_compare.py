@@ -33,7 +33,7 @@ Why the two numbers are comparable:
   it, this offline machine would make nanobot retry a download every turn, which it never does
   where there is internet.
 
-The goal checked (performance issue): clawgate's p50 at least 20x below nanobot's.
+The goal checked: clawgate's p50 at least 20x below nanobot's.
 If nanobot cannot be installed or started here, the script prints one line saying why and exits 2.
 """
 
