@@ -2,21 +2,33 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+# What each command needs, installed once and again only when pyproject.toml changes: `make run` the
+# daemon with its channels' libraries; `make test` that and the test extra (pytest, Synapse,
+# Playwright, ...). The test install covers the run install, so it marks both done.
+RUN_EXTRAS := discord,matrix,slack,email
+RUN_STAMP := $(VENV)/.installed-run
+TEST_STAMP := $(VENV)/.installed-test
+# setuptools announces every editable install with a multi-line notice; that notice alone is hidden.
+PIP_INSTALL := PYTHONWARNINGS='ignore:Editable installation:UserWarning' $(BIN)/pip install --quiet
 
 .PHONY: run test setup browser sandbox-tools mail-server redis bench clean
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	@# setuptools announces every editable install with a multi-line notice; that notice alone is hidden.
-	PYTHONWARNINGS='ignore:Editable installation:UserWarning' $(BIN)/pip install --quiet -e '.[test]'
-	touch $(STAMP)
 
-setup: $(STAMP)
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	$(PIP_INSTALL) -e '.[$(RUN_EXTRAS)]'
+	touch $(RUN_STAMP)
+
+$(TEST_STAMP): pyproject.toml | $(BIN)/python
+	$(PIP_INSTALL) -e '.[$(RUN_EXTRAS),test]'
+	touch $(TEST_STAMP) $(RUN_STAMP)
+
+setup: $(RUN_STAMP)
 
 # Set up, write config + workspace on first run (never overwriting), start the daemon.
-run: $(STAMP)
+run: $(RUN_STAMP)
 	@home="$${CLAWGATE_HOME:-$$HOME/.clawgate}"; \
 	if [ ! -f "$$home/config.toml" ]; then $(BIN)/clawgate init --yes; fi
 	$(BIN)/clawgate gateway
@@ -60,10 +72,10 @@ redis:
 	fi
 
 # The slowest 15 tests are printed at the end, so a slow test is seen where it is added.
-test: $(STAMP) browser sandbox-tools mail-server redis
+test: $(TEST_STAMP) browser sandbox-tools mail-server redis
 	$(BIN)/python -m pytest --durations=15
 
-bench: $(STAMP)
+bench: $(TEST_STAMP)
 	$(BIN)/python bench/run.py
 
 clean:

@@ -1,7 +1,7 @@
 """This tree against an earlier revision, side by side on the same machine at the same time.
 
 Figures taken on different days on a shared 2-core machine differ by up to 2x for the same
-code, so "unchanged or better than version X" is only meaningful measured together. This script
+code, so "unchanged or better than an earlier commit" is only meaningful measured together. This script
 exports the revision with `git archive` into a temporary folder and then alternates the two
 daemons, round after round, each against the same zero-latency fake Messages API (this tree's,
 `--fast`) and driven through its own tree's client and test harness. It prints the median over
@@ -15,7 +15,7 @@ per block: the round trip of a short chat); 200 in one session (a growing histor
 x 10 messages at once (throughput, and the daemon's CPU per message, all threads); then SIGKILL
 and the time from restarting to the first reply (start-up plus the model SDK's import).
 
-Usage: python bench/versus.py [--rev 6a78ab2] [--rounds 3]   (6a78ab2: the first complete version, 2026-11-22)
+Usage: python bench/versus.py [--rev 6a78ab2] [--rounds 3]   (6a78ab2: version 0.1.0 as first tested on main)
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ROUND_1 = "6a78ab2"
+FIRST_TESTED = "6a78ab2"  # version 0.1.0 as first tested green on main
 FIGURES = [  # key, label, unit, better
     ("ready_ms", "start-up to ready", "ms", "lower"),
     ("fresh_p50", "round trip p50, fresh session every 10 messages", "ms", "lower"),
@@ -140,7 +140,7 @@ def measure(tree: Path, fake_url: str) -> dict[str, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rev", default=ROUND_1, help="the earlier revision (default: 6a78ab2, the first complete version)")
+    parser.add_argument("--rev", default=FIRST_TESTED, help="the earlier revision (default: 6a78ab2, version 0.1.0 as first tested on main)")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     fake, fake_url = start_fake_model()

@@ -71,7 +71,10 @@ def wire(app: "App", node: "FleetNode") -> "PartitionRecovery":
         channel.exclusive = node.singletons.hold
         if (kit := getattr(channel, "kit", None)) is not None:
             kit.exclusive = node.singletons.hold
-    app.triggers.cron.claim = lambda what: node.claim(f"cron:{what}", 86400)
+    # a due time is held for a lease's length until its run is recorded: one whose process dies first is taken again
+    app.triggers.cron.claim = lambda what: node.runs.take(f"cron:{what}", node.ttl)
+    app.triggers.cron.settle = lambda what: node.runs.settle(f"cron:{what}", 86400)
+    app.triggers.cron.claim_wait = node.ttl
     app.triggers.cron.fleet_start = lambda: node.fleet_started  # @reboot: once per start of the fleet
     node.periodic.append(app.triggers.cron.resync)  # a job added or changed on another process
     app.triggers.heartbeat.claim = lambda what: node.claim(what, max(60.0, app.settings.heartbeat.interval_seconds * 2))

@@ -37,6 +37,7 @@ import pytest
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, Envelope, LoginPassword, Session, SMTP
 
+from tests import lifeline
 from tests.harness import free_port
 from tests.waiting import wait_until
 
@@ -149,6 +150,7 @@ class Dovecot:
         # its own process group: halt() stops the per-connection imap processes along with the master
         self.proc = subprocess.Popen([self.binary, "-F", "-c", str(self.root / "dovecot.conf")],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+        lifeline.hold(self.proc)  # dies with pytest, even a SIGKILLed one
         wait_until(self._answers, f"Dovecot to answer on 127.0.0.1:{self.port}", describe=self.log)
         return self
 

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import redis
 
+from tests import lifeline
 from tests.harness import DaemonProcess, free_port
 from tests.waiting import wait_until
 
@@ -45,7 +46,8 @@ class RedisServer:
             [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.folder),
              "--appendonly", "yes" if self.appendonly else "no", "--appendfsync", "everysec", "--save", "",
              "--protected-mode", "yes", "--logfile", str(self.folder / "redis.log")],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        lifeline.hold(self.proc)  # dies with pytest, even a SIGKILLed one
         wait_until(self._ready, f"redis-server on port {self.port} answering PING", timeout=30)
         return self
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import AsyncIterator
 
 from clawgate.gateway.client import GatewayClient
+from tests import lifeline
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "test-gateway-token-0123456789"
@@ -125,6 +126,7 @@ class DaemonProcess:
             [sys.executable, "-m", "clawgate.gateway.cli", "gateway", *args], env=self.env, cwd=ROOT,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
         )
+        lifeline.hold(self.proc)  # dies with pytest, even a SIGKILLed one
         ready = threading.Event()
         proc = self.proc
 

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from tests import lifeline
 from tests.harness import ROOT, DaemonProcess, free_port
 from tests.waiting import DEFAULT_TIMEOUT, wait_until, wait_until_async
 
@@ -62,6 +63,7 @@ def http_server(tmp: Path, token: str) -> Iterator[str]:
     proc = subprocess.Popen([sys.executable, "-m", "tests.fakes.mcp_server", "--http", str(port), "--token", token],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
+    lifeline.hold(proc)  # dies with pytest, even a SIGKILLed one
     try:
         def listening() -> bool:
             assert proc.poll() is None, "the HTTP MCP server exited"

@@ -19,6 +19,7 @@ import redis
 from clawgate.config.schema import FleetSettings
 
 from .bus import Fenced, RedisBus
+from .claims import RunClaims
 from .connect import async_client, check, mask_url, sync_client
 from .keys import IN_GROUP, OUT_GROUP, Keys, partition_lease
 from .leases import LeaseClient, Partitions, Singletons
@@ -59,6 +60,7 @@ class FleetNode:
         self.bus.expired = self.partitions.expire
         self.bus.sweep_seconds = max(1.0, 2 * self.ttl)
         self.relay = Relay(self.r, f"{settings.prefix}:relay", self.node)
+        self.runs = RunClaims(self.sync, self.keys, self.node)  # cron due times: held until recorded
         # set by the app: stop the local runs of sessions whose partition moved away
         self.stop_sessions: Callable[[list[str]], None] = lambda keys: None
         self.port = port

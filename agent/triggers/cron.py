@@ -67,6 +67,11 @@ class CronService:
         # Once across a fleet: True for the one process that may start this (job, due time) run
         # (agent/fleet claims it in Redis); alone, always True.
         self.claim: Callable[[str], bool] = lambda what: True
+        # ... and once its run is recorded, settled for good. A claim not settled runs out after
+        # `claim_wait` seconds, so a due time whose process died (or failed) before recording it is
+        # taken again: the others look again that soon instead of at the next due time.
+        self.settle: Callable[[str], None] = lambda what: None
+        self.claim_wait = 0.0
         # A fleet: @reboot jobs run once per start of the fleet (its first process joining), not per
         # process; set by the daemon's fleet wiring. Alone: None, this daemon's own start.
         self.fleet_start: Callable[[], float] | None = None
@@ -213,9 +218,11 @@ class CronService:
         due = [job.next_run_at] if plan.kind == "at" or plan.reboot else plan.due_times(job.next_run_at, now)
         latest = due[-1]
         in_grace = now - latest <= job.grace_seconds
-        if not self.claim(f"{job.id}:{latest}"):  # a fleet: another process settles this due time
+        claim = f"{job.id}:{latest}"
+        if not self.claim(claim):  # a fleet: another process settles this due time
             log.info("cron job %s: the %s run is another process's", job.id, format_time(latest))
-            self._arm(job, when=plan.next_after(now))
+            later = [t for t in (plan.next_after(now), now + self.claim_wait if self.claim_wait else None) if t]
+            self._arm(job, when=min(later) if later else None)
             return None
         earlier = due[:-1] if in_grace else due
         missed = [t for t in earlier if now - t > job.grace_seconds]
@@ -245,6 +252,8 @@ class CronService:
                 job.state = "done"
                 job.note = "ran once" if run_id else "missed its only run"
         self.store.save(job)
+        if retry_at is None:  # recorded (a one-shot waiting for its previous run keeps its claim open)
+            self.settle(claim)
         self._arm(job, when=retry_at)
         return run_id
 

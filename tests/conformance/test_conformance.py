@@ -1,4 +1,4 @@
-"""Issue 27's conformance cases, run against every chat channel through its harness (tests/conformance/platforms/)
+"""The conformance cases, run against every chat channel through its harness (tests/conformance/platforms/)
 and the real daemon: what users of any platform can count on.
 
 Negative checks wait past the longest retry the daemon would make (the dispatcher's first backoff, a send's

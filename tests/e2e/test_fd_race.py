@@ -1,4 +1,4 @@
-"""The symlink race of issue 25 section 4, played for real: a separate process swaps a workspace
+"""The symlink race on workspace folders, played for real: a separate process swaps a workspace
 folder and a symlink pointing outside it (renameat2 RENAME_EXCHANGE and plain renames) thousands
 of times while the file tools, the checkpoint store and a real daemon read and write through the
 folder. Nothing outside may be read (the secret never shows) or written (files, names and inodes
@@ -223,7 +223,7 @@ def test_memory_logs_never_append_outside_the_workspace_under_the_race(tmp_path:
 
 async def test_the_daemon_reads_and_writes_through_a_flipping_folder_without_escaping(daemon, fake_model,
                                                                                        tmp_path: Path) -> None:
-    """The issue's attack on a real daemon: the link points at the daemon's own home (config.toml)."""
+    """The attack on a real daemon: the link points at the daemon's own home (config.toml)."""
     home = daemon.home
     (home / "secret.txt").write_text(SECRET)
     with (home / "config.toml").open("a") as fh:  # read at start only: a marker to look for

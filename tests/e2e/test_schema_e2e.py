@@ -16,7 +16,7 @@ from pathlib import Path
 from clawgate.agent.core.schema import CHECKPOINTS, LEGACY_TAINT, STATE
 from tests.harness import ROOT, DaemonProcess
 
-OLDEST = Path(__file__).resolve().parents[1] / "fixtures" / "statedb" / "stop07.sql"
+OLDEST = Path(__file__).resolve().parents[1] / "fixtures" / "statedb" / "v0.1.0-6a78ab2.sql"
 NEWER = STATE.version + 1
 
 

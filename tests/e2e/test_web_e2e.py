@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import threading
 from pathlib import Path
@@ -369,8 +370,11 @@ def test_checkpoint_timeline_restore_and_fork(browser, daemon, fake_model):
     expect(task.locator(".progress")).to_have_text("1/3")
     screenshot(page, "checkpoints-restored")
 
-    # Fork from step 1: a new session, and the page switches to it
+    # Fork from step 1: a new session, and the page switches to it. Its details are opened and read
+    # back as they are after the restore (nothing left to change) before Fork is pressed.
     step1.locator(".cp-row").click()
+    expect(step1).to_have_class(re.compile(r"\bopen\b"))
+    expect(details.locator(".would-change")).to_have_text("no files to change")
     step1.locator("button.fork").click()
     expect(page.locator("#chat-session")).to_contain_text("notes~")
     forked = page.locator("#chat-session").inner_text()
@@ -387,6 +391,15 @@ def test_checkpoint_timeline_restore_and_fork(browser, daemon, fake_model):
     step2 = page.locator("#checkpoints .checkpoint[data-kind=step][data-step='2']")
     step2.locator(".cp-row").click()
     expect(step2.locator("button.fork")).to_be_visible()
+    # a redraw (a new checkpoint arrives) changes the timeline in place: the open details and their
+    # buttons stay the very nodes a person is about to press
+    fork_button = step2.locator("button.fork").element_handle()
+    before = page.locator("#checkpoints .checkpoint").count()
+    page.fill("#chat-input", "one more thing")
+    page.click("#chat-send")
+    wait_until(lambda: page.locator("#checkpoints .checkpoint").count() > before, "the new turn's checkpoint shown")
+    assert fork_button.evaluate("node => node.isConnected")
+    expect(step2).to_have_class(re.compile(r"\bopen\b"))
     gone = step2.get_attribute("data-id")
     rows.remove(daemon.home / "state/checkpoints", gone)
     step2.locator("button.fork").click()

@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests import lifeline
 from tests.harness import free_port
 from tests.waiting import wait_until
 
@@ -132,6 +133,7 @@ class Synapse:
             [sys.executable, "-m", "synapse.app.homeserver", "--config-path", str(config)],
             cwd=self.root, stdout=out, stderr=subprocess.STDOUT,
             env={**os.environ, "SYNAPSE_ASYNC_IO_REACTOR": "0"}, start_new_session=True)
+        lifeline.hold(self.proc)  # dies with pytest, even a SIGKILLed one
         out.close()
         wait_until(self._answers, "Synapse's /_matrix/client/versions to answer", timeout=180,
                    interval=0.2, describe=self.describe)

@@ -48,9 +48,24 @@ def test_the_check_sees_a_bare_import(tmp_path: Path) -> None:
         sample.unlink()
 
 
+def importable_folders(folder: str) -> set[str]:
+    """Folders holding files whose path Python could import (every part an identifier): code packages
+    and data folders alike, which setuptools ships (and builds without warnings) only when listed."""
+    found = set()
+    for path in sources(folder, "*"):
+        parts = path.parent.relative_to(ROOT).parts
+        if not path.is_file() or "__pycache__" in parts:
+            continue
+        for depth in range(1, len(parts) + 1):  # skills/ of skills/long-task/SKILL.md too
+            if not all(part.isidentifier() for part in parts[:depth]):
+                break
+            found.add("clawgate." + ".".join(parts[:depth]))
+    return found
+
+
 def test_every_package_is_in_the_wheel() -> None:
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    on_disk = {"clawgate." + ".".join(init.parent.relative_to(ROOT).parts)
-               for folder in PACKAGES for init in sources(folder, "__init__.py")}
+    on_disk = {name for folder in PACKAGES for name in importable_folders(folder)}
+    assert "clawgate.gateway.web.static" in on_disk and "clawgate.agent.fleet" in on_disk
     assert listed == on_disk, f"add to pyproject packages: {sorted(on_disk - listed)}; " \
                               f"remove: {sorted(listed - on_disk)}"

@@ -25,6 +25,22 @@ function filesLine(files) {
 }
 
 // The live branch: HEAD and its parents. Checkpoints off it belong to a branch a restore abandoned.
+// Make `nodes` (nulls skipped) the children of `parent`, in order, moving a node only when it is not
+// already where it belongs and removing the rest: the nodes kept are never detached.
+function place(parent, nodes) {
+  let cursor = parent.firstChild;
+  for (const node of nodes) {
+    if (!node) continue;
+    if (node === cursor) cursor = cursor.nextSibling;
+    else parent.insertBefore(node, cursor);
+  }
+  while (cursor) {
+    const next = cursor.nextSibling;
+    cursor.remove();
+    cursor = next;
+  }
+}
+
 function liveBranch(checkpoints, head) {
   const byId = new Map(checkpoints.map((cp) => [cp.id, cp]));
   const live = new Set();
@@ -70,33 +86,64 @@ export class CheckpointsPanel {
       const { checkpoints, problems, head } = await this.gateway.request("checkpoints.list", { session, limit: 100 });
       if (session !== this.session) return; // another session was opened meanwhile
       this.live = liveBranch(checkpoints, head);
-      clear(this.list,
-        problems?.length ? el("p", { class: "problems", text: problems[0] }) : null,
-        checkpoints.length ? el("ol", { class: "timeline" }, checkpoints.map((cp) => this.item(cp)))
-          : el("p", { class: "empty", text: "No checkpoints in this session yet." }));
+      this.render(checkpoints, problems?.[0]);
       if (this.opened && checkpoints.some((cp) => cp.id === this.opened)) await this.details(this.opened);
     } catch (error) {
       this.onError(error);
     }
   }
 
+  // Changes go in place, keyed by checkpoint id: a row, its open details and their buttons stay the
+  // same nodes across refreshes (one comes with every checkpoint event), so a click is never lost to
+  // a redraw, and only what changed is touched.
+  render(checkpoints, problem) {
+    const note = problem ? this.part(".problems", () => el("p", { class: "problems" })) : null;
+    if (note && note.textContent !== problem) note.textContent = problem;
+    if (!checkpoints.length) {
+      place(this.list, [note, this.part(".empty", () => el("p", { class: "empty", text: "No checkpoints in this session yet." }))]);
+      return;
+    }
+    const timeline = this.part(".timeline", () => el("ol", { class: "timeline" }));
+    const rows = new Map([...timeline.children].map((node) => [node.dataset.id, node]));
+    place(timeline, checkpoints.map((cp) => {
+      const node = rows.get(cp.id) || this.item(cp);
+      this.update(node, cp);
+      return node;
+    }));
+    place(this.list, [note, timeline]);
+  }
+
+  part(selector, make) {
+    return this.list.querySelector(`:scope > ${selector}`) || make();
+  }
+
   item(cp) {
+    return el("li", { dataset: { id: cp.id } },
+      el("button", { type: "button", class: "cp-row", onclick: () => this.toggle(cp.id) }),
+      el("div", { class: "cp-details" }));
+  }
+
+  update(node, cp) {
     const abandoned = !this.live.has(cp.id);
-    const files = cp.filesChanged === null || cp.filesChanged === undefined ? "" : `${cp.filesChanged} file${cp.filesChanged === 1 ? "" : "s"}`;
-    return el("li", {
-      class: `checkpoint ${cp.kind}${cp.id === this.opened ? " open" : ""}${abandoned ? " abandoned" : ""}`,
-      dataset: { id: cp.id, kind: cp.kind, step: cp.step ?? "", verified: String(Boolean(cp.verified)),
-        branch: abandoned ? "abandoned" : "live" },
-      title: abandoned ? "on an abandoned branch: the session went back to an earlier point" : null,
-    },
-      el("button", { type: "button", class: "cp-row", onclick: () => this.toggle(cp.id) },
+    const shown = JSON.stringify([cp, abandoned]);
+    if (node.dataset.shown !== shown) {
+      node.dataset.shown = shown;
+      const files = cp.filesChanged === null || cp.filesChanged === undefined ? "" : `${cp.filesChanged} file${cp.filesChanged === 1 ? "" : "s"}`;
+      Object.assign(node.dataset, { kind: cp.kind, step: cp.step ?? "", verified: String(Boolean(cp.verified)),
+        branch: abandoned ? "abandoned" : "live" });
+      if (abandoned) node.title = "on an abandoned branch: the session went back to an earlier point";
+      else node.removeAttribute("title");
+      clear(node.querySelector(".cp-row"),
         el("span", { class: "when", text: when(cp.time) }), " ",
         el("span", { class: `kind ${cp.kind}`, text: cp.kind }), " ",
         el("span", { class: "label", text: label(cp) }),
         cp.verified ? el("span", { class: "verified", title: "the step was completed with a verification", text: " ✓ verified" }) : null,
         files ? el("span", { class: "files", text: ` · ${files}` }) : null,
-        abandoned ? el("span", { class: "branch", text: " · abandoned" }) : null),
-      el("div", { class: "cp-details" }));
+        abandoned ? el("span", { class: "branch", text: " · abandoned" }) : null);
+    }
+    node.className = `checkpoint ${cp.kind}${cp.id === this.opened ? " open" : ""}${abandoned ? " abandoned" : ""}`;
+    const details = node.querySelector(".cp-details");
+    if (cp.id !== this.opened && details.firstChild) clear(details); // closed elsewhere (a restore, a switch)
   }
 
   async toggle(id) {
@@ -109,13 +156,25 @@ export class CheckpointsPanel {
   }
 
   async details(id) {
-    const node = this.list.querySelector(`.checkpoint[data-id="${CSS.escape(id)}"] .cp-details`);
-    if (!node) return;
+    const row = () => this.list.querySelector(`.checkpoint[data-id="${CSS.escape(id)}"] .cp-details`);
+    if (!row()) return;
     try {
       const shown = await this.gateway.request("checkpoints.show", { id });
-      clear(node, this.detailView(shown));
+      const node = row();
+      if (!node || this.opened !== id) return; // closed (or another opened) meanwhile
+      const key = JSON.stringify(shown);
+      if (node.shownKey === key && node.querySelector(".actions")) return; // nothing changed: leave it be
+      node.shownKey = key;
+      node.shown = shown; // what the buttons act on, read when pressed
+      const actions = node.querySelector(":scope > .actions") || el("div", { class: "actions" },
+        el("button", { type: "button", class: "restore", text: "Restore…", onclick: () => this.dialog.open(node.shown) }),
+        el("button", { type: "button", class: "fork secondary", text: "Fork", onclick: () => this.fork(node.shown.checkpoint) }));
+      const body = node.querySelector(":scope > .cp-body") || el("div", { class: "cp-body" });
+      clear(body, this.detailView(shown));
+      place(node, [body, actions]);
     } catch (error) {
-      clear(node, el("p", { class: "cp-error", text: error.message }));
+      const node = row();
+      if (node) clear(node, el("p", { class: "cp-error", text: error.message }));
       this.onError(error);
     }
   }
@@ -140,9 +199,6 @@ export class CheckpointsPanel {
         el("li", { class: h.role }, el("span", { class: "role", text: `${h.role}: ` }), (h.text || "").slice(0, 160)))) : null,
       shown.irreversible?.length ? el("p", { class: "irreversible-note",
         text: `${shown.irreversible.length} effect(s) after this point cannot be undone.` }) : null,
-      el("div", { class: "actions" },
-        el("button", { type: "button", class: "restore", text: "Restore…", onclick: () => this.dialog.open(shown) }),
-        el("button", { type: "button", class: "fork secondary", text: "Fork", onclick: () => this.fork(cp) })),
     ];
   }
 

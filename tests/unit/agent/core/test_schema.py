@@ -79,7 +79,7 @@ def dump(db: sqlite3.Connection) -> list[str]:
 
 def test_there_is_a_fixture_for_every_shipped_version() -> None:
     assert VERSIONS and all((FIXTURES / f"{name}.sql").exists() for name in VERSIONS)
-    assert {"stop19", "stop31"} <= set(WITH_CHECKPOINTS)  # checkpoints.db shipped from stop 19 on
+    assert {"v0.1.0-008d2e7", "v0.1.0-af9ae00"} <= set(WITH_CHECKPOINTS)  # checkpoints.db from 008d2e7 on
 
 
 def test_the_newest_schema_version_has_a_file_of_its_own() -> None:
