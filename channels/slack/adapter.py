@@ -29,6 +29,7 @@ from clawgate.channels.kit import (
     Sender,
     Target,
 )
+from clawgate.channels.kit.commands import KIT_COMMANDS
 from clawgate.channels.kit.markdown import split_markdown
 from clawgate.channels.kit.probe import ProbeResult, http_status, logged_in, refused, unreachable
 from clawgate.channels.slack.api import (
@@ -243,7 +244,10 @@ class SlackAdapter(PlatformAdapter):
             self.kit.log.warning("Slack response_url post failed: %s", e)
 
     async def _on_slash(self, payload: dict[str, Any]) -> dict[str, Any] | None:
-        names = [name.lstrip("/").lower() for name, _ in self.kit.command_names()]
+        # `/approve ID` and `/deny ID` are in the set on every channel; Slack takes no typed `/approve`
+        # (its composer reads it as an unknown slash command), so they come through this one too
+        known = [*self.kit.command_names(), *KIT_COMMANDS]
+        names = list(dict.fromkeys(name.lstrip("/").lower() for name, _ in known))
         words = str(payload.get("text") or "").split()
         if not words or words[0].lstrip("/").lower() not in names:
             return {"response_type": "ephemeral",

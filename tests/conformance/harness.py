@@ -69,6 +69,20 @@ class PlatformHarness(ABC):
     def send_group(self, user: str, text: str, *, mention: bool) -> Event:
         """`user` writes `text` in the test group, mentioning the bot or not."""
 
+    def send_command(self, user: str, command: str, *, group: bool = False) -> Event:
+        """`user` sends the chat command `command` ("/undo 2") the platform's way, in private or in the test
+        group (where it is the owner's conversation: on a threaded platform, the thread of the last mention).
+        By default it is typed like any message (in a group after a mention)."""
+        if group:
+            return self.send_group(user, command, mention=True)
+        return self.send_dm(user, command)
+
+    def command_answers(self, chat: str) -> list[str]:
+        """Plain text of the bot's answers to commands in `chat`, in order, among what else it said there
+        (by default: what it sent there; a platform that answers a command elsewhere, like Discord's
+        interactions, says where)."""
+        return self.replies(chat)
+
     @abstractmethod
     def redeliver(self, event: Event) -> None:
         """The platform delivers `event` again (after a reconnect, an unacknowledged envelope)."""

@@ -77,6 +77,22 @@ class DiscordHarness(PlatformHarness):
     def send_group(self, user: str, text: str, *, mention: bool) -> dict[str, Any]:
         return self.fake.inject_guild_message(text, user_id=user, mention_bot=mention)
 
+    def send_command(self, user: str, command: str, *, group: bool = False) -> dict[str, Any]:
+        """The application command's interaction where the command is registered (`/approve` and `/deny`
+        are not: approvals are buttons here, and a typed `/approve ID` reaches the bot as a message); typed otherwise.
+        The interaction's answer replaces its "thinking…" placeholder: a message in the chat (replies())."""
+        name, _, args = command.removeprefix("/").partition(" ")
+        wait_until(lambda: {"help", "stop", "new"} <= self._registered(), "the application commands registered")
+        if name not in self._registered():
+            return self.send_group(user, command, mention=True) if group else self.send_dm(user, command)
+        chat = self.group_chat() if group else self.dm_chat(user)
+        options = [{"type": 3, "name": "args", "value": args}] if args else None
+        return self.fake.run_command(name, channel_id=chat, user_id=user, options=options)
+
+    def _registered(self) -> set[str]:
+        with self.fake._cond:
+            return {c["name"] for c in self.fake.commands.get(None, [])}
+
     def redeliver(self, event: dict[str, Any]) -> None:
         self.fake.redeliver(event)
 

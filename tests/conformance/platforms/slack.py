@@ -56,6 +56,7 @@ class SlackHarness(PlatformHarness):
         self.fake = FakeSlack(ack_timeout=3.0)
         self._bot_token = BOT_TOKEN
         self._presses: dict[str, list[str]] = {}  # user -> response_url ids of their presses
+        self._thread: str | None = None  # ts of the last mention in the group: the conversation there
 
     def start(self) -> None:
         self.fake.start()
@@ -82,8 +83,17 @@ class SlackHarness(PlatformHarness):
 
     def send_group(self, user: str, text: str, *, mention: bool) -> Envelope:
         if mention:
-            return self.fake.send_mention(text, user=user, channel=W.GENERAL)
+            env = self.fake.send_mention(text, user=user, channel=W.GENERAL)
+            self._thread = env.payload["event"]["ts"]
+            return env
         return self.fake.send_message(text, user=user, channel=W.GENERAL)
+
+    def send_command(self, user: str, command: str, *, group: bool = False) -> Envelope:
+        """In private, the app's `/clawgate <cmd>` slash command; in the group, a mention in the thread of the
+        last one (the conversation there is the thread; the slash command acts on the channel)."""
+        if group:
+            return self.fake.send_mention(command, user=user, channel=W.GENERAL, thread_ts=self._thread)
+        return self.fake.slash_command("/clawgate", command.removeprefix("/"), user=user, channel=DMS[user])
 
     def redeliver(self, event: Envelope) -> None:
         self.fake.redeliver(event)
