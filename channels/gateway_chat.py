@@ -24,6 +24,7 @@ import time
 from typing import Any, Awaitable, Callable, Protocol
 
 from clawgate.agent.bus import OutboundMessage, unsent_line
+from clawgate.agent.core.errors import WriteRefused
 
 from .base import Channel
 
@@ -91,7 +92,10 @@ class GatewayChatChannel(Channel):
         labelled) before the delivery is acknowledged; a reply in the session that ran it is there already."""
         if self.keep_delivered is None or "from" not in payload or target == msg.session_key:
             return
-        await self.keep_delivered(target, msg.id, payload)
+        try:
+            await self.keep_delivered(target, msg.id, payload)
+        except WriteRefused as exc:  # a fleet worker not holding the target session: still shown live
+            log.warning("trigger answer %s not kept in the history of %s: %s", msg.id, target, exc)
 
     def _numbered(self, msg: OutboundMessage, target: str) -> dict[str, Any]:
         """The reply's `chat` event with its number: the same number when the reply is sent again."""
