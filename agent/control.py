@@ -72,6 +72,17 @@ class SessionControl:
         self._context.invalidate(key)
         return archived
 
+    async def keep_delivered(self, key: str, outbox_id: str, payload: dict[str, Any]) -> None:
+        """A trigger's answer delivered to session `key` (a cron job into `main`): kept in its log,
+        labelled and numbered, durably — once per outbox id, however often the delivery is retried."""
+        session = self._sessions.get(key)
+        if session.delivered(outbox_id):
+            return
+        session.append("delivered", durable=True, outbox_id=outbox_id, text=str(payload.get("text") or ""),
+                       origin=dict(payload.get("from") or {}), gseq=int(payload.get("seq") or 0),
+                       error=payload.get("state") == "error", run_id=str(payload.get("runId") or ""))
+        await session.flush()
+
     def history(self, key: str, limit: int = 200) -> list[Record]:
         return self._sessions.get(key).history(limit) if self._sessions.exists(key) else []
 

@@ -83,6 +83,10 @@ def readable_history(records: list[Record], limit: int = 200) -> list[Record]:
                 journal = journal or _Journal(records)
                 entry["steps"] = [journal.step(b) for b in calls]
             out.append(entry)
+        elif kind == "delivered":  # a trigger's answer delivered here: numbered like the gateway's replies
+            out.append({"role": "assistant", "text": record["text"], "tools": [], "from": record.get("origin") or {},
+                        "seq": int(record.get("gseq") or 0), "ts": record.get("ts", 0.0),
+                        "runId": record.get("run_id") or "", **({"error": True} if record.get("error") else {})})
         elif kind == "event":
             event: Record = {"role": "event", "name": record.get("name"), "ts": record.get("ts", 0.0)}
             if record.get("text"):

@@ -152,13 +152,15 @@ _SHAPES: dict[str, Callable[[Record], str | None]] = {
     "consolidated": lambda r: None if isinstance(r.get("upto"), int) and not isinstance(r.get("upto"), bool)
     and r["upto"] >= 0 else "consolidation without upto",
     "event": lambda r: None if isinstance(r.get("name", ""), str) else "event name is not a string",
+    "delivered": lambda r: None if _is_text(r.get("text")) and isinstance(r.get("origin"), dict)
+    and _is_text(r.get("outbox_id")) else "delivered answer without text, origin or outbox_id",
 }
 
 
 # Structural fields stay as written (ids must match across records); every other string in a
 # record — what people typed, tool inputs, tool output — is masked by redact().
 _RECORD_FIELDS = frozenset({"seq", "ts", "kind", "id", "inbound_id", "run_id", "channel", "chat_id", "sender_id",
-                            "name", "status", "deliver", "upto"})
+                            "name", "status", "deliver", "upto", "outbox_id"})
 _BLOCK_FIELDS = frozenset({"type", "id", "name", "tool_use_id"})
 
 
@@ -196,6 +198,9 @@ class Session:
         self.inbound_seqs: dict[str, int] = {}  # inbound message id -> seq of its user turn
         self._messages: list[dict[str, Any]] = []
         self._pending_tool_ids: list[str] = []
+        # Trigger answers delivered here while a tool call was open: they follow its results.
+        self._deferred_notes: list[dict[str, Any]] = []
+        self.delivered_ids: set[str] = set()  # outbox ids of the trigger answers kept in this log
         self._message_seqs: list[int] = []  # seq of the record that opened each LLM message
         # The latest "consolidated" record: messages before its `upto` index are summarised
         # in memory and left out of the model's view (they stay in this file).
@@ -245,12 +250,13 @@ class Session:
         """Absorb a loaded record; if projecting it fails anyway, undo it and say why."""
         last = self._messages[-1] if self._messages else None  # a user turn may be merged into it
         saved = (len(self.records), len(self._messages), len(self._message_seqs), list(self._pending_tool_ids),
-                 self.seq, self.updated_at, self.progress, dict(self.inbound_seqs), self.consolidation)
+                 self.seq, self.updated_at, self.progress, dict(self.inbound_seqs), self.consolidation,
+                 list(self._deferred_notes))
         try:
             self._absorb(record)
         except Exception as exc:  # the shape check missed something: the record must not stop the load
             records, messages, seqs, pending, self.seq, self.updated_at, self.progress, self.inbound_seqs, \
-                self.consolidation = saved
+                self.consolidation, self._deferred_notes = saved
             del self.records[records:], self._messages[messages:], self._message_seqs[seqs:]
             if last is not None:
                 self._messages[-1] = last
@@ -312,7 +318,9 @@ class Session:
             self.progress += 1
         elif kind == "user" and record.get("inbound_id"):
             self.inbound_seqs[record["inbound_id"]] = int(record.get("seq", 0))
-        if kind in LLM_KINDS:
+        if kind == "delivered":
+            self.delivered_ids.add(str(record.get("outbox_id")))
+        if kind in LLM_KINDS or kind == "delivered":
             self._project(record)
             while len(self._message_seqs) < len(self._messages):
                 self._message_seqs.append(int(record.get("seq", 0)))
@@ -327,6 +335,9 @@ class Session:
             msgs.append({"role": "assistant", "content": record["content"]})
             self._pending_tool_ids = [b["id"] for b in record["content"] if b.get("type") == "tool_use"]
             return
+        if kind == "delivered":
+            self._project_delivered(record)
+            return
         if kind == "note":
             note = {"type": "text", "text": record["text"]}
             if msgs and msgs[-1]["role"] == "user":
@@ -339,7 +350,8 @@ class Session:
                 for r in record["results"]
             ]
             self._pending_tool_ids = []
-            msgs.append({"role": "user", "content": blocks})
+            msgs.append({"role": "user", "content": blocks + self._deferred_notes})
+            self._deferred_notes = []
             return
         # a user turn
         self._close_dangling_tools()
@@ -359,9 +371,26 @@ class Session:
                 {"type": "tool_result", "tool_use_id": tid, "is_error": True,
                  "content": "This tool call was interrupted before it finished; its outcome is unknown."}
                 for tid in self._pending_tool_ids
-            ],
+            ] + self._deferred_notes,
         })
         self._pending_tool_ids = []
+        self._deferred_notes = []
+
+    def _project_delivered(self, record: Record) -> None:
+        """A trigger's answer the person saw here becomes a labelled runtime line on the user side,
+        so the model can refer to it; during an open tool call it waits for that call's results."""
+        note = {"type": "text", "text": delivered_note(record)}
+        msgs = self._messages
+        if self._pending_tool_ids:
+            self._deferred_notes.append(note)
+        elif msgs and msgs[-1]["role"] == "user":
+            msgs[-1] = {"role": "user", "content": list(msgs[-1]["content"]) + [note]}
+        else:
+            msgs.append({"role": "user", "content": [note]})
+
+    def delivered(self, outbox_id: str) -> bool:
+        """This trigger answer is already kept in the log (a retried delivery must not add it twice)."""
+        return outbox_id in self.delivered_ids
 
     def llm_messages(self, start: int = 0) -> list[dict[str, Any]]:
         """The model's view: user / assistant / tool_result messages only."""
@@ -451,6 +480,22 @@ class Session:
     def history(self, limit: int = 200) -> list[Record]:
         """Readable history for clients: user and assistant text, tool steps, internal events."""
         return readable_history(self.records, limit)
+
+
+def delivered_note(record: Record) -> str:
+    """How the model sees a trigger's answer delivered into this conversation: where it came from,
+    that the person saw it here, and its words — defused like a user's, as it may quote web pages."""
+    origin = record.get("origin") or {}
+    if origin.get("kind") == "cron":
+        source = f'cron job "{origin.get("name") or origin.get("job")}" (id {origin.get("job")}' + \
+            (f", {origin['schedule']})" if origin.get("schedule") else ")")
+    elif origin.get("kind") == "heartbeat":
+        source = "the heartbeat"
+    else:
+        source = str(origin.get("kind") or "a trigger")
+    what = "an error report" if record.get("error") else "an answer"
+    return (f"[runtime] Delivered into this conversation from {source}: {what} the person saw here, written "
+            f"by you in that job's own session. Its words:\n{neutralise_markers(record.get('text') or '')}")
 
 
 def user_blocks(record: Record) -> list[dict[str, Any]]:

@@ -8,6 +8,10 @@ client that lost its connection asks for what came after the last number it saw 
 `resume`, docs/protocol.md). A reply no client of its session received is not delivered:
 `send` waits until one has it — a client that subscribes or resumes — so the outbox row stays
 pending meanwhile and is sent again after a restart.
+
+A trigger's answer (cron job, heartbeat) delivered to a session people watch is also kept in that
+session's log, before anyone is told it was delivered, so `chat.history` shows it with its label
+and the agent of that session can refer to it (docs/triggers.md, "Answers in the target's history").
 """
 
 from __future__ import annotations
@@ -15,12 +19,19 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import logging
 import time
-from typing import Any, Callable, Protocol
+from typing import Any, Awaitable, Callable, Protocol
 
 from clawgate.agent.bus import OutboundMessage, unsent_line
+from clawgate.agent.core.errors import WriteRefused
 
 from .base import Channel
+
+log = logging.getLogger(__name__)
+
+# Writes a delivered trigger answer into the target session's log, once per outbox id, durably.
+KeepDelivered = Callable[[str, str, dict[str, Any]], Awaitable[None]]
 
 # Replies kept per session for clients catching up; older ones are read with chat.history.
 KEEP = 500
@@ -37,9 +48,10 @@ NAME = "gateway"
 class GatewayChatChannel(Channel):
     name = NAME
 
-    def __init__(self, server: EventSink, db: sqlite3.Connection) -> None:
+    def __init__(self, server: EventSink, db: sqlite3.Connection, keep_delivered: KeepDelivered | None = None) -> None:
         self.server = server
         self.db = db
+        self.keep_delivered = keep_delivered
         # session -> seq -> resolved once a client of the session has that reply
         self._waiting: dict[str, dict[int, asyncio.Future[None]]] = {}
 
@@ -55,6 +67,7 @@ class GatewayChatChannel(Channel):
         # trigger (cron job in cron:<id>) delivers to a session people watch, e.g. gateway:main.
         target = msg.chat_id or msg.session_key
         payload = self._numbered(msg, target)
+        await self.keep(msg, target, payload)
         if self.server.broadcast("chat", payload, target) > 0:
             return
         seq = int(payload["seq"])
@@ -73,6 +86,16 @@ class GatewayChatChannel(Channel):
         fleet relays it to the clients of every process, gateway/fleet.py)."""
         target = msg.chat_id or msg.session_key
         return target, self._numbered(msg, target)
+
+    async def keep(self, msg: OutboundMessage, target: str, payload: dict[str, Any]) -> None:
+        """A trigger's answer delivered to another session goes into that session's log (numbered,
+        labelled) before the delivery is acknowledged; a reply in the session that ran it is there already."""
+        if self.keep_delivered is None or "from" not in payload or target == msg.session_key:
+            return
+        try:
+            await self.keep_delivered(target, msg.id, payload)
+        except WriteRefused as exc:  # a fleet worker not holding the target session: still shown live
+            log.warning("trigger answer %s not kept in the history of %s: %s", msg.id, target, exc)
 
     def _numbered(self, msg: OutboundMessage, target: str) -> dict[str, Any]:
         """The reply's `chat` event with its number: the same number when the reply is sent again."""

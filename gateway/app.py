@@ -61,7 +61,7 @@ def build_channels(settings: Settings, services: Services, server: GatewayServer
                    workspaces: Workspaces) -> tuple[dict[str, Channel], chat_channels.Built]:
     """Every configured channel by name (the `[channels.*]` sections through the channel registry);
     the gateway's own chat is always there."""
-    gateway_chat = GatewayChatChannel(server, db)
+    gateway_chat = GatewayChatChannel(server, db, keep_delivered=services.sessions.keep_delivered)
     server.backlog = gateway_chat  # a (re)connecting client catches up on the replies it missed
     built = chat_channels.build(settings.channels, services, db, workspace=workspaces.owner.root, workspaces=workspaces)
     return {"gateway": gateway_chat, **built.runners}, built

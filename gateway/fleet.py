@@ -282,6 +282,7 @@ class RelayedGatewayChat(Channel):
 
     async def send(self, msg: OutboundMessage) -> None:
         target, payload = self.inner.number(msg)
+        await self.inner.keep(msg, target, payload)
         self.inner.server.broadcast("chat", payload, target)
         self.node.relay.chat(target, payload)
 

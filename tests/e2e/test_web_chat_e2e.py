@@ -44,6 +44,13 @@ def test_cron_results_show_in_the_chat_labelled_with_their_job(browser, daemon, 
     expect(live.locator(".from")).to_have_text('from cron job "stand-up" · every 1h')
     expect(page.locator(f"#cron .job[data-id='{job['id']}'] .next-run")).to_have_text(local_time(page, job["nextRunAt"]))
     screenshot(page, "cron-in-chat")
+    # After a reload both answers come from chat.history, each once, labelled, in the order they came.
+    page.reload()
+    expect(page.locator("body")).to_have_attribute("data-ready", "true")
+    answers = page.locator("#messages .msg.assistant")
+    expect(answers.locator(".text")).to_have_text(["Ran while nobody watched.", "Stand-up starts in 5 minutes."])
+    expect(answers.locator(".from")).to_have_text(['from cron job "nightly" · every 1h',
+                                                   'from cron job "stand-up" · every 1h'])
     assert not page.errors, page.errors  # type: ignore[attr-defined]
 
 

@@ -93,6 +93,22 @@ export class ChatView {
   past(messages) {
     let group = null;
     for (const message of messages) {
+      if (message.from) { // a cron job's or the heartbeat's answer delivered here: its own labelled bubble
+        group = null;
+        this.gateway.had(this.session, message.seq, message.runId);
+        // Handed over live while the history loaded (the reply was waiting for a client): moved into place.
+        const live = message.runId && this.runs.get(message.runId);
+        if (live) {
+          this.log.append(live.steps, live.answer);
+          continue;
+        }
+        const node = this.bubble("assistant", "");
+        node.dataset.seq = String(message.seq || "");
+        node.querySelector(".text").before(el("div", { class: "from", text: fromLabel(message.from) }));
+        if (message.error) node.querySelector(".text").textContent = message.text;
+        else this.markdown(node.querySelector(".text"), message.text);
+        continue;
+      }
       if (message.role === "assistant") {
         if (!group || group.runId !== message.runId) {
           group = { runId: message.runId, steps: stepsBlock({ runId: message.runId, open: false }), texts: [] };

@@ -37,6 +37,11 @@ export class Gateway {
     return true;
   }
 
+  // A reply the page already shows from chat.history: the same reply arriving live is not shown again.
+  had(session, seq, runId = "") {
+    if (typeof session === "string" && Number.isInteger(seq) && runId) this.replies.add(`${session} ${seq} ${runId}`);
+  }
+
   // Resolves with the connect reply; rejects with the server's close reason (e.g. a wrong token).
   connect() {
     return new Promise((resolve, reject) => {

@@ -1,0 +1,43 @@
+"""Which gateway replies are kept in the target session's log: a trigger's answer delivered into
+another session (cron job, heartbeat), once however often it is sent; never a reply in its own session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from clawgate.agent.bus import OutboundMessage
+from clawgate.agent.control import SessionControl
+from clawgate.agent.core.statedb import open_state_db
+from clawgate.agent.session import SessionManager
+from clawgate.channels.gateway_chat import GatewayChatChannel
+
+
+class _OneClient:
+    def broadcast(self, name: str, payload: dict[str, Any], session: str | None = None) -> int:
+        return 1
+
+
+def _channel(tmp_path: Path) -> tuple[GatewayChatChannel, SessionManager]:
+    sessions = SessionManager(tmp_path / "sessions")
+    # keep_delivered reads and writes session logs only; the loop and context are not involved.
+    control = SessionControl(None, sessions, None)  # type: ignore[arg-type]
+    return GatewayChatChannel(_OneClient(), open_state_db(tmp_path / "state.db"), control.keep_delivered), sessions
+
+
+async def test_heartbeat_and_cron_answers_are_kept_once_in_the_target_only(tmp_path: Path) -> None:
+    channel, sessions = _channel(tmp_path)
+    beat = OutboundMessage(channel="gateway", chat_id="main", text="All quiet.", session_key="heartbeat",
+                           in_reply_to="hb:1", metadata={"heartbeat": {}})
+    await channel.send(beat)
+    await channel.send(beat)  # sent again after a crash: same number, not kept twice
+    own = OutboundMessage(channel="gateway", chat_id="main", text="hello", session_key="main", in_reply_to="gw:1")
+    await channel.send(own)
+    in_place = OutboundMessage(channel="gateway", chat_id="cron:j", text="done", session_key="cron:j",
+                               in_reply_to="cron:j:1", metadata={"cron": {"job": "j", "name": "n", "schedule": "at"}})
+    await channel.send(in_place)
+    kept = [m for m in sessions.get("main").history() if m.get("from")]
+    assert kept == [{"role": "assistant", "text": "All quiet.", "tools": [], "from": {"kind": "heartbeat"}, "seq": 1,
+                     "ts": kept[0]["ts"], "runId": "hb:1"}]
+    assert [m for m in sessions.get("main").history() if m["role"] != "assistant" or not m.get("from")] == []
+    assert not [r for r in sessions.get("cron:j").records if r["kind"] == "delivered"]
