@@ -65,7 +65,7 @@ class AnthropicProvider:
         with self._warming:  # the start-up thread and a first request may both get here
             if self._client is not None:
                 return
-            anthropic = anthropic_light.load()  # the message path's part of the SDK (anthropic_light.py)
+            anthropic_light.load()  # the message path's part of the SDK (anthropic_light.py)
             from anthropic._base_client import DefaultAioHttpClient
             from anthropic._client import AsyncAnthropic
             from anthropic._version import __version__ as sdk_version

@@ -151,7 +151,7 @@ def test_a_record_that_fails_projection_anyway_is_undone(tmp_path, monkeypatch):
 
 
 def test_session_keys_are_checked_before_they_name_a_file(tmp_path):
-    from clawgate.agent.session import MAX_SESSION_KEY_CHARS, InvalidSessionKey, check_session_key
+    from clawgate.agent.records import MAX_SESSION_KEY_CHARS, InvalidSessionKey, check_session_key
 
     manager = SessionManager(tmp_path)
     for bad, says in [("", "empty"), ("é" * 200, "file name"), ("x" * (MAX_SESSION_KEY_CHARS + 1), "characters"),
