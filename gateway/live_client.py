@@ -116,7 +116,9 @@ class LiveClient:
         if not isinstance(frame, dict):
             return
         if frame.get("type") == "event":
-            self._event(frame)
+            # After the answers already read: the server sends a request's response before the events it
+            # caused, and a caller woken by that response must see it (and expect its run) before them.
+            asyncio.get_running_loop().call_soon(self._event, frame)
             return
         answer = self._pending.get(str(frame.get("id")))
         if answer is None or answer.done():

@@ -53,8 +53,6 @@ def source_label(payload: dict[str, Any]) -> str:
         return "from the heartbeat"
     if payload.get("kind") == "notice":
         return "notice"
-    if payload.get("kind") == "command":
-        return "answer to a chat command sent from another client"
     return "answer to a message sent from another client"
 
 
@@ -114,6 +112,8 @@ class ChatView:
 
     def _chat(self, payload: dict[str, Any]) -> None:
         run = self.runs.get(str(payload.get("runId")))
+        if payload.get("kind") == "command" and run is None:
+            return  # a command's answer goes to the connection that asked, in its response too: printed there
         state = payload.get("state")
         if state == "delta":
             if run is not None and not run.done.done():

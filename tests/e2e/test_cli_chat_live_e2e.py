@@ -210,3 +210,26 @@ def test_a_cron_result_appears_in_an_open_chat_labelled(daemon, fake_model) -> N
     assert "Stand-up starts in 5 minutes. Agenda: item 1, item 2" in line and line.endswith("…"), line
     whole = json.loads(daemon.cli("cron", "runs", job["id"], "--json").stdout)
     assert [r["result"] for r in whole] == [f"Stand-up starts in 5 minutes.\n\n{agenda}"], whole
+
+
+def test_a_chat_command_is_answered_once_in_the_terminal(daemon, fake_model) -> None:
+    """The gateway answers a command in the chat.send response and, to the asking connection, as a `chat`
+    event right behind it: `chat -m /status` must end with the answer (not wait for a run that never comes),
+    and the prompt must print it once, not a second time as someone else's."""
+    one = daemon.cli("chat", "-m", "/status", timeout=60)
+    assert one.returncode == 0, one.stderr
+    assert "This chat: idle" in one.stdout and one.stdout.count("This chat:") == 1, one.stdout
+    term = Terminal(daemon, "chat")
+    try:
+        term.read_until(PROMPT)
+        term.type("/status")
+        term.read_until(r"This chat: idle")
+        term.type("/tasks")
+        term.read_until(r"No active tasks in this chat\.")
+        term.type("/quit")
+        assert term.wait() == 0
+    finally:
+        term.close()
+    assert term.text.count("This chat: idle") == 1, term.text
+    assert "sent from another client" not in term.text
+    assert not fake_model.requests  # commands never reach the model
