@@ -232,6 +232,8 @@ class PersonView(Session):
             self._person = record_person(record)
             self._before.add(self._person)
         if record.get("kind") == "consolidated":
+            if record.get("reset") and self._person not in (NOBODY, self.viewer):
+                return  # another person's drift reset restarts their view of the work, not this one's
             self._absorb(self._consolidation(record))
         elif self._person is NOBODY or self._person == self.viewer:
             self._absorb(record)

@@ -32,7 +32,7 @@ from clawgate.config.schema import DriftSettings
 from . import structured
 from ..bus import InboundMessage
 from ..context.builder import ContextBuilder
-from ..context.shared_view import own_records, run_person
+from ..context.shared_view import is_shared, own_records, run_person
 from .drift import BOOKKEEPING, Relevance, RunView, Signal, hard_limit, lexical_relevance, reflection_due, signals, summarise_failures
 from ..core.events import EventHub
 from ..loop import acts_for_owner
@@ -159,6 +159,11 @@ class DriftControl:
             level += 1
             if rung == "restore":
                 assert self.restorer is not None
+                if is_shared(session):
+                    # a restore rewinds the log, and in a conversation several people share that would cut
+                    # the others' messages and answers (rewinding it is the owner's, by /undo): the next rung
+                    self._correction(session, msg, turn, rung, sig, restored=False)
+                    continue
                 decision = self.restorer.decide(session, msg, task, signal=sig, turn=turn,
                                                 avoid=summarise_failures(whole.actions, whole.errors, limit=3))
                 if decision is None:

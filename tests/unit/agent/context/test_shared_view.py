@@ -284,6 +284,30 @@ def test_another_person_s_context_reset_leaves_a_valid_window_without_its_brief(
     assert _validate({"model": "m", "max_tokens": 10, "messages": messages}) is None
 
 
+def test_a_guest_s_context_reset_leaves_the_owner_s_window_where_it_was(tmp_path: Path) -> None:
+    """A drift reset restarts the resetting person's view only: the owner's next request still opens with
+    the owner's own earlier turns, and the guest's brief is in nobody else's view."""
+    from tests.fakes.anthropic.validation import _validate
+
+    session = Session("grp", tmp_path / "grp.jsonl", fsync=False)
+    owner_turn(session, "first owner job", "r1")
+    posted(session, "r1", "Owner job done.")
+    guest_turn(session, "guest job", "r2")
+    session.append("assistant", run_id="r2", drift_reset=True, content=[{"type": "text", "text": "(context reset)"}])
+    session.append("user", text="[clawgate] Context reset. Goal: guest-brief-7c1", owner=False, drift_reset=True)
+    session.append("consolidated", upto=session.message_count - 1, ok=True, reset=True, summary="guest-brief-7c1")
+    posted(session, "r2", "Guest job done.")
+    owner_turn(session, "next owner question", "r3")
+    owners = builder(workspace(tmp_path)).messages(view_for(session, OWNER))
+    seen = flat(owners)
+    assert "first owner job" in seen and "Owner job done." in seen and "next owner question" in seen
+    assert "guest-brief-7c1" not in seen
+    assert _validate({"model": "m", "max_tokens": 10, "messages": owners}) is None
+    guest_view = view_for(session, GUEST)
+    guests = flat(guest_view.llm_messages(guest_view.window_start))
+    assert "guest-brief-7c1" in guests and "first owner job" not in guests  # the guest's own view restarted
+
+
 def test_a_sub_agent_s_report_to_one_person_is_that_person_s_work(tmp_path: Path) -> None:
     """A guest's background child reports on the bus as a run of the guest (metadata user): the child's
     findings reach the guest's run; the owner sees only what was posted from it."""

@@ -131,6 +131,21 @@ async def test_without_a_checkpoint_the_reset_follows_in_the_same_turn(tmp_path:
     assert steps == [(3, "reflect", None), (6, "restore", False), (6, "reset", None)]
 
 
+async def test_in_a_shared_conversation_the_restore_rung_is_passed_over(tmp_path: Path, fake_model):
+    """A restore rewinds the log: where several people talk, that would cut the others' messages and answers
+    (rewinding a shared conversation is the owner's /undo). The ladder goes on to the reset instead."""
+    restorer = FakeRestorer(True)
+    rig = build(tmp_path, fake_model, settings(), restorer=restorer)
+    fake_model.enqueue(text("hello guest"))
+    await rig.send("hi from a guest", session="r", owner=False)
+    fake_model.enqueue(*[MISSING] * 12)
+    fake_model.enqueue_for(REFLECT, reflection(False))
+    await rig.send("read missing.txt", session="r")
+    steps = [(e["step"], e.get("restored")) for e in rig.log_events("drift_correction", "r")]
+    assert steps == [("reflect", None), ("restore", False), ("reset", None)]
+    assert restorer.calls == []  # never asked for a checkpoint to go back to
+
+
 async def test_a_task_finished_with_a_missing_step_gets_a_supplement_and_only_then_completes(tmp_path: Path, fake_model):
     rig = build(tmp_path, fake_model, settings())
     fake_model.enqueue(
