@@ -34,8 +34,9 @@ def escape(text: str) -> str:
 
 
 def code_safe(text: str) -> str:
-    """Code block text: escaped, and no run of three backticks that would close the block."""
-    return re.sub(r"(?<=``)`", "<U+0060>", escape(text))
+    """Code block text: no run of three backticks that would close the block (the third written <U+0060>),
+    then escaped, so the `<...>` of that escape is text to Slack too, never its link markup."""
+    return escape(re.sub(r"(?<=``)`", "<U+0060>", text))
 
 
 class _Writer:

@@ -25,4 +25,4 @@ def test_formatting_becomes_mrkdwn() -> None:
 
 def test_a_code_block_cannot_be_closed_by_the_text_inside_it() -> None:
     out = to_mrkdwn("````\nbefore ``` *after*\n````")
-    assert out == "```\nbefore ``<U+0060> *after*\n```"
+    assert out == "```\nbefore ``&lt;U+0060&gt; *after*\n```"  # the escape is text, never Slack markup
