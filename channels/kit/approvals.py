@@ -226,7 +226,7 @@ def _parts(text: str, label: Callable[[int, int, str], str], fits: Callable[[str
         return [label(1, 1, text)]
     size = max(1, len(text) // 2)
     while True:
-        parts = cut(text, size)
+        parts = shown_edges(cut(text, size))
         units = [label(k, len(parts), part) for k, part in enumerate(parts, 1)]
         if size <= MIN_PART or all(fits(u) for u in units):
             return units
@@ -240,18 +240,33 @@ def cut(text: str, size: int) -> list[str]:
     parts: list[str] = []
     start = 0
     while len(text) - start > size:
-        end = start + size
+        end, outside = start + size, None
         for at in range(end, start + size // 2, -1):
             opened = text.rfind("<U+", max(start, at - 10), at)
             if opened != -1 and ">" not in text[opened:at]:
                 continue
+            outside = outside or at  # the latest cut that tears no escape, in case none is between non-spaces
             if not text[at - 1].isspace() and not text[at].isspace():
                 end = at
                 break
+        else:
+            end = outside or end
         parts.append(text[start:end])
         start = end
     parts.append(text[start:])
     return parts
 
 
-__all__ = ["ApprovalPrompts", "OUTCOMES", "cut", "prompt_messages"]
+def shown_edges(parts: list[str]) -> list[str]:
+    """Parts whose blank edge at a cut is written `<U+XXXX>`: a space or line break that ends one message's
+    code block or starts the next one's shows as nothing, and the command read would not be the one run."""
+    shown = list(parts)
+    for k in range(len(shown) - 1):
+        if shown[k] and shown[k][-1].isspace():
+            shown[k] = f"{shown[k][:-1]}<U+{ord(shown[k][-1]):04X}>"
+        if shown[k + 1] and shown[k + 1][0].isspace():
+            shown[k + 1] = f"<U+{ord(shown[k + 1][0]):04X}>{shown[k + 1][1:]}"
+    return shown
+
+
+__all__ = ["ApprovalPrompts", "OUTCOMES", "cut", "prompt_messages", "shown_edges"]

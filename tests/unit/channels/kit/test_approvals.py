@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from clawgate.agent.core.visible import visible
-from clawgate.channels.kit.approvals import OUTCOME_ROOM, ApprovalPrompts, cut, prompt_messages
+from clawgate.channels.kit.approvals import OUTCOME_ROOM, ApprovalPrompts, cut, prompt_messages, shown_edges
 from tests.waiting import wait_until_async
 
 COMMAND = "exec " + "".join(f"echo {i} & < > * _ \\ ` @everyone <@U123> @room \u202e{i} \u200b" for i in range(120))
@@ -56,6 +56,21 @@ def test_cut_keeps_every_character_and_never_tears_an_escape() -> None:
         assert "".join(parts) == text and all(len(p) <= size for p in parts)
         assert all(not re.search(r"<U\+[0-9A-F]*$", p) for p in parts[:-1])
         assert all(not p[0].isspace() and not p[-1].isspace() for p in parts[1:-1])
+
+
+def test_a_blank_at_a_cut_is_shown_never_lost_between_two_messages() -> None:
+    """Padding with no two adjacent non-spaces leaves no clean cut: the space a cut falls on would end one
+    code block or start the next, where it shows as nothing; it is written <U+0020> instead."""
+    text = "rm -rf /tmp/x" + " /" * 400
+    parts = cut(text, 97)
+    assert "".join(parts) == text and any(p[-1].isspace() or p[0].isspace() for p in parts)
+    shown = shown_edges(parts)
+    assert all(not p[0].isspace() and not p[-1].isspace() for p in shown)
+    assert "".join(shown).replace("<U+0020>", " ") == text  # only the edges changed, each to its visible form
+    messages = prompt_messages({**REQUEST, "summary": text}, approval_id="ap_3", guest=False, buttons=True,
+                               fits=fits_under(300))
+    blocks = [match.group(2) for message in messages for match in FENCED.finditer(message)]
+    assert len(blocks) > 1 and all(not b[0].isspace() and not b[-1].isspace() for b in blocks)
 
 
 class Ops:
