@@ -65,6 +65,8 @@ class CommandRouter:
             return self._stop(session_key, None if owner else user, reply_to)
         if name in ("help", "start"):
             return getattr(self, f"_{name}")(extra)
+        if name == "tasks":  # in a shared conversation a guest sees their own tasks, not the owner's goals
+            return self._tasks(session_key, None if owner or not shared else user)
         return getattr(self, f"_{name}")(session_key)
 
     def _list(self, extra: Sequence[tuple[str, str]] = ()) -> str:
@@ -116,10 +118,11 @@ class CommandRouter:
                   for p in paused]
         return "\n".join(lines)
 
-    def _tasks(self, key: str) -> str:
-        tasks = self.tasks.list(session=key)
+    def _tasks(self, key: str, person: str | None = None) -> str:
+        """The conversation's active tasks; `person` set: only that person's (a guest in a shared one)."""
+        tasks = [t for t in self.tasks.list(session=key) if person is None or t.belongs_to(person)]
         if not tasks:
-            return "No active tasks in this chat."
+            return "No active tasks in this chat." if person is None else "You have no active tasks in this chat."
         return "\n".join(["Active tasks:"] + [f"• {task.status_line()}" for task in tasks])
 
 

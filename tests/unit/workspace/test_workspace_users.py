@@ -112,3 +112,28 @@ def test_an_explicit_restore_puts_back_only_what_the_session_changed(tmp_path: P
     assert result["restored"], result
     assert not (rig.workspace / "mine.txt").exists()
     assert (rig.workspace / "other-session.txt").read_text() == "written by another session meanwhile"
+
+
+def test_a_guests_tasks_in_a_shared_conversation_are_their_own() -> None:
+    """/tasks in a group: a guest lists the tasks their runs planned, never the owner's goals and steps; the
+    owner, and a person alone in a private chat, list the conversation's."""
+    from clawgate.agent.commands import CommandRouter
+    from clawgate.agent.tasks.store import Task
+
+    owners = Task(id="t_owner", session_key="g", goal="owner-goal-5d2", user=OWNER)
+    guests = Task(id="t_guest", session_key="g", goal="guest-goal-81a", user="telegram:5")
+    older = Task(id="t_old", session_key="g", goal="older-goal-3e0")  # planned before tasks had a person: the owner's
+
+    class Tasks:
+        def list(self, *, session: str | None = None, include_finished: bool = False) -> list[Task]:
+            return [owners, guests, older]
+
+    router = CommandRouter(agent_name="t", sessions=None, tasks=Tasks(), status=None)  # type: ignore[arg-type]
+    guest = router.handle("tasks", "g", user="telegram:5", shared=True) or ""
+    assert "guest-goal-81a" in guest and "owner-goal-5d2" not in guest and "older-goal-3e0" not in guest, guest
+    owner = router.handle("tasks", "g", user=OWNER, shared=True) or ""
+    assert all(goal in owner for goal in ("owner-goal-5d2", "guest-goal-81a", "older-goal-3e0")), owner
+    alone = router.handle("tasks", "g", user="telegram:5", shared=False) or ""
+    assert "owner-goal-5d2" in alone  # a private chat is one person's conversation: nothing to hide there
+    nobody = router.handle("tasks", "g", user="telegram:9", shared=True) or ""
+    assert nobody == "You have no active tasks in this chat."
