@@ -16,7 +16,7 @@ import asyncio
 import sys
 from typing import Any, Callable
 
-from ..client import GatewayClient
+from ..client import GatewayClient, GatewayError
 from ..live_client import RESUME_SECONDS, LiveClient
 from .chat_input import Interrupts, LineApprovals, StdinLines, terminal_stdin
 from .chat_repl import Repl, commands_help
@@ -30,7 +30,7 @@ GONE = (f"the gateway closed the connection and did not come back within {RESUME
         "start it again (`clawgate gateway`) and rerun `clawgate chat`")
 
 
-def _link_notes(view: ChatView) -> Callable[[str], None]:
+def _link_notes(view: ChatView, on_back: Callable[[], None]) -> Callable[[str], None]:
     """One line when the connection drops, one when it is back (its missed replies follow)."""
     def changed(state: str) -> None:
         view.end_line()
@@ -38,11 +38,31 @@ def _link_notes(view: ChatView) -> Callable[[str], None]:
             note("  (the connection to the gateway dropped; reconnecting…)")
         elif state == "back":
             note("  (reconnected)")
+            on_back()
     return changed
 
 
+async def ask_pending_approvals(live: LiveClient, view: ChatView) -> None:
+    """Show the approvals already waiting: `approval` events are not resumed, so one asked while this chat
+    was away (or before it opened) would otherwise wait unseen until it times out as denied."""
+    try:
+        pending = (await live.request("approvals.list", {})).get("pending") or []
+    except GatewayError:
+        return  # the connection went again: asked once more when it is back
+    for request in pending:
+        if isinstance(request, dict):
+            view.on_event({"event": "approval", "payload": {"state": "requested", **request}})
+
+
 def _live(client: GatewayClient, session: str, view: ChatView) -> LiveClient:
-    live = LiveClient(client, session, on_event=view.on_event, on_link=_link_notes(view), open_timeout=HELLO_SECONDS)
+    live = LiveClient(client, session, on_event=view.on_event, on_link=lambda state: None, open_timeout=HELLO_SECONDS)
+    asking: set[asyncio.Task[None]] = set()  # held until done: the loop keeps only a weak reference
+
+    def ask_again() -> None:
+        task = asyncio.ensure_future(ask_pending_approvals(live, view))
+        asking.add(task)
+        task.add_done_callback(asking.discard)
+    live.on_link = _link_notes(view, ask_again)
     view.on_reply = live.saw_reply
     return live
 
@@ -92,6 +112,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
         live.start()
         interrupts.install()
         try:
+            await ask_pending_approvals(live, view)
             stayed = await (session.on_terminal() if tty else session.on_stdin(StdinLines()))
         finally:
             interrupts.remove()

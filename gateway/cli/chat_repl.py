@@ -178,6 +178,8 @@ class Repl:
     # approvals -----------------------------------------------------------------------
     def _requested(self, payload: dict[str, Any]) -> None:
         approval_id = str(payload.get("id", ""))
+        if approval_id == self.asking or approval_id in self.waiting:
+            return  # asked already: listed at (re)connection and announced live too
         if self.asking is None and self._prompt is not None:
             self.asking = approval_id
             note(f"  ? approve {approval_text(payload)}? answer y or n")

@@ -121,3 +121,35 @@ def test_the_interactive_chat_asks_for_an_approval_at_its_prompt(daemon, fake_mo
     assert re.search(r"\n\s*approved", term.text) and re.search(r"✓ exec ok \(\d+ ms\)", term.text), term.text
     assert term.text.count("It printed 42.") == 1, term.text  # streamed, then not printed again
     assert any("42" in r for r in _tool_results(fake_model))
+
+
+def test_an_approval_asked_before_the_chat_opened_is_asked_at_its_prompt(daemon, fake_model: FakeAnthropic) -> None:
+    """`approval` events are not resumed: a terminal opened while a run already waits for an answer lists the
+    pending approvals of its session and asks, instead of leaving the run to time out as denied."""
+    fake_model.enqueue(tool_use("exec", PYTHON_42), text("It printed 42."))
+    sent = subprocess.Popen([sys.executable, "-m", "clawgate.gateway.cli", "chat", "-m", "run python for me"],
+                            env=daemon.env, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        def pending() -> bool:
+            return "exec" in daemon.cli("approvals", "list").stdout
+        wait_until(pending, "the approval waiting before any terminal chat is open", interval=0.2)
+        term = Terminal(daemon, "chat")
+        try:
+            term.read_until(r"\? exec: exec python3 -c 'print\(42\)'")
+            term.read_until(r"\? approval ap_\w+ waits: /approve ap_\w+")
+            approval = re.search(r"approval (ap_\w+) waits", term.text).group(1)  # type: ignore[union-attr]
+            term.read_until(r"you>")
+            term.type(f"/approve {approval}")
+            term.read_until(r"you>\s+approved")
+            term.read_until(r"agent> It printed 42\.")  # the run's answer reaches this open chat too
+            term.type("/quit")
+            assert term.wait() == 0
+        finally:
+            term.close()
+        out, _ = sent.communicate(timeout=60)
+        assert "It printed 42." in out
+    finally:
+        if sent.poll() is None:
+            sent.kill()
+    assert any("42" in r for r in _tool_results(fake_model))
