@@ -66,9 +66,10 @@ def test_a_risky_tool_in_a_room_is_approved_by_the_owners_reaction_and_a_cron_re
     fake_model.enqueue(tool_use("exec", {"argv": ["touch", "approved.txt"]}), text("Created approved.txt."))
     alice.wait(lambda: len(alice.members(room)) == 3, "everyone to join", describe=log_tail(daemon))
     alice.send(room, "make a file", mention=bot)
-    prompt = alice.wait(lambda: [e for e in alice.seen(room, bot) if "touch approved.txt" in e.body],
-                        "the approval prompt", describe=log_tail(daemon))[0]
-    assert "👍" in prompt.body and not (daemon.workspace / "approved.txt").exists()
+    # the prompt: the status line quotes the call's arguments too, but only the prompt asks for a reaction
+    prompt = alice.wait(lambda: [e for e in alice.seen(room, bot) if "touch approved.txt" in e.body
+                                 and "👍" in e.body], "the approval prompt", describe=log_tail(daemon))[0]
+    assert "Approval needed" in prompt.body and not (daemon.workspace / "approved.txt").exists()
     mallory.react(room, prompt.event_id, "👍")  # in the room, but not the owner
     alice.wait(lambda: any("Only the owner" in b for b in bot_notices(alice, room, bot)),
                "the refusal of mallory's reaction", describe=log_tail(daemon))

@@ -122,7 +122,7 @@ def test_the_vendored_renderer_and_sanitizer_are_served_as_published(daemon):
                           ("purify.min.js", "@license DOMPurify {v} |")):
         name = "marked" if asset.startswith("marked") else "dompurify"
         version = re.search(rf"^{name} (\S+) ", versions, re.M).group(1)
-        assert f"{name} {version}" in readme, f"README's dependency section does not name {name} {version}"
+        assert f"{name} {version}" in readme.lower(), f"README's dependency section does not name {name} {version}"
         response, body = get_body(daemon, f"/static/vendor/{asset}")
         assert response.status == 200 and response.getheader("Content-Type").startswith("text/javascript")
         assert response.getheader("Content-Security-Policy") == CSP
