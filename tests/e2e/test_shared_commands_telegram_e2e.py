@@ -62,8 +62,8 @@ def test_a_guest_stops_only_their_own_work_and_cannot_reset_the_owners_group(tg_
     queued = telegram.inject_message(GROUP, f"{BOT} the guest's question", user_id=GUEST, chat_type="supergroup")
     wait_handled(telegram, queued)
     wait_queued(daemon, f"telegram:{GROUP}")
-    stop2 = telegram.inject_message(GROUP, "/stop", user_id=GUEST, chat_type="supergroup")
-    assert _answer_to(telegram, stop2)["plain_text"] == "Cancelled before it started (stopped by /stop)."
+    queued_stop = telegram.inject_message(GROUP, "/stop", user_id=GUEST, chat_type="supergroup")
+    assert _answer_to(telegram, queued_stop)["plain_text"] == "Cancelled before it started (stopped by /stop)."
 
     owner_done.set()
     assert _answer_to(telegram, owners)["plain_text"] == "the owner's job is done"  # never stopped
@@ -72,8 +72,8 @@ def test_a_guest_stops_only_their_own_work_and_cannot_reset_the_owners_group(tg_
     # the guest's own run: their /stop stops it, and "Stopped." answers that /stop
     guests = telegram.inject_message(GROUP, f"{BOT} the guest's long job", user_id=GUEST, chat_type="supergroup")
     fake_model.wait_requests(2, timeout=DEFAULT_TIMEOUT)
-    stop3 = telegram.inject_message(GROUP, "/stop", user_id=GUEST, chat_type="supergroup")
-    assert _answer_to(telegram, stop3)["plain_text"] == "Stopped."
+    running_stop = telegram.inject_message(GROUP, "/stop", user_id=GUEST, chat_type="supergroup")
+    assert _answer_to(telegram, running_stop)["plain_text"] == "Stopped."
     guest_done.set()
     # the chat goes on, and the owner's exchange is still in the conversation the next run sees
     after = telegram.inject_message(GROUP, f"{BOT} still there?", user_id=OWNER, chat_type="supergroup")
