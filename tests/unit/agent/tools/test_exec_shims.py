@@ -15,18 +15,10 @@ from clawgate.agent.tools.sandbox import SandboxPolicy, sandbox_status, version_
 from clawgate.agent.tools.shell import Exec
 from clawgate.config.schema import ExecSettings
 from tests.harness import REAL_PYTHON_PATH
-from tests.unit.agent.tools.test_attacks_exec import Box
+from tests.unit.agent.tools.test_attacks_exec import Box, needs_sandbox, sandbox_required  # noqa: F401 (the fixture)
 
 
-@pytest.fixture(autouse=True)
-def landlock() -> None:
-    """These tests need the real sandbox: without it they fail in one line naming what is missing (never a skip)."""
-    status = sandbox_status()
-    if not status.available:
-        pytest.fail(f"exec's sandbox is unavailable here ({status.detail}): these tests need Landlock "
-                    "(Linux 5.13 or later with landlock among the LSMs)", pytrace=False)
-
-
+pytestmark = needs_sandbox
 PRIVATE = "private-note-9c4e1a"
 
 
