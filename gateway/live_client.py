@@ -15,6 +15,7 @@ import asyncio
 import itertools
 import json
 import logging
+import uuid
 from typing import Any, Callable
 
 from websockets.asyncio.client import ClientConnection
@@ -48,13 +49,41 @@ class LiveClient:
         self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._reader: asyncio.Task[None] | None = None
         self.gone = asyncio.Event()  # set when the reader has ended for good
+        self.linked = asyncio.Event()  # set while a connection is up (cleared from a drop until resumed)
 
     def start(self) -> None:
         """Begin reading (and hand over the events that came with the connect reply)."""
         for frame in self._early:
             self._event(frame)
         self._early.clear()
+        if self.ws is not None:
+            self.linked.set()
         self._reader = asyncio.create_task(self._read_forever())
+
+    async def send_chat(self, text: str, *, resend: bool = True) -> dict[str, Any]:
+        """`chat.send` that outlives a dropped connection: sent with an idempotency key and, when the
+        connection drops before the answer, sent again with the same key once it is back — the gateway
+        takes a message it already has as a duplicate of the same run, so it runs once either way.
+        `resend=False` (a chat command: not idempotent, e.g. /undo) raises GatewayError("closed") instead."""
+        params = {"session": self.session, "text": text, "idempotencyKey": uuid.uuid4().hex}
+        while True:
+            try:
+                return await self.request("chat.send", params)
+            except GatewayError as exc:
+                if exc.code != "closed" or not resend or not await self._until_linked():
+                    raise
+
+    async def _until_linked(self) -> bool:
+        """Wait for the connection to be back (True) or for the reader to give up (False)."""
+        if self.linked.is_set():
+            await asyncio.sleep(RETRY_SECONDS)  # the drop is not seen by the reader yet
+        waits = [asyncio.ensure_future(self.linked.wait()), asyncio.ensure_future(self.gone.wait())]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+        return self.linked.is_set() and not self.gone.is_set()
 
     def saw_reply(self, seq: Any) -> None:
         """A reply numbered `seq` reached this client (or was numbered before one it sent)."""
@@ -98,14 +127,17 @@ class LiveClient:
                         self._frame(raw)
                 except (ConnectionClosed, OSError) as exc:
                     log.debug("gateway connection dropped: %s", exc)
+                self.linked.clear()
                 self._drop_pending()
                 self.on_link("lost")
                 if not await self._reconnect():
                     self.ws = None
                     self.on_link("gone")
                     return
+                self.linked.set()
                 self.on_link("back")
         finally:
+            self.linked.clear()
             self.gone.set()
 
     def _frame(self, raw: str | bytes) -> None:

@@ -79,7 +79,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
         live.start()
         interrupts.install()
         try:
-            ack = await live.request("chat.send", {"session": args.session, "text": args.message})
+            ack = await live.send_chat(args.message, resend=not args.message.startswith("/"))
             live.saw_reply(ack.get("seq"))  # the answer is numbered after this
             run = view.expect(str(ack["runId"]))
             waits = [asyncio.ensure_future(w) for w in (run.done, live.gone.wait(), interrupts.quit.wait())]

@@ -159,7 +159,9 @@ class Repl:
     async def _send(self, text: str, *, command: bool) -> None:
         queued = self.view.busy() and not command
         try:
-            ack = await self.live.request("chat.send", {"session": self.session, "text": text})
+            # A message is sent again with the same key when the connection drops first (never run twice);
+            # a command is not (/undo twice would undo two steps).
+            ack = await self.live.send_chat(text, resend=not text.startswith("/"))
         except GatewayError as exc:
             if exc.code == "closed":
                 note("  (not sent: the connection to the gateway is down; send it again once it is back)")
