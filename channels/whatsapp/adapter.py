@@ -75,6 +75,21 @@ def _graph(s: WhatsAppSettings) -> Graph:
                  phone_number_id=s.phone_number_id)
 
 
+def render_chunks(markdown: str, limit: int = SPLIT_AT) -> list[str]:
+    """Markdown as WhatsApp messages of at most MAX_CHARS each: split on the Markdown first, then each piece
+    converted; a piece the markers made too long is split smaller (no formatting spans two messages)."""
+    out: list[str] = []
+    for piece in split_markdown(markdown, limit, measure=_utf16):
+        text = to_whatsapp(piece)
+        if _utf16(text) <= MAX_CHARS:
+            out.extend([text] if text.strip() else [])
+        elif limit <= 250:
+            out.extend(hard_split(text, MAX_CHARS, _utf16))
+        else:
+            out.extend(render_chunks(piece, limit // 2))
+    return out
+
+
 class WhatsAppAdapter(PlatformAdapter):
     name: ClassVar[str] = "whatsapp"
     settings_model: ClassVar[type[WhatsAppSettings]] = WhatsAppSettings
@@ -107,10 +122,10 @@ class WhatsAppAdapter(PlatformAdapter):
             number = await graph.phone_number()
         except GraphError as e:
             if e.auth:
-                return refused("WhatsApp", f"access token ({e})", "[channels.whatsapp] access_token",
+                return refused("WhatsApp", f"access token: {e}", "[channels.whatsapp] access_token",
                                "a System User token with whatsapp_business_messaging")
             if e.no_such_object:
-                return refused("WhatsApp", f"phone number id ({e})", "[channels.whatsapp] phone_number_id",
+                return refused("WhatsApp", f"phone number id: {e}", "[channels.whatsapp] phone_number_id",
                                "the id under WhatsApp Manager → API Setup, not the number")
             if e.code == -1 and e.status in (404, 405):
                 return wrong_base_url("WhatsApp", graph.base, e.status, "channels.whatsapp.base_url")
@@ -233,15 +248,7 @@ class WhatsAppAdapter(PlatformAdapter):
 
     # -- sending ----------------------------------------------------------------------------
     def render(self, markdown: str) -> list[str]:
-        return [c for piece in split_markdown(markdown, SPLIT_AT, measure=_utf16) for c in self._fit(piece, SPLIT_AT)]
-
-    def _fit(self, piece: str, limit: int) -> list[str]:
-        text = to_whatsapp(piece)
-        if _utf16(text) <= MAX_CHARS:
-            return [text] if text.strip() else []
-        if limit <= 250:
-            return hard_split(text, MAX_CHARS, _utf16)
-        return [c for part in split_markdown(piece, limit // 2, measure=_utf16) for c in self._fit(part, limit // 2)]
+        return render_chunks(markdown)
 
     def _open(self, chat_id: str) -> None:
         why = self._window.refusal(chat_id)
