@@ -25,7 +25,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import aiohttp
 from aiohttp import web
@@ -81,6 +81,7 @@ class FakeWhatsApp:
         self.last_wrote: dict[str, float] = {}  # wa_id -> when they last wrote (the 24-hour window)
         self.deliveries: dict[str, Delivery] = {}
         self._failures: list[Failure] = []
+        self.on_sent: Callable[[dict[str, Any]], None] | None = None  # told of each accepted message (the bench)
         self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -235,6 +236,8 @@ class FakeWhatsApp:
         with self._cond:
             self.sent.append({**body, "id": message_id})
             self._cond.notify_all()
+        if self.on_sent is not None:
+            self.on_sent(body)
         return web.json_response({"messaging_product": "whatsapp", "contacts": [{"input": to, "wa_id": to}],
                                   "messages": [{"id": message_id}]})
 
