@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, SecretStr
+import re
+
+from pydantic import Field, SecretStr, field_validator
 
 from clawgate.channels.kit import AccessSettings
 
@@ -40,3 +42,13 @@ class WhatsAppSettings(AccessSettings):
         "mark a person's message read (blue ticks) with the typing indicator while the agent works"))
     check_seconds: float = Field(60.0, gt=0, description=(
         "how often the Graph API is asked whether it answers (webhooks alone cannot tell Meta is unreachable)"))
+
+    @field_validator("owner", "allow_from", mode="after")
+    @classmethod
+    def _numbers_as_whatsapp_writes_them(cls, entries: list[str]) -> list[str]:
+        """A wa_id is digits with the country code: "+1 555-123 4567" is written 15551234567, so an owner
+        typed the way people write numbers still matches the sender's id."""
+        return [re.sub(r"[\s\-().]", "", e).removeprefix("+") if _PHONE.fullmatch(e.strip()) else e for e in entries]
+
+
+_PHONE = re.compile(r"\+?[0-9][0-9\s\-().]{5,}")

@@ -96,3 +96,10 @@ def test_the_window_is_24_hours_from_the_last_message_and_said_once(caplog) -> N
     assert "1 chat(s) outside" in (window.notice() or "")
     window.wrote("1", 2000 + 24 * 3600)  # they wrote again: open, and the notice gone
     assert window.refusal("1", now=2001 + 24 * 3600) is None and window.notice() is None
+
+
+def test_owner_numbers_are_written_as_wa_ids() -> None:
+    from clawgate.channels.whatsapp.settings import WhatsAppSettings
+
+    settings = WhatsAppSettings(owner=["+1 (555) 123-4567", "15550001001"], allow_from=["*"])
+    assert settings.owner == ["15551234567", "15550001001"] and settings.allow_from == ["*"]
