@@ -3,7 +3,7 @@ through the real CLI, against tests/fakes/whatsapp: logged in, each credential r
 
 from __future__ import annotations
 
-from tests.e2e.test_doctor import home, run_doctor  # noqa: F401  (the initialised-home fixture)
+from tests.e2e.test_doctor import home  # noqa: F401  (the initialised-home fixture)
 from tests.e2e.test_doctor_channels import channel_line, section
 from tests.fakes.whatsapp import APP_SECRET, PHONE_NUMBER_ID, TOKEN, VERIFY_TOKEN, FakeWhatsApp
 from tests.harness import DaemonProcess
