@@ -30,7 +30,8 @@ from tests.fakes.anthropic_api import FakeAnthropic, last_user_block, text  # no
 from tests.fakes.echochat import EchoChatServer  # noqa: E402
 from tests.fakes.slack_api import APP_TOKEN, BOT_TOKEN, FakeSlack  # noqa: E402
 from tests.fakes.telegram_api import FakeTelegram  # noqa: E402
-from tests.harness import DaemonProcess  # noqa: E402
+from tests.fakes.whatsapp import APP_SECRET, PHONE_NUMBER_ID, TOKEN, VERIFY_TOKEN, FakeWhatsApp  # noqa: E402
+from tests.harness import DaemonProcess, free_port  # noqa: E402
 
 
 class Platform:
@@ -108,6 +109,31 @@ class SlackPlatform(Platform):
                 self.fake.workspace.add_user(user, f"bench{chat}")
                 self.fake.workspace.add_channel(dm, is_im=True, user=user)
         self.fake.send_message(text, user=user, channel=dm)
+
+    def close(self) -> None:
+        self.fake.stop()
+
+
+class WhatsAppPlatform(Platform):
+    """The WhatsApp adapter (Cloud API) against the fake Graph API, its messages as signed webhooks."""
+
+    name = "whatsapp"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fake = FakeWhatsApp().start()
+        self.fake.on_sent = lambda body: self.saw(str((body.get("text") or {}).get("body")))
+
+    def env(self) -> dict[str, str]:
+        port = free_port()
+        self.fake.webhook_url = f"http://127.0.0.1:{port}/whatsapp/webhook"
+        section = {"ACCESS_TOKEN": TOKEN, "PHONE_NUMBER_ID": PHONE_NUMBER_ID, "APP_SECRET": APP_SECRET,
+                   "VERIFY_TOKEN": VERIFY_TOKEN, "BASE_URL": self.fake.base_url, "WEBHOOK_PORT": str(port),
+                   "DM_POLICY": "open"}
+        return {f"CLAWGATE_CHANNELS__WHATSAPP__{k}": v for k, v in section.items()}
+
+    def inject(self, chat: int, text: str) -> None:
+        self.fake.inject_message(f"1555900{chat:04d}", text=text)
 
     def close(self) -> None:
         self.fake.stop()
@@ -268,7 +294,8 @@ class EmailPlatform(Platform):
 
 PLATFORMS: dict[str, Callable[[], Platform]] = {"telegram": TelegramPlatform, "discord": DiscordPlatform,
                                                 "slack": SlackPlatform, "matrix": MatrixPlatform,
-                                                "email": EmailPlatform, "echochat": EchoChatPlatform}
+                                                "email": EmailPlatform, "echochat": EchoChatPlatform,
+                                                "whatsapp": WhatsAppPlatform}
 
 
 def measure(make: Callable[[], Platform], chats: int) -> tuple[list[float], list[float]]:

@@ -50,6 +50,7 @@ def rows() -> list[dict[str, Any]]:
             "state": (state or {}).get("state") if reply.live else None,
             "reason": (state or {}).get("reason"),
             "bot": (state or {}).get("bot"),
+            "notice": (state or {}).get("notice"),  # something the owner should know (WhatsApp's 24-hour window)
             "daemon": reply.live,
         })
     return out
@@ -70,6 +71,8 @@ def cmd_channels(args: argparse.Namespace) -> int:
         else:
             state = row["state"] + (f" as {row['bot']}" if row["bot"] else "") + \
                 (f" ({row['reason']})" if row["reason"] and row["state"] != "running" else "")
+        if row.get("notice"):
+            state += f"; {row['notice']}"
         lines.append((row["name"], "yes" if row["enabled"] else "no", installed, state))
     print_table(lines)
     return 0
