@@ -188,3 +188,12 @@ def test_two_discord_bots_in_one_process_each_on_its_own_server(daemon_factory, 
     assert {c.headers.get("Authorization") for c in second.calls if c.path == "/users/@me"} == {f"Bot {second.token}"}
     rows = channel_rows(daemon)
     assert rows["discord"]["state"] == rows["discord.second"]["state"] == "running"
+
+    # a slash command's answer (discord.py's interaction webhooks) goes to the server of the bot it was asked of
+    for fake in (first, second):
+        wait_until(lambda: "tasks" in {c["name"] for c in fake.commands.get(None, [])}, "the commands registered",
+                   describe=daemon.log_text)
+        ran = fake.run_command("tasks", channel_id=fake.channel_id)
+        wait_until(lambda: (fake.interaction(ran["id"]).original_message or {}).get("content"),
+                   "the command answered on its own server", describe=daemon.log_text)
+        assert "no active tasks" in fake.interaction(ran["id"]).original_message["content"].lower()
