@@ -121,7 +121,7 @@ def test_a_failing_account_stops_nothing_else(daemon_factory, tmp_path: Path, ho
                                f'base_url = "{work_bot.base_url}"\n')
     rows = wait_until(lambda: (r := channel_rows(daemon)) and r.get("telegram.work", {}).get("state") == "failed"
                       and r, "the account with the refused token failed")
-    assert "token" in rows["telegram.work"]["reason"].lower()
+    assert "channels.telegram.accounts.work.token" in rows["telegram.work"]["reason"]  # the fix names the account
     failed = [line for line in daemon.log_text().splitlines() if "telegram.work failed" in line]
     assert len(failed) == 1 and "REVOKED" not in daemon.log_text() and "Traceback" not in daemon.log_text()
 
