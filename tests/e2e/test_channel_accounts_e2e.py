@@ -101,6 +101,13 @@ def test_two_telegram_bots_answer_each_their_own_chats(daemon_factory, tmp_path:
     listing = daemon.cli("channels").stdout
     assert "telegram.work" in listing
     assert "telegram.work: running" in daemon.cli("status").stdout
+    # doctor logs in to each account and adds what the daemon says of it, a line each
+    doctor = daemon.cli("doctor", "--json", timeout=120)
+    checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
+    assert "logged in as @work_bot" in checks["telegram.work"]["detail"], checks["telegram.work"]
+    assert "logged in as @home_bot" in checks["telegram"]["detail"]
+    assert "daemon: running" in checks["telegram.work"]["detail"] and checks["telegram.work"]["status"] == "ok"
+    assert WORK_TOKEN not in doctor.stdout and HOME_TOKEN not in doctor.stdout
 
     # a cron job delivers through the account named in its target
     added = daemon.cli("cron", "add", "--every", "1h", "--deliver", f"telegram.work:{CHAT}", "--message", "ping",
