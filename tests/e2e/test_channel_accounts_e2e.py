@@ -10,6 +10,7 @@ its own line in `clawgate channels`, and one that fails (a bad token) stops noth
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -204,3 +205,27 @@ def test_two_discord_bots_in_one_process_each_on_its_own_server(daemon_factory, 
         wait_until(lambda: (fake.interaction(ran["id"]).original_message or {}).get("content"),
                    "the command answered on its own server", describe=daemon.log_text)
         assert "no active tasks" in fake.interaction(ran["id"]).original_message["content"].lower()
+
+
+def test_pairing_is_the_accounts_own(daemon_factory, tmp_path: Path, home_bot: FakeTelegram, work_bot: FakeTelegram,
+                                     fake_model: FakeAnthropic) -> None:
+    stranger = 5555
+    daemon = start_with_config(daemon_factory, tmp_path, telegram_env(home_bot),
+                               f'[channels.telegram.accounts.work]\ntoken = "{WORK_TOKEN}"\n'
+                               f'base_url = "{work_bot.base_url}"\ndm_policy = "pairing"\n')
+    work_bot.inject_message(stranger, "let me in", username="newbie")
+    work_bot.wait_for(lambda: len(replies(work_bot, stranger)) == 1)
+    found = re.search(r"\b([A-Z2-9]{8})\b", replies(work_bot, stranger)[0])
+    assert found is not None
+    code = found.group(1)
+    assert "pairing approve telegram.work" in daemon.log_text()  # the owner is told the account's command
+    other = daemon.cli("pairing", "approve", "telegram", code)  # the code is the work bot's, not the default's
+    assert other.returncode == 1 and "Traceback" not in other.stderr
+    approved = daemon.cli("pairing", "approve", "telegram.work", code)
+    assert approved.returncode == 0, approved.stderr
+    work_bot.wait_for(lambda: any("approved" in t for t in replies(work_bot, stranger)))
+    fake_model.enqueue(text("welcome"))
+    work_bot.inject_message(stranger, "hello now")
+    work_bot.wait_for(lambda: "welcome" in replies(work_bot, stranger))
+    bad = daemon.cli("pairing", "approve", "telegram.Work!", code)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "names no account" in bad.stderr
