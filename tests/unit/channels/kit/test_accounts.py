@@ -85,3 +85,17 @@ def test_channel_names() -> None:
     assert channel_name("telegram", "default") == "telegram" and channel_name("telegram", "work") == "telegram.work"
     assert split_channel_name("telegram.work") == ("telegram", "work")
     assert split_channel_name("discord") == ("discord", "default")
+
+
+def test_each_account_has_its_own_singleton_lease_in_a_fleet() -> None:
+    """The lease name hashes the account's identity settings: one per bot, the same on every process."""
+    discord = load("discord")
+    section = {"token": "first-token", "owner": ["1"], "accounts": {"b": {"token": "second-token"}}}
+    names = []
+    for _ in range(2):  # two processes of a fleet compute the same names from the same config
+        for _account, settings in accounts(discord, "discord", section):
+            adapter = discord.__new__(discord)
+            adapter.settings = settings
+            names.append(adapter.singleton_name())
+    assert names[:2] == names[2:] and len(set(names)) == 2
+    assert all(name.startswith("discord:") and "token" not in name for name in names)
