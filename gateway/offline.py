@@ -84,9 +84,7 @@ class Offline:
     def pairing(self, channel: str | None = None) -> "PairingStore":
         """The pairing store, with `channel`'s pairing limits (Telegram's when none is named)."""
         from clawgate.channels.kit.pairing import PairingStore
-        from clawgate.config.access import AccessSettings
-
-        from clawgate.config.access import split_channel_name
+        from clawgate.config.access import AccessSettings, split_channel_name
 
         platform, account = split_channel_name(channel or "telegram")
         telegram = self.settings.channels.telegram
