@@ -99,3 +99,17 @@ def test_each_account_has_its_own_singleton_lease_in_a_fleet() -> None:
             names.append(adapter.singleton_name())
     assert names[:2] == names[2:] and len(set(names)) == 2
     assert all(name.startswith("discord:") and "token" not in name for name in names)
+
+
+def test_delivery_targets_name_the_account() -> None:
+    from clawgate.agent.triggers.jobs import CronError, parse_deliver, resolve_deliver
+    from clawgate.config.schema import HeartbeatSettings
+
+    assert parse_deliver("telegram.work:123") == "telegram.work:123"
+    assert parse_deliver("Discord.Second:99") == "discord.second:99"
+    assert resolve_deliver("telegram.work:123", "cron:x") == {"channel": "telegram.work", "chat_id": "123"}
+    assert parse_deliver("telegram:123") == "telegram:123"  # the default account's, as always
+    for bad in ("telegram.default:1", "telegram.:1", "gateway.x:main", "telegarm.work:1", "telegram.work:abc"):
+        with pytest.raises(CronError):
+            parse_deliver(bad)
+    assert HeartbeatSettings(deliver="telegram.work:123").deliver == "telegram.work:123"
