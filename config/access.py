@@ -9,6 +9,7 @@ settings schema; the kit re-exports it (clawgate.channels.kit.AccessSettings).
 from __future__ import annotations
 
 import json
+import re
 import types
 import typing
 from typing import Any, Literal
@@ -18,6 +19,24 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 DmPolicy = Literal["pairing", "allowlist", "open", "disabled"]
 GroupPolicy = Literal["mention", "allowlist", "open", "disabled"]
 DEFAULT_MAX_FILE_BYTES = 20 * 1024 * 1024
+# Several bot accounts per channel (`[channels.<name>.accounts.<account>]`, docs/channels.md): an account's
+# name goes into the channel's name (`telegram.work`), its session keys and delivery targets, so it is
+# kept to characters every one of those allows.
+DEFAULT_ACCOUNT = "default"
+ACCOUNT_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+ACCOUNT_NAME_RULE = "lowercase letters, digits, '-' and '_', starting with a letter, at most 32"
+
+
+def channel_name(platform: str, account: str) -> str:
+    """The name a channel's account runs under: `telegram` for the default account, `telegram.work` otherwise
+    (in `clawgate channels`, status, session keys `telegram.work:<chat>`, delivery targets, pairing)."""
+    return platform if account == DEFAULT_ACCOUNT else f"{platform}.{account}"
+
+
+def split_channel_name(name: str) -> tuple[str, str]:
+    """(platform, account) of a channel's name: `telegram.work` -> (telegram, work), `telegram` -> (telegram, default)."""
+    platform, dot, account = name.partition(".")
+    return (platform, account) if dot else (platform, DEFAULT_ACCOUNT)
 
 
 class AccessSettings(BaseModel):
@@ -75,3 +94,7 @@ class AccessSettings(BaseModel):
     pairing_request_interval_seconds: float = Field(600.0, ge=0, description=(
         "a user whose pending code was replaced by newer requests gets a new one only this long after the first"))
     pairing_check_seconds: float = Field(2.0, gt=0, description="how often approvals made by the CLI are noticed")
+    # `[channels.<name>.accounts.<account>]`: more bot accounts of this channel, each the section's keys
+    # overlaid by its own table (channels/kit/accounts.py validates them with this model)
+    accounts: dict[str, Any] = Field(default_factory=dict, description=(
+        "more bot accounts of this channel: name -> its keys over the section's (docs/channels.md)"))

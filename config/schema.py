@@ -282,9 +282,10 @@ class HeartbeatSettings(_Section):
     session: str = Field("heartbeat", min_length=1, max_length=200, description="session that works through HEARTBEAT.md")
     # <channel>:<chat id> for any installed chat channel (checked against the installed channels at start)
     # (no bounded repeat of \w in the pattern: pydantic's Rust regex expands `[\w]{1,200}` into a 20 MB automaton)
-    deliver: str = Field("last", max_length=232, pattern=r"^(last|none|gateway(:[\w.:@/-]+)?|[a-z][a-z0-9_]*:[\w.:@!+=/-]+)$",
+    deliver: str = Field("last", max_length=232, pattern=r"^(last|none|gateway(:[\w.:@/-]+)?|[a-z][a-z0-9_]*(\.[a-z][a-z0-9_-]*)?:[\w.:@!+=/-]+)$",
                          description="where HEARTBEAT.md turns report: last (the session's last chat), none, or a "
-                                     "target such as telegram:<chat id>, slack:<channel id>, gateway[:<session>]")
+                                     "target such as telegram:<chat id>, telegram.work:<chat id> (an account), slack:<channel id>, "
+                                     "gateway[:<session>]")
     max_beats_without_progress: int = Field(3, ge=0, description="beats on a task that does not move before it is left alone (0: no limit)")
 
     _zone = field_validator("timezone")(_check_zone)

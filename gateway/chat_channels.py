@@ -41,7 +41,7 @@ def sections(settings: ChannelSettings) -> dict[str, Any]:
     its adapter says why it is off), and every other `[channels.<name>]` table unless `enabled = false`."""
     out: dict[str, Any] = {}
     telegram = settings.telegram
-    if telegram.enabled is not False and (telegram.token or telegram.enabled):
+    if telegram.enabled is not False and (telegram.token or telegram.enabled) or telegram.accounts:
         out["telegram"] = telegram
     for name, table in settings.sections().items():
         out[name] = table
@@ -53,8 +53,10 @@ def build(settings: ChannelSettings, services: Services, db: sqlite3.Connection,
     """The enabled channels' runners; ConfigError (one line) for a section the installed channels cannot use."""
     wanted = sections(settings)
     for table in wanted.values():
-        if isinstance(table, dict):
-            register_secrets([str(v) for k, v in table.items() if any(w in k.lower() for w in SECRET_WORDS) and v])
+        if not isinstance(table, dict):  # Telegram's typed section: its token is registered at start
+            table = {"accounts": getattr(table, "accounts", {})}
+        for keys in [table, *(a for a in (table.get("accounts") or {}).values() if isinstance(a, dict))]:
+            register_secrets([str(v) for k, v in keys.items() if any(w in k.lower() for w in SECRET_WORDS) and v])
     try:
         return build_channels(wanted, channel_services(services, settings, workspace=workspace, workspaces=workspaces),
                               db)

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from pydantic import BaseModel
 
+from clawgate.config.access import split_channel_name
 from clawgate.config.paths import Paths
 from clawgate.config.schema import Settings
 
@@ -50,21 +51,21 @@ def daemon_states(paths: Paths, settings: Settings) -> dict[str, Any] | None:
 def enabled_channels(settings: Settings) -> dict[str, tuple[Any, BaseModel]]:
     """name -> (adapter class, validated settings) of every channel the daemon would start.
     ChannelConfigError (one line) for a section naming no installed channel, or with a bad key."""
-    from clawgate.channels.kit.registry import check_sections, installed, load, validate
+    from clawgate.channels.kit.registry import accounts, check_sections, installed, load
 
     found = installed()
     sections: dict[str, Any] = dict(settings.channels.sections())
     check_sections(sections, found)
     telegram = settings.channels.telegram
-    if telegram.enabled is not False and (telegram.token or telegram.enabled):  # as gateway/chat_channels.py
+    if telegram.enabled is not False and (telegram.token or telegram.enabled) or telegram.accounts:  # as chat_channels
         sections = {"telegram": telegram, **sections}
     out: dict[str, tuple[Any, BaseModel]] = {}
     for name, table in sections.items():
         cls = load(name, found)
-        model = validate(cls, name, table)
-        # Telegram's enabled() logs why a token-less section is off; its probe says it on the line instead
-        if name == "telegram" or cls.enabled(model):
-            out[name] = (cls, model)
+        for account, model in accounts(cls, name, table):  # a line per account: telegram, telegram.work
+            # Telegram's enabled() logs why a token-less section is off; its probe says it on the line instead
+            if account.channel == "telegram" and model is telegram or cls.enabled(model):
+                out[account.channel] = (cls, model)
     return out
 
 
@@ -84,7 +85,7 @@ def check_channels(paths: Paths, settings: Settings, offline: bool = False,
     lines = [head]
     for name, (_cls, model) in wanted.items():
         line = _combine(name, probed.get(name), (running or {}).get(name), running is not None)
-        note = NOTES.get(name)
+        note = NOTES.get(split_channel_name(name)[0])
         if note is not None:
             text, fix = note(paths, model)
             line = (name, "warn" if fix and line[1] == "ok" else line[1], f"{line[2]}; {text}", line[3] or fix)

@@ -84,12 +84,17 @@ class Offline:
     def pairing(self, channel: str | None = None) -> "PairingStore":
         """The pairing store, with `channel`'s pairing limits (Telegram's when none is named)."""
         from clawgate.channels.kit.pairing import PairingStore
-        from clawgate.config.access import AccessSettings
+        from clawgate.config.access import AccessSettings, split_channel_name
 
+        platform, account = split_channel_name(channel or "telegram")
+        telegram = self.settings.channels.telegram
+        section: Any = telegram.model_dump(exclude_unset=True) if platform == "telegram" else \
+            self.settings.channels.sections().get(platform) or {}
+        own = (section.get("accounts") or {}).get(account) if platform != channel else None
+        table = {**section, **(own if isinstance(own, dict) else {})}  # an account's keys over its section's
         if channel in (None, "telegram"):
-            access: Any = self.settings.channels.telegram
+            access: Any = telegram
         else:
-            table = self.settings.channels.sections().get(channel) or {}
             access = AccessSettings(**{k: v for k, v in table.items() if k.startswith("pairing_")})
         return PairingStore(self.database(), ttl_seconds=access.pairing_ttl_seconds,
                             max_pending=access.pairing_max_pending,

@@ -19,7 +19,7 @@ class Message(Tool):
 
     class Arguments(Args):
         text: str = Field(min_length=1, max_length=20000)
-        channel: str | None = Field(None, description="e.g. 'telegram'; default: this one")
+        channel: str | None = Field(None, description="e.g. 'telegram', or an account's: 'telegram.work'; default: this one")
         chat_id: str | None = Field(None, description="default: this chat")
 
     def needs_approval(self, args: Arguments, ctx: ToolContext) -> str | None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from clawgate.agent.core.errors import DomainError
 from clawgate.agent.session import InvalidSessionKey, check_session_key
+from clawgate.config.access import ACCOUNT_NAME, ACCOUNT_NAME_RULE, DEFAULT_ACCOUNT, split_channel_name
 
 from .schedule import Schedule, ScheduleError, format_time
 
@@ -49,11 +50,15 @@ def parse_deliver(target: str | None) -> str | None:
     text = str(target).strip()
     if text.lower() in ("", "none", "no", "off"):
         return None
-    channel, sep, chat = text.partition(":")
-    channel, chat = channel.strip().lower(), chat.strip()
+    named, sep, chat = text.partition(":")
+    named, chat = named.strip().lower(), chat.strip()
+    channel, account = split_channel_name(named)  # an account of a channel: telegram.work:<chat id>
     if channel not in known_channels():
         raise CronError(f"invalid delivery target {target!r}: unknown channel {channel!r} (installed: "
                         f"{', '.join(sorted(known_channels()))}); {DELIVER_HINT}")
+    if named != channel and (channel == "gateway" or account == DEFAULT_ACCOUNT or not ACCOUNT_NAME.match(account)):
+        raise CronError(f"invalid delivery target {target!r}: {named!r} names no account of {channel} (an account "
+                        f"is <channel>.<account>, its name {ACCOUNT_NAME_RULE}); {DELIVER_HINT}")
     if channel == "gateway":
         if sep and not _SESSION.match(chat):
             raise CronError(f"invalid delivery target {target!r}: bad session name; {DELIVER_HINT}")
@@ -62,14 +67,14 @@ def parse_deliver(target: str | None) -> str | None:
         if not re.fullmatch(r"![^\s:/]{1,255}(:[A-Za-z0-9.\-]{1,255}(:\d{1,5})?)?", chat):
             raise CronError(f"invalid delivery target {target!r}: a Matrix room id looks like "
                             f"!abc123:example.org; {DELIVER_HINT}")
-        return f"matrix:{chat}"
+        return f"{named}:{chat}"
     if channel != "telegram":
         if not _CHAT.match(chat):
             raise CronError(f"invalid delivery target {target!r}: give {channel}:<chat id>; {DELIVER_HINT}")
-        return f"{channel}:{chat}"
+        return f"{named}:{chat}"
     if not re.fullmatch(r"-?\d{1,20}|@\w{3,64}", chat):
         raise CronError(f"invalid delivery target {target!r}: a Telegram chat id is a number (or @channel); {DELIVER_HINT}")
-    return f"telegram:{chat}"
+    return f"{named}:{chat}"
 
 
 def resolve_deliver(target: str | None, session: str) -> dict[str, str] | None:

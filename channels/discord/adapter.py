@@ -25,11 +25,9 @@ from datetime import timedelta
 from typing import Any, ClassVar
 
 import aiohttp
-import yarl
 
 try:
     import discord
-    import discord.gateway
     import discord.http
     from discord.http import handle_message_parameters
 except ImportError:  # the channel is an extra: say how to get it (the registry shows this line)
@@ -48,6 +46,7 @@ from clawgate.channels.kit import (
 
 from clawgate.channels.kit.probe import ProbeResult, http_status, logged_in, refused, unreachable
 
+from .endpoints import answer_interactions_at_own_base, gateway_address, use_account_http
 from .incoming import CHAT_TYPES, from_command, from_message, place, sender_of
 from .render import MAX_CHARS, render
 from .settings import DiscordSettings
@@ -124,6 +123,7 @@ def delivery_error(exc: BaseException, what: str) -> DeliveryError:
 
 
 _NETWORK = (aiohttp.ClientError, OSError, asyncio.TimeoutError)
+answer_interactions_at_own_base()
 
 
 @dataclass
@@ -208,10 +208,9 @@ class DiscordAdapter(PlatformAdapter):
         how = "Developer Portal > your application > Bot > Reset Token"
         if not settings.token:
             return ProbeResult("fail", "no bot token is set", f"set {token_setting}: {how}")
-        if settings.base_url:  # class-wide in discord.py, as in connect(): doctor runs one probe per channel
-            discord.http.Route.BASE = settings.base_url
-        base = discord.http.Route.BASE
+        base = settings.base_url or discord.http.Route.BASE
         client = discord.Client(intents=intents())
+        use_account_http(client, settings.base_url)  # this account's base, not the process's (endpoints.py)
         try:
             await client.login(settings.token)
             who = str(client.user)
@@ -234,8 +233,6 @@ class DiscordAdapter(PlatformAdapter):
             raise ChannelAuthError("no Discord bot token; set CLAWGATE_CHANNELS__DISCORD__TOKEN or "
                                    "channels.discord.token (Developer Portal > your application > Bot > Reset Token)")
         await self.disconnect()  # a retry starts from a fresh client
-        if s.base_url:  # class-wide in discord.py: one Discord bot per daemon
-            discord.http.Route.BASE = s.base_url
         self._ready = asyncio.Event()
         self._up, self._down = asyncio.Event(), asyncio.Event()
         self._cursors = json.loads(self.kit.store.kv_get(CURSORS) or "{}")
@@ -245,12 +242,12 @@ class DiscordAdapter(PlatformAdapter):
         self._caught_up = asyncio.Event()
         client = self.client = _Client(self, intents=intents(), allowed_mentions=NO_PINGS, max_messages=None,
                                        guild_ready_timeout=s.guild_ready_timeout_seconds)
+        http = use_account_http(client, s.base_url)  # this bot's REST base and Gateway, not the process's
         try:
             await client.login(s.token)
             if s.base_url:
                 _, url, _ = await client.http.get_bot_gateway()
-                gateway = yarl.URL(url)
-                discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = gateway if gateway.path else gateway.with_path("/")
+                http.gateway = gateway_address(url)
         except discord.LoginFailure:
             await self.disconnect()
             raise ChannelAuthError(TOKEN_FIX) from None

@@ -17,7 +17,7 @@ from typing import Any, Awaitable, Callable, Protocol
 from clawgate.agent.bus import Intake as Inbox
 from clawgate.agent.core.events import EventHub
 from clawgate.channels.base import run_alone
-from clawgate.config.access import AccessSettings
+from clawgate.config.access import DEFAULT_ACCOUNT, AccessSettings
 from clawgate.workspace.users import OWNER, Workspaces
 
 from .access import AccessPolicy, Sender, may_approve
@@ -61,8 +61,9 @@ class ChannelKit:
     """Handed to an adapter's constructor; `attach()` completes it once the adapter exists."""
 
     def __init__(self, name: str, settings: AccessSettings, services: ChannelServices, store: ChannelStore,
-                 pairing: PairingStore) -> None:
-        self.name = name
+                 pairing: PairingStore, *, account: str = DEFAULT_ACCOUNT) -> None:
+        self.name = name  # the channel's name: the platform's ("telegram"), or with its account ("telegram.work")
+        self.account = account  # "default", or the name of its [channels.<platform>.accounts.<account>] table
         self.settings = settings
         self.services = services
         self.store = store

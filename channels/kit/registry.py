@@ -18,6 +18,7 @@ from typing import Any, Mapping
 
 from pydantic import BaseModel, ValidationError
 
+from .accounts import Account, AccountConfigError, check_distinct, split_accounts
 from .adapter import PlatformAdapter
 from .kit import ChannelKit, ChannelServices
 from .pairing import PairingStore
@@ -59,26 +60,40 @@ def unknown_section(name: str, found: Mapping[str, EntryPoint]) -> str:
             "check its spelling or install the channel's package")
 
 
-def validate(cls: type[PlatformAdapter], name: str, table: Any) -> BaseModel:
-    """`[channels.<name>]` as the adapter's settings; ChannelConfigError naming the key otherwise."""
+def validate(cls: type[PlatformAdapter], name: str, table: Any, where: str | None = None) -> BaseModel:
+    """`[channels.<name>]` (or one of its accounts, written at `where`) as the adapter's settings;
+    ChannelConfigError naming the key otherwise."""
     if isinstance(table, BaseModel):
         return table
+    where = where or f"channels.{name}"
     if not isinstance(table, Mapping):
-        raise ChannelConfigError(f"config error: channels.{name} must be a table ([channels.{name}]); fix config.toml")
+        raise ChannelConfigError(f"config error: {where} must be a table ([{where}]); fix config.toml")
     try:
-        return cls.settings_model.model_validate(_decoded(cls.settings_model, name, dict(table)))
+        return cls.settings_model.model_validate(_decoded(cls.settings_model, where, dict(table)))
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"])
-        env = f"CLAWGATE_CHANNELS__{name.upper()}__" + "__".join(str(p).upper() for p in first["loc"])
+        env = "CLAWGATE_" + "__".join(part.upper() for part in [*where.split("."), *map(str, first["loc"])])
         if first["type"] == "extra_forbidden":
-            raise ChannelConfigError(f"config error: unknown key 'channels.{name}.{loc}'; remove it from config.toml "
+            raise ChannelConfigError(f"config error: unknown key '{where}.{loc}'; remove it from config.toml "
                                      f"(or unset {env}) or check its spelling") from None
-        raise ChannelConfigError(f"config error: channels.{name}.{loc}: {first['msg'].lower()}; fix it in "
+        raise ChannelConfigError(f"config error: {where}.{loc}: {first['msg'].lower()}; fix it in "
                                  f"config.toml or {env}") from None
 
 
-def _decoded(model: type[BaseModel], name: str, table: dict[str, Any]) -> dict[str, Any]:
+def accounts(cls: type[PlatformAdapter], name: str, table: Any) -> list[tuple[Account, BaseModel]]:
+    """Every account of `[channels.<name>]` with its validated settings (the section alone: one, `default`);
+    ChannelConfigError (one line naming the account's table) for a bad one or two naming the same bot."""
+    try:
+        found = [(account, validate(cls, name, account.table, account.where))
+                 for account in split_accounts(cls, name, table)]
+        check_distinct(cls, [(a, s) for a, s in found if cls.enabled(s)])
+    except AccountConfigError as exc:
+        raise ChannelConfigError(str(exc)) from None
+    return found
+
+
+def _decoded(model: type[BaseModel], where: str, table: dict[str, Any]) -> dict[str, Any]:
     """Environment values of list and table settings arrive as JSON text (CLAWGATE_CHANNELS__X__OWNER='["1"]'),
     as for the built-in sections: decode them for fields that are not text."""
     out = dict(table)
@@ -91,7 +106,7 @@ def _decoded(model: type[BaseModel], name: str, table: dict[str, Any]) -> dict[s
         try:
             out[key] = json.loads(value)
         except ValueError:
-            raise ChannelConfigError(f"config error: channels.{name}.{key} is not valid JSON, which a list or table setting "
+            raise ChannelConfigError(f"config error: {where}.{key} is not valid JSON, which a list or table setting "
                                      "needs; write lists as '[\"a\",\"b\"]'") from None
     return out
 
@@ -134,24 +149,30 @@ def build_channels(sections: Mapping[str, Any], services: ChannelServices, db: s
             log.error("%s", exc)
             built.broken[name] = str(exc)
             continue
-        settings = validate(cls, name, table)
-        if not cls.enabled(settings):
-            continue
-        store = ChannelStore(db, name)
-        pairing = PairingStore(db, ttl_seconds=settings.pairing_ttl_seconds,  # type: ignore[attr-defined]
-                               max_pending=settings.pairing_max_pending,  # type: ignore[attr-defined]
-                               interval_seconds=settings.pairing_request_interval_seconds)  # type: ignore[attr-defined]
-        kit = ChannelKit(name, settings, services, store, pairing)  # type: ignore[arg-type]
-        try:
-            adapter = cls(settings, kit)
-        except Exception as exc:
-            log.error("channel %s cannot be set up: %s", name, exc)
-            built.broken[name] = f"cannot be set up: {exc}"
-            continue
-        kit.attach(adapter)
-        built.runners[name] = ChannelRunner(adapter, kit, **dict(runner_options or {}))
+        for account, settings in accounts(cls, name, table):
+            if cls.enabled(settings):
+                _build_one(built, cls, account, settings, services, db, runner_options)
     return built
 
 
-__all__ = ["Built", "ChannelConfigError", "GROUP", "build_channels", "check_sections", "installed", "load",
-           "validate"]
+def _build_one(built: Built, cls: type[PlatformAdapter], account: Account, settings: BaseModel,
+               services: ChannelServices, db: sqlite3.Connection, runner_options: Mapping[str, Any] | None) -> None:
+    """One account's adapter, kit and runner, with its own state (the store and pairing of its channel name)."""
+    name = account.channel
+    store = ChannelStore(db, name)
+    pairing = PairingStore(db, ttl_seconds=settings.pairing_ttl_seconds,  # type: ignore[attr-defined]
+                           max_pending=settings.pairing_max_pending,  # type: ignore[attr-defined]
+                           interval_seconds=settings.pairing_request_interval_seconds)  # type: ignore[attr-defined]
+    kit = ChannelKit(name, settings, services, store, pairing, account=account.account)  # type: ignore[arg-type]
+    try:
+        adapter = cls(settings, kit)
+    except Exception as exc:
+        log.error("channel %s cannot be set up: %s", name, exc)
+        built.broken[name] = f"cannot be set up: {exc}"
+        return
+    kit.attach(adapter)
+    built.runners[name] = ChannelRunner(adapter, kit, **dict(runner_options or {}))
+
+
+__all__ = ["Built", "ChannelConfigError", "GROUP", "accounts", "build_channels", "check_sections", "installed",
+           "load", "validate"]

@@ -29,7 +29,7 @@ class ChannelRunner(Channel):
     def __init__(self, adapter: PlatformAdapter, kit: ChannelKit, *, backoff_base: float = 1.0,
                  backoff_max: float = 60.0, connect_wait: float = 60.0, standby_poll: float = 1.0,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
-        self.name = adapter.name
+        self.name = kit.name  # the account's channel name ("telegram.work"): one runner per account
         self.adapter = adapter
         self.kit = kit
         self.log: logging.Logger = kit.log

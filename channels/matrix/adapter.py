@@ -132,7 +132,8 @@ class MatrixAdapter(PlatformAdapter):
         device_id = self.kit.store.kv_get("device_id")
         store = None
         if self.e2e:  # the device's keys (vodozemac account, sessions) live in the state folder, user-only
-            store = Paths.from_env().state / "matrix-e2e"
+            account = getattr(self.kit, "account", "default")  # each account's device keys apart; the default's where they were
+            store = Paths.from_env().state / ("matrix-e2e" if account == "default" else f"matrix-e2e.{account}")
             store.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.client = AsyncClient(s.homeserver or "", s.user_id or "", device_id=device_id, config=config,
                                   store_path=str(store) if store else "")

@@ -149,6 +149,13 @@ class TelegramAdapter(PlatformAdapter):
         finally:
             await bot.shutdown()
 
+    def _token_setting(self) -> str:
+        """Where this account's token is set: the default account's, or its own accounts table."""
+        account = getattr(self.kit, "account", "default")
+        if account == "default":
+            return "TELEGRAM_BOT_TOKEN (or channels.telegram.token)"
+        return f"channels.telegram.accounts.{account}.token"
+
     # lifecycle -----------------------------------------------------------------------------
     async def connect(self) -> None:
         """getMe, webhook off when polling. A rejected token fails; an unreachable API is retried."""
@@ -158,8 +165,8 @@ class TelegramAdapter(PlatformAdapter):
             if not self.settings.webhook_url:  # polling; in webhook mode setWebhook (in run) replaces it
                 await self.bot.delete_webhook(drop_pending_updates=False)
         except InvalidToken as exc:
-            raise ChannelAuthError(f"Telegram rejected the bot token ({exc.message}); set a valid TELEGRAM_BOT_TOKEN "
-                                   "from @BotFather (or channels.telegram.token)") from None
+            raise ChannelAuthError(f"Telegram rejected the bot token ({exc.message}); set a valid {self._token_setting()} "
+                                   "from @BotFather") from None
         except NetworkError as exc:
             raise ChannelUnavailable(f"cannot reach the Bot API ({exc.message})") from None
         self.kit.bot_name = self.bot.username

@@ -15,16 +15,35 @@ from .remote import Target, gateway_or_offline
 
 
 def _configured(t: Target) -> dict[str, bool]:
-    """name -> enabled, for every channel the config mentions."""
+    """channel name -> enabled, for every channel and account the config mentions (`telegram`,
+    `telegram.work`: each account of a channel is a line of its own)."""
     telegram = t.settings.channels.telegram
-    out = {"telegram": telegram.enabled is not False and bool(telegram.token)}
-    for name, table in t.settings.channels.sections().items():
-        out[name] = not (isinstance(table, dict) and table.get("enabled") is False)
+    sections: dict[str, Any] = {"telegram": telegram, **t.settings.channels.sections()}
+    out: dict[str, bool] = {}
+    for name, table in sections.items():
+        for channel, own in _accounts(name, table):
+            if not isinstance(own, dict):  # Telegram's own section: on with a token
+                out[channel] = own.enabled is not False and bool(own.token)
+            else:
+                out[channel] = own.get("enabled") is not False and (name != "telegram" or bool(own.get("token")))
     return out
+
+
+def _accounts(name: str, table: Any) -> list[tuple[str, Any]]:
+    """(channel name, its table) of each account of a section; the section alone when its channel is not
+    installed (the line then says so)."""
+    from clawgate.channels.kit.accounts import AccountConfigError, split_accounts
+    from clawgate.channels.kit.registry import ChannelConfigError, load
+
+    try:
+        return [(a.channel, a.table) for a in split_accounts(load(name), name, table)]
+    except (ChannelConfigError, AccountConfigError):
+        return [(name, table)]
 
 
 def rows() -> list[dict[str, Any]]:
     from clawgate.channels.kit.registry import installed
+    from clawgate.config.access import split_channel_name
 
     found = installed()
     seen: dict[str, Any] = {}
@@ -43,10 +62,11 @@ def rows() -> list[dict[str, Any]]:
     out = []
     for name in sorted(set(found) | set(configured)):
         state = states.get(name)
+        platform = split_channel_name(name)[0]
         out.append({
             "name": name,
-            "installed": found[name].value if name in found else None,
-            "enabled": bool(configured.get(name)) and name in found,
+            "installed": found[platform].value if platform in found else None,
+            "enabled": bool(configured.get(name)) and platform in found,
             "state": (state or {}).get("state") if reply.live else None,
             "reason": (state or {}).get("reason"),
             "bot": (state or {}).get("bot"),

@@ -40,8 +40,18 @@ def _with_pairing(fn: Callable[[Any], dict[str, Any]], channel: str | None = Non
 
 
 def _check_channel(name: str | None) -> None:
-    if name is not None and name not in (channels := _channels()):
-        raise CliError(f"unknown channel {name!r}; pairing is available for: {', '.join(channels)}", EXIT_USAGE)
+    """An installed channel, or one of its accounts (`telegram.work`)."""
+    from clawgate.config.access import ACCOUNT_NAME, DEFAULT_ACCOUNT, split_channel_name
+
+    if name is None:
+        return
+    platform, account = split_channel_name(name)
+    if platform not in (channels := _channels()):
+        raise CliError(f"unknown channel {name!r}; pairing is available for: {', '.join(channels)} "
+                       "(an account's as <channel>.<account>, e.g. telegram.work)", EXIT_USAGE)
+    if account == DEFAULT_ACCOUNT and name != platform or not ACCOUNT_NAME.match(account):
+        raise CliError(f"{name!r} names no account of {platform}; give {platform} or {platform}.<account> "
+                       "as `clawgate channels` lists it", EXIT_USAGE)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
