@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 import mimetypes
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 from pydantic import BaseModel
 
@@ -26,8 +26,9 @@ from clawgate.channels.kit import (
     Target,
     Unconfirmed,
 )
-from clawgate.channels.kit.probe import ProbeResult, logged_in, unreachable
+from clawgate.channels.kit.probe import ProbeResult, logged_in
 from clawgate.channels.signal.events import GROUP_PREFIX, Self, incoming, reaction, split_key
+from clawgate.channels.signal.link import LINK_WAIT_SECONDS, link_qr
 from clawgate.channels.signal.render import MAX_CHARS, StyledText, render, to_signal
 from clawgate.channels.signal.rpc import (
     IO_ERROR,
@@ -68,10 +69,37 @@ class SignalAdapter(PlatformAdapter):
         except ChannelAuthError as exc:
             return ProbeResult("fail", str(exc).removeprefix("Signal: "))  # the line names its fix
         except ChannelUnavailable:
-            return unreachable("signal-cli", settings.url(), "no answer", "channels.signal.base_url")
+            return ProbeResult("warn", f"cannot reach signal-cli at {settings.url()}",
+                               f"{START_HINT}, or set channels.signal.base_url to where it listens")
         finally:
             await rpc.close()
         return logged_in(f"signal-cli {version} serves {settings.account} ({len(accounts)} account(s) there)")
+
+    @classmethod
+    async def login(cls, settings: BaseModel, show: Callable[[str], None]) -> str:
+        """Link signal-cli as a secondary device of a phone (`clawgate channels login signal`): startLink's
+        `sgnl://linkdevice` URI shown as a QR code, then finishLink waits for the phone to scan it.
+        Returns the line saying which number is linked and the setting to put it in."""
+        assert isinstance(settings, SignalSettings)
+        rpc = SignalRpc(settings.url(), "", timeout=settings.request_timeout_seconds)
+        try:
+            uri = str((await rpc.call("startLink", account=False) or {}).get("deviceLinkUri") or "")
+            show(link_qr(uri))
+            show("Scan it in Signal on the phone: Settings → Linked devices → Link new device (waiting up to 5 minutes).")
+            linked = await rpc.call("finishLink", account=False, timeout=LINK_WAIT_SECONDS, deviceLinkUri=uri,
+                                    deviceName=settings.link_device_name)
+        except RpcError as e:
+            raise ChannelAuthError(f"signal-cli did not link the device: {e.message}") from None
+        except SentMaybe:
+            raise ChannelAuthError("the phone did not scan the code within 5 minutes: run the command again") from None
+        except NETWORK as e:
+            raise ChannelUnavailable(f"signal-cli not reachable at {settings.url()} ({e or type(e).__name__}); "
+                                     f"{START_HINT}") from None
+        finally:
+            await rpc.close()
+        number = str((linked or {}).get("number") or "")
+        return (f"linked: signal-cli now holds {number}; set [channels.signal] account = \"{number}\" "
+                "and restart clawgate")
 
     async def connect(self) -> None:
         self.version, _ = await _check(self.rpc, self.settings)

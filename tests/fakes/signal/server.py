@@ -283,7 +283,7 @@ class FakeSignalCli:
             return {"deviceLinkUri": self.link_uri}
         if method == "finishLink":
             if params.get("deviceLinkUri") != self.link_uri or not self.link_uri:
-                raise _RpcFailure(-1, "Link request error: Invalid device link uri")
+                raise _RpcFailure(-1, "Unknown device link uri.")
             with self._lock:
                 self.accounts[self.linked_number] = str(uuidlib.uuid4())
             return {"number": self.linked_number}
