@@ -165,8 +165,8 @@ class SignalAdapter(PlatformAdapter):
             return
         chat = f"{GROUP_PREFIX}{group}" if group else sender.user_id
         line = await self.kit.approval_answer(approval_id, sender, approved, chat_id=chat)
-        if line:
-            await self.send_text(Target(chat_id=chat), to_signal(line))
+        if line:  # in the background: a failed send must not end the event stream
+            self.kit.say(chat, line, None)
 
     async def _fetch(self, attachment: dict[str, Any], chat: str) -> bytes:
         """The bytes of a received attachment, from signal-cli's store (it downloaded them already)."""

@@ -56,7 +56,8 @@ class SignalRpc:
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             # trust_env off: a loopback daemon is never reached through a proxy from the environment
-            self._session = aiohttp.ClientSession(trust_env=False)
+            # read_bufsize: one event is one SSE line, and a message with its quote and mentions can be long
+            self._session = aiohttp.ClientSession(trust_env=False, read_bufsize=4 * 1024 * 1024)
         return self._session
 
     async def call(self, method: str, *, account: bool = True, timeout: float | None = None, **params: Any) -> Any:
