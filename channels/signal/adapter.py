@@ -32,6 +32,7 @@ from clawgate.channels.signal.link import LINK_WAIT_SECONDS, link_qr
 from clawgate.channels.signal.render import MAX_CHARS, StyledText, render, to_signal
 from clawgate.channels.signal.rpc import (
     IO_ERROR,
+    METHOD_NOT_FOUND,
     NETWORK,
     RATE_LIMITED,
     RpcError,
@@ -57,6 +58,7 @@ class SignalAdapter(PlatformAdapter):
         self.rpc = SignalRpc(settings.url(), settings.account.strip(), timeout=settings.request_timeout_seconds)
         self.me = Self(settings.account.strip(), None)
         self.version: str | None = None
+        self.single = False  # signal-cli was started for one account (`-a NUMBER`)
 
     # -- lifecycle --------------------------------------------------------------------------
     @classmethod
@@ -73,6 +75,9 @@ class SignalAdapter(PlatformAdapter):
                                f"{START_HINT}, or set channels.signal.base_url to where it listens")
         finally:
             await rpc.close()
+        if accounts is None:
+            return logged_in(f"signal-cli {version} answers (started for one account with -a: that it is "
+                             f"{settings.account} shows with the first message)")
         return logged_in(f"signal-cli {version} serves {settings.account} ({len(accounts)} account(s) there)")
 
     @classmethod
@@ -102,7 +107,10 @@ class SignalAdapter(PlatformAdapter):
                 "and restart clawgate")
 
     async def connect(self) -> None:
-        self.version, _ = await _check(self.rpc, self.settings)
+        self.version, accounts = await _check(self.rpc, self.settings)
+        self.single = accounts is None
+        if self.single:  # `daemon -a NUMBER`: every call is that account's, and it takes no `account` parameter
+            self.rpc.account = ""
         self.me = Self(self.me.number, await self._own_uuid())
         self.kit.log.info("connected to signal-cli %s at %s as %s", self.version, self.settings.url(), self.me.number)
 
@@ -146,6 +154,10 @@ class SignalAdapter(PlatformAdapter):
     # -- receiving --------------------------------------------------------------------------
     async def _on_event(self, event: dict[str, Any]) -> None:
         if event.get("account") not in (None, self.me.number):
+            if self.single:
+                raise ChannelAuthError(f"signal-cli at {self.settings.url()} was started for {event.get('account')}, "
+                                       f"not {self.me.number}: set [channels.signal] account to it, or start "
+                                       "signal-cli without -a")
             return  # a multi-account daemon's event for another account
         answer = reaction(event)
         if answer is not None:
@@ -237,11 +249,13 @@ def _no_account(settings: SignalSettings) -> str:
             "[channels.signal] account to it")
 
 
-async def _check(rpc: SignalRpc, settings: SignalSettings) -> tuple[str, list[str]]:
-    """signal-cli's version and accounts; the configured account must be one of them."""
+async def _check(rpc: SignalRpc, settings: SignalSettings) -> tuple[str, list[str] | None]:
+    """signal-cli's version and accounts, the configured account among them; accounts None: a daemon started
+    for one account (`-a NUMBER`), which has no listAccounts."""
     if not settings.account.strip():
         raise ChannelAuthError("Signal: [channels.signal] account is not set: set it to the bot's number "
                                "(+4915…) as signal-cli knows it (CLAWGATE_CHANNELS__SIGNAL__ACCOUNT)")
+    version: Any = None
     try:
         version = await rpc.call("version", account=False)
         accounts = await rpc.call("listAccounts", account=False)
@@ -249,10 +263,8 @@ async def _check(rpc: SignalRpc, settings: SignalSettings) -> tuple[str, list[st
         raise ChannelUnavailable(f"signal-cli not reachable at {settings.url()} ({e or type(e).__name__}); "
                                  f"{START_HINT}") from None
     except RpcError as e:
-        if e.code == -32601:  # a daemon started with -a ACCOUNT has no listAccounts
-            raise ChannelAuthError("Signal: signal-cli runs for a single account: start it without -a "
-                                   "(`signal-cli daemon --http 127.0.0.1:8080`) so clawgate can name the account "
-                                   "and link new ones") from None
+        if e.code == METHOD_NOT_FOUND:  # `daemon -a NUMBER`: listAccounts is a multi-account method
+            return str((version or {}).get("version") or "unknown"), None
         raise ChannelUnavailable(f"signal-cli at {settings.url()} answered: {e}; {START_HINT}") from None
     numbers = [str(a.get("number")) for a in accounts or [] if isinstance(a, dict)]
     if settings.account.strip() not in numbers:

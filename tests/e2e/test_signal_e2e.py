@@ -172,3 +172,26 @@ def test_channels_login_shows_the_link_as_a_qr_code(daemon_factory, signal: Fake
     [finish] = signal.calls_to("finishLink")
     assert finish.params == {"deviceLinkUri": signal.link_uri, "deviceName": "clawgate"}
     assert f'account = "{signal.linked_number}"' in result.stdout and time.monotonic() - started < 120
+
+
+def test_a_signal_cli_started_for_one_account_is_used_without_naming_it(daemon_factory, fake_model) -> None:
+    """`signal-cli -a NUMBER daemon --http …`: no listAccounts, no `account` parameter; an account other than
+    the configured one shows with its first event as the channel failing with the fix."""
+    with FakeSignalCli(keepalive_seconds=2.0, single_account=True) as single:
+        owner = single.add_person("owner", number=OWNER_NUMBER)
+        daemon = daemon_factory(section(enabled=True, account=BOT_NUMBER, base_url=single.url, owner=[OWNER_NUMBER]))
+        wait_until(single.connected, "the event stream", describe=daemon.log_text)
+        single.write(owner, "one account")
+        wait_until(lambda: said(single, owner.uuid) == ["echo: one account"], "the answer")
+        assert all("account" not in c.params for c in single.calls if c.method != "version")
+    with FakeSignalCli(keepalive_seconds=2.0, single_account=True, accounts={"+15550000042": "x-1"}) as other:
+        person = other.add_person("owner", number=OWNER_NUMBER)
+        daemon = daemon_factory(section(enabled=True, account=BOT_NUMBER, base_url=other.url))
+        wait_until(lambda: other.connected("+15550000042"), "the event stream", describe=daemon.log_text)
+        other.write(person, "who are you?", account="+15550000042")
+
+        def row() -> dict[str, Any]:
+            return next(r for r in json.loads(daemon.cli("channels", "--json").stdout) if r["name"] == "signal")
+
+        wait_until(lambda: row()["state"] == "failed", "the channel failed", describe=daemon.log_text)
+        assert "started for +15550000042" in row()["reason"] and not other.sent_to(person.uuid)

@@ -68,8 +68,11 @@ class _RpcFailure(Exception):
 
 class FakeSignalCli:
     def __init__(self, *, accounts: dict[str, str] | None = None, version: str = "0.13.22",
-                 keepalive_seconds: float = 15.0) -> None:
+                 keepalive_seconds: float = 15.0, single_account: bool = False) -> None:
         self.accounts: dict[str, str] = dict(accounts or {BOT_NUMBER: BOT_UUID})  # number -> ACI
+        # `signal-cli -a NUMBER daemon`: the multi-account methods (listAccounts, startLink, finishLink) are
+        # not implemented, every call is the one account's and the event stream ignores `?account=`
+        self.single_account = single_account
         self.version = version
         self.keepalive_seconds = keepalive_seconds
         self._lock = threading.Lock()
@@ -160,6 +163,11 @@ class FakeSignalCli:
         with self._lock:
             self.groups[group_id] = [m.uuid for m in members]
         return group_id
+
+    def open_streams(self, account: str = BOT_NUMBER) -> int:
+        """Event streams open for `account` right now."""
+        with self._lock:
+            return sum(1 for a, _ in self._streams if a == account)
 
     def connected(self, account: str = BOT_NUMBER) -> bool:
         with self._lock:
@@ -276,6 +284,10 @@ class FakeSignalCli:
                 raise queued.pop(0)
         if method == "version":
             return {"version": self.version}
+        if self.single_account:
+            if method not in _SINGLE:
+                raise _RpcFailure(-32601, "Method not implemented")
+            return getattr(self, f"_do_{method}")(next(iter(self.accounts)), params)
         if method == "listAccounts":
             return [{"number": n} for n in self.accounts]
         if method == "startLink":
@@ -376,7 +388,7 @@ class FakeSignalCli:
     async def _events(self, request: web.Request) -> web.StreamResponse:
         if request.method != "GET":
             return web.Response(status=405)
-        account = request.query.get("account")
+        account = None if self.single_account else request.query.get("account")
         if account is not None and account not in self.accounts:
             return web.Response(status=400)
         account = account or next(iter(self.accounts))
