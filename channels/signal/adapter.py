@@ -26,6 +26,7 @@ from clawgate.channels.kit import (
     Target,
     Unconfirmed,
 )
+from clawgate.channels.kit.commands import KIT_COMMANDS
 from clawgate.channels.kit.probe import ProbeResult, logged_in
 from clawgate.channels.signal.events import GROUP_PREFIX, Self, incoming, reaction, split_key
 from clawgate.channels.signal.link import LINK_WAIT_SECONDS, link_qr
@@ -163,11 +164,15 @@ class SignalAdapter(PlatformAdapter):
         if answer is not None:
             await self._on_reaction(*answer)
             return
-        message = incoming(event, self.me, self._fetch)
+        message = incoming(event, self.me, self._fetch, self._commands())
         if message is None:
             return
         await self.kit.receive(message)
         self.kit.store.save_cursor(str(message.metadata.get("signal_timestamp")))
+
+    def _commands(self) -> frozenset[str]:
+        """The chat commands a group member may send without mentioning the bot."""
+        return frozenset(name.lstrip("/").lower() for name, _ in (*self.kit.command_names(), *KIT_COMMANDS))
 
     async def _on_reaction(self, sender: Any, emoji: str, target: int, removed: bool, group: str | None) -> None:
         """👍 / 👎 on an approval prompt answers it; the kit decides whether this sender may."""
@@ -255,6 +260,10 @@ async def _check(rpc: SignalRpc, settings: SignalSettings) -> tuple[str, list[st
     if not settings.account.strip():
         raise ChannelAuthError("Signal: [channels.signal] account is not set: set it to the bot's number "
                                "(+4915…) as signal-cli knows it (CLAWGATE_CHANNELS__SIGNAL__ACCOUNT)")
+    if settings.account.strip() in {str(o).strip() for o in settings.owner}:
+        raise ChannelAuthError("Signal: [channels.signal] account is an owner's own number: the bot would read and "
+                               "answer everyone who writes to you; give it a number of its own (a second SIM, "
+                               "a landline) and keep yours in owner")
     version: Any = None
     try:
         version = await rpc.call("version", account=False)

@@ -62,8 +62,10 @@ def _kind(mime: str) -> str:
     return "voice" if mime.startswith("audio/") else "file"
 
 
-def incoming(event: dict[str, Any], me: Self, fetch: Fetch) -> Incoming | None:
-    """The message an event carries, or None (receipts, typing, our own sync copies, reactions)."""
+def incoming(event: dict[str, Any], me: Self, fetch: Fetch, commands: frozenset[str] = frozenset()) -> Incoming | None:
+    """The message an event carries, or None (receipts, typing, our own sync copies, reactions). In a group
+    it is addressed to the bot when it mentions the bot, quotes one of its messages, or is one of the chat
+    `commands` ("/status"): not any text that starts with a slash."""
     envelope = event.get("envelope")
     if not isinstance(envelope, dict):
         return None
@@ -92,8 +94,13 @@ def incoming(event: dict[str, Any], me: Self, fetch: Fetch) -> Incoming | None:
         return None  # a timer change, a group update, a profile key: nothing anyone wrote
     stamp = data.get("timestamp") or envelope.get("timestamp")
     return Incoming(message_id=message_key(sender.user_id, stamp), chat_id=chat, sender=sender, private=not group,
-                    text=text, addressed=not group or mentioned or replied or text.startswith("/"), files=files,
+                    text=text, addressed=not group or mentioned or replied or _command(text, commands), files=files,
                     metadata={"signal_timestamp": stamp}, unreadable=not text and not files)
+
+
+def _command(text: str, commands: frozenset[str]) -> bool:
+    word = text.split(maxsplit=1)[0] if text.startswith("/") and text.strip() != "/" else ""
+    return word[1:].split("@", 1)[0].lower() in commands
 
 
 def reaction(event: dict[str, Any]) -> tuple[Sender, str, int, bool, str | None] | None:

@@ -74,8 +74,11 @@ def test_groups_need_a_mention_a_quote_of_the_bot_or_a_command() -> None:
     assert named is not None and not named.addressed and named.text == "ask @+1555"
     quoted = incoming(envelope({"message": "and?", "quote": {"id": 5, "authorUuid": ME.uuid}, **group}), ME, _never)
     assert quoted is not None and quoted.addressed
-    command = incoming(envelope({"message": "/status", **group}), ME, _never)
+    commands = frozenset({"status", "stop"})
+    command = incoming(envelope({"message": "/status", **group}), ME, _never, commands)
     assert command is not None and command.addressed
+    shrug = incoming(envelope({"message": "/shrug oh well", **group}), ME, _never, commands)
+    assert shrug is not None and not shrug.addressed  # a slash alone does not address the bot
 
 
 def test_receipts_timer_changes_and_reactions_are_not_messages() -> None:
@@ -85,3 +88,18 @@ def test_receipts_timer_changes_and_reactions_are_not_messages() -> None:
     assert incoming(react, ME, _never) is None
     who, emoji, target, removed, group = reaction(react)  # type: ignore[misc]
     assert (who.user_id, emoji, target, removed, group) == ("aaaa-1", "👍", 99, False, None)
+
+
+def test_the_bot_on_an_owners_own_number_is_refused_in_one_line() -> None:
+    import asyncio
+
+    import pytest
+
+    from clawgate.channels.kit import ChannelAuthError
+    from clawgate.channels.signal.adapter import _check
+    from clawgate.channels.signal.rpc import SignalRpc
+    from clawgate.channels.signal.settings import SignalSettings
+
+    settings = SignalSettings(account="+15550100001", owner=["+15550100001"])
+    with pytest.raises(ChannelAuthError, match="an owner's own number"):
+        asyncio.run(_check(SignalRpc("http://127.0.0.1:9", settings.account, timeout=1), settings))
