@@ -118,7 +118,8 @@ class SignalAdapter(PlatformAdapter):
     async def _own_uuid(self) -> str | None:
         """The account's ACI, to know mentions of the bot by uuid: kept once learnt (getUserStatus asks
         Signal's servers)."""
-        known = self.kit.store.kv_get("own_uuid")
+        key = f"own_uuid:{self.me.number}"  # another account configured later is looked up afresh
+        known = self.kit.store.kv_get(key)
         if known:
             return known
         try:
@@ -128,7 +129,7 @@ class SignalAdapter(PlatformAdapter):
             return None
         uuid = next((str(s.get("uuid")).lower() for s in status or [] if isinstance(s, dict) and s.get("uuid")), None)
         if uuid:
-            self.kit.store.kv_set("own_uuid", uuid)
+            self.kit.store.kv_set(key, uuid)
         return uuid
 
     async def run(self) -> None:
@@ -147,7 +148,7 @@ class SignalAdapter(PlatformAdapter):
         await self.rpc.close()
 
     def status(self) -> dict[str, Any]:
-        facts: dict[str, Any] = {"account": self.me.number, "signal_cli": self.settings.url()}
+        facts: dict[str, Any] = {"bot": self.me.number, "signal_cli": self.settings.url()}
         if self.version:
             facts["version"] = self.version
         return facts
@@ -168,7 +169,11 @@ class SignalAdapter(PlatformAdapter):
         if message is None:
             return
         await self.kit.receive(message)
-        self.kit.store.save_cursor(str(message.metadata.get("signal_timestamp")))
+        # the newest envelope taken in (status, and what tests read as acknowledged); never moved back by a
+        # redelivered older one
+        stamp, cursor = int(message.metadata.get("signal_timestamp") or 0), self.kit.store.cursor()
+        if cursor is None or not cursor.isdigit() or stamp > int(cursor):
+            self.kit.store.save_cursor(str(stamp))
 
     def _commands(self) -> frozenset[str]:
         """The chat commands a group member may send without mentioning the bot."""
