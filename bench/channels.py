@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 from bench.core_bench import pct  # noqa: E402
 from tests.fakes.anthropic_api import FakeAnthropic, last_user_block, text  # noqa: E402
 from tests.fakes.echochat import EchoChatServer  # noqa: E402
+from tests.fakes.signal import BOT_NUMBER, FakeSignalCli  # noqa: E402
 from tests.fakes.slack_api import APP_TOKEN, BOT_TOKEN, FakeSlack  # noqa: E402
 from tests.fakes.telegram_api import FakeTelegram  # noqa: E402
 from tests.fakes.whatsapp import APP_SECRET, PHONE_NUMBER_ID, TOKEN, VERIFY_TOKEN, FakeWhatsApp  # noqa: E402
@@ -134,6 +135,37 @@ class WhatsAppPlatform(Platform):
 
     def inject(self, chat: int, text: str) -> None:
         self.fake.inject_message(f"1555900{chat:04d}", text=text)
+
+    def close(self) -> None:
+        self.fake.stop()
+
+
+class SignalPlatform(Platform):
+    """The Signal adapter against the fake signal-cli daemon (JSON-RPC over HTTP, events over SSE)."""
+
+    name = "signal"
+
+    def __init__(self) -> None:
+        super().__init__()
+        platform = self
+
+        class Timed(FakeSignalCli):
+            def _do_send(self, account: str, params: dict[str, Any]) -> dict[str, Any]:
+                platform.saw(str(params.get("message")))
+                return super()._do_send(account, params)
+
+        self.fake = Timed().start()
+        self.people: dict[int, Any] = {}
+
+    def env(self) -> dict[str, str]:
+        section = {"ENABLED": "true", "ACCOUNT": BOT_NUMBER, "BASE_URL": self.fake.url, "DM_POLICY": "open"}
+        return {f"CLAWGATE_CHANNELS__SIGNAL__{k}": v for k, v in section.items()}
+
+    def inject(self, chat: int, text: str) -> None:
+        if chat not in self.people:
+            self.people[chat] = self.fake.add_person(f"bench{chat}", number=f"+1555020{chat:04d}")
+        wait(lambda: self.fake.connected() and 1.0, 60)  # signal-cli streams a message to who listens now
+        self.fake.write(self.people[chat], text)
 
     def close(self) -> None:
         self.fake.stop()
@@ -294,8 +326,8 @@ class EmailPlatform(Platform):
 
 PLATFORMS: dict[str, Callable[[], Platform]] = {"telegram": TelegramPlatform, "discord": DiscordPlatform,
                                                 "slack": SlackPlatform, "matrix": MatrixPlatform,
-                                                "email": EmailPlatform, "echochat": EchoChatPlatform,
-                                                "whatsapp": WhatsAppPlatform}
+                                                "email": EmailPlatform, "signal": SignalPlatform,
+                                                "echochat": EchoChatPlatform, "whatsapp": WhatsAppPlatform}
 
 
 def measure(make: Callable[[], Platform], chats: int) -> tuple[list[float], list[float]]:

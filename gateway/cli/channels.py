@@ -102,3 +102,6 @@ def add_commands(sub: Any) -> None:
     p = sub.add_parser("channels", help="installed chat channels, the enabled ones and their state")
     p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.set_defaults(fn=cmd_channels)
+    from .channels_login import add_login  # `clawgate channels login <channel>`
+
+    add_login(p)
