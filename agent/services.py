@@ -10,10 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from clawgate.config.agents import Roster, UnknownAgent
+
 from .approvals import ApprovalBroker
 from .bus import Intake
 from .commands import CommandRouter
 from .control import SessionControl, TaskControl
+from .core.errors import NotFound
 from .core.events import EventHub
 from .health import Health
 
@@ -38,3 +41,16 @@ class Services:
     commands: CommandRouter
     checkpoints: "CheckpointService"
     usage: "UsageLedger | None" = None  # token usage per day and session (the `usage` method)
+    agents: Roster | None = None  # the agents and bindings (config/agents.py); None: the one agent of before
+
+    def agent_key(self, session: str, agent: str | None) -> str:
+        """The key of `session` of the agent named (None: the default agent, whose keys are plain);
+        UnknownAgent for a name the config does not have."""
+        if not agent:
+            return session
+        if self.agents is None:
+            raise NotFound(f"no agent {agent!r}; this daemon runs one agent (no [agents.*] in config.toml)")
+        try:
+            return self.agents.get(agent).session_key(session)
+        except UnknownAgent as exc:
+            raise NotFound(str(exc)) from None

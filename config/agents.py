@@ -202,11 +202,50 @@ def choose(bindings: list[Binding], place: Place, default: str) -> str:
     return best[1] if best is not None else default
 
 
+class UnknownAgent(ValueError):
+    """A client or a job named an agent the config does not have."""
+
+
+@dataclass(frozen=True)
+class Roster:
+    """The agents of a daemon and the bindings between them: where a message goes, decided once at
+    intake (the route is stored with the message, in its session key)."""
+
+    agents: Mapping[str, Agent]
+    bindings: tuple[Binding, ...] = ()
+
+    @property
+    def default(self) -> Agent:
+        return next(agent for agent in self.agents.values() if agent.default)
+
+    def get(self, ident: str | None) -> Agent:
+        """The agent named `ident` (None or "": the default); UnknownAgent names the known ones."""
+        if not ident:
+            return self.default
+        if (agent := self.agents.get(ident)) is None:
+            raise UnknownAgent(f"no agent {ident!r}; this daemon has: {', '.join(self.agents)}")
+        return agent
+
+    def route(self, place: Place) -> Agent:
+        return self.agents[choose(list(self.bindings), place, self.default.id)]
+
+    def of_key(self, key: str) -> Agent:
+        """The agent a session key belongs to (a key naming an agent no longer configured: the default's
+        rules apply to nothing, so it is refused by `get`)."""
+        ident, _ = agent_of_key(key)
+        return self.get(ident)
+
+    @classmethod
+    def single(cls, workspace: Path) -> "Roster":
+        """Today's one agent, for callers built without a config (tests, tools)."""
+        return cls({IMPLICIT_AGENT: Agent(IMPLICIT_AGENT, True, workspace, AgentConfig(default=True))})
+
+
 def as_table(config: AgentConfig) -> dict[str, Any]:
     """An agent's section as written to config.toml: only the keys that are set."""
     return config.model_dump(exclude_none=True, exclude_defaults=True)
 
 
 __all__ = ["AGENT_ID", "AGENT_PREFIX", "Agent", "AgentConfig", "AgentToolPolicy", "Binding", "BindingMatch",
-           "IMPLICIT_AGENT", "Place", "SPECIFICITY", "agent_of_key", "as_table", "choose", "describe", "matches", "problem", "resolve",
+           "IMPLICIT_AGENT", "Place", "Roster", "UnknownAgent", "SPECIFICITY", "agent_of_key", "as_table", "choose", "describe", "matches", "problem", "resolve",
            "specificity"]

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 from pydantic import ValidationError
 
-from .agents import Agent, problem as agents_problem, resolve as resolve_agents
+from .agents import Agent, Roster, problem as agents_problem, resolve as resolve_agents
 from .paths import Paths
 from .schema import Settings
 
@@ -188,6 +188,11 @@ def agents_of(paths: Paths, settings: Settings) -> dict[str, Agent]:
     folder = settings.agent.workspace
     single = Path(folder).expanduser() if folder else paths.default_workspace
     return resolve_agents(settings.agents, home=paths.home, default_workspace=single)
+
+
+def roster_of(paths: Paths, settings: Settings) -> Roster:
+    """The agents and bindings a daemon routes by (config/agents.py)."""
+    return Roster(agents_of(paths, settings), tuple(settings.bindings))
 
 
 def load(home: Path | None = None, environ: Mapping[str, str] | None = None) -> tuple[Paths, Settings]:
