@@ -80,6 +80,10 @@ class Binding(_Section):
     match: BindingMatch
 
 
+# The keys of [agents.<id>] the daemon applies today; the others are refused at load rather than read and
+# ignored (an agent's own workspace, model and tool policy are the next step, docs/agents.md).
+APPLIED = frozenset({"default"})
+
 # The order of specificity: a binding setting an earlier key beats one that does not, whatever else.
 SPECIFICITY = ("peer", "room", "roles", "guild", "team", "account", "channel")
 
@@ -109,6 +113,10 @@ def problem(agents: Mapping[str, AgentConfig], bindings: list[Binding]) -> str |
         if not AGENT_ID.match(ident):
             return (f"agent id {ident!r} is not valid; use 1 to 32 lowercase letters, digits, - or _, "
                     "starting with a letter (e.g. [agents.work])")
+    for ident, agent in agents.items():
+        if unapplied := sorted(agent.model_fields_set - APPLIED):
+            return (f"agents.{ident}.{unapplied[0]} is not applied yet: in this version the agents share [agent]'s "
+                    "workspace, model, tool policy and owners (sessions and routing are per agent); remove it")
     defaults = [ident for ident, agent in agents.items() if agent.default]
     if agents and len(defaults) != 1:
         which = "none is marked" if not defaults else f"{', '.join(defaults)} are all marked"

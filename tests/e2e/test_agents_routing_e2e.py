@@ -16,7 +16,7 @@ from tests.fakes.discord_api import FakeDiscord
 from tests.harness import DaemonProcess
 from tests.waiting import DEFAULT_TIMEOUT, wait_until
 
-AGENTS = {"home": {"default": True}, "guildbot": {"name": "Guildy"}}
+AGENTS = {"home": {"default": True}, "guildbot": {}}
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from clawgate.config.agents import IMPLICIT_AGENT, Place, choose
+from clawgate.config.agents import IMPLICIT_AGENT, AgentConfig, Place, choose, resolve
 from clawgate.config.loader import ConfigError, agents_of, load
 
 
@@ -25,14 +25,13 @@ def test_no_agents_section_is_the_single_agent_of_before(tmp_path):
 
 
 def test_the_default_agent_keeps_the_old_workspace_and_the_others_get_their_own(tmp_path):
-    paths, settings = _load(tmp_path, '[agents.home]\ndefault = true\n[agents.work]\nworkspace = "~/w"\n'
-                                      'model = "m-work"\n[agents.family]\n')
+    paths, settings = _load(tmp_path, '[agents.family]\n[agents.home]\ndefault = true\n')
     agents = agents_of(paths, settings)
-    assert list(agents) == ["home", "work", "family"]
+    assert list(agents) == ["home", "family"]  # the default first
     assert agents["home"].workspace == tmp_path / "workspace"
-    assert agents["work"].workspace == Path("~/w").expanduser()
     assert agents["family"].workspace == tmp_path / "agents" / "family" / "workspace"
-    assert agents["work"].config.model == "m-work"
+    named = resolve({"w": AgentConfig(workspace="~/w")}, home=tmp_path, default_workspace=tmp_path / "x")
+    assert named["w"].workspace == Path("~/w").expanduser()
     assert agents["home"].session_key("discord:9") == "discord:9"
     assert agents["family"].session_key("discord:9") == "agent:family:discord:9"
 
@@ -50,6 +49,8 @@ def test_the_default_agent_keeps_the_old_workspace_and_the_others_get_their_own(
      '[[bindings]]\nagent = "b"\nmatch = { peer = "5", channel = "telegram" }\n', "match the same messages equally"),
     ('[[bindings]]\nagent = "main"\nmatch = { roles = ["3"] }\n', "matches Discord roles without a guild"),
     ('[agents.a]\ndefault = true\nmodle = "x"\n', "unknown key 'agents.a.modle'"),
+    ('[agents.a]\ndefault = true\n[agents.b]\nmodel = "x"\n', "agents.b.model is not applied yet"),
+    ('[agents.a]\ndefault = true\n[agents.b.tools]\nallow = ["read_file"]\n', "agents.b.tools is not applied yet"),
     ('[[bindings]]\nagent = "main"\nmatch = { chanel = "telegram" }\n', "unknown key 'bindings.0.match.chanel'"),
 ])
 def test_a_wrong_agents_or_bindings_config_is_one_line_naming_the_fix(tmp_path, text, expected):
