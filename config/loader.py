@@ -147,13 +147,19 @@ def load_settings(paths: Paths, environ: Mapping[str, str] | None = None) -> Set
                               "for a fresh one") from None
         except OSError as exc:
             raise ConfigError(f"config error: cannot read {paths.config_file} ({exc.strerror}); check its permissions") from None
-    data = _merge(data, env_overrides(environ))
+    settings = validate(_merge(data, env_overrides(environ)))
+    _apply_secret_env(settings, environ)
+    _check_bind(settings)
+    return settings
+
+
+def validate(data: dict[str, Any]) -> Settings:
+    """Settings from a config table (file and environment merged), or ConfigError in one line;
+    also what `clawgate agents` checks an edit with before writing it."""
     try:
         settings = Settings.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_describe(exc, data)) from None
-    _apply_secret_env(settings, environ)
-    _check_bind(settings)
     if (wrong := agents_problem(settings.agents, settings.bindings)) is not None:
         raise ConfigError(f"config error: {wrong}")
     return settings
