@@ -162,6 +162,14 @@ def agent_of_key(key: str) -> tuple[str | None, str]:
     return None, key
 
 
+def agent_id_of(key: str) -> str | None:
+    """The agent a session belongs to (None: the default agent), a sub-agent's by its parent's key
+    (`sub-<digest>@<parent>`, agent/jobs/subagents.py)."""
+    while key.startswith("sub-") and "@" in key:
+        key = key.split("@", 1)[1]
+    return agent_of_key(key)[0]
+
+
 def resolve(agents: Mapping[str, AgentConfig], *, home: Path, default_workspace: Path) -> dict[str, Agent]:
     """The agents the daemon runs, by id, the default first. `default_workspace` is the single-agent
     workspace (agent.workspace or $CLAWGATE_HOME/workspace): the default agent's unless it names one."""
@@ -255,5 +263,5 @@ def as_table(config: AgentConfig) -> dict[str, Any]:
 
 
 __all__ = ["AGENT_ID", "AGENT_PREFIX", "Agent", "AgentConfig", "AgentToolPolicy", "Binding", "BindingMatch",
-           "IMPLICIT_AGENT", "Place", "Roster", "UnknownAgent", "SPECIFICITY", "agent_of_key", "as_table", "choose", "describe", "matches", "problem", "resolve",
+           "IMPLICIT_AGENT", "Place", "Roster", "UnknownAgent", "SPECIFICITY", "agent_id_of", "agent_of_key", "as_table", "choose", "describe", "matches", "problem", "resolve",
            "specificity"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from clawgate.agent.services import Services
-from clawgate.config.agents import IMPLICIT_AGENT, agent_of_key
+from clawgate.config.agents import IMPLICIT_AGENT, agent_id_of
 
 from ..connection import Connection
 from ..methods import Params, method
@@ -20,7 +20,7 @@ class NoParams(Params):
 async def sessions_list(services: Services, conn: Connection, p: NoParams) -> dict[str, Any]:
     rows = services.sessions.summaries()
     for row in rows:  # whose session it is: the agent named in its key (the default agent's keys are plain)
-        ident, _ = agent_of_key(str(row["key"]))
+        ident = agent_id_of(str(row["key"]))
         row["agent"] = ident or (services.agents.default.id if services.agents is not None else IMPLICIT_AGENT)
     return {"sessions": rows}
 

@@ -112,5 +112,14 @@ async def test_gateway_clients_name_their_agent_and_an_unknown_one_is_one_line(
         assert [m["text"] for m in history["messages"] if m["role"] == "user"] == ["to the guild agent"]
         with pytest.raises(Exception) as info:
             await client.request("chat.send", {"session": "main", "agent": "nobody", "text": "hi"})
+        job = (await client.request("cron.add", {"message": "nightly report", "every": "1h", "agent": "guildbot"}))["job"]
+        assert job["session"] == f"agent:guildbot:cron:{job['id']}"
+        await client.request("cron.run", {"id": job["id"]})
+        wait_until(lambda: fake_model.requests and "nightly report" in json.dumps(fake_model.requests[-1]["messages"]),
+                   "the job's run", describe=daemon.log_text)
+        assert (await client.request("tasks.list", {"session": "main", "agent": "guildbot"}))["tasks"] == []
     assert "no agent 'nobody'; this daemon has: home, guildbot" in str(info.value)
-    assert (await _sessions(daemon)) == {"agent:guildbot:main": "guildbot", "main": "home"}
+    sessions = await _sessions(daemon)
+    assert {k: v for k, v in sessions.items() if not k.startswith("agent:guildbot:cron:")} == {
+        "agent:guildbot:main": "guildbot", "main": "home"}
+    assert sessions[job["session"]] == "guildbot"  # the job ran in its agent's session

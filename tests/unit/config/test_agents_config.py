@@ -93,3 +93,20 @@ match = { channel = "telegram", account = "work", peer = "123" }
     assert route(Place("discord", peer="c1", guild="G", roles=frozenset({"admin", "x"}))) == "boss"
     assert route(Place("discord", peer="u1")) == "home"  # a DM is in no guild
     assert route(Place("discord", peer="c1", guild="H")) == "home"
+
+
+def test_a_session_and_its_sub_agents_and_cron_jobs_belong_to_the_agent_in_its_key():
+    from clawgate.agent.triggers.jobs import build_schedule, new_job
+    from clawgate.config.agents import agent_id_of
+
+    assert agent_id_of("telegram:42") is None and agent_id_of("agent:work:telegram:42") == "work"
+    assert agent_id_of("sub-ab12@sub-cd34@agent:work:main") == "work"  # a sub-agent's: its parent's agent
+    assert agent_id_of("agent:Bad:x") is None and agent_id_of("agent:work:") is None  # not an agent's key
+    schedule = build_schedule(cron=None, tz=None, every="1h", at=None, now=0.0)
+    job = new_job(message="report", schedule=schedule, grace_seconds=60, agent="work")
+    assert job.session == f"agent:work:cron:{job.id}"
+    named = new_job(message="report", schedule=schedule, grace_seconds=60, session="daily", agent="work")
+    assert named.session == "agent:work:daily"
+    already = new_job(message="r", schedule=schedule, grace_seconds=60, session="agent:work:daily", agent="work")
+    assert already.session == "agent:work:daily"
+    assert new_job(message="r", schedule=schedule, grace_seconds=60).session.startswith("cron:")
