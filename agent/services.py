@@ -10,10 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from clawgate.config.agents import Agent, Roster, UnknownAgent
+
 from .approvals import ApprovalBroker
 from .bus import Intake
 from .commands import CommandRouter
 from .control import SessionControl, TaskControl
+from .core.errors import NotFound
 from .core.events import EventHub
 from .health import Health
 
@@ -38,3 +41,24 @@ class Services:
     commands: CommandRouter
     checkpoints: "CheckpointService"
     usage: "UsageLedger | None" = None  # token usage per day and session (the `usage` method)
+    agents: Roster | None = None  # the agents and bindings (config/agents.py); None: the one agent of before
+
+    def agent_key(self, session: str, agent: str | None) -> str:
+        """The key of `session` of the agent named (None: the default agent, whose keys are plain);
+        NotFound (one line naming the agents) for a name the config does not have."""
+        return self.agent_named(agent).session_key(session) if agent else session
+
+    def keyed_agent(self, agent: str | None) -> str | None:
+        """The id that goes into the keys of the agent named: None for the default agent (plain keys)."""
+        if not agent:
+            return None
+        found = self.agent_named(agent)
+        return None if found.default else found.id
+
+    def agent_named(self, agent: str) -> Agent:
+        if self.agents is None:
+            raise NotFound(f"no agent {agent!r}; this daemon runs one agent (no [agents.*] in config.toml)")
+        try:
+            return self.agents.get(agent)
+        except UnknownAgent as exc:
+            raise NotFound(str(exc)) from None

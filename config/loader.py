@@ -20,6 +20,7 @@ from typing import Any, Mapping
 
 from pydantic import ValidationError
 
+from .agents import Agent, Roster, problem as agents_problem, resolve as resolve_agents
 from .paths import Paths
 from .schema import Settings
 
@@ -146,13 +147,21 @@ def load_settings(paths: Paths, environ: Mapping[str, str] | None = None) -> Set
                               "for a fresh one") from None
         except OSError as exc:
             raise ConfigError(f"config error: cannot read {paths.config_file} ({exc.strerror}); check its permissions") from None
-    data = _merge(data, env_overrides(environ))
+    settings = validate(_merge(data, env_overrides(environ)))
+    _apply_secret_env(settings, environ)
+    _check_bind(settings)
+    return settings
+
+
+def validate(data: dict[str, Any]) -> Settings:
+    """Settings from a config table (file and environment merged), or ConfigError in one line;
+    also what `clawgate agents` checks an edit with before writing it."""
     try:
         settings = Settings.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_describe(exc, data)) from None
-    _apply_secret_env(settings, environ)
-    _check_bind(settings)
+    if (wrong := agents_problem(settings.agents, settings.bindings)) is not None:
+        raise ConfigError(f"config error: {wrong}")
     return settings
 
 
@@ -177,6 +186,19 @@ def _check_bind(settings: Settings) -> None:
             f"config error: gateway.host = {host!r} is not loopback and gateway.token is empty; "
             "set a token (clawgate init writes one) or bind 127.0.0.1"
         )
+
+
+def agents_of(paths: Paths, settings: Settings) -> dict[str, Agent]:
+    """The agents this home runs, the default first (config/agents.py): without [agents.*], the one
+    agent `main` on agent.workspace, exactly as before."""
+    folder = settings.agent.workspace
+    single = Path(folder).expanduser() if folder else paths.default_workspace
+    return resolve_agents(settings.agents, home=paths.home, default_workspace=single)
+
+
+def roster_of(paths: Paths, settings: Settings) -> Roster:
+    """The agents and bindings a daemon routes by (config/agents.py)."""
+    return Roster(agents_of(paths, settings), tuple(settings.bindings))
 
 
 def load(home: Path | None = None, environ: Mapping[str, str] | None = None) -> tuple[Paths, Settings]:

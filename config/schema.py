@@ -15,6 +15,7 @@ from pydantic import field_validator  # zone checks (cron, heartbeat)
 from pydantic import ValidationInfo
 
 from .access import AccessSettings, GroupPolicy
+from .agents import AgentConfig, Binding
 from .mcp import McpSettings
 
 
@@ -368,3 +369,6 @@ class Settings(_Section):
     background: BackgroundSettings = Field(default_factory=BackgroundSettings)
     fleet: FleetSettings = Field(default_factory=FleetSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)  # MCP tool servers (config/mcp.py, docs/mcp.md)
+    # several agents and the bindings routing chats to them (config/agents.py, docs/agents.md); none: one agent
+    agents: dict[str, AgentConfig] = Field(default_factory=dict)
+    bindings: list[Binding] = Field(default_factory=list)

@@ -140,6 +140,8 @@ class App:
         add("backgroundJobs", self.background.running)
         if self.settings.mcp.servers:
             add("mcp", self.mcp.status)
+        if self.settings.agents:  # several agents: their ids, the default first (a session's agent is in its key)
+            add("agents", lambda: list(state.roster.agents))
 
     # lifecycle -----------------------------------------------------------------------------
     async def run(self) -> bool:

@@ -91,10 +91,11 @@ class GatewayClient:
             if frame.get("type") == "event":
                 yield frame
 
-    async def chat(self, text: str, session: str = "main", on_delta=None) -> dict[str, Any]:
+    async def chat(self, text: str, session: str = "main", on_delta=None, *, agent: str | None = None) -> dict[str, Any]:
         """Send and wait for the final (or error) chat event of this run. A chat command (`/status`) is
-        answered at once: its `chat` event has kind "command" (docs/protocol.md)."""
-        ack = await self.request("chat.send", {"session": session, "text": text})
+        answered at once: its `chat` event has kind "command" (docs/protocol.md). `agent`: whose session
+        (default: the default agent's)."""
+        ack = await self.request("chat.send", {"session": session, "text": text, **({"agent": agent} if agent else {})})
         run_id = ack["runId"]
         if ack.get("status") == "command" and self.wanted is not None and "chat" not in self.wanted:
             return {"session": session, "runId": run_id, "state": "final", "kind": "command",

@@ -54,6 +54,8 @@ from clawgate.agent.triggers.cron_tool import CronTool
 from clawgate.agent.triggers.heartbeat import Heartbeat
 from clawgate.agent.usage.ledger import MeteredProvider, UsageLedger
 from clawgate.agent.usage.store import UsageStore
+from clawgate.config.agents import Roster
+from clawgate.config.loader import roster_of
 from clawgate.config.paths import Paths
 from clawgate.config.schema import Settings
 from clawgate.workspace.guard import WorkspaceGuard
@@ -88,6 +90,7 @@ class State:
     sessions: SessionManager
     tasks: TaskStore
     usage: UsageLedger
+    roster: Roster  # the agents and the bindings routing chats to them (config/agents.py)
 
     @property
     def workspace(self) -> WorkspaceGuard:
@@ -110,7 +113,8 @@ def build_state(paths: Paths, settings: Settings) -> State:
                                 max_idle_records=settings.state.records_in_memory),
         tasks=TaskStore(paths.tasks, fsync=fsync, durability=durability),
         # every real model call is counted per day and session (agent/usage/ledger.py), saved in batches
-        usage=UsageLedger(UsageStore(db), flush_seconds=settings.state.usage_flush_seconds))
+        usage=UsageLedger(UsageStore(db), flush_seconds=settings.state.usage_flush_seconds),
+        roster=roster_of(paths, settings))
 
 
 # the model -------------------------------------------------------------------------------------
@@ -313,7 +317,7 @@ def build_services(settings: Settings, state: State, approvals: ApprovalBroker, 
                              checkpoints=talk.checkpoints, usage=state.usage)
     return Services(intake=state.bus, sessions=producers.sessions, tasks=tasks, approvals=approvals,
                     cron=producers.cron, events=state.events, status=status, commands=commands,
-                    checkpoints=talk.checkpoints, usage=state.usage)
+                    checkpoints=talk.checkpoints, usage=state.usage, agents=state.roster)
 
 
 # the loop's hooks: one table ------------------------------------------------------------------------

@@ -127,7 +127,7 @@ class CronService:
     # management (gateway methods, CLI, the agent's tool) ---------------------------
     def add(self, *, message: str, cron: str | None = None, tz: str | None = None, every: Any = None,
             at: Any = None, name: str | None = None, session: str | None = None, deliver: str | None = None,
-            grace: Any = None, created_by: str = "", tainted: str = "") -> Job:
+            grace: Any = None, created_by: str = "", tainted: str = "", agent: str | None = None) -> Job:
         """`created_by`: "" for the owner, "<channel>:<user>" for a guest (whose runs get a guest's rights);
         `tainted`: the untrusted content the creating run had taken in (its runs start tainted)."""
 
@@ -139,7 +139,7 @@ class CronService:
         except ScheduleError as exc:
             raise CronError(str(exc)) from None
         job = new_job(message=message, schedule=schedule, name=name, session=session, deliver=deliver,
-                      grace_seconds=grace_seconds, now=now, created_by=created_by, tainted=tainted)
+                      grace_seconds=grace_seconds, now=now, created_by=created_by, tainted=tainted, agent=agent)
         if schedule.reboot and self.fleet_start is not None:  # not due before the fleet's next start
             job.reboot_at = self.fleet_start()
         self.store.save(job)

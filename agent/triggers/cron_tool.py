@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field
 
 from ..tools.base import Args, Tool, ToolContext, ToolError
+from clawgate.config.agents import agent_id_of
+
 from .jobs import CronError, parse_deliver
 
 if TYPE_CHECKING:
@@ -83,7 +85,8 @@ class CronTool(Tool):
                 raise ToolError("add needs a 'message'", "say what should happen when the job fires")
             job = service.add(message=args.message, at=args.at, every=args.every, cron=args.cron, tz=args.tz,
                               name=args.name, deliver=args.deliver if args.deliver is not None else _here(ctx),
-                              created_by=mine, tainted="; ".join(ctx.taint.sources))
+                              created_by=mine, tainted="; ".join(ctx.taint.sources),
+                              agent=agent_id_of(ctx.session_key))  # the job runs for the agent that made it
         except CronError as exc:
             raise ToolError(exc.message, "correct the argument it names and call cron again") from None
         public = job.public()

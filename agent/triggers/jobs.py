@@ -18,6 +18,7 @@ from typing import Any
 from clawgate.agent.core.errors import DomainError
 from clawgate.agent.session import InvalidSessionKey, check_session_key
 from clawgate.config.access import ACCOUNT_NAME, ACCOUNT_NAME_RULE, DEFAULT_ACCOUNT, split_channel_name
+from clawgate.config.agents import AGENT_PREFIX, agent_of_key
 
 from .schedule import Schedule, ScheduleError, format_time
 
@@ -173,7 +174,8 @@ def build_schedule(*, cron: str | None = None, tz: str | None = None, every: str
 
 def new_job(*, message: str, schedule: Schedule, name: str | None = None, session: str | None = None,
             deliver: str | None = None, grace_seconds: float, now: float | None = None, created_by: str = "",
-            tainted: str = "") -> Job:
+            tainted: str = "", agent: str | None = None) -> Job:
+    """`agent`: the agent (other than the default) whose session the job runs in; its key carries it."""
     message = (message or "").strip()
     if not message:
         raise CronError("a job needs a message (the task text); give --message TEXT")
@@ -187,5 +189,7 @@ def new_job(*, message: str, schedule: Schedule, name: str | None = None, sessio
               created_at=now, updated_at=now, created_by=created_by, tainted=tainted)
     if session:
         job.session = check_session(session.strip())
+    if agent and agent_of_key(job.session)[0] is None:
+        job.session = check_session(f"{AGENT_PREFIX}{agent}:{job.session}")
     job.next_run_at = schedule.first_run(now)
     return job

@@ -69,8 +69,9 @@ def from_message(message: discord.Message, bot: discord.ClientUser) -> Incoming:
     mentioned = bot.id in message.raw_mentions or bool(roles.intersection(message.raw_role_mentions))
     chat_id, thread_id = place(message.channel)
     metadata: dict[str, object] = {"discord_channel_id": str(message.channel.id)}
-    if message.guild is not None:
+    if message.guild is not None:  # the scopes bindings match on (config/agents.py): the server and the sender's roles
         metadata["guild_id"] = str(message.guild.id)
+        metadata["role_ids"] = member_roles(message.author, message.guild.id)
     return Incoming(
         message_id=str(message.id),
         chat_id=chat_id,
@@ -83,6 +84,11 @@ def from_message(message: discord.Message, bot: discord.ClientUser) -> Incoming:
         sender_is_bot=message.author.bot or message.webhook_id is not None,
         metadata=metadata,
     )
+
+
+def member_roles(author: object, guild_id: int) -> list[str]:
+    """The role ids of a guild member (not @everyone, whose id is the guild's); [] for a plain user."""
+    return [str(role.id) for role in getattr(author, "roles", None) or [] if role.id != guild_id]
 
 
 def command_text(interaction: discord.Interaction) -> str:
@@ -104,5 +110,7 @@ def from_command(interaction: discord.Interaction) -> Incoming:
         addressed=True,  # a slash command is addressed to the application by construction
         thread_id=thread_id,
         sender_is_bot=interaction.user.bot,
-        metadata={"discord_channel_id": str(interaction.channel_id), "interaction": str(interaction.id)},
+        metadata={"discord_channel_id": str(interaction.channel_id), "interaction": str(interaction.id),
+                  **({"guild_id": str(interaction.guild_id), "role_ids": member_roles(interaction.user, interaction.guild_id)}
+                     if interaction.guild_id is not None else {})},
     )

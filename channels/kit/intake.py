@@ -14,7 +14,8 @@ import math
 from typing import TYPE_CHECKING
 
 from clawgate.agent.bus import InboundMessage
-from clawgate.workspace.users import OWNER
+from clawgate.config.access import split_channel_name
+from clawgate.config.agents import Agent, Place
 
 from .access import Sender, Verdict, decide
 from .adapter import Incoming
@@ -61,7 +62,10 @@ class Intake:
         owner = kit.policy.is_owner(who)
         if owner and incoming.private:
             kit.remember_owner_chat(who.user_id, incoming.chat_id)
+        agent = self.agent_of(incoming, who)  # after access: bindings never decide who gets in
         key = self.session_key(incoming, owner)
+        if agent is not None:
+            key = kit.services.check_session_key(agent.session_key(key))
         kit.routes[key] = (incoming.chat_id, incoming.thread_id)
         if command is not None:
             if kit.store.first_time(f"command:{incoming.chat_id}:{incoming.message_id}"):
@@ -78,13 +82,28 @@ class Intake:
             sender_id=who.user_id, session_key=key, text=received.text, attachments=received.attachments,
             metadata={"message_id": incoming.message_id, "thread_id": incoming.thread_id, "username": who.username,
                       **incoming.metadata,  # platform extras; the kit's own decisions below, never an adapter's
-                      "private": incoming.private, "owner": owner},
+                      "private": incoming.private, "owner": owner,
+                      **({"agent": agent.id} if agent is not None else {})},  # the route, stored with the message
         )
         accepted = await kit.services.intake.publish_inbound_async(inbound)
         await kit.services.intake.durable()  # before the adapter acknowledges the platform
         if accepted:
             kit.progress.started(key, incoming.chat_id, incoming.thread_id, inbound.id)
         return accepted
+
+    def agent_of(self, incoming: Incoming, who: Sender) -> Agent | None:
+        """The agent this message goes to, by the bindings (None: a daemon built without a roster).
+        The peer is the person in a private chat, else the group/room/channel."""
+        route = self.kit.services.route
+        if route is None:
+            return None
+        meta = incoming.metadata
+        roles = meta.get("role_ids")
+        return route(Place(
+            channel=split_channel_name(self.kit.name)[0], account=self.kit.account,  # "telegram", "work"
+            peer=who.user_id if incoming.private else incoming.chat_id,
+            guild=_text(meta.get("guild_id")), roles=frozenset(str(r) for r in roles) if isinstance(roles, list) else frozenset(),
+            team=_text(meta.get("team_id")), room=_text(meta.get("room_id"))))
 
     def session_key(self, incoming: Incoming, owner: bool) -> str:
         """`<channel>:<chat>[:<thread>]` (a chat that moved keeps its first id), or the owner's shared key."""
@@ -166,6 +185,10 @@ class Intake:
                 kit.pairing.mark_code_sent(kit.name, request.code, False)  # not delivered: the next message retries
 
         kit.spawn(send_code())
+
+
+def _text(value: object) -> str | None:
+    return str(value) if value not in (None, "") else None
 
 
 __all__ = ["FETCH_FAILED", "Intake", "NOT_TEXT", "REFUSAL"]

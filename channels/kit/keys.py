@@ -2,12 +2,15 @@
 
 The kit builds every key a channel uses (checked by the agent's key rule, injected, so a key that
 could not name a session log never reaches the agent). With `[channels] owner_shared_session`
-the owner's private chats on every channel share the key OWNER_SESSION.
+the owner's private chats on every channel share the key OWNER_SESSION. A session of an agent
+other than the default carries `agent:<id>:` in front (config/agents.py); the place is the same.
 """
 
 from __future__ import annotations
 
 from typing import Callable
+
+from clawgate.config.agents import agent_of_key
 
 OWNER_SESSION = "owner:dm"
 
@@ -29,6 +32,7 @@ def parse_session_key(key: str, channel: str,
     """(chat id, thread id) of a key of `channel`; None for another channel's key. `split` reads the part
     after `<channel>:` — a platform whose ids contain ':' (Matrix rooms) gives its own (PlatformAdapter.split_chat)."""
     prefix = f"{channel}:"
+    _, key = agent_of_key(key)  # another agent's session of the same chat is in the same place
     if not key.startswith(prefix):
         return None
     return split(key[len(prefix):])

@@ -18,6 +18,7 @@ from clawgate.agent.bus import Intake as Inbox
 from clawgate.agent.core.events import EventHub
 from clawgate.channels.base import run_alone
 from clawgate.config.access import DEFAULT_ACCOUNT, AccessSettings
+from clawgate.config.agents import Agent, Place
 from clawgate.workspace.users import OWNER, Workspaces
 
 from .access import AccessPolicy, Sender, may_approve
@@ -55,6 +56,8 @@ class ChannelServices:
     workspace: Path | None = None  # the owner's workspace (received files go to its files_dir)
     workspaces: Workspaces | None = None  # guests' own workspaces
     owner_shared_session: bool = False
+    # which agent a chat's messages go to (config/agents.py Roster.route); None: the one agent of before
+    route: Callable[[Place], Agent] | None = None
 
 
 class ChannelKit:

@@ -357,7 +357,7 @@ class MatrixAdapter(PlatformAdapter):
             sender=Sender(user_id=sender, username=sender, display=user.display_name if user else None),
             private=private, text=text, addressed=addressed, thread_id=ev.thread_root(content), files=files,
             sender_is_bot=msgtype == "m.notice", unreadable=msgtype in ev.FILE_TYPES and not files,
-            metadata={"message_id": event_id, **({"reply_to": r} if (r := ev.reply_to(content)) else {})})
+            metadata={"message_id": event_id, "room_id": room.room_id, **({"reply_to": r} if (r := ev.reply_to(content)) else {})})
 
     def _file(self, content: dict[str, Any], msgtype: str) -> IncomingFile | None:
         """An attachment in the media repository (in an encrypted room: encrypted there, `content.file`);

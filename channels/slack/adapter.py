@@ -80,6 +80,7 @@ class SlackAdapter(PlatformAdapter):
         self.bot_user_id = ""
         self.bot_name: str | None = None
         self.team: str | None = None
+        self.team_id: str | None = None
         self._users: dict[str, Sender] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -135,6 +136,7 @@ class SlackAdapter(PlatformAdapter):
             raise ChannelUnavailable(f"Slack unreachable at {api_url(s.base_url)}: {e or type(e).__name__}") from None
         self.bot_user_id = str(auth["user_id"])
         self.bot_name, self.team = auth.get("user"), auth.get("team")
+        self.team_id = str(auth["team_id"]) if auth.get("team_id") else None
         if s.mode == "socket":
             receiver = SocketReceiver(app_token=app, api_url=api_url(s.base_url), handler=self._envelope,
                                       log=self.kit.log)
@@ -189,17 +191,19 @@ class SlackAdapter(PlatformAdapter):
     async def _envelope(self, kind: str, payload: dict[str, Any], retry_attempt: int) -> dict[str, Any] | None:
         """One Socket Mode envelope or HTTP request; returns the acknowledgement's payload."""
         if kind == "events_api" and payload.get("type") == "event_callback":
-            await self._on_event(payload.get("event") or {})
+            await self._on_event(payload.get("event") or {}, team_id=payload.get("team_id"))
         elif kind == "interactive" and payload.get("type") == "block_actions":
             await self._on_actions(payload)
         elif kind == "slash_commands":
             return await self._on_slash(payload)
         return None
 
-    async def _on_event(self, event: dict[str, Any]) -> None:
+    async def _on_event(self, event: dict[str, Any], team_id: object = None) -> None:
         incoming = message_incoming(event, bot_user_id=self.bot_user_id, sender=None, fetch_file=self._fetch_file)
         if incoming is None:
             return
+        if team := event.get("team") or team_id or self.team_id:  # the workspace, a scope bindings match on
+            incoming.metadata["team_id"] = str(team)
         if incoming.addressed and not incoming.sender_is_bot:  # the kit reads nothing else: no lookup
             incoming = dataclasses.replace(incoming, sender=await self._sender(incoming.sender.user_id))
         await self.kit.receive(incoming)

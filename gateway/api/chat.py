@@ -30,14 +30,20 @@ def _session_key(value: str) -> str:
 SessionKey = Annotated[str, AfterValidator(_session_key)]
 
 
+AgentName = Annotated[str | None, Field(None, min_length=1, max_length=32, description=(
+    "the agent whose session it is ([agents.<id>]); default: the default agent"))]
+
+
 class ChatSend(Params):
     session: SessionKey = "main"
+    agent: AgentName = None
     text: str = Field(min_length=1, max_length=MAX_TEXT)
     idempotencyKey: str | None = Field(None, min_length=1, max_length=200)
 
 
 class SessionParam(Params):
     session: SessionKey
+    agent: AgentName = None
 
 
 def idempotent_id(session: str, key: str) -> str:
@@ -54,15 +60,17 @@ class HistoryParams(SessionParam):
                                "chat events (resume after seq to catch up); a chat command (/help) is answered "
                                "in the result, status command")
 async def chat_send(services: Services, conn: Connection, p: ChatSend) -> dict[str, Any]:
-    conn.subscribe(p.session)
+    session = services.agent_key(p.session, p.agent)  # the route: decided here, stored in the key
+    conn.subscribe(session)
     if (command := command_of(p.text)) is not None:  # answered now, never queued behind a run
-        return run_command(services, conn, p.session, command)
-    seq = conn.chat_seq(p.session)  # the answer is numbered after this
+        return run_command(services, conn, session, command)
+    seq = conn.chat_seq(session)  # the answer is numbered after this
     # Whoever holds the gateway token is the owner (it also reads config.toml and state/).
-    msg = InboundMessage(channel=GATEWAY_CHANNEL, chat_id=p.session, sender_id=str(conn.client.get("id") or "gateway"),
-                         session_key=p.session, text=p.text, metadata={"owner": True})
+    msg = InboundMessage(channel=GATEWAY_CHANNEL, chat_id=session, sender_id=str(conn.client.get("id") or "gateway"),
+                         session_key=session, text=p.text,
+                         metadata={"owner": True, **({"agent": p.agent} if p.agent else {})})
     if p.idempotencyKey:
-        msg.id = idempotent_id(p.session, p.idempotencyKey)
+        msg.id = idempotent_id(session, p.idempotencyKey)
     accepted = await services.intake.publish_inbound_async(msg)
     await services.intake.durable()
     return {"runId": msg.id, "status": "accepted" if accepted else "duplicate", "seq": seq}
@@ -70,11 +78,13 @@ async def chat_send(services: Services, conn: Connection, p: ChatSend) -> dict[s
 
 @method("chat.history", HistoryParams, "the readable history of a session")
 async def chat_history(services: Services, conn: Connection, p: HistoryParams) -> dict[str, Any]:
-    conn.subscribe(p.session)
-    return {"session": p.session, "messages": services.sessions.history(p.session, p.limit)}
+    session = services.agent_key(p.session, p.agent)
+    conn.subscribe(session)
+    return {"session": session, "messages": services.sessions.history(session, p.limit)}
 
 
 @method("chat.stop", SessionParam, "cancel the running turn and the background jobs of a session (queued messages still run)")
 async def chat_stop(services: Services, conn: Connection, p: SessionParam) -> dict[str, Any]:
-    cancelled = services.sessions.stop_background(p.session)
-    return {"session": p.session, "stopped": services.sessions.stop(p.session), "backgroundCancelled": cancelled}
+    session = services.agent_key(p.session, p.agent)
+    cancelled = services.sessions.stop_background(session)
+    return {"session": session, "stopped": services.sessions.stop(session), "backgroundCancelled": cancelled}

@@ -10,12 +10,14 @@ from clawgate.agent.services import Services
 
 from ..connection import Connection
 from ..methods import Params, method
+from .chat import AgentName
 
 
 class CheckpointList(Params):
     session: str | None = Field(None, max_length=200)
     task: str | None = Field(None, max_length=64)
     limit: int = Field(200, ge=1, le=10_000)
+    agent: AgentName = None
 
 
 class CheckpointId(Params):
@@ -31,11 +33,13 @@ class CheckpointRestore(Params):
 class CheckpointFork(Params):
     id: str = Field(min_length=1, max_length=64)
     session: str | None = Field(None, min_length=1, max_length=200, description="the new session's key")
+    agent: AgentName = None
 
 
 @method("checkpoints.list", CheckpointList, "checkpoints, newest first, optionally of one session or task")
 async def checkpoints_list(services: Services, conn: Connection, p: CheckpointList) -> dict[str, Any]:
-    return services.checkpoints.list(session=p.session, task=p.task, limit=p.limit)
+    session = services.agent_key(p.session, p.agent) if p.session else None
+    return services.checkpoints.list(session=session, task=p.task, limit=p.limit)
 
 
 @method("checkpoints.show", CheckpointId, "one checkpoint: what the agent knew and did, what a restore changes")
@@ -52,4 +56,4 @@ async def checkpoints_restore(services: Services, conn: Connection, p: Checkpoin
 
 @method("checkpoints.fork", CheckpointFork, "a new session branched from a checkpoint; the original is untouched")
 async def checkpoints_fork(services: Services, conn: Connection, p: CheckpointFork) -> dict[str, Any]:
-    return services.checkpoints.fork(p.id, p.session)
+    return services.checkpoints.fork(p.id, services.agent_key(p.session, p.agent) if p.session else None)

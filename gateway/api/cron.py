@@ -14,6 +14,7 @@ from clawgate.agent.services import Services
 
 from ..connection import Connection
 from ..methods import Params, method
+from .chat import AgentName
 from .sessions import NoParams
 
 
@@ -28,6 +29,7 @@ class CronAdd(Params):
     deliver: str | None = Field(None, max_length=200, description=(
         "<channel>:<chat id> (telegram:<chat_id>, slack:<channel id>, ...), gateway[:<session>] or none"))
     grace: str | float | None = Field(None, description="how late a missed run may still start, e.g. '1h'")
+    agent: AgentName = None
 
 
 class JobId(Params):
@@ -50,7 +52,7 @@ async def cron_list(services: Services, conn: Connection, p: NoParams) -> dict[s
 @method("cron.add", CronAdd, "add a job: message + one of cron (with tz) / every / at; deliver, session, grace optional")
 async def cron_add(services: Services, conn: Connection, p: CronAdd) -> dict[str, Any]:
     job = services.cron.add(message=p.message, name=p.name, cron=p.cron, tz=p.tz, every=p.every, at=p.at,
-                            session=p.session, deliver=p.deliver, grace=p.grace)
+                            session=p.session, deliver=p.deliver, grace=p.grace, agent=services.keyed_agent(p.agent))
     return {"job": job.public()}
 
 

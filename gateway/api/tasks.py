@@ -11,11 +11,13 @@ from clawgate.agent.services import Services
 
 from ..connection import Connection
 from ..methods import Params, method
+from .chat import AgentName
 
 
 class TaskList(Params):
     session: str | None = Field(None, max_length=200)
     all: bool = Field(False, description="include finished tasks")
+    agent: AgentName = None
 
 
 class TaskId(Params):
@@ -24,7 +26,8 @@ class TaskId(Params):
 
 @method("tasks.list", TaskList, "tasks (active ones unless all=true), optionally for one session")
 async def tasks_list(services: Services, conn: Connection, p: TaskList) -> dict[str, Any]:
-    return {"tasks": [task_summary(t) for t in services.tasks.list(session=p.session, include_finished=p.all)]}
+    return {"tasks": [task_summary(t) for t in services.tasks.list(
+        session=services.agent_key(p.session, p.agent) if p.session else None, include_finished=p.all)]}
 
 
 @method("tasks.get", TaskId, "one task with its steps, notes and result")

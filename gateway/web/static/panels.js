@@ -158,7 +158,7 @@ export class SessionsPanel {
       sessions.sort((a, b) => (b.updatedAt || 0) - (a.updatedAt || 0));
       clear(this.list, sessions.length ? sessions.map((s) => el("li", {},
         el("button", { type: "button", class: "link", onclick: () => this.onOpen(s.key), text: s.key }),
-        el("span", { class: "meta", text: ` ${s.messages} message${s.messages === 1 ? "" : "s"} · ${when(s.updatedAt)}${s.busy ? " · busy" : ""}` })))
+        el("span", { class: "meta", text: ` ${s.agent ? `${s.agent} · ` : ""}${s.messages} message${s.messages === 1 ? "" : "s"} · ${when(s.updatedAt)}${s.busy ? " · busy" : ""}` })))
         : el("li", { class: "empty", text: "No sessions yet." }));
     } catch (error) {
       this.onError(error);

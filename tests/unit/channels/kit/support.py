@@ -12,6 +12,7 @@ from clawgate.channels.kit import AccessSettings, Capabilities, ChannelKit, Chan
 from clawgate.channels.kit.pairing import PairingStore
 from clawgate.agent.core.schema import STATE, migrate
 from clawgate.channels.kit.store import ChannelStore
+from clawgate.config.agents import Agent, Place
 
 
 class Inbox:
@@ -86,14 +87,15 @@ class Sleeps:
 
 
 def make_kit(name: str = "memory", settings: AccessSettings | None = None,
-             adapter: Callable[[Any, ChannelKit], PlatformAdapter] = MemoryAdapter) -> tuple[ChannelKit, Any, Inbox]:
+             adapter: Callable[[Any, ChannelKit], PlatformAdapter] = MemoryAdapter,
+             route: Callable[[Place], Agent] | None = None) -> tuple[ChannelKit, Any, Inbox]:
     db = sqlite3.connect(":memory:", isolation_level=None)
     migrate(db, STATE)
     inbox = Inbox()
     services = ChannelServices(intake=inbox, commands=lambda name, key, args, user, **how: f"/{name} answered",
                                command_list=[("new", "start over")], check_session_key=lambda key: key,
                                resolve_approval=lambda approval_id, yes: True, events=EventHub(),
-                               busy=lambda key: False)
+                               busy=lambda key: False, route=route)
     settings = settings or AccessSettings(dm_policy="open")
     kit = ChannelKit(name, settings, services, ChannelStore(db, name), PairingStore(db))
     made = adapter(settings, kit)
