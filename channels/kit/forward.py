@@ -130,7 +130,7 @@ def unwrap(envelope: Envelope, name: str) -> Any:
 
 # Where a platform call goes now: None to the local adapter, else the Forwarder and the singleton name
 # of the connection held elsewhere (the kit answers from its fleet state at each call).
-Route = Callable[[], "tuple[Forwarder, str] | None"]
+Route = Callable[[], tuple[Forwarder, str] | None]
 
 
 class RoutedAdapter:
