@@ -12,9 +12,10 @@ forward, files ...), which all build on it; tests/unit/test_import_cycles.py kee
 from __future__ import annotations
 
 import hashlib
+import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-import logging
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel
@@ -115,6 +116,11 @@ class AdapterKit(Protocol):
     bot_name: str | None  # the adapter sets it once connected (commands addressed `/cmd@bot`)
     # run `body` as the once-per-bot connection: alone in one process, under the fleet's singleton lease
     exclusive: Callable[[str, Callable[[], Awaitable[None]]], Awaitable[None]]
+
+    @property
+    def markdown(self) -> ModuleType:
+        """clawgate.channels.kit.markdown (split_markdown, to_plain, escape), for render()."""
+        ...
 
     async def receive(self, incoming: Incoming) -> bool:
         """Hand one platform message in; returns once the decision is durable (acknowledge only then)."""

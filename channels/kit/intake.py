@@ -36,6 +36,8 @@ FETCH_FAILED = "I couldn't fetch that file; please send it again."
 
 
 class Poster(Protocol):
+    """The kit's best-effort send of a control message (KitOps): the first message's id, None if not sent."""
+
     async def post(self, chat_id: str, text: str, thread_id: str | None,
                    reply_to: str | None = None) -> str | None: ...
 
