@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from clawgate.agent.bus import OutboundMessage
 from clawgate.agent.core.errors import WriteRefused
@@ -23,12 +23,39 @@ from clawgate.channels.gateway_chat import GatewayChatChannel
 from clawgate.config.schema import Settings
 
 if TYPE_CHECKING:
+    from clawgate.agent.checkpoints import CheckpointService
     from clawgate.agent.fleet.node import FleetNode
+    from clawgate.agent.jobs.background import BackgroundJobs
+    from clawgate.agent.jobs.subagents import Subagents
+    from clawgate.agent.loop import AgentLoop
+    from clawgate.agent.services import Services
+    from clawgate.agent.triggers import Triggers
 
-    from .app import App
+    from .server import GatewayServer
+    from .wiring import State
 
 log = logging.getLogger("clawgate.fleet")
 PRUNE_CLAIM_SECONDS = 3600.0  # the checkpoint prune at start: once per fleet per hour, sparing younger files
+
+
+class App(Protocol):
+    """The parts of the daemon the fleet wires (gateway/app.py's App has them): the composition root
+    builds the parts and hands itself over as this, so the fleet depends on the parts, never on app.py."""
+
+    settings: Settings
+    state: "State"
+    loop: "AgentLoop"
+    background: "BackgroundJobs"
+    subagents: "Subagents"
+    checkpoints: "CheckpointService"
+    triggers: "Triggers"
+    services: "Services"
+    server: "GatewayServer"
+    channels: dict[str, Channel]
+
+    def recover(self, include: Callable[[str], bool] | None) -> None:
+        """What a restart left behind, for the sessions `include` names."""
+        ...
 
 
 def build(settings: Settings) -> "FleetNode | None":

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
@@ -25,13 +25,24 @@ from ..trust.untrusted import wrap_untrusted
 if TYPE_CHECKING:
     from clawgate.config.mcp import McpServerSettings
 
-    from .connection import McpConnection
-
 NAME_MAX = 64  # the Messages API: ^[a-zA-Z0-9_-]{1,64}$
 DESCRIPTION_CAP = 2000
 _INVALID = re.compile(r"[^A-Za-z0-9_-]")
 
 Gate = Literal["run", "guest", "down"]
+
+
+class ServerLink(Protocol):
+    """What a tool needs of its server's connection (connection.py's McpConnection): the connection
+    lists the tools and builds on this module, so the tool knows it only by these two calls."""
+
+    def down_message(self) -> str:
+        """Empty when calls can go through; else the one line the model gets instead of a result."""
+        ...
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> Any:
+        """The server's result for one call, or ToolError naming why not."""
+        ...
 
 
 class McpArgs(BaseModel):
@@ -66,7 +77,7 @@ class McpTool(Tool):
     Arguments = McpArgs
 
     def __init__(self, *, name: str, server: str, remote: str, description: str, schema: dict[str, Any],
-                 settings: "McpServerSettings", connection: "McpConnection") -> None:
+                 settings: "McpServerSettings", connection: ServerLink) -> None:
         self.name = name  # type: ignore[misc]  (per instance: one class serves every server tool)
         self.server, self.remote = server, remote
         self.settings, self.connection = settings, connection

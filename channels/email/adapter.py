@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 from clawgate.channels.base import DeliveryError
 from clawgate.channels.kit import (
-    Capabilities, ChannelAuthError, ChannelKit, ChannelUnavailable, Incoming, IncomingFile, PlatformAdapter, Sender,
+    AdapterKit, Capabilities, ChannelAuthError, ChannelUnavailable, Incoming, IncomingFile, PlatformAdapter, Sender,
     Target, Verdict, decide,
 )
 
@@ -57,9 +57,9 @@ class EmailAdapter(PlatformAdapter):
                                                         max_file_bytes=20 * 1024 * 1024)  # what most mail servers take
 
     settings: EmailSettings
-    kit: ChannelKit
+    kit: AdapterKit
 
-    def __init__(self, settings: EmailSettings, kit: ChannelKit) -> None:  # type: ignore[override]
+    def __init__(self, settings: EmailSettings, kit: AdapterKit) -> None:  # type: ignore[override]
         super().__init__(settings, kit)
         self.mailbox: Mailbox | None = None
         # Built as the daemon starts: on the channel's first start, mail delivered before now is old.

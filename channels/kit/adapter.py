@@ -1,28 +1,34 @@
-"""What a platform implements: the adapter contract every channel package fills in.
+"""The kit's contract: what a platform implements (PlatformAdapter) and what it may call back (AdapterKit).
 
 A channel package is only its platform's protocol: connect, receive events (turned into
 `Incoming`), render Markdown for the platform, send one chunk. Access, pairing, commands,
 dedupe, files, retries, chunk progress, typing/status and approval prompts are the kit's
-(channels/kit/), written once. How to write one: docs/channels.md.
+(channels/kit/), written once. How to write one: docs/channels.md ("The kit's contract").
+
+This module is the bottom of the kit: it imports none of the kit's services (kit, intake, delivery,
+forward, files ...), which all build on it; tests/unit/test_import_cycles.py keeps it so.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Literal
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel
 
 from clawgate.channels.base import DeliveryError
 from clawgate.config.access import AccessSettings
 
-from .access import Sender
+from .access import AccessPolicy, Sender
 from .keys import split_chat
+from .pairing import PairingStore
+from .store import ChannelStore
 
 if TYPE_CHECKING:
-    from .kit import ChannelKit
     from .probe import ProbeResult
 
 
@@ -95,6 +101,49 @@ class Unconfirmed(Exception):
     the kit counts the chunk as sent rather than risk a duplicate."""
 
 
+class AdapterKit(Protocol):
+    """What an adapter may use of the kit it is given (ChannelKit implements it): nothing else.
+
+    The kit's services (intake, delivery, progress, prompts, forwarding) are the kit's own business;
+    an adapter hands messages in with `receive`, button presses with `approval_answer`, and keeps its
+    platform state (cursors, ids it must remember) in `store`."""
+
+    name: str  # the channel's name ("discord")
+    log: logging.Logger
+    store: ChannelStore  # this channel's durable key-value state, cursor and dedupe marks
+    pairing: PairingStore  # read-only use: is a user paired (for platform-side checks before `receive`)
+    policy: AccessPolicy  # read-only use: who owns the bot, the allow lists
+    bot_name: str | None  # the adapter sets it once connected (commands addressed `/cmd@bot`)
+    # run `body` as the once-per-bot connection: alone in one process, under the fleet's singleton lease
+    exclusive: Callable[[str, Callable[[], Awaitable[None]]], Awaitable[None]]
+
+    @property
+    def markdown(self) -> ModuleType:
+        """clawgate.channels.kit.markdown (split_markdown, to_plain, escape), for render()."""
+        ...
+
+    async def receive(self, incoming: Incoming) -> bool:
+        """Hand one platform message in; returns once the decision is durable (acknowledge only then)."""
+        ...
+
+    async def approval_answer(self, approval_id: str, sender: Sender, approved: bool, *,
+                              chat_id: str | None = None) -> str:
+        """A button press on an approval prompt: the line to show the presser."""
+        ...
+
+    def report_problem(self, problem: str | None) -> None:
+        """Why receiving fails while the platform library retries by itself; None once it works again."""
+        ...
+
+    def command_names(self) -> list[tuple[str, str]]:
+        """(name, description) of the chat commands, for native registration."""
+        ...
+
+    def spawn(self, coro: Awaitable[Any]) -> None:
+        """Run `coro` in the background, owned (and cancelled on close) by the kit."""
+        ...
+
+
 class PlatformAdapter(ABC):
     name: ClassVar[str]  # "discord": also the entry-point name and the [channels.<name>] section
     settings_model: ClassVar[type[BaseModel]]  # subclass of AccessSettings
@@ -108,7 +157,7 @@ class PlatformAdapter(ABC):
     # fleet computes the same one before connecting; empty: all the adapter's own settings.
     account_fields: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, settings: BaseModel, kit: "ChannelKit") -> None:
+    def __init__(self, settings: BaseModel, kit: AdapterKit) -> None:
         self.settings = settings
         self.kit = kit
 
@@ -198,5 +247,5 @@ class PlatformAdapter(ABC):
         return f"{self.name}:{hashlib.sha256(chr(0).join(values).encode()).hexdigest()[:12]}"
 
 
-__all__ = ["Capabilities", "ChannelAuthError", "ChannelUnavailable", "DeliveryError", "Incoming", "IncomingFile",
+__all__ = ["AdapterKit", "Capabilities", "ChannelAuthError", "ChannelUnavailable", "DeliveryError", "Incoming", "IncomingFile",
            "PlatformAdapter", "Target", "Unconfirmed"]

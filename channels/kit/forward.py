@@ -23,14 +23,11 @@ from __future__ import annotations
 
 import base64
 import logging
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
+from typing import Any, Awaitable, Callable, Protocol
 
 from clawgate.channels.base import DeliveryError
 
 from .adapter import Capabilities, PlatformAdapter, Target, Unconfirmed
-
-if TYPE_CHECKING:
-    from .kit import ChannelKit
 
 Envelope = dict[str, Any]
 TARGET_KEYS = ("chat_id", "thread_id", "reply_to")
@@ -131,12 +128,17 @@ def unwrap(envelope: Envelope, name: str) -> Any:
                         too_large=bool(envelope.get("too_large")), channel_down=bool(envelope.get("channel_down")))
 
 
+# Where a platform call goes now: None to the local adapter, else the Forwarder and the singleton name
+# of the connection held elsewhere (the kit answers from its fleet state at each call).
+Route = Callable[[], tuple[Forwarder, str] | None]
+
+
 class RoutedAdapter:
     """What the kit's delivery, progress and prompts call: the adapter itself, or its holder through
     the fleet. Names, capabilities and render are the local adapter's."""
 
-    def __init__(self, adapter: PlatformAdapter, kit: "ChannelKit") -> None:
-        self.adapter, self.kit = adapter, kit
+    def __init__(self, adapter: PlatformAdapter, route: Route) -> None:
+        self.adapter, self.route = adapter, route
         self.name = adapter.name
         self.capabilities = adapter.capabilities
 
@@ -144,10 +146,11 @@ class RoutedAdapter:
         return self.adapter.render(markdown)
 
     async def _run(self, op: str, target: Target, **args: Any) -> Any:
-        forward = self.kit.forward
-        if forward is None or not self.kit.remote:
+        remote = self.route()
+        if remote is None:
             return await getattr(self.adapter, op)(target, *args.values())
-        return unwrap(await forward.call(self.kit.singleton, op, encode(op, target, **args)), self.kit.singleton)
+        forward, singleton = remote
+        return unwrap(await forward.call(singleton, op, encode(op, target, **args)), singleton)
 
     async def send_text(self, target: Target, text: str) -> str:
         return str(await self._run("send_text", target, text=text))
@@ -169,4 +172,4 @@ class RoutedAdapter:
         return None if result is None else str(result)
 
 
-__all__ = ["Envelope", "Forwarder", "OPS", "RoutedAdapter", "decode", "encode", "execute", "unwrap"]
+__all__ = ["Envelope", "Forwarder", "OPS", "Route", "RoutedAdapter", "decode", "encode", "execute", "unwrap"]

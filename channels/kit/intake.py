@@ -10,29 +10,68 @@ the platform (advances its cursor, acks the envelope) only after that.
 
 from __future__ import annotations
 
+import logging
 import math
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Any, Awaitable, Protocol
 
 from clawgate.agent.bus import InboundMessage
-from clawgate.config.access import split_channel_name
+from clawgate.config.access import AccessSettings, split_channel_name
 from clawgate.config.agents import Agent, Place
 
-from .access import Sender, Verdict, decide
-from .adapter import Incoming
+from .access import AccessPolicy, Sender, Verdict, decide
+from .adapter import Incoming, PlatformAdapter
+from .approvals import ApprovalPrompts
 from .commands import KIT_COMMANDS, for_another_bot, parse_command
 from .files import Received, receive_files
 from .keys import OWNER_SESSION, session_key
-
-if TYPE_CHECKING:
-    from .kit import ChannelKit
+from .pairing import PairingStore
+from .progress import Progress
+from .services import ChannelServices
+from .store import ChannelStore
 
 REFUSAL = "Sorry, this is a private assistant and you are not on its list."
 NOT_TEXT = "I can read text, photos and documents; I can't read this kind of message."
 FETCH_FAILED = "I couldn't fetch that file; please send it again."
 
 
+class Poster(Protocol):
+    """The kit's best-effort send of a control message (KitOps): the first message's id, None if not sent."""
+
+    async def post(self, chat_id: str, text: str, thread_id: str | None,
+                   reply_to: str | None = None) -> str | None: ...
+
+
+class IntakeKit(Protocol):
+    """What intake uses of its kit (ChannelKit implements it): the kit is built on intake, not the reverse."""
+
+    name: str
+    account: str
+    settings: AccessSettings
+    services: ChannelServices
+    store: ChannelStore
+    pairing: PairingStore
+    policy: AccessPolicy
+    log: logging.Logger
+    bot_name: str | None
+    command_set: frozenset[str]
+    routes: dict[str, tuple[str, str | None]]
+    adapter: PlatformAdapter
+    progress: Progress
+    prompts: ApprovalPrompts
+
+    @property
+    def ops(self) -> Poster: ...
+
+    def say(self, chat_id: str, text: str, thread_id: str | None, reply_to: str | None = None) -> None: ...
+    def spawn(self, coro: Awaitable[Any]) -> None: ...
+    def remember_owner_chat(self, user_id: str, chat_id: str) -> None: ...
+    def user_of(self, who: Sender) -> str: ...
+    def workspace_of(self, who: Sender, owner: bool) -> Path | None: ...
+
+
 class Intake:
-    def __init__(self, kit: "ChannelKit") -> None:
+    def __init__(self, kit: IntakeKit) -> None:
         self.kit = kit
         self._impostors: set[str] = set()  # ids seen writing with an owner's username after it was bound
 
@@ -191,4 +230,4 @@ def _text(value: object) -> str | None:
     return str(value) if value not in (None, "") else None
 
 
-__all__ = ["FETCH_FAILED", "Intake", "NOT_TEXT", "REFUSAL"]
+__all__ = ["FETCH_FAILED", "Intake", "IntakeKit", "NOT_TEXT", "REFUSAL"]

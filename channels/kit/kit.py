@@ -1,25 +1,21 @@
-"""The ChannelKit: everything an adapter gets besides its settings, and what the agent lends a channel.
+"""The ChannelKit: everything an adapter gets besides its settings, built on the kit's contract (adapter.py).
 
-`ChannelServices` is all a channel may use of the agent (the composition root fills it from the
-agent's Services): the inbox, the command router and its command list, the session-key rule,
-approvals, events, whether a session is busy, and where a sender's files go. No channel imports
-the agent's command or session modules (an import-linter contract in pyproject.toml).
+An adapter sees it as `AdapterKit` (adapter.py); the kit's parts (intake, delivery, progress, prompts,
+forwarding) each take what they need of it, never this module. `ChannelServices` (services.py) is all a
+channel may use of the agent: the inbox, the command router and its command list, the session-key rule,
+approvals, events, whether a session is busy, and where a sender's files go.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Awaitable, Callable
 
-from clawgate.agent.bus import Intake as Inbox
-from clawgate.agent.core.events import EventHub
 from clawgate.channels.base import run_alone
 from clawgate.config.access import DEFAULT_ACCOUNT, AccessSettings
-from clawgate.config.agents import Agent, Place
-from clawgate.workspace.users import OWNER, Workspaces
+from clawgate.workspace.users import OWNER
 
 from .access import AccessPolicy, Sender, may_approve
 from .adapter import PlatformAdapter, Target, Unconfirmed
@@ -32,32 +28,8 @@ from .intake import Intake
 from .keys import parse_session_key, split_chat
 from .pairing import PairingStore
 from .progress import Progress
+from .services import ChannelServices, CommandHandler
 from .store import ChannelStore
-
-class CommandHandler(Protocol):
-    """The agent's command router as a channel calls it: the reply to `/name args`, or None when the
-    run's own answer follows ("Stopped.")."""
-
-    def __call__(self, name: str, key: str, args: str, user: str | None, *, shared: bool = False,
-                 reply_to: str | None = None, extra: list[tuple[str, str]] | None = None) -> str | None: ...
-
-
-@dataclass(frozen=True)
-class ChannelServices:
-    """What channels may use of the agent: one narrow surface, built by the composition root."""
-
-    intake: Inbox
-    commands: CommandHandler
-    command_list: list[tuple[str, str]]
-    check_session_key: Callable[[str], str]
-    resolve_approval: Callable[[str, bool], bool]
-    events: EventHub
-    busy: Callable[[str], bool]
-    workspace: Path | None = None  # the owner's workspace (received files go to its files_dir)
-    workspaces: Workspaces | None = None  # guests' own workspaces
-    owner_shared_session: bool = False
-    # which agent a chat's messages go to (config/agents.py Roster.route); None: the one agent of before
-    route: Callable[[Place], Agent] | None = None
 
 
 class ChannelKit:
@@ -95,7 +67,7 @@ class ChannelKit:
         """Build the parts that use the adapter: delivery, progress, approval prompts."""
         self.adapter = adapter
         self.singleton = adapter.singleton_name()
-        self.platform = RoutedAdapter(adapter, self)  # the adapter, or its holder in a fleet
+        self.platform = RoutedAdapter(adapter, self.route)  # the adapter, or its holder in a fleet
         caps = adapter.capabilities
         s = self.settings
         self.delivery = Delivery(self.platform, self.store, self.log, retries=s.send_retries,
@@ -115,6 +87,11 @@ class ChannelKit:
     def remote(self) -> bool:
         """Platform calls go to another process: a fleet, a once-per-bot connection, held elsewhere."""
         return self.forward is not None and self.adapter.exclusive_connection and not self.holding
+
+    def route(self) -> tuple[Forwarder, str] | None:
+        """Where a platform call goes now: None to the local adapter, else the fleet's Forwarder and the
+        connection's singleton name (RoutedAdapter asks at every call: the holder changes over time)."""
+        return (self.forward, self.singleton) if self.forward is not None and self.remote else None
 
     # what adapters call ------------------------------------------------------------------------
     async def receive(self, incoming: Any) -> bool:
@@ -268,4 +245,4 @@ class KitOps:
         return await self.edit(chat_id, message_id, markdown)
 
 
-__all__ = ["ChannelKit", "ChannelServices", "KitOps"]
+__all__ = ["ChannelKit", "ChannelServices", "CommandHandler", "KitOps"]

@@ -40,9 +40,9 @@ from nio.exceptions import EncryptionError, LocalProtocolError
 from pydantic import BaseModel
 
 from clawgate.channels.kit import (
+    AdapterKit,
     Capabilities,
     ChannelAuthError,
-    ChannelKit,
     ChannelUnavailable,
     DeliveryError,
     Incoming,
@@ -101,7 +101,7 @@ class MatrixAdapter(PlatformAdapter):
         room, sep, thread = rest.partition(":$")
         return (room, "$" + thread) if sep else (rest, None)
 
-    def __init__(self, settings: MatrixSettings, kit: ChannelKit) -> None:
+    def __init__(self, settings: MatrixSettings, kit: AdapterKit) -> None:
         self.settings = settings
         self.kit = kit
         self.client: AsyncClient | None = None

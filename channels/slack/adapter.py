@@ -21,9 +21,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from clawgate.channels.kit import (
+    AdapterKit,
     Capabilities,
     ChannelAuthError,
-    ChannelKit,
     ChannelUnavailable,
     PlatformAdapter,
     Sender,
@@ -69,7 +69,7 @@ class SlackAdapter(PlatformAdapter):
         files=True, max_file_bytes=1024 * 1024 * 1024,  # Slack's per-file upload limit (1 GB)
         prompt_chars=SECTION_TEXT)  # a prompt's text is a section block's
 
-    def __init__(self, settings: SlackSettings, kit: ChannelKit) -> None:  # type: ignore[override]
+    def __init__(self, settings: SlackSettings, kit: AdapterKit) -> None:  # type: ignore[override]
         super().__init__(settings, kit)
         self.settings: SlackSettings = settings
         # No connection is made before a call; connect() checks the token's shape first.

@@ -26,7 +26,7 @@ from telegram.request import HTTPXRequest
 from clawgate.channels.kit.access import Sender as Who
 from clawgate.channels.kit.adapter import (Capabilities, ChannelAuthError, ChannelUnavailable, Incoming,
                                            PlatformAdapter, Target)
-from clawgate.channels.kit.kit import ChannelKit
+from clawgate.channels.kit.adapter import AdapterKit
 from clawgate.channels.kit.probe import ProbeResult, logged_in, refused, unreachable, wrong_base_url
 from clawgate.config.schema import TelegramSettings
 
@@ -73,7 +73,7 @@ def strip_mention(text: str, bot_username: str) -> str:
 class _Offsets:
     """The poller's offset, kept as the kit store's cursor."""
 
-    def __init__(self, kit: ChannelKit) -> None:
+    def __init__(self, kit: AdapterKit) -> None:
         self.store = kit.store
 
     def offset(self) -> int:
@@ -91,7 +91,7 @@ class TelegramAdapter(PlatformAdapter):
                                                         threads=True, native_commands=True, dm_is_user_id=True,
                                                         files=True, max_file_bytes=MAX_FILE_BYTES)
 
-    def __init__(self, settings: BaseModel, kit: ChannelKit, *, bot: Bot | None = None) -> None:
+    def __init__(self, settings: BaseModel, kit: AdapterKit, *, bot: Bot | None = None) -> None:
         super().__init__(settings, kit)
         assert isinstance(settings, TelegramSettings)
         self.settings: TelegramSettings = settings

@@ -35,7 +35,7 @@ def test_imports_only_go_down_the_layers(tmp_path: Path) -> None:
         (tmp_path / "clawgate" / package).symlink_to(ROOT / package)
     result = linted(tmp_path, ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "3 kept, 0 broken" in result.stdout
+    assert "4 kept, 0 broken" in result.stdout
 
 
 def test_the_contract_catches_an_upward_import(tmp_path: Path) -> None:
@@ -108,3 +108,19 @@ def test_the_channels_contract_catches_a_channel_importing_the_command_module(tm
     result = linted(tmp_path, ROOT)
     assert result.returncode != 0
     assert "clawgate.channels.kit.commands -> clawgate.agent.commands" in result.stdout
+
+
+def test_the_adapters_contract_catches_an_adapter_importing_the_kit_itself(tmp_path: Path) -> None:
+    """An adapter types its kit as AdapterKit (the kit's contract), never the ChannelKit class or the kit's parts."""
+    (tmp_path / "clawgate").mkdir()
+    (tmp_path / "clawgate" / "__init__.py").write_text("")
+    for package in PACKAGES:
+        if package != "channels":
+            (tmp_path / "clawgate" / package).symlink_to(ROOT / package)
+    channels = tmp_path / "clawgate" / "channels"
+    subprocess.run(["cp", "-r", str(ROOT / "channels"), str(channels)], check=True)
+    with (channels / "slack" / "adapter.py").open("a") as f:
+        f.write("\nfrom clawgate.channels.kit.kit import ChannelKit  # noqa: E402\n")
+    result = linted(tmp_path, ROOT)
+    assert result.returncode != 0
+    assert "clawgate.channels.slack.adapter -> clawgate.channels.kit.kit" in result.stdout
