@@ -24,6 +24,7 @@ from .tools.shell import Exec
 from .tools.skills import LoadSkill
 from .tasks.task_tool import TaskTool
 from .tools.web import WebFetch
+from .tools.web_search import WebSearch
 
 if TYPE_CHECKING:
     from .jobs.background import BackgroundJobs
@@ -49,6 +50,7 @@ def default_tools(settings: Settings, *, sessions: Path | None = None, tasks: "T
         ListDir(),
         Exec(tools.exec, sandbox=exec_sandbox, background=background),
         WebFetch(tools.web_fetch_cap_bytes),
+        WebSearch(tools.web_search),
         Message(),
         SendFile(outbox_files, fsync=settings.state.fsync),
         LoadSkill(), MemoryAppend(), MemoryReplace(), MemorySearchTool(sessions), MemoryGet(sessions),
