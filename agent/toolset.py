@@ -55,6 +55,10 @@ def default_tools(settings: Settings, *, sessions: Path | None = None, tasks: "T
         SendFile(outbox_files, fsync=settings.state.fsync),
         LoadSkill(), MemoryAppend(), MemoryReplace(), MemorySearchTool(sessions), MemoryGet(sessions),
     ]
+    if tools.browser.enabled:  # Chromium starts on the first call, not here
+        from .tools.browser import Browser
+
+        chosen.append(Browser(tools.browser))
     if tasks is not None:
         chosen.append(TaskTool(tasks))
     if cron is not None:

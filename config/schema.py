@@ -16,7 +16,7 @@ from pydantic import ValidationInfo
 
 from .access import AccessSettings, GroupPolicy
 from .mcp import McpSettings
-from .web_tools import WebSearchSettings
+from .web_tools import BrowserSettings, WebSearchSettings
 
 
 class _Section(BaseModel):
@@ -140,6 +140,7 @@ class ToolSettings(_Section):
     read_cap_bytes: int = Field(64_000, ge=256)
     web_fetch_cap_bytes: int = Field(100_000, ge=256)
     web_search: WebSearchSettings = Field(default_factory=WebSearchSettings)  # config/web_tools.py, docs/browser.md
+    browser: BrowserSettings = Field(default_factory=BrowserSettings)
     approval_timeout_seconds: float = Field(300.0, gt=0)
     # "ask": risky calls wait for the user; "deny": refuse them; "allow": run them (trusted setups only).
     approval_mode: Literal["ask", "deny", "allow"] = "ask"

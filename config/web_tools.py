@@ -43,3 +43,20 @@ class WebSearchSettings(_Section):
                 return (f"config error: tools.web_search.providers names {name} but tools.web_search.{key} is not "
                         f"set; set it{also} or remove {name} from providers")
         return None
+
+
+class BrowserSettings(_Section):
+    """`browser`: the system Chromium driven through Playwright (the `browser` extra), one process per daemon."""
+
+    enabled: bool = Field(True, description="offer the browser tool (it starts Chromium only on first use)")
+    executable: str | None = Field(None, description="the Chromium binary; default: `chromium` on PATH (never a download)")
+    idle_context_seconds: float = Field(600.0, ge=5, description="a person's browser context unused this long is closed")
+    max_pages: int = Field(6, ge=1, le=50, description="open tabs per person; a page opening more is closed at once")
+    navigation_timeout_seconds: float = Field(30.0, gt=0, le=300, description="a page still loading after this is reported")
+    action_timeout_seconds: float = Field(10.0, gt=0, le=120, description="click, type, wait … give up after this")
+    snapshot_chars: int = Field(24_000, ge=1000, le=200_000, description="longest page snapshot handed to the model")
+    download_max_bytes: int = Field(50 * 1024 * 1024, ge=1024, description="a bigger download is deleted, not kept")
+    allow_javascript: bool = Field(False, description="allow the `evaluate` action (run the model's JavaScript in the page)")
+    allowed_private_hosts: list[str] = Field(default_factory=list, description=(
+        "host names or addresses on this machine or the local network the browser may open without asking "
+        "(e.g. \"192.168.1.1\", \"nas.local\"); every other private address needs the owner's approval"))
