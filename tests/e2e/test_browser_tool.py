@@ -97,6 +97,9 @@ def site(path: str, port: int) -> tuple[int, dict[str, str], bytes]:
     if path == "/login":
         return html("<title>Sign in</title><form><label>User <input name=user></label>"
                     "<label>Password <input type=password name=pass></label></form>")
+    if path == "/popups":
+        return html("<title>Popups</title><a href='/one' target='_blank'>first</a> "
+                    "<a href='/two' target='_blank'>second</a>")
     if path == "/set-cookie":
         return 200, {"content-type": "text/html", "set-cookie": "session=owner-secret; Path=/"}, b"<p>set</p>"
     return html(f"<title>Page</title><p>path {path}</p>")
@@ -237,3 +240,40 @@ async def test_a_chromium_crash_is_a_tool_error_and_the_next_call_restarts_it(ri
         back = await rig.ok(action="navigate", url=f"http://127.0.0.1:{port}/two")
     assert "path /two" in back or "title: Page" in back
     assert rig.tool.host.pid not in (None, first)
+
+
+async def test_popups_become_tabs_up_to_the_limit(tmp_path: Path) -> None:
+    tool = Browser(BrowserSettings(allowed_private_hosts=["127.0.0.1"], max_pages=2))
+    registry = ToolRegistry([tool], events=EventHub(), approvals=ApprovalBroker(EventHub(), mode="deny"))
+    ctx = ToolContext(session_key="s", channel="gateway", chat_id="s", sender_id="o", run_id="r",
+                      workspace=WorkspaceGuard(tmp_path / "ws"), owner=True)
+
+    async def call(**args: Any) -> str:
+        out = await registry.execute({"id": "1", "name": "browser", "input": args}, ctx)
+        assert not out.is_error, out.content
+        return out.content
+
+    try:
+        with web_page(site) as (port, hits):
+            await call(action="navigate", url=f"http://127.0.0.1:{port}/popups")
+            snap = await call(action="snapshot")
+            await call(action="click", ref=ref(snap, 'link "first"'))
+            listings: list[str] = []
+
+            async def popped() -> bool:
+                listings.append(await call(action="tabs"))
+                return "2 tab(s)" in listings[-1] and f"1: http://127.0.0.1:{port}/one" in listings[-1]
+            await wait_until_async(popped, "the popup as a second tab", describe=lambda: listings[-1])
+            await call(action="click", ref=ref(snap, 'link "second"'))  # a third tab: over max_pages
+            events: list[str] = []
+
+            async def closed() -> bool:
+                events.append(await call(action="tabs"))
+                return any("closed a new tab" in e for e in events)
+            await wait_until_async(closed, "the third tab closed")
+            assert "2 tab(s)" in events[-1]
+            switched = await call(action="tab_switch", tab=1)
+            assert f"url: http://127.0.0.1:{port}/one" in switched
+            assert "1 left" in await call(action="tab_close", tab=1)
+    finally:
+        await tool.host.close()
