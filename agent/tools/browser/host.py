@@ -73,6 +73,7 @@ class PersonContext:
     used: float = field(default_factory=time.monotonic)
     downloads: list[str] = field(default_factory=list)  # lines about finished downloads, not yet reported
     workspace: Any = None  # the WorkspaceGuard of the person's latest call: where downloads go
+    reported: int = 0  # gate.refused lines already told to the model
 
     def page(self) -> Any:
         self.pages = [p for p in self.pages if not p.is_closed()]
@@ -133,6 +134,7 @@ class BrowserHost:
         self._browser: Any = None
         self.contexts: dict[str, PersonContext] = {}
         self.crashed = False
+        self._sweeper: asyncio.Task[None] | None = None
 
     @property
     def pid(self) -> int | None:
@@ -170,6 +172,7 @@ class BrowserHost:
         self._browser = await self._playwright.chromium.connect_over_cdp(endpoint, timeout=START_SECONDS * 1000)
         self._browser.on("disconnected", lambda _: self._lost())
         self.crashed = False
+        self._sweeper = asyncio.ensure_future(self._sweep())
         log.info("browser started: %s (pid %s)", executable, self._process.pid)
 
     async def _endpoint(self) -> str:
@@ -255,6 +258,18 @@ class BrowserHost:
             with contextlib.suppress(Exception):
                 await download.delete()
 
+    async def _sweep(self) -> None:
+        """Close idle contexts even when nobody calls; with none left, Chromium itself stops (memory back)."""
+        limit = self.settings.idle_context_seconds
+        while True:
+            await asyncio.sleep(max(1.0, min(limit / 4, 60.0)))
+            async with self._lock:
+                await self._close_idle()
+                if not self.contexts and self._browser is not None:
+                    log.info("browser idle for %gs: Chromium stopped (it starts again on next use)", limit)
+                    await self._stop(sweeping=True)
+                    return
+
     async def _close_idle(self) -> None:
         limit = self.settings.idle_context_seconds
         now = time.monotonic()
@@ -274,7 +289,10 @@ class BrowserHost:
         async with self._lock:
             await self._stop()
 
-    async def _stop(self) -> None:
+    async def _stop(self, sweeping: bool = False) -> None:
+        if self._sweeper is not None and not sweeping:
+            self._sweeper.cancel()
+        self._sweeper = None
         for who in list(self.contexts):
             await self.close_person(who)
         browser, self._browser = self._browser, None

@@ -25,6 +25,7 @@ from ..netpolicy import FetchProblem, Resolver, check_url, system_resolve
 log = logging.getLogger(__name__)
 HEAD_LIMIT = 64 * 1024
 CONNECT_SECONDS = 15.0
+KEPT_REFUSALS = 50
 
 
 @dataclass
@@ -32,14 +33,21 @@ class Gate:
     """What one context may reach beyond the public web, and what it was refused."""
 
     allowed_hosts: set[str] = field(default_factory=set)  # lower-case host names or address literals
-    refused: list[str] = field(default_factory=list)      # one line per refused request, newest last
+    refused: list[str] = field(default_factory=list)      # the latest refused requests, one line each
+    total: int = 0                                         # refused since the context began
 
     def allows(self, host: str) -> bool:
         return host.lower().strip("[]").rstrip(".") in self.allowed_hosts
 
     def refuse(self, line: str) -> None:
+        self.total += 1
         self.refused.append(line)
-        del self.refused[:-20]
+        del self.refused[:-KEPT_REFUSALS]  # a page firing thousands of requests cannot grow this
+
+    def since(self, seen: int) -> list[str]:
+        """The refusals after the first `seen` (as many as are kept)."""
+        fresh = self.total - seen
+        return self.refused[-fresh:] if fresh > 0 else []
 
 
 class GateProxy:

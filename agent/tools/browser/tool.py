@@ -79,7 +79,6 @@ class Browser(Tool):
     def __init__(self, settings: "BrowserSettings", host: BrowserHost | None = None) -> None:
         self.settings = settings
         self.host = host or BrowserHost(settings)
-        self._refusals_seen: dict[str, int] = {}
 
     # ---- trust -------------------------------------------------------------------------------
 
@@ -165,9 +164,8 @@ class Browser(Tool):
 
     def _news(self, person: PersonContext, ctx: ToolContext) -> str:
         """Refused requests and finished downloads since the last call, as untrusted lines (they name page URLs)."""
-        seen = self._refusals_seen.get(ctx.user, 0)
-        fresh = person.gate.refused[seen:] if seen <= len(person.gate.refused) else person.gate.refused
-        self._refusals_seen[ctx.user] = len(person.gate.refused)
+        fresh = person.gate.since(person.reported)
+        person.reported = person.gate.total
         lines = [*fresh, *person.downloads]
         person.downloads.clear()
         return "\n" + wrap_untrusted("browser events", "\n".join(lines)) if lines else ""
@@ -185,11 +183,11 @@ class Browser(Tool):
             await person.context.new_page()  # the "page" event files it
             person.pages = [p for p in person.context.pages if not p.is_closed()][: self.settings.max_pages]
         page = person.page()
-        refused_before = len(person.gate.refused)
+        refused_before = person.gate.total
         try:
             response = await page.goto(url, wait_until="load")
         except Exception as exc:
-            refused = person.gate.refused[refused_before:]
+            refused = person.gate.since(refused_before)
             if refused:
                 raise ToolError(f"the browser refused to open {escape_source(url)}: {escape_source(refused[-1])}",
                                 "a private address opens only after the owner approves a navigate to it") from None
@@ -199,7 +197,7 @@ class Browser(Tool):
                                 f"{self.settings.navigation_timeout_seconds:g}s",
                                 "snapshot to use what loaded so far, or try another page") from None
             raise
-        refused = [line for line in person.gate.refused[refused_before:] if line.startswith(f"refused {page.url}")]
+        refused = [line for line in person.gate.since(refused_before) if line.startswith(f"refused {page.url}")]
         if refused:  # a redirect hop to a private address: the proxy answered 403 in its place
             raise ToolError(f"the browser refused to follow {escape_source(url)} to a private address: "
                             f"{escape_source(refused[-1])}",
