@@ -56,6 +56,9 @@ class BrowserSettings(_Section):
     action_timeout_seconds: float = Field(10.0, gt=0, le=120, description="click, type, wait … give up after this")
     snapshot_chars: int = Field(24_000, ge=1000, le=200_000, description="longest page snapshot handed to the model")
     download_max_bytes: int = Field(50 * 1024 * 1024, ge=1024, description="a bigger download is deleted, not kept")
+    keep_logins: bool = Field(False, description=(
+        "keep each person's cookies and site storage under state/browser/ (0600), so logins survive a closed "
+        "context and a restart; off: every context starts empty"))
     allow_javascript: bool = Field(False, description="allow the `evaluate` action (run the model's JavaScript in the page)")
     allowed_private_hosts: list[str] = Field(default_factory=list, description=(
         "host names or addresses on this machine or the local network the browser may open without asking "

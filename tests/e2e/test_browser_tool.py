@@ -322,3 +322,33 @@ async def test_a_missing_chromium_is_one_line_naming_the_package(tmp_path: Path,
             "action": "navigate", "url": "http://127.0.0.1:9/"}}, ctx)
         assert out.is_error and expected in out.content and len(out.content.splitlines()) == 2, out.content
         assert tool.host.pid is None
+
+
+async def test_kept_logins_survive_a_closed_context_and_stay_per_person(tmp_path: Path) -> None:
+    state = tmp_path / "state" / "browser"
+    tool = Browser(BrowserSettings(allowed_private_hosts=["127.0.0.1"], keep_logins=True), state_folder=state)
+    registry = ToolRegistry([tool], events=EventHub(), approvals=ApprovalBroker(EventHub(), mode="deny"))
+    owner = ToolContext(session_key="s", channel="gateway", chat_id="s", sender_id="o", run_id="r",
+                        workspace=WorkspaceGuard(tmp_path / "ws"), owner=True)
+    guest = ToolContext(session_key="g", channel="telegram", chat_id="5", sender_id="5", run_id="g",
+                        workspace=WorkspaceGuard(tmp_path / "guest"), user="telegram:5")
+
+    async def navigate(ctx: ToolContext, url: str) -> None:
+        out = await registry.execute({"id": "1", "name": "browser", "input": {"action": "navigate", "url": url}}, ctx)
+        assert not out.is_error, out.content
+
+    try:
+        with web_page(site) as (port, _):
+            await navigate(owner, f"http://127.0.0.1:{port}/set-cookie")
+            await navigate(guest, f"http://127.0.0.1:{port}/page")
+            await tool.host.close()  # the daemon restarting: every context gone
+            await navigate(owner, f"http://127.0.0.1:{port}/page")
+            await navigate(guest, f"http://127.0.0.1:{port}/page")
+            owner_cookies = await tool.host.contexts[""].context.cookies()
+            guest_cookies = await tool.host.contexts["telegram:5"].context.cookies()
+    finally:
+        await tool.host.close()
+    assert [c["value"] for c in owner_cookies] == ["owner-secret"] and guest_cookies == []
+    from clawgate.workspace.users import folder_name
+    assert {p.name for p in state.iterdir()} == {"owner.json", f"{folder_name('telegram:5')}.json"}
+    assert all(p.stat().st_mode & 0o077 == 0 for p in state.iterdir())

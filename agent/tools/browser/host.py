@@ -27,7 +27,12 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from clawgate.workspace.users import folder_name
+
+from ...core.fsio import atomic_write_text
 
 from ..base import ToolError
 from ..netpolicy import Resolver
@@ -74,6 +79,7 @@ class PersonContext:
     downloads: list[str] = field(default_factory=list)  # lines about finished downloads, not yet reported
     workspace: Any = None  # the WorkspaceGuard of the person's latest call: where downloads go
     reported: int = 0  # gate.refused lines already told to the model
+    who: str = ""  # "" the owner, "<channel>:<id>" a guest
 
     def page(self) -> Any:
         self.pages = [p for p in self.pages if not p.is_closed()]
@@ -123,9 +129,12 @@ def find_chromium(configured: str | None) -> str:
 class BrowserHost:
     """Chromium, Playwright and the contexts; every method runs on the daemon's event loop."""
 
-    def __init__(self, settings: "BrowserSettings", resolve: Resolver | None = None) -> None:
+    def __init__(self, settings: "BrowserSettings", resolve: Resolver | None = None,
+                 state_folder: Path | None = None) -> None:
+        """`state_folder`: where kept logins live (tools.browser.keep_logins); None keeps none."""
         self.settings = settings
         self.resolve = resolve
+        self.state_folder = state_folder if settings.keep_logins else None
         self._lock = asyncio.Lock()
         self._process: asyncio.subprocess.Process | None = None
         self._reaper: subprocess.Popen[bytes] | None = None
@@ -214,12 +223,14 @@ class BrowserHost:
         gate = Gate({h.lower() for h in self.settings.allowed_private_hosts})
         proxy = GateProxy(gate, self.resolve)
         port = await proxy.start()
+        kept = self._state_file(who)
         context = await self._browser.new_context(
             proxy={"server": f"http://127.0.0.1:{port}"}, accept_downloads=True, java_script_enabled=True,
-            service_workers="block", viewport={"width": 1280, "height": 900})
+            service_workers="block", viewport={"width": 1280, "height": 900},
+            storage_state=str(kept) if kept is not None and kept.exists() else None)
         context.set_default_timeout(self.settings.action_timeout_seconds * 1000)
         context.set_default_navigation_timeout(self.settings.navigation_timeout_seconds * 1000)
-        person = PersonContext(context, gate, proxy)
+        person = PersonContext(context, gate, proxy, who=who)
         context.on("page", lambda page: self._opened(person, page))
         self.contexts[who] = person
         return person
@@ -277,10 +288,30 @@ class BrowserHost:
             if now - person.used > limit:
                 await self.close_person(who)
 
+    def _state_file(self, who: str) -> Path | None:
+        if self.state_folder is None:
+            return None
+        return self.state_folder / f"{folder_name(who) if who else 'owner'}.json"
+
+    async def keep_state(self, person: PersonContext) -> None:
+        """Save the person's cookies and site storage (keep_logins): after actions, and when the context closes."""
+        kept = self._state_file(person.who)
+        if kept is None:
+            return
+        try:
+            state = await person.context.storage_state()
+        except Exception:  # a context closing or a browser gone: the last saved state stays
+            return
+        import json
+
+        kept.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        await asyncio.to_thread(atomic_write_text, kept, json.dumps(state), fsync=False)
+
     async def close_person(self, who: str) -> None:
         person = self.contexts.pop(who, None)
         if person is None:
             return
+        await self.keep_state(person)
         with contextlib.suppress(Exception):
             await person.context.close()
         await person.proxy.close()

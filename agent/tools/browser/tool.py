@@ -32,11 +32,15 @@ from ..netpolicy import FetchProblem, check_url, system_resolve
 from .host import BrowserHost, PersonContext
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from clawgate.config.web_tools import BrowserSettings
 
 Action = Literal["navigate", "snapshot", "click", "type", "select", "press", "hover", "scroll", "wait", "back",
                  "forward", "tabs", "tab_open", "tab_close", "tab_switch", "screenshot", "pdf", "upload", "evaluate"]
 NEEDS_REF = {"click", "type", "select", "hover", "upload"}
+# Actions after which a site may have set cookies (kept when tools.browser.keep_logins is on).
+SETS_STATE = {"navigate", "click", "type", "select", "press", "back", "forward", "tab_open"}
 REF = r"^(f[0-9]{1,4})?e[0-9]{1,6}$"  # e12, or f2e12 in a frame / another page
 SHOT_FOLDER = "browser"
 
@@ -76,9 +80,10 @@ class Browser(Tool):
         script: str | None = Field(None, max_length=20_000, description="evaluate (only when the owner allowed it)")
         _approve_host: str | None = PrivateAttr(default=None)
 
-    def __init__(self, settings: "BrowserSettings", host: BrowserHost | None = None) -> None:
+    def __init__(self, settings: "BrowserSettings", host: BrowserHost | None = None,
+                 state_folder: "Path | None" = None) -> None:
         self.settings = settings
-        self.host = host or BrowserHost(settings)
+        self.host = host or BrowserHost(settings, state_folder=state_folder)
 
     # ---- trust -------------------------------------------------------------------------------
 
@@ -154,6 +159,8 @@ class Browser(Tool):
                 raise ToolError("the browser crashed during this action; it starts again on the next call",
                                 "navigate again (tabs and logins of this browser are gone)") from None
             raise ToolError(f"{args.action} failed: {_first_line(exc)}", self._fix(args)) from None
+        if args.action in SETS_STATE:
+            await self.host.keep_state(person)
         return said + self._news(person, ctx)
 
     @staticmethod
