@@ -27,24 +27,21 @@ if TYPE_CHECKING:
 
 CACHE_ENTRIES = 256  # searches remembered across all running runs (each a few kB)
 # A bare domain name (no scheme, port or path): what `site:` and Tavily's include_domains accept.
-SITE = r"^([A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}$"
+SITE = r"^([A-Za-z0-9-]{1,63}\.)+[A-Za-z]{2,63}$"
 
 
 class WebSearch(Tool):
     name = "web_search"
-    description = (
-        "Search the web. Returns up to `count` results (title, URL, snippet, date when known) as untrusted data; "
-        "read a result with web_fetch (or the browser). `freshness` keeps recent pages only; `site` keeps one "
-        "domain (e.g. docs.python.org)."
-    )
+    description = ("Search the web: results (title, URL, snippet, date) as untrusted data; read one with web_fetch. "
+                   "freshness: recent pages only; site: one domain (e.g. docs.python.org).")
     recovery = "rerun"  # reads only: after a crash the search is simply asked again
     concurrent = True
 
     class Arguments(Args):
         query: str = Field(min_length=1, max_length=400)
-        count: int | None = Field(None, ge=1, le=20, description="how many results (default set by the owner)")
-        freshness: Freshness | None = Field(None, description="only pages from the last day, week, month or year")
-        site: str | None = Field(None, pattern=SITE, max_length=253, description="only results from this domain")
+        count: int | None = Field(None, ge=1, le=20)
+        freshness: Freshness | None = None
+        site: str | None = Field(None, pattern=SITE, max_length=253)
 
     def __init__(self, settings: "WebSearchSettings", chain: list[SearchProvider] | None = None,
                  transport: "httpx.AsyncBaseTransport | None" = None,
