@@ -352,3 +352,30 @@ async def test_kept_logins_survive_a_closed_context_and_stay_per_person(tmp_path
     from clawgate.workspace.users import folder_name
     assert {p.name for p in state.iterdir()} == {"owner.json", f"{folder_name('telegram:5')}.json"}
     assert all(p.stat().st_mode & 0o077 == 0 for p in state.iterdir())
+
+
+async def test_a_name_that_turns_private_after_the_check_is_refused_by_the_proxy(tmp_path: Path) -> None:
+    """DNS rebinding: the navigate check sees a public address, the proxy's own lookup a loopback one.
+    The proxy connects only to what it checked, so the page on 127.0.0.1 is never reached."""
+    answers: list[str] = []
+
+    async def rebinding(host: str, port: int) -> list[str]:
+        answers.append(host)
+        if host != "rebind.example":
+            return ["127.0.0.1"]
+        return ["93.184.215.14"] if answers.count(host) == 1 else ["127.0.0.1"]
+
+    tool = Browser(BrowserSettings(allowed_private_hosts=["127.0.0.1"]))
+    tool.host.resolve = rebinding
+    registry = ToolRegistry([tool], events=EventHub(), approvals=ApprovalBroker(EventHub(), mode="deny"))
+    ctx = ToolContext(session_key="s", channel="gateway", chat_id="s", sender_id="o", run_id="r",
+                      workspace=WorkspaceGuard(tmp_path / "ws"), owner=True)
+    try:
+        with web_page(site) as (port, hits):
+            out = await registry.execute({"id": "1", "name": "browser", "input": {
+                "action": "navigate", "url": f"http://rebind.example:{port}/admin"}}, ctx)
+    finally:
+        await tool.host.close()
+    assert out.is_error and f"refused http://rebind.example:{port}/admin" in out.content, out.content
+    assert "rebind.example resolves to 127.0.0.1 is a loopback address" in out.content
+    assert hits == [] and answers.count("rebind.example") >= 2
