@@ -177,8 +177,13 @@ class BrowserHost:
         self._reaper = subprocess.Popen([sys.executable, "-S", "-c", REAPER, str(self._process.pid)],
                                         stdin=subprocess.PIPE, start_new_session=True)
         endpoint = await self._endpoint()
-        self._playwright = await async_playwright().start()
-        self._browser = await self._playwright.chromium.connect_over_cdp(endpoint, timeout=START_SECONDS * 1000)
+        try:
+            self._playwright = await async_playwright().start()
+            self._browser = await self._playwright.chromium.connect_over_cdp(endpoint, timeout=START_SECONDS * 1000)
+        except Exception as exc:  # nothing half-started is left behind
+            await self._stop()
+            raise ToolError(f"could not connect to Chromium: {str(exc).splitlines()[0][:200] if str(exc) else exc}",
+                            "try again; if it persists, check `chromium --version` and the daemon log") from None
         self._browser.on("disconnected", lambda _: self._lost())
         self.crashed = False
         self._sweeper = asyncio.ensure_future(self._sweep())
