@@ -379,3 +379,41 @@ async def test_a_name_that_turns_private_after_the_check_is_refused_by_the_proxy
     assert out.is_error and f"refused http://rebind.example:{port}/admin" in out.content, out.content
     assert "rebind.example resolves to 127.0.0.1 is a loopback address" in out.content
     assert hits == [] and answers.count("rebind.example") >= 2
+
+
+async def test_a_posted_form_reaches_the_server_through_the_proxy(rig: Rig) -> None:
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    posted: list[bytes] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def _send(self, body: bytes) -> None:
+            self.send_response(200)
+            self.send_header("content-type", "text/html")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            self._send(b"<title>Post</title><form method=post action=/save><label>Note <input name=note></label>"
+                       b"<button>Save</button></form>")
+
+        def do_POST(self) -> None:
+            posted.append(self.rfile.read(int(self.headers["content-length"])))
+            self._send(b"<title>Saved</title><p>saved " + posted[-1] + b"</p>")
+
+        def log_message(self, *args: Any) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        await rig.ok(action="navigate", url=f"http://127.0.0.1:{server.server_port}/")
+        snap = await rig.ok(action="snapshot")
+        await rig.ok(action="type", ref=ref(snap, 'textbox "Note"'), text="milk & eggs", submit=True)
+        await wait_until_async(lambda: posted, "the POST at the server")
+        done = await rig.ok(action="snapshot")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert posted == [b"note=milk+%26+eggs"] and "title: Saved" in done and "saved note=milk+%26+eggs" in done

@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..netpolicy import FetchProblem, Resolver, check_url, system_resolve
 
@@ -110,8 +109,8 @@ class GateProxy:
             else:
                 up_writer.write(_origin_form(method, target, version, rest))
                 await up_writer.drain()
-                await _relay_head(up_reader, writer)
-            await _pipe_both(reader, writer, up_reader, up_writer)
+            # the request body (a POST) flows up while the answer is awaited
+            await _pipe_both(reader, writer, up_reader, up_writer, head=method != "CONNECT")
         finally:
             with contextlib.suppress(Exception):
                 up_writer.close()
@@ -165,22 +164,20 @@ async def _relay_head(up_reader: asyncio.StreamReader, writer: asyncio.StreamWri
 
 
 async def _pipe_both(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                     up_reader: asyncio.StreamReader, up_writer: asyncio.StreamWriter) -> None:
-    async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter, done: Callable[[], None]) -> None:
-        try:
+                     up_reader: asyncio.StreamReader, up_writer: asyncio.StreamWriter, *, head: bool) -> None:
+    """Both directions until the server's side ends (the client's may only half-close); with `head`, the
+    answer's head is rewritten on its way down (_relay_head)."""
+    async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError):
             while chunk := await source.read(65536):
                 sink.write(chunk)
                 await sink.drain()
-        except (ConnectionError, asyncio.CancelledError):
-            pass
-        finally:
-            done()
 
-    # the server's side ending ends the exchange (the client's end may only half-close)
-    down = asyncio.ensure_future(pipe(up_reader, writer, lambda: None))
-    up = asyncio.ensure_future(pipe(reader, up_writer, lambda: None))
+    up = asyncio.ensure_future(pipe(reader, up_writer))
     try:
-        await down
+        if head:
+            await _relay_head(up_reader, writer)
+        await pipe(up_reader, writer)
     finally:
         up.cancel()
 
