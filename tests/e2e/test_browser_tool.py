@@ -230,7 +230,11 @@ async def test_passwords_ask_and_guests_get_their_own_cookies(rig: Rig) -> None:
         owner_cookies = await rig.tool.host.contexts[""].context.cookies()
         guest = ToolContext(session_key="g", channel="telegram", chat_id="5", sender_id="5", run_id="r9",
                             workspace=rig.ctx.workspace, user="telegram:5")
-        await rig.call(guest, action="navigate", url=f"http://127.0.0.1:{port}/page")
+        # the owner's allowed_private_hosts are the owner's: the guest's visit to 127.0.0.1 asks the owner
+        asked = await rig.call(guest, action="navigate", url=f"http://127.0.0.1:{port}/page")
+        assert asked.status == "denied" and "non-public address" in asked.content
+        rig.broker.mode = "allow"
+        assert not (await rig.call(guest, action="navigate", url=f"http://127.0.0.1:{port}/page")).is_error
         guest_cookies = await rig.tool.host.contexts["telegram:5"].context.cookies()
     assert [c["value"] for c in owner_cookies] == ["owner-secret"] and guest_cookies == []
 
@@ -327,7 +331,7 @@ async def test_a_missing_chromium_is_one_line_naming_the_package(tmp_path: Path,
 async def test_kept_logins_survive_a_closed_context_and_stay_per_person(tmp_path: Path) -> None:
     state = tmp_path / "state" / "browser"
     tool = Browser(BrowserSettings(allowed_private_hosts=["127.0.0.1"], keep_logins=True), state_folder=state)
-    registry = ToolRegistry([tool], events=EventHub(), approvals=ApprovalBroker(EventHub(), mode="deny"))
+    registry = ToolRegistry([tool], events=EventHub(), approvals=ApprovalBroker(EventHub(), mode="allow"))  # the owner lets the guest in
     owner = ToolContext(session_key="s", channel="gateway", chat_id="s", sender_id="o", run_id="r",
                         workspace=WorkspaceGuard(tmp_path / "ws"), owner=True)
     guest = ToolContext(session_key="g", channel="telegram", chat_id="5", sender_id="5", run_id="g",

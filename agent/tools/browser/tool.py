@@ -98,7 +98,7 @@ class Browser(Tool):
         except FetchProblem:
             return None
         person = self.host.contexts.get(ctx.user)
-        allowed = person.gate.allowed_hosts if person else {h.lower() for h in self.settings.allowed_private_hosts}
+        allowed = person.gate.allowed_hosts if person else self.host.preapproved(ctx.user)
         if target.private is None or target.host.lower() in allowed:
             return None
         args._approve_host = target.host.lower()
