@@ -62,4 +62,4 @@ class BrowserSettings(_Section):
     allow_javascript: bool = Field(False, description="allow the `evaluate` action (run the model's JavaScript in the page)")
     allowed_private_hosts: list[str] = Field(default_factory=list, description=(
         "host names or addresses on this machine or the local network the browser may open without asking "
-        "(e.g. \"192.168.1.1\", \"nas.local\"); every other private address needs the owner's approval"))
+        "(e.g. \"192.168.1.1\", \"nas.local\"), in the owner's browser only; anything else private needs approval"))
