@@ -24,6 +24,7 @@ from .tools.shell import Exec
 from .tools.skills import LoadSkill
 from .tasks.task_tool import TaskTool
 from .tools.web import WebFetch
+from .tools.web_search import WebSearch
 
 if TYPE_CHECKING:
     from .jobs.background import BackgroundJobs
@@ -34,11 +35,12 @@ if TYPE_CHECKING:
 def default_tools(settings: Settings, *, sessions: Path | None = None, tasks: "TaskStore | None" = None,
                   cron: "CronService | None" = None, written_ledger: Path | None = None,
                   exec_sandbox: SandboxPolicy | None = None, background: "BackgroundJobs | None" = None,
-                  outbox_files: Path | None = None) -> list[Tool]:
+                  outbox_files: Path | None = None, browser_state: Path | None = None) -> list[Tool]:
     """`exec_sandbox`: what exec's sandbox protects (the daemon's state and config); without it,
     exec protects those of the CLAWGATE_HOME in the environment. `background`: where slow exec
     calls go (without it, every call runs in the foreground). `outbox_files`: where send_file keeps the
-    files it queues (without it, send_file answers that files cannot be sent)."""
+    files it queues (without it, send_file answers that files cannot be sent). `browser_state`: where the
+    browser keeps logins when tools.browser.keep_logins is on (without it, none are kept)."""
     tools = settings.tools
     # One ledger for the three file tools: read_file trusts what write_file/edit_file wrote.
     ledger = WrittenLedger(written_ledger)
@@ -49,10 +51,15 @@ def default_tools(settings: Settings, *, sessions: Path | None = None, tasks: "T
         ListDir(),
         Exec(tools.exec, sandbox=exec_sandbox, background=background),
         WebFetch(tools.web_fetch_cap_bytes),
+        WebSearch(tools.web_search),
         Message(),
         SendFile(outbox_files, fsync=settings.state.fsync),
         LoadSkill(), MemoryAppend(), MemoryReplace(), MemorySearchTool(sessions), MemoryGet(sessions),
     ]
+    if tools.browser.enabled:  # Chromium starts on the first call, not here
+        from .tools.browser import Browser
+
+        chosen.append(Browser(tools.browser, state_folder=browser_state))
     if tasks is not None:
         chosen.append(TaskTool(tasks))
     if cron is not None:

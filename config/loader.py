@@ -174,6 +174,11 @@ def _apply_secret_env(settings: Settings, environ: Mapping[str, str]) -> None:
         compat.api_key = compat.api_key or environ.get("OPENAI_API_KEY") or None
     telegram = settings.channels.telegram
     telegram.token = telegram.token or environ.get("TELEGRAM_BOT_TOKEN") or None
+    search = settings.tools.web_search
+    search.brave_api_key = search.brave_api_key or environ.get("BRAVE_API_KEY") or None
+    search.tavily_api_key = search.tavily_api_key or environ.get("TAVILY_API_KEY") or None
+    if (problem := search.missing()) is not None:
+        raise ConfigError(problem)
 
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}

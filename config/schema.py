@@ -17,6 +17,7 @@ from pydantic import ValidationInfo
 from .access import AccessSettings, GroupPolicy
 from .agents import AgentConfig, Binding
 from .mcp import McpSettings
+from .web_tools import BrowserSettings, WebSearchSettings
 
 
 class _Section(BaseModel):
@@ -139,6 +140,8 @@ class ToolSettings(_Section):
     exec: ExecSettings = Field(default_factory=ExecSettings)
     read_cap_bytes: int = Field(64_000, ge=256)
     web_fetch_cap_bytes: int = Field(100_000, ge=256)
+    web_search: WebSearchSettings = Field(default_factory=WebSearchSettings)  # config/web_tools.py, docs/browser.md
+    browser: BrowserSettings = Field(default_factory=BrowserSettings)
     approval_timeout_seconds: float = Field(300.0, gt=0)
     # "ask": risky calls wait for the user; "deny": refuse them; "allow": run them (trusted setups only).
     approval_mode: Literal["ask", "deny", "allow"] = "ask"

@@ -82,7 +82,7 @@ def run_checks(paths: Paths, *, offline: bool = False,
             *(Check(*found) for found in check_mcp(paths, settings, offline)),  # type: ignore[arg-type]
             # the channels last: a summary line, then one line per enabled channel (gateway/doctor_channels.py)
             *(Check(*found) for found in check_channels(paths, settings, offline)),  # type: ignore[arg-type]
-            *check_mail_from_trust(settings)]
+            *check_mail_from_trust(settings), *check_web_search(settings, offline)]
 
 
 def check_mail_from_trust(settings: Settings) -> list[Check]:
@@ -96,6 +96,32 @@ def check_mail_from_trust(settings: Settings) -> list[Check]:
     return [Check("email from", "warn", "channels.email.authserv_id is not set: the From of a mail can be forged, and "
                   "owner rights by mail (approvals included) rest on it",
                   "set authserv_id to the id in your receiving server's Authentication-Results header (docs/email.md)")]
+
+
+def check_web_search(settings: Settings, offline: bool) -> list[Check]:
+    """One line per provider the owner configured (the keyless default alone adds none): one real search
+    of one result, so a wrong key, a used-up quota or a SearXNG without its JSON format shows here."""
+    from clawgate.agent.tools.search_providers import ProviderFailed, SearchQuery, build_chain
+
+    search = settings.tools.web_search
+    if search.providers == ["duckduckgo"]:
+        return []
+    out: list[Check] = []
+    for provider in build_chain(search):
+        name = f"search {provider.name}"
+        if provider.name == "duckduckgo":
+            out.append(Check(name, "ok", "keyless; not contacted"))
+        elif offline:
+            out.append(Check(name, "skip", "configured; not contacted (--offline)"))
+        else:
+            try:
+                asyncio.run(provider.search(SearchQuery("clawgate", 1)))
+            except ProviderFailed as exc:
+                out.append(Check(name, "fail", str(exc), "fix its key or address under [tools.web_search] "
+                                 "(docs/browser.md); web_search moves on to the next provider meanwhile"))
+                continue
+            out.append(Check(name, "ok", "answered a test search"))
+    return out
 
 
 def check_model(settings: Settings, offline: bool) -> Check:

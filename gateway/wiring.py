@@ -205,7 +205,8 @@ def build_conversation(paths: Paths, settings: Settings, state: State, provider:
     exec_sandbox = SandboxPolicy.for_paths(paths, settings.tools.exec.sandbox_read_paths)
     tools = ToolRegistry(default_tools(settings, sessions=paths.sessions, tasks=tasks,
                                        written_ledger=paths.written_ledger, exec_sandbox=exec_sandbox,
-                                       background=background, outbox_files=paths.state / "outbox-files"),
+                                       background=background, outbox_files=paths.state / "outbox-files",
+                                       browser_state=paths.state / "browser"),
                          events=events, audit=state.audit, approvals=approvals)
     context = ContextBuilder(workspaces.owner.root, tools=tools.definitions, model=agent.model,
                              max_tokens=agent.max_tokens,

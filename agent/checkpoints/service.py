@@ -40,7 +40,8 @@ Mode = Literal["conversation", "files", "both"]
 MODES: tuple[str, ...] = ("conversation", "files", "both")
 # Effects a restore cannot take back: they left the daemon (or ran outside the workspace).
 MAX_CHANGED_LISTED = 100  # paths kept per checkpoint (the count is always exact)
-IRREVERSIBLE = {"message": "message sent", "exec": "command run", "web_fetch": "web request", "cron": "cron change"}
+IRREVERSIBLE = {"message": "message sent", "exec": "command run", "web_fetch": "web request", "cron": "cron change",
+                "browser": "browser action"}
 
 
 @dataclass

@@ -17,7 +17,8 @@ from clawgate.agent.session import SessionManager
 from tests.fakes.anthropic_api import error, text
 from tests.harness import ROOT
 
-OPTIONAL_LIBRARIES = ("discord", "slack_sdk", "nio", "imapclient", "aiosmtplib", "redis", "mcp")
+OPTIONAL_LIBRARIES = ("discord", "slack_sdk", "nio", "imapclient", "aiosmtplib", "redis", "mcp",
+                     "playwright", "ddgs", "primp")  # the browser and web_search load theirs on first use
 
 
 def chat(session_key: str, manager: SessionManager, text: str) -> None:

@@ -153,7 +153,7 @@ def test_broken_skill_is_skipped_with_one_warning(tmp_path, caplog):
             index = ctx.skills_index()
     assert index is not None
     lines = [line for line in index.splitlines() if line.startswith("- ")]
-    assert [line.split(":")[0] for line in lines] == ["- code-change", "- long-task", "- memory"]
+    assert [line.split(":")[0] for line in lines] == ["- browser", "- code-change", "- long-task", "- memory"]
     warnings = [r.getMessage() for r in caplog.records]
     assert len([w for w in warnings if "skills/broken/" in w]) == 1
     assert len([w for w in warnings if "skills/nofront/" in w]) == 1 and len(warnings) == 2
@@ -178,7 +178,7 @@ async def test_load_skill_returns_the_body_and_names_choices_on_a_miss(tmp_path)
     assert "One step at a time" in found.content and "description:" not in found.content
     missing = await tools.execute({"id": "2", "name": "load_skill", "input": {"name": "deploy"}}, tool_context(root))
     assert missing.is_error and "no skill named 'deploy'" in missing.content
-    assert "code-change, long-task, memory" in missing.content
+    assert "browser, code-change, long-task, memory" in missing.content
 
 
 def test_html_comments_are_for_humans_only(tmp_path):
