@@ -11,8 +11,6 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from clawgate.workspace.fdpath import locate, read_all
 
 log = logging.getLogger(__name__)
@@ -59,7 +57,7 @@ def load_skills(folder: Path) -> list[Skill]:
             if any(s.name == name for s in skills):
                 raise ValueError(f"another skill is already named {name!r}")
             skills.append(Skill(name, description, path))
-        except (ValueError, yaml.YAMLError, OSError, UnicodeDecodeError) as exc:
+        except (ValueError, OSError, UnicodeDecodeError) as exc:
             problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             if _warned.get(path) != problem:  # one warning per broken file, not one per prompt build
                 _warned[path] = problem
@@ -75,7 +73,12 @@ def _frontmatter(path: Path) -> tuple[str, str]:
     cached = _parsed.get(path)
     if cached is not None and cached[0] == stamp:
         return cached[1]
-    meta = yaml.safe_load(_split(_read(path))[0]) or {}
+    import yaml  # imported by the first prompt build that finds a skill, not at start-up
+
+    try:
+        meta = yaml.safe_load(_split(_read(path))[0]) or {}
+    except yaml.YAMLError as exc:
+        raise ValueError(str(exc) or type(exc).__name__) from exc
     if not isinstance(meta, dict):
         raise ValueError("frontmatter is not a mapping")
     name, description = meta.get("name"), meta.get("description")
