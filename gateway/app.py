@@ -58,7 +58,7 @@ def build_server(settings: Settings, services: Services) -> GatewayServer:
 
 
 def build_channels(settings: Settings, services: Services, server: GatewayServer, db: sqlite3.Connection,
-                   workspaces: Workspaces) -> tuple[dict[str, Channel], chat_channels.Built]:
+                   workspaces: Workspaces) -> tuple[dict[str, Channel], chat_channels.Built | chat_channels.NoChannels]:
     """Every configured channel by name (the `[channels.*]` sections through the channel registry);
     the gateway's own chat is always there."""
     gateway_chat = GatewayChatChannel(server, db, keep_delivered=services.sessions.keep_delivered)
