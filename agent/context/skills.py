@@ -8,6 +8,7 @@ skipped with a warning instead of putting an outside file into the prompt or a t
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,13 +48,21 @@ def _split(text: str) -> tuple[str, str]:
 
 
 def load_skills(folder: Path) -> list[Skill]:
-    """Valid skills sorted by name; a broken one is skipped with one warning, never fatal."""
+    """Valid skills sorted by name; a broken one is skipped with one warning, never fatal.
+    Every new session's prompt lists them: one listing of the folder and one stat per skill."""
     skills: list[Skill] = []
-    if not folder.is_dir():
+    try:
+        names = sorted(entry.name for entry in os.scandir(folder))
+    except OSError:  # no skills folder (or not a folder)
         return skills
-    for path in sorted(folder.glob("*/SKILL.md")):
+    for entry in names:
+        path = folder / entry / "SKILL.md"
         try:
-            name, description = _frontmatter(path)
+            try:
+                st = path.stat()
+            except (FileNotFoundError, NotADirectoryError):  # not a skill's folder
+                continue
+            name, description = _frontmatter(path, st)
             if any(s.name == name for s in skills):
                 raise ValueError(f"another skill is already named {name!r}")
             skills.append(Skill(name, description, path))
@@ -66,9 +75,8 @@ def load_skills(folder: Path) -> list[Skill]:
     return sorted(skills, key=lambda s: s.name)
 
 
-def _frontmatter(path: Path) -> tuple[str, str]:
-    """(name, description) of one SKILL.md; parsed again only when the file changed."""
-    st = path.stat()
+def _frontmatter(path: Path, st: os.stat_result) -> tuple[str, str]:
+    """(name, description) of one SKILL.md (`st`: its stat); parsed again only when the file changed."""
     stamp = (st.st_size, st.st_mtime_ns)
     cached = _parsed.get(path)
     if cached is not None and cached[0] == stamp:

@@ -147,6 +147,8 @@ def test_broken_skill_is_skipped_with_one_warning(tmp_path, caplog):
     nofront = root / "skills" / "nofront" / "SKILL.md"
     nofront.parent.mkdir(parents=True)
     nofront.write_text("just text, no frontmatter\n")
+    (root / "skills" / "drafts").mkdir()  # a folder without SKILL.md and a loose file: not skills, no warning
+    (root / "skills" / "README.txt").write_text("notes\n")
     ctx = builder(root)
     with caplog.at_level(logging.WARNING, logger="clawgate.agent.context.skills"):
         for _ in range(3):
