@@ -58,9 +58,10 @@ class Session:
 
     # persistence -------------------------------------------------------------
     def _load(self) -> None:
-        if not self.path.exists():
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:  # a new session (one system call, not a check and then the read)
             return
-        raw = self.path.read_bytes()
         pos = 0
         skipped: list[str] = []  # why each skipped line was skipped, for one summary log line
         while pos < len(raw):

@@ -8,14 +8,17 @@ daemons, round after round, each against the same zero-latency fake Messages API
 the rounds of each figure, each round's figures, and in how many rounds this tree did better
 (the two trees of a round run back to back; the machine's speed drifts between rounds). Where the tree's protocol has it, the client
 connects as a plain chat client (`events: ["chat"]`), so part of a difference can be events a
-chat client no longer receives (older trees send every event of the session).
+chat client no longer receives (older trees send every event of the session). The exported tree is
+run as `clawgate` through PYTHONPATH (the editable install would otherwise give this checkout's
+code to both), and each round checks which code it ran. Both trees are compiled to bytecode
+first, as an installed daemon is (`--from-source`: every start compiles what it imports).
 
 Per round and tree: start-up to ready; 200 sequential messages in blocks of 10 (one fresh session
 per block: the round trip of a short chat); 200 in one session (a growing history); 100 sessions
 x 10 messages at once (throughput, and the daemon's CPU per message, all threads); then SIGKILL
 and the time from restarting to the first reply (start-up plus the model SDK's import).
 
-Usage: python bench/versus.py [--rev 6a78ab2] [--rounds 3]   (6a78ab2: version 0.1.0 as first tested on main)
+Usage: python bench/versus.py [--rev 6a78ab2] [--rounds 3] [--from-source]   (6a78ab2: version 0.1.0 as first tested on main)
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from pathlib import Path
 import psutil
 tree, fake_url = Path(sys.argv[1]), sys.argv[2]
 sys.path.insert(0, str(tree))
+import clawgate.gateway
 from clawgate.gateway.client import GatewayClient
 from tests.harness import TOKEN, DaemonProcess
 
@@ -108,7 +112,7 @@ with tempfile.TemporaryDirectory() as home:
         restart = (time.perf_counter() - started) * 1000
     finally:
         daemon.terminate()
-print(json.dumps({"ready_ms": ready, "fresh_p50": pct(fresh, .5), "fresh_p99": pct(fresh, .99),
+print(json.dumps({"code": str(Path(clawgate.gateway.__file__).resolve().parent.parent), "ready_ms": ready, "fresh_p50": pct(fresh, .5), "fresh_p99": pct(fresh, .99),
                   "one_p50": pct(one, .5), "tput": tput, "cpu_per_msg": cpu_per_msg, "restart_ms": restart}))
 '''
 
@@ -130,29 +134,66 @@ def export(rev: str, into: Path) -> None:
     subprocess.run(["tar", "-xf", "-", "-C", str(into)], input=archive.stdout, check=True)
 
 
-def measure(tree: Path, fake_url: str) -> dict[str, float]:
+def importable(tree: Path, into: Path) -> Path:
+    """A folder to put first on PYTHONPATH so that `clawgate.*` is `tree`'s code: the editable install
+    maps `clawgate.gateway` and the rest to this checkout, so an exported tree run as it is would run
+    this tree's daemon with the other's harness. `into/clawgate/<package>` links to `tree/<package>`
+    (the namespace package found on PYTHONPATH comes before the editable install's finder)."""
+    namespace = into / "clawgate"
+    namespace.mkdir(parents=True)
+    for package in sorted(p for p in tree.iterdir() if (p / "__init__.py").is_file()):
+        (namespace / package.name).symlink_to(package, target_is_directory=True)
+    return into
+
+
+def compile_bytecode(tree: Path) -> None:
+    """Each tree's modules compiled to bytecode once, before any round: an installed daemon starts from
+    its `.pyc` files (pip writes them at install), so start-up is measured without compiling ~180
+    modules from source at every start (what PYTHONDONTWRITEBYTECODE=1 without them costs: about a
+    third of start-up's CPU). The daemons still write no bytecode of their own."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "-x", r"[/\\]\.venv", str(tree)], check=True,
+                   stdout=subprocess.DEVNULL)
+
+
+def measure(tree: Path, fake_url: str, path: Path | None) -> dict[str, float]:
+    """One round of `tree`; `path`: the folder that makes `clawgate` that tree's (None: this checkout)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if path is not None:
+        env["PYTHONPATH"] = str(path)
     done = subprocess.run([sys.executable, "-c", MEASURE, str(tree), fake_url], cwd=tree, capture_output=True,
-                          text=True, timeout=900, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+                          text=True, timeout=900, env=env)
     if done.returncode != 0:
         raise SystemExit(f"measuring {tree} failed:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    code = figures.pop("code")
+    if Path(code) != tree.resolve():
+        raise SystemExit(f"measuring {tree} ran the code in {code}: its `clawgate` package was not the tree's")
+    return figures
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rev", default=FIRST_TESTED, help="the earlier revision (default: 6a78ab2, version 0.1.0 as first tested on main)")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--from-source", action="store_true",
+                        help="do not compile the trees to bytecode first: every start compiles the modules it imports")
     args = parser.parse_args()
     fake, fake_url = start_fake_model()
     runs: dict[str, list[dict[str, float]]] = {"this tree": [], args.rev: []}
     try:
         with tempfile.TemporaryDirectory() as folder:
-            old = Path(folder)
+            old = Path(folder) / "tree"
+            old.mkdir()
             export(args.rev, old)
+            old_path = importable(old, Path(folder) / "path")
+            if not args.from_source:
+                for tree in (ROOT, old):
+                    compile_bytecode(tree)
             for round_no in range(args.rounds):
-                order = [("this tree", ROOT), (args.rev, old)]
-                for name, tree in order if round_no % 2 == 0 else order[::-1]:
-                    figures = measure(tree, fake_url)
+                order = [("this tree", ROOT, None), (args.rev, old, old_path)]
+                for name, tree, path in order if round_no % 2 == 0 else order[::-1]:
+                    figures = measure(tree, fake_url, path)
                     runs[name].append(figures)
                     print(f"round {round_no + 1} {name:>9}: " + ", ".join(f"{k} {v:.1f}" for k, v in figures.items()),
                           flush=True)

@@ -58,7 +58,7 @@ def build_server(settings: Settings, services: Services) -> GatewayServer:
 
 
 def build_channels(settings: Settings, services: Services, server: GatewayServer, db: sqlite3.Connection,
-                   workspaces: Workspaces) -> tuple[dict[str, Channel], chat_channels.Built]:
+                   workspaces: Workspaces) -> tuple[dict[str, Channel], chat_channels.Built | chat_channels.NoChannels]:
     """Every configured channel by name (the `[channels.*]` sections through the channel registry);
     the gateway's own chat is always there."""
     gateway_chat = GatewayChatChannel(server, db, keep_delivered=services.sessions.keep_delivered)
@@ -155,10 +155,6 @@ class App:
             print(f"clawgate gateway ready on ws://{host}:{self.server.port} (provider: {self.provider.name})",
                   flush=True)
             loop.run_in_executor(None, _warm, getattr(self.provider, "warm", None))
-            sandbox = sandbox_status()
-            (log.info if sandbox.available else log.warning)("%s", sandbox.line())
-            mounts = mount_status()
-            (log.info if mounts.available else log.warning)("%s", mounts.line())
             if self.unconfigured:
                 log.warning("no model provider configured: set ANTHROPIC_API_KEY and restart; chats will be told how")
             await self._stopped.wait()
@@ -288,10 +284,18 @@ def _quietly_sync(durability: Durability) -> None:
 
 
 def _warm(provider_warm: Callable[[], None] | None) -> None:
-    """The model SDK's import (about a second), which would stall the event loop on first use, done
-    in a thread after the ready line. (httpx, web_fetch's client, is imported by the first fetch.)"""
+    """The model SDK's import (about a second) and the exec sandbox's probes, which would stall the
+    event loop, done in a thread after the ready line. (httpx, web_fetch's client, is imported by the first fetch.)"""
     try:
         if provider_warm is not None:
             provider_warm()
     finally:
-        settle_heap()  # what is imported by now lives as long as the daemon
+        try:
+            # exec's sandbox and mounts are probed by running a child each and waiting for it: here,
+            # not on the event loop, where the first clients after the ready line would wait for them
+            sandbox = sandbox_status()
+            (log.info if sandbox.available else log.warning)("%s", sandbox.line())
+            mounts = mount_status()
+            (log.info if mounts.available else log.warning)("%s", mounts.line())
+        finally:
+            settle_heap()  # what is imported by now lives as long as the daemon

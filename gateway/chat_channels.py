@@ -8,23 +8,27 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clawgate.agent.commands import COMMANDS
 from clawgate.agent.core.redact import register_secrets
 from clawgate.agent.services import Services
 from clawgate.agent.session import check_session_key
-from clawgate.channels.kit.kit import ChannelServices
-from clawgate.channels.kit.registry import Built, ChannelConfigError, build_channels
 from clawgate.config.loader import ConfigError
 from clawgate.config.schema import ChannelSettings
 from clawgate.workspace.users import Workspaces
+
+if TYPE_CHECKING:  # the kit is imported when a chat channel is configured (build), not by a daemon without one
+    from clawgate.channels.kit.kit import ChannelServices
+    from clawgate.channels.kit.registry import Built
 
 SECRET_WORDS = ("token", "secret", "password", "key")
 
 
 def channel_services(services: Services, settings: ChannelSettings, *, workspace: Path | None,
                      workspaces: Workspaces | None) -> ChannelServices:
+    from clawgate.channels.kit.kit import ChannelServices
+
     commands = services.commands
     return ChannelServices(
         intake=services.intake,
@@ -50,9 +54,13 @@ def sections(settings: ChannelSettings) -> dict[str, Any]:
 
 
 def build(settings: ChannelSettings, services: Services, db: sqlite3.Connection, *, workspace: Path | None,
-          workspaces: Workspaces | None) -> Built:
+          workspaces: Workspaces | None) -> Built | NoChannels:
     """The enabled channels' runners; ConfigError (one line) for a section the installed channels cannot use."""
     wanted = sections(settings)
+    if not wanted:
+        return NoChannels()
+    from clawgate.channels.kit.registry import ChannelConfigError, build_channels
+
     for table in wanted.values():
         if not isinstance(table, dict):  # Telegram's typed section: its token is registered at start
             table = {"accounts": getattr(table, "accounts", {})}
@@ -65,4 +73,16 @@ def build(settings: ChannelSettings, services: Services, db: sqlite3.Connection,
         raise ConfigError(str(exc)) from None
 
 
-__all__ = ["build", "channel_services", "sections"]
+class NoChannels:
+    """What `build` gives when no `[channels.*]` section is enabled: the kit's `Built`, empty,
+    without importing the kit (channels/kit/registry.py) for nothing."""
+
+    def __init__(self) -> None:
+        self.runners: dict[str, Any] = {}
+        self.broken: dict[str, str] = {}
+
+    def states(self) -> dict[str, dict[str, Any]]:
+        return {}
+
+
+__all__ = ["NoChannels", "build", "channel_services", "sections"]

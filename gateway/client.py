@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import itertools
 import json
-from typing import Any, AsyncIterator
+from typing import TYPE_CHECKING, Any, AsyncIterator
 
-from websockets.asyncio.client import ClientConnection, connect
+if TYPE_CHECKING:  # the client side of websockets (and its proxy support) is imported on connect:
+    from websockets.asyncio.client import ClientConnection  # the daemon imports this module, never connects
 
 
 def gateway_url(settings: Any) -> str:
@@ -45,6 +46,8 @@ class GatewayClient:
         self._events: list[dict[str, Any]] = []
 
     async def __aenter__(self) -> "GatewayClient":
+        from websockets.asyncio.client import connect
+
         self.ws = await connect(self.url, max_size=16 * 1024 * 1024, open_timeout=self.open_timeout)
         params: dict[str, Any] = {"auth": {"token": self.token or ""}, "client": {"name": "clawgate-cli"}}
         if self.subscribe:

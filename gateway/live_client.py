@@ -16,12 +16,14 @@ import itertools
 import json
 import logging
 import uuid
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, WebSocketException
 
 from .client import GatewayClient, GatewayError
+
+if TYPE_CHECKING:
+    from websockets.asyncio.client import ClientConnection
 
 log = logging.getLogger(__name__)
 RESUME_SECONDS = 60.0  # how long a dropped chat tries to get back to the gateway before giving up

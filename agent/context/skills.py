@@ -8,10 +8,9 @@ skipped with a warning instead of putting an outside file into the prompt or a t
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
-
-import yaml
 
 from clawgate.workspace.fdpath import locate, read_all
 
@@ -49,17 +48,25 @@ def _split(text: str) -> tuple[str, str]:
 
 
 def load_skills(folder: Path) -> list[Skill]:
-    """Valid skills sorted by name; a broken one is skipped with one warning, never fatal."""
+    """Valid skills sorted by name; a broken one is skipped with one warning, never fatal.
+    Every new session's prompt lists them: one listing of the folder and one stat per skill."""
     skills: list[Skill] = []
-    if not folder.is_dir():
+    try:
+        names = sorted(entry.name for entry in os.scandir(folder))
+    except OSError:  # no skills folder (or not a folder)
         return skills
-    for path in sorted(folder.glob("*/SKILL.md")):
+    for entry in names:
+        path = folder / entry / "SKILL.md"
         try:
-            name, description = _frontmatter(path)
+            try:
+                st = path.stat()
+            except (FileNotFoundError, NotADirectoryError):  # not a skill's folder
+                continue
+            name, description = _frontmatter(path, st)
             if any(s.name == name for s in skills):
                 raise ValueError(f"another skill is already named {name!r}")
             skills.append(Skill(name, description, path))
-        except (ValueError, yaml.YAMLError, OSError, UnicodeDecodeError) as exc:
+        except (ValueError, OSError, UnicodeDecodeError) as exc:
             problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             if _warned.get(path) != problem:  # one warning per broken file, not one per prompt build
                 _warned[path] = problem
@@ -68,14 +75,18 @@ def load_skills(folder: Path) -> list[Skill]:
     return sorted(skills, key=lambda s: s.name)
 
 
-def _frontmatter(path: Path) -> tuple[str, str]:
-    """(name, description) of one SKILL.md; parsed again only when the file changed."""
-    st = path.stat()
+def _frontmatter(path: Path, st: os.stat_result) -> tuple[str, str]:
+    """(name, description) of one SKILL.md (`st`: its stat); parsed again only when the file changed."""
     stamp = (st.st_size, st.st_mtime_ns)
     cached = _parsed.get(path)
     if cached is not None and cached[0] == stamp:
         return cached[1]
-    meta = yaml.safe_load(_split(_read(path))[0]) or {}
+    import yaml  # imported by the first prompt build that finds a skill, not at start-up
+
+    try:
+        meta = yaml.safe_load(_split(_read(path))[0]) or {}
+    except yaml.YAMLError as exc:
+        raise ValueError(str(exc) or type(exc).__name__) from exc
     if not isinstance(meta, dict):
         raise ValueError("frontmatter is not a mapping")
     name, description = meta.get("name"), meta.get("description")

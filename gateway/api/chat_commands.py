@@ -12,22 +12,34 @@ agent/commands.py): one command set for every client. Whoever holds the gateway 
 from __future__ import annotations
 
 import secrets
+from functools import cache
 from typing import Any
 
 from clawgate.agent.commands import COMMANDS
 from clawgate.agent.services import Services
-from clawgate.channels.kit.commands import KIT_COMMANDS, parse_command
 
 from ..connection import Connection
 
-NAMES = frozenset(name for name, _ in [*COMMANDS, *KIT_COMMANDS])
 STOPPING = 'Stopping the current run; its answer is "Stopped."'
 
 
 def command_of(text: str) -> tuple[str, str] | None:
     """(name, args) when `text` is one of the chat commands (`/status`, `/undo 2`); None: text for the model
     (an unknown `/word` included, as on every channel)."""
-    return parse_command(text, NAMES)
+    if not text.lstrip().startswith("/"):
+        return None
+    from clawgate.channels.kit.commands import parse_command
+
+    return parse_command(text, names())
+
+
+@cache
+def names() -> frozenset[str]:
+    """Every command name: the agent's and the kit's. The kit (channels/kit/) is imported here, by the
+    first command, not at start: a daemon without chat channels needs nothing else of it."""
+    from clawgate.channels.kit.commands import KIT_COMMANDS
+
+    return frozenset(name for name, _ in [*COMMANDS, *KIT_COMMANDS])
 
 
 def answer(services: Services, session: str, name: str, args: str) -> str:
@@ -39,6 +51,8 @@ def answer(services: Services, session: str, name: str, args: str) -> str:
         if services.approvals.resolve(approval_id, name == "approve"):
             return "Approved." if name == "approve" else "Denied."
         return f"No pending request {approval_id}; it may have been answered or timed out."
+    from clawgate.channels.kit.commands import KIT_COMMANDS
+
     reply = services.commands.handle(name, session, args, extra=list(KIT_COMMANDS))
     return STOPPING if reply is None else reply
 

@@ -16,6 +16,7 @@ from clawgate.agent.providers.body import BodyEncoder
 from clawgate.agent.session import SessionManager
 from tests.fakes.anthropic_api import error, text
 from tests.harness import ROOT
+from tests.waiting import wait_until
 
 OPTIONAL_LIBRARIES = ("discord", "slack_sdk", "nio", "imapclient", "aiosmtplib", "redis", "mcp",
                      "playwright", "ddgs", "primp")  # the browser and web_search load theirs on first use
@@ -101,26 +102,23 @@ def test_the_body_encoder_keeps_at_most_its_stated_number_of_sessions() -> None:
     assert list(encoder._sessions) == ["s16", "s18", "s19"] and encoder._held_bytes < held
 
 
-def test_a_default_start_imports_no_channel_library_nor_redis_nor_mcp(tmp_path: Path) -> None:
-    """The daemon built from a fresh `init` (the App, as `clawgate gateway` builds it) imports none
-    of what only a configured channel, a fleet or an MCP server needs."""
-    script = f"""
-import asyncio, json, sys
-from clawgate.config.loader import load
-from clawgate.gateway.app import App
-paths, settings = load()
-async def build():
-    app = App(paths, settings)
-    app.state.db.close()
-asyncio.run(build())
-print(json.dumps(sorted({{m.split(".")[0] for m in sys.modules}} & set({list(OPTIONAL_LIBRARIES)!r}))))
-"""
-    env = {"CLAWGATE_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin", "ANTHROPIC_API_KEY": "test-key"}
-    subprocess.run([sys.executable, "-m", "clawgate.gateway.cli", "init", "--yes"], env=env, cwd=ROOT, check=True,
-                   capture_output=True, text=True, timeout=120)
-    done = subprocess.run([sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+async def test_a_default_start_imports_no_channel_library_nor_redis_nor_mcp(daemon_factory) -> None:
+    """The real daemon on a fresh `init` home, run with Python's import log on (`-X importtime`, as the
+    environment variable): through start-up, a reply, and the model SDK's import after ready, none of what
+    only a configured channel, a fleet or an MCP server needs is imported, nor the channel kit."""
+    daemon = daemon_factory({"PYTHONPROFILEIMPORTTIME": "1"})
+    async with daemon.client(events=["chat"]) as client:
+        assert (await client.chat("hello", session="imports"))["text"] == "echo: hello"
+
+    def imported() -> set[str]:
+        return {line.split("|")[-1].strip() for line in daemon.output if line.startswith("import time:")}
+
+    # the log is the daemon's own and covers the whole start and the SDK's import in the thread after ready
+    wait_until(lambda: {"clawgate.gateway.app", "anthropic._base_client"} <= imported(),
+               "the import log to show the daemon's modules and the model SDK's base client")
+    roots = {name.split(".")[0] for name in imported()}
+    assert roots & set(OPTIONAL_LIBRARIES) == set()
+    assert not {name for name in imported() if name.startswith("clawgate.channels.kit")}
 
 
 async def test_an_evicted_session_answers_with_its_whole_history_read_from_its_log(daemon_factory, fake_model) -> None:

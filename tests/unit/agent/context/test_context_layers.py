@@ -147,6 +147,8 @@ def test_broken_skill_is_skipped_with_one_warning(tmp_path, caplog):
     nofront = root / "skills" / "nofront" / "SKILL.md"
     nofront.parent.mkdir(parents=True)
     nofront.write_text("just text, no frontmatter\n")
+    (root / "skills" / "drafts").mkdir()  # a folder without SKILL.md and a loose file: not skills, no warning
+    (root / "skills" / "README.txt").write_text("notes\n")
     ctx = builder(root)
     with caplog.at_level(logging.WARNING, logger="clawgate.agent.context.skills"):
         for _ in range(3):
@@ -191,6 +193,8 @@ def test_html_comments_are_for_humans_only(tmp_path):
 def test_skill_index_is_parsed_once_and_again_after_an_edit(tmp_path, monkeypatch) -> None:
     import os
 
+    import yaml
+
     from clawgate.agent.context import skills as skills_module
 
     skill = tmp_path / "skills" / "notes" / "SKILL.md"
@@ -198,8 +202,8 @@ def test_skill_index_is_parsed_once_and_again_after_an_edit(tmp_path, monkeypatc
     skill.write_text("---\nname: notes\ndescription: first words\n---\nbody\n")
     assert [s.description for s in skills_module.load_skills(tmp_path / "skills")] == ["first words"]
     calls = []
-    real = skills_module.yaml.safe_load
-    monkeypatch.setattr(skills_module.yaml, "safe_load", lambda text: calls.append(text) or real(text))
+    real = yaml.safe_load  # skills.py imports yaml when it first parses a skill
+    monkeypatch.setattr(yaml, "safe_load", lambda text: calls.append(text) or real(text))
     skills_module.load_skills(tmp_path / "skills")
     assert calls == []  # unchanged file: not parsed again
     skill.write_text("---\nname: notes\ndescription: other words here\n---\nbody\n")
