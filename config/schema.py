@@ -15,6 +15,7 @@ from pydantic import field_validator  # zone checks (cron, heartbeat)
 from pydantic import ValidationInfo
 
 from .access import AccessSettings, GroupPolicy
+from .hooks import HookSettings, check_hook_names
 from .mcp import McpSettings
 
 
@@ -40,6 +41,9 @@ class GatewaySettings(_Section):
     tick_seconds: float = Field(30.0, ge=0.1, le=3600, description="how often every client gets a `tick` event")
     ping_seconds: float = Field(20.0, ge=0.1, le=3600, description=(
         "how often the gateway pings each client, and how long it waits for the pong before dropping it"))
+    # Inbound webhooks ([hooks.<name>], docs/hooks.md) have their own HTTP listener, opened only when a hook is set.
+    hooks_host: str = Field("127.0.0.1", description="address the webhook listener binds; a reverse proxy forwards to it")
+    hooks_port: int = Field(18790, ge=0, le=65535, description="port of the webhook listener (POST /hooks/<name>)")
 
 
 class AnthropicSettings(_Section):
@@ -367,3 +371,6 @@ class Settings(_Section):
     background: BackgroundSettings = Field(default_factory=BackgroundSettings)
     fleet: FleetSettings = Field(default_factory=FleetSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)  # MCP tool servers (config/mcp.py, docs/mcp.md)
+    hooks: dict[str, HookSettings] = Field(default_factory=dict)  # inbound webhooks (config/hooks.py, docs/hooks.md)
+
+    _hook_names = field_validator("hooks")(check_hook_names)

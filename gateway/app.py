@@ -31,6 +31,7 @@ from clawgate.agent.supervision.drift_control import CheckpointRestorer
 from clawgate.agent.tools.mounts import mount_status
 from clawgate.agent.tools.sandbox import sandbox_status
 from clawgate.agent.tools.send_file import SendFile
+from clawgate.agent.triggers.hooks import build_hooks
 from clawgate.channels.base import Channel
 from clawgate.channels.gateway_chat import GatewayChatChannel
 from clawgate.config.paths import Paths
@@ -41,6 +42,7 @@ from clawgate.workspace.users import Workspaces
 from . import __version__, chat_channels, fleet
 from .api import build_methods
 from .dispatcher import Dispatcher
+from .hooks_server import HooksServer
 from .instance import remove_pid_file
 from .runtime import event_loop_name, settle_heap
 from .server import GatewayServer
@@ -65,6 +67,15 @@ def build_channels(settings: Settings, services: Services, server: GatewayServer
     server.backlog = gateway_chat  # a (re)connecting client catches up on the replies it missed
     built = chat_channels.build(settings.channels, services, db, workspace=workspaces.owner.root, workspaces=workspaces)
     return {"gateway": gateway_chat, **built.runners}, built
+
+
+def build_hooks_server(settings: Settings, services: Services) -> HooksServer | None:
+    """The webhook listener when a `[hooks.<name>]` table is enabled; it puts calls on the intake like a channel."""
+    hooks = build_hooks(settings.hooks)
+    if not hooks:
+        return None
+    register_secrets([secret for hook in hooks.values() for secret in (hook.settings.token, hook.settings.hmac_secret)])
+    return HooksServer(hooks, services.intake, host=settings.gateway.hooks_host, port=settings.gateway.hooks_port)
 
 
 def file_limits(channels: dict[str, Channel]) -> dict[str, int]:
@@ -103,6 +114,7 @@ class App:
         install_hooks(hook_pipeline(state, talk, watch, producers, self.server.on_event), state, talk)
         self.channels, self.chat_channels = build_channels(settings, self.services, self.server, state.db,
                                                            state.workspaces)
+        self.hooks_server = build_hooks_server(settings, self.services)
         self.dispatcher = Dispatcher(state.bus, self.channels, base_delay=settings.channels.delivery_retry_seconds)
         if isinstance(send_file := talk.tools.get("send_file"), SendFile):  # the tool refuses what a channel cannot take
             send_file.limits = file_limits(self.channels)
@@ -140,6 +152,8 @@ class App:
         add("backgroundJobs", self.background.running)
         if self.settings.mcp.servers:
             add("mcp", self.mcp.status)
+        if (hooks := self.hooks_server) is not None:
+            add("hooks", lambda: [hook.public() for hook in hooks.hooks.values()])
 
     # lifecycle -----------------------------------------------------------------------------
     async def run(self) -> bool:
@@ -215,6 +229,9 @@ class App:
             except Exception as exc:
                 log.error("channel %s did not start: %s", name, exc)
             stack.push_async_callback(_quietly, f"channel {name} stop", channel.stop)
+        if self.hooks_server is not None:  # webhook calls are input like a channel's
+            await self.hooks_server.start()
+            stack.push_async_callback(_quietly, "webhook listener stop", self.hooks_server.stop)
         self.triggers.start()  # last: overdue cron runs fire into a fully started daemon
         stack.callback(self.triggers.stop)
         self._write_pid(stack)
