@@ -16,6 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 HOOK_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 DEFAULT_MESSAGE = "{{ raw }}"
+# A watched mailbox's keys (kind "imap"): the email channel's IMAP settings, read by its own model
+# (channels/email/settings.py) when the daemon starts.
+IMAP_KEYS = frozenset({"imap_host", "imap_port", "imap_tls", "imap_folder", "username", "password", "ca_file",
+                       "idle_seconds", "poll_seconds", "timeout_seconds", "max_message_bytes"})
 # The schemes' usual headers, used when signature_header is not set.
 SIGNATURE_HEADERS = {"github": "X-Hub-Signature-256", "stripe": "Stripe-Signature"}
 
@@ -42,6 +46,11 @@ class HookSettings(_Section):
     """One `[hooks.<name>]` table: who may call it, what the agent is told, where the answer goes."""
 
     enabled: bool = True
+    kind: Literal["http", "imap"] = Field("http", description=(
+        "http: an endpoint called with POST /hooks/<name>; imap: a watched mailbox whose new mail is a call (IMAP IDLE)"))
+    imap: dict[str, Any] | None = Field(None, description=(
+        "kind imap: the mailbox, with the email channel's keys imap_host, imap_port, imap_tls, imap_folder, "
+        "username, password, ca_file, idle_seconds, poll_seconds, timeout_seconds, max_message_bytes"))
     token: str | None = Field(None, min_length=16, description="bearer secret: callers send Authorization: Bearer <token>")
     hmac_secret: str | None = Field(None, min_length=8, description="the shared secret the sender signs the body with")
     signature_scheme: Literal["github", "stripe"] = Field("github", description=(
@@ -73,12 +82,31 @@ class HookSettings(_Section):
 
     @model_validator(mode="after")
     def _one_secret(self) -> "HookSettings":
+        if self.kind == "imap":
+            if self.token is not None or self.hmac_secret is not None:
+                raise ValueError("a mailbox hook (kind imap) takes no token or hmac_secret: its secret is the mailbox's password")
+            if not self.imap:
+                raise ValueError("kind imap needs an imap table: imap = { imap_host = \"…\", username = \"…\", password = \"…\" }")
+            unknown = sorted(set(self.imap) - IMAP_KEYS)
+            if unknown:
+                raise ValueError(f"unknown imap key {unknown[0]!r}; the keys are {', '.join(sorted(IMAP_KEYS))}")
+            missing = [key for key in ("imap_host", "username", "password") if not self.imap.get(key)]
+            if missing:
+                raise ValueError(f"the imap table needs {', '.join(missing)}")
+            return self
+        if self.imap is not None:
+            raise ValueError("an imap table goes with kind = \"imap\" (a watched mailbox)")
         if (self.token is None) == (self.hmac_secret is None):
             raise ValueError("set either token (a bearer secret of at least 16 characters) or hmac_secret (the "
                              "signing secret), not both or neither")
         if self.token is not None and (self.signature_header is not None or "signature_scheme" in self.model_fields_set):
             raise ValueError("signature_scheme and signature_header go with hmac_secret, not with a bearer token")
         return self
+
+    @property
+    def secrets(self) -> list[str]:
+        """What must never reach a log line."""
+        return [s for s in (self.token, self.hmac_secret, str((self.imap or {}).get("password") or "") or None) if s]
 
     @property
     def header(self) -> str:

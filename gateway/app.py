@@ -42,7 +42,7 @@ from clawgate.workspace.users import Workspaces
 from . import __version__, chat_channels, fleet
 from .api import build_methods
 from .dispatcher import Dispatcher
-from .hooks_server import HooksServer
+from .hooks_server import HooksServer, build_mail_watches
 from .instance import remove_pid_file
 from .runtime import event_loop_name, settle_heap
 from .server import GatewayServer
@@ -69,13 +69,16 @@ def build_channels(settings: Settings, services: Services, server: GatewayServer
     return {"gateway": gateway_chat, **built.runners}, built
 
 
-def build_hooks_server(settings: Settings, services: Services) -> HooksServer | None:
-    """The webhook listener when a `[hooks.<name>]` table is enabled; it puts calls on the intake like a channel."""
+def build_hook_inputs(settings: Settings, services: Services, db: sqlite3.Connection) -> tuple[HooksServer | None, list[Any]]:
+    """The enabled `[hooks.<name>]` tables: the webhook listener for the HTTP ones, a mail watch per mailbox
+    (kind imap); both put calls on the intake like a channel."""
     hooks = build_hooks(settings.hooks)
-    if not hooks:
-        return None
-    register_secrets([secret for hook in hooks.values() for secret in (hook.settings.token, hook.settings.hmac_secret)])
-    return HooksServer(hooks, services.intake, host=settings.gateway.hooks_host, port=settings.gateway.hooks_port)
+    register_secrets([secret for hook in hooks.values() for secret in hook.settings.secrets])
+    http = {name: hook for name, hook in hooks.items() if hook.settings.kind == "http"}
+    server = HooksServer(http, services.intake, host=settings.gateway.hooks_host,
+                         port=settings.gateway.hooks_port) if http else None
+    mail = {name: hook for name, hook in hooks.items() if hook.settings.kind == "imap"}
+    return server, build_mail_watches(mail, services.intake, db) if mail else []
 
 
 def file_limits(channels: dict[str, Channel]) -> dict[str, int]:
@@ -114,7 +117,7 @@ class App:
         install_hooks(hook_pipeline(state, talk, watch, producers, self.server.on_event), state, talk)
         self.channels, self.chat_channels = build_channels(settings, self.services, self.server, state.db,
                                                            state.workspaces)
-        self.hooks_server = build_hooks_server(settings, self.services)
+        self.hooks_server, self.mail_watches = build_hook_inputs(settings, self.services, state.db)
         self.dispatcher = Dispatcher(state.bus, self.channels, base_delay=settings.channels.delivery_retry_seconds)
         if isinstance(send_file := talk.tools.get("send_file"), SendFile):  # the tool refuses what a channel cannot take
             send_file.limits = file_limits(self.channels)
@@ -152,8 +155,9 @@ class App:
         add("backgroundJobs", self.background.running)
         if self.settings.mcp.servers:
             add("mcp", self.mcp.status)
-        if (hooks := self.hooks_server) is not None:
-            add("hooks", lambda: [hook.public() for hook in hooks.hooks.values()])
+        hooks = [*(self.hooks_server.hooks.values() if self.hooks_server else ()), *(w.hook for w in self.mail_watches)]
+        if hooks:
+            add("hooks", lambda: [hook.public() for hook in hooks])
 
     # lifecycle -----------------------------------------------------------------------------
     async def run(self) -> bool:
@@ -232,6 +236,9 @@ class App:
         if self.hooks_server is not None:  # webhook calls are input like a channel's
             await self.hooks_server.start()
             stack.push_async_callback(_quietly, "webhook listener stop", self.hooks_server.stop)
+        if self.mail_watches:  # watched mailboxes (hooks of kind imap): new mail is input too
+            watching = [asyncio.create_task(w.run(), name=f"hook {w.hook.name}") for w in self.mail_watches]
+            stack.push_async_callback(_cancel_all, watching)
         self.triggers.start()  # last: overdue cron runs fire into a fully started daemon
         stack.callback(self.triggers.stop)
         self._write_pid(stack)
@@ -292,6 +299,12 @@ async def _quietly(what: str, step: Any) -> None:
         await step()
     except Exception:
         log.exception("%s failed", what)
+
+
+async def _cancel_all(tasks: list["asyncio.Task[Any]"]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _quietly_sync(durability: Durability) -> None:

@@ -23,7 +23,8 @@ def check_hooks(paths: Paths, settings: Settings) -> list[Line]:
         return []
     from clawgate.agent.triggers.hooks import build_hooks
 
-    out: list[Line] = [_listener(paths, settings)] if any(h.enabled for h in settings.hooks.values()) else []
+    http = [h for h in settings.hooks.values() if h.enabled and h.kind == "http"]
+    out: list[Line] = [_listener(paths, settings)] if http else []
     for name, table in settings.hooks.items():
         label = f"hook {name}"
         if not table.enabled:
@@ -36,7 +37,11 @@ def check_hooks(paths: Paths, settings: Settings) -> list[Line]:
                         f"fix [hooks.{name}] in config.toml; the gateway refuses to start with it"))
             continue
         auth = "bearer token" if table.token else f"HMAC ({table.signature_scheme}, {table.header})"
-        detail = f"POST /hooks/{name}: {auth}; runs in {hook.session}; answers to {hook.deliver or 'the history only'}"
+        where = f"POST /hooks/{name}: {auth}"
+        if table.kind == "imap":
+            mailbox = table.imap or {}
+            where = f"new mail in {mailbox.get('imap_folder', 'INBOX')} of {mailbox.get('username')} on {mailbox.get('imap_host')}"
+        detail = f"{where}; runs in {hook.session}; answers to {hook.deliver or 'the history only'}"
         channel = (hook.deliver or "").partition(":")[0]
         if channel and channel != "gateway" and not _channel_on(settings, channel):
             out.append((label, "warn", f"{detail}, but the {channel} channel is not enabled",

@@ -163,6 +163,26 @@ class HooksServer:
         log.warning("hook %s: a call from %s refused (401): %s%s", hook.name, request.remote, reason, more)
 
 
+def build_mail_watches(hooks: dict[str, Hook], intake: Intake, db: sqlite3.Connection) -> list[Any]:
+    """A watch per mailbox hook, on the email channel's IMAP code (the `email` extra); its UID cursor is
+    kept in the channels' state table under `hook:<name>`."""
+    try:
+        from clawgate.channels.email.watch import MailWatch, mailbox_settings
+    except ImportError as exc:
+        raise ConfigError(f"config error: hook {next(iter(hooks))} watches a mailbox, which needs the email extra "
+                          f"({exc.name} is missing): pip install 'clawgate[email]'") from None
+    from clawgate.channels.kit.store import ChannelStore
+
+    watches = []
+    for name, hook in hooks.items():
+        try:
+            settings = mailbox_settings(name, hook.settings.imap or {})
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        watches.append(MailWatch(hook, settings, intake, ChannelStore(db, f"hook:{name}")))
+    return watches
+
+
 async def _no_server_header(request: web.Request, response: web.StreamResponse) -> None:
     """A public endpoint does not tell scanners which HTTP library (and version) answers it."""
     response.headers.popall("Server", None)

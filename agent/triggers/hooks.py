@@ -96,7 +96,10 @@ class Hook:
     def public(self) -> dict[str, Any]:
         """What the status shows of a hook: no secret, its target and its last calls."""
         s = self.settings
-        return {"name": self.name, "enabled": s.enabled, "auth": "bearer token" if s.token else f"hmac ({s.signature_scheme})",
+        auth = "bearer token" if s.token else f"hmac ({s.signature_scheme})"
+        if s.kind == "imap":
+            auth = f"mailbox {(s.imap or {}).get('imap_folder', 'INBOX')} on {(s.imap or {}).get('imap_host')}"
+        return {"name": self.name, "enabled": s.enabled, "kind": s.kind, "auth": auth,
                 "session": self.session, "deliver": self.deliver or "none", "agent": s.agent,
                 "lastCalls": [c.public() for c in reversed(self.calls)]}
 

@@ -28,8 +28,10 @@ RESTART = "restart the gateway to apply it (it reads its hooks at start)"
 
 def _public(name: str, table: Any) -> dict[str, Any]:
     """A hook as listed: never its secret."""
-    return {"name": name, "enabled": table.enabled,
-            "auth": "bearer token" if table.token else f"hmac ({table.signature_scheme}, header {table.header})",
+    auth = "bearer token" if table.token else f"hmac ({table.signature_scheme}, header {table.header})"
+    if table.kind == "imap":
+        auth = f"mailbox {(table.imap or {}).get('imap_folder', 'INBOX')} on {(table.imap or {}).get('imap_host')}"
+    return {"name": name, "enabled": table.enabled, "kind": table.kind, "auth": auth,
             "session": table.session_key(name), "deliver": table.deliver or "none", "agent": table.agent,
             "message": table.message}
 
@@ -152,6 +154,9 @@ def cmd_test(args: argparse.Namespace) -> int:
     table = settings.hooks.get(args.name)
     if table is None:
         raise CliError(f"no hook {args.name!r} in config.toml; `clawgate hooks list` shows them", EXIT_FAILED)
+    if table.kind == "imap":
+        raise CliError(f"hook {args.name} watches a mailbox, it is not called over HTTP; send a mail to "
+                       f"{(table.imap or {}).get('username')} to try it", EXIT_FAILED)
     if args.body is not None:
         try:
             body = Path(args.body).read_bytes()

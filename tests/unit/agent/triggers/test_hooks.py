@@ -163,3 +163,18 @@ def test_the_bucket_takes_a_burst_then_the_rate() -> None:
     assert bucket.take(100.0) == pytest.approx(1.0)
     assert bucket.take(100.5) == pytest.approx(0.5)
     assert bucket.take(101.0) == 0.0
+
+
+def test_a_mailbox_hook_takes_an_imap_table_and_no_http_secret(tmp_path: Path) -> None:
+    imap = 'imap = { imap_host = "127.0.0.1", username = "me@example.test", password = "pw-1" }'
+    assert "takes no token" in _settings_error(tmp_path, f'[hooks.mail]\nkind = "imap"\ntoken = "{TOKEN}"\n{imap}\n')
+    assert "needs an imap table" in _settings_error(tmp_path, '[hooks.mail]\nkind = "imap"\n')
+    assert "the imap table needs password" in _settings_error(
+        tmp_path, '[hooks.mail]\nkind = "imap"\nimap = { imap_host = "h", username = "u" }\n')
+    unknown = _settings_error(tmp_path, f'[hooks.mail]\nkind = "imap"\n{imap[:-2]}, dm_policy = "open" }}\n')
+    assert "unknown imap key 'dm_policy'" in unknown and "pw-1" not in unknown
+    assert "goes with kind" in _settings_error(tmp_path, f'[hooks.ci]\ntoken = "{TOKEN}"\n{imap}\n')
+    home = tmp_path / "home"
+    (home / "config.toml").write_text(f'[hooks.mail]\nkind = "imap"\n{imap}\n')
+    hook = build_hooks(load_settings(Paths(home), environ={}).hooks)["mail"]
+    assert hook.public()["auth"] == "mailbox INBOX on 127.0.0.1" and hook.settings.secrets == ["pw-1"]
