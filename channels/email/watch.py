@@ -82,6 +82,10 @@ class MailWatch:
                 self.state = "reconnecting"
                 log.warning("hook %s: lost the IMAP connection to %s (%s); again in %g s", self.hook.name,
                             s.imap_host, exc, delay)
+            except Exception as exc:  # a store that refused the message (disk full): nothing is lost, the cursor did not move
+                self.state = "retrying"
+                log.error("hook %s: %s: %s; the mailbox is read again in %g s", self.hook.name, type(exc).__name__,
+                          exc, delay)
             finally:
                 await box.disconnect()
             await asyncio.sleep(delay)
