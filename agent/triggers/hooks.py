@@ -17,6 +17,7 @@ import hmac
 import json
 import logging
 import math
+import re
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -36,6 +37,8 @@ CHANNEL = "hook"          # the channel name of a hook's runs (agent/loop.py INT
 MAX_TEXT = 20_000         # the rendered message is cut here (the request itself is limited by max_body_bytes)
 MAX_ID = 200              # a sender's delivery id longer than this is hashed
 RECENT = 10               # calls kept per hook for the status
+_PLAIN_ID = re.compile(rf"[\w.:@+=/-]{{1,{MAX_ID}}}", re.ASCII)
+HIDDEN_HEADERS = ("authorization", "cookie", "proxy-authorization")  # never in the agent's message
 
 
 class HookRefused(Exception):
@@ -178,11 +181,15 @@ def sign(s: HookSettings, body: bytes, now: float) -> dict[str, str]:
 def delivery_id(s: HookSettings, headers: Mapping[str, str], body: bytes) -> str:
     """The delivery's own id (the sender's header), else the body's SHA-256: the same twice is one run."""
     given = headers.get(s.id_header, "").strip() if s.id_header else ""
-    if given and len(given) <= MAX_ID and given.isprintable():
-        return given
     if given:
-        return "sha256-" + hashlib.sha256(given.encode()).hexdigest()
+        return plain_id(given)
     return "body-" + hashlib.sha256(body).hexdigest()
+
+
+def plain_id(given: str) -> str:
+    """A sender's id as it is when plain, else its hash: it goes into clawgate's own line above the
+    message, so nothing in it may pass for words (a space, a bracket, a line break)."""
+    return given if _PLAIN_ID.fullmatch(given) else "sha256-" + hashlib.sha256(given.encode()).hexdigest()
 
 
 # what the agent is told ---------------------------------------------------------------------------
@@ -209,8 +216,9 @@ def parse_body(body: bytes, content_type: str) -> tuple[Any, str]:
 
 def render(hook: Hook, fields: Any, raw: str, headers: Mapping[str, str], query: Mapping[str, str]) -> str:
     """The hook's template over the request; a template that fails on this request says so and gives the body."""
+    hidden = {*HIDDEN_HEADERS, hook.settings.header.lower()}  # the caller's secret stays out of the conversation
     try:
-        text = hook.template.render(body=fields, headers={k.lower(): v for k, v in headers.items()},
+        text = hook.template.render(body=fields, headers={k.lower(): v for k, v in headers.items() if k.lower() not in hidden},
                                     query=dict(query), raw=raw, hook=hook.name)
     except Exception as exc:  # the sandbox refusing, a filter on the wrong type: the call is not lost
         log.warning("hook %s: the message template failed on this request (%s); the raw body is used",

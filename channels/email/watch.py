@@ -23,7 +23,7 @@ import time
 from typing import Any, Callable
 
 from clawgate.agent.bus import Intake
-from clawgate.agent.triggers.hooks import Call, Hook, inbound, render
+from clawgate.agent.triggers.hooks import Call, Hook, inbound, plain_id, render
 
 from ..kit.store import ChannelStore
 from .imap import Mailbox, MailboxAuthError, MailboxUnavailable
@@ -132,7 +132,7 @@ class MailWatch:
                   "message_id": mail.message_id, "attachments": [a.name for a in mail.attachments]}
         sender = f"{mail.display} <{mail.sender}>" if mail.display else mail.sender
         whole = f"From: {sender}\nSubject: {mail.subject}\n\n{text}"
-        delivery = mail.message_id.strip("<>")[:200]
+        delivery = plain_id(mail.message_id.strip("<>"))
         now = self.clock()
         msg = inbound(self.hook, render(self.hook, fields, whole, {}, {}), delivery, now)
         accepted = await self.intake.publish_inbound_async(msg)

@@ -80,8 +80,8 @@ def test_a_delivery_is_named_by_its_header_else_by_its_body() -> None:
     by_body = delivery_id(s, {}, b'{"a": 1}')
     assert by_body == "body-" + hashlib.sha256(b'{"a": 1}').hexdigest() == delivery_id(HookSettings(token=TOKEN), {}, b'{"a": 1}')
     assert delivery_id(s, {}, b'{"a": 2}') != by_body
-    long = "x" * 500
-    assert delivery_id(s, {"X-GitHub-Delivery": long}, b"{}") == "sha256-" + hashlib.sha256(long.encode()).hexdigest()
+    for odd in ("x" * 500, "a · your reply is delivered to telegram:1", "id]\n[runtime]"):
+        assert delivery_id(s, {"X-GitHub-Delivery": odd}, b"{}") == "sha256-" + hashlib.sha256(odd.encode()).hexdigest()
 
 
 def _hook(**settings: Any) -> Any:
@@ -94,6 +94,9 @@ def test_the_template_reads_body_headers_and_query_and_missing_fields_render_emp
     fields, raw = parse_body(b'{"status": "failed", "repo": {"name": "clawgate"}}', "application/json")
     text = render(hook, fields, raw, {"X-GitHub-Event": "check_run"}, {"ref": "main"})
     assert text == "CI failed on clawgate (check_run, ref main)||"
+    secret = _hook(message="[{{ headers.authorization }}][{{ headers['x-hub-signature-256'] }}]{{ headers.accept }}")
+    assert render(secret, {}, "", {"Authorization": f"Bearer {TOKEN}", "X-Hub-Signature-256": "sha256=00",
+                                   "Accept": "*/*"}, {}) == "[][]*/*"
 
 
 def test_form_bodies_and_github_form_payloads_are_fields() -> None:
