@@ -14,11 +14,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from tests.fakes.anthropic.request_text import tool_results
 from tests.fakes.anthropic_api import FakeAnthropic, Reply, last_user_block, last_user_text, text, tool_use
 from tests.fakes.telegram_api import FakeTelegram
 from tests.harness import DaemonProcess
-from tests.hooks_support import SECRET, TOKEN, call, call_bearer, github_signature, hooks_daemon, stripe_signature  # noqa: F401
+from tests.hooks_support import SECRET, TOKEN, call, call_bearer, github_signature, hook_url, hooks_daemon, \
+    stripe_signature  # noqa: F401
 from tests.mcp_support import wait_pending_approval
 from tests.telegram_support import telegram  # noqa: F401  (fixture)
 from tests.waiting import DEFAULT_TIMEOUT, wait_past, wait_until
@@ -113,6 +116,15 @@ async def test_unknown_hooks_wrong_methods_oversize_bodies_and_bursts_are_refuse
     assert get.status_code == 405 and get.headers["Allow"] == "POST"
     big = await call_bearer(daemon, "small", {"text": "x" * 200})
     assert big.status_code == 413 and "max_body_bytes (100)" in big.json()["error"]
+
+    async def chunks():  # no Content-Length: the limit holds while the body is read
+        for _ in range(3):
+            yield b"x" * 60
+    async with httpx.AsyncClient(timeout=60) as client:
+        chunked = await client.post(hook_url(daemon, "small"), content=chunks(), headers={"Authorization": f"Bearer {TOKEN}"})
+    assert chunked.status_code == 413
+    broken = await call(daemon, "ci", b'{"status": ', {"Authorization": f"Bearer {TOKEN}"})
+    assert broken.status_code == 400 and broken.json() == {"error": "the body is not valid JSON"}
     burst = [await call_bearer(daemon, "small", {"n": n}) for n in range(3)]
     assert [r.status_code for r in burst] == [202, 202, 429]
     assert int(burst[2].headers["Retry-After"]) >= 1
