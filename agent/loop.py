@@ -328,7 +328,7 @@ def acts_for_owner(msg: InboundMessage) -> bool:
 
 # Messages no person typed: the rights and workspace of their run come from the message's metadata
 # or, failing that, from the last person heard from in the session.
-INTERNAL_CHANNELS = frozenset({"cron", "heartbeat", "recovery", "background", "subagent", "drift"})
+INTERNAL_CHANNELS = frozenset({"cron", "heartbeat", "recovery", "background", "subagent", "drift", "hook"})
 
 
 def run_user(msg: InboundMessage, session: Session) -> str:
@@ -372,7 +372,7 @@ def _reply_metadata(msg: InboundMessage, answers: str | None = None) -> dict[str
     """What a channel needs to place a reply (cron, heartbeat: where it came from); `command_message`: the
     platform message of the command the reply answers (a /stop), which a platform that binds answers to
     commands (Discord's interactions) answers with it."""
-    keep = ("message_id", "thread_id", "reply_to", "cron", "heartbeat")
+    keep = ("message_id", "thread_id", "reply_to", "cron", "heartbeat", "hook")
     meta = {k: msg.metadata[k] for k in keep if k in msg.metadata}
     if answers is not None:
         meta["command_message"] = answers

@@ -287,7 +287,7 @@ class Session:
             if record["kind"] == "user":
                 if record.get("deliver"):
                     return record["deliver"]
-                if record.get("channel") not in (None, "heartbeat", "recovery", "cron", "background"):
+                if record.get("channel") not in (None, "heartbeat", "recovery", "cron", "background", "hook"):
                     return {"channel": record["channel"], "chat_id": record["chat_id"]}
         return None
 
@@ -295,7 +295,7 @@ class Session:
         """Whether the last person heard from in this session is the owner: the rights a turn
         nobody typed (heartbeat, resume after a restart) runs with."""
         for record in reversed(self.records):
-            if record["kind"] == "user" and record.get("channel") not in ("heartbeat", "recovery", "cron", "background"):
+            if record["kind"] == "user" and record.get("channel") not in ("heartbeat", "recovery", "cron", "background", "hook"):
                 return record.get("owner") is True
         return False
 
@@ -339,6 +339,8 @@ def delivered_note(record: Record) -> str:
             (f", {origin['schedule']})" if origin.get("schedule") else ")")
     elif origin.get("kind") == "heartbeat":
         source = "the heartbeat"
+    elif origin.get("kind") == "hook":
+        source = f'webhook "{origin.get("name")}" (delivery {origin.get("delivery")})'
     else:
         source = str(origin.get("kind") or "a trigger")
     what = "an error report" if record.get("error") else "an answer"

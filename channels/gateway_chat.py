@@ -153,10 +153,13 @@ class GatewayChatChannel(Channel):
 
 def _origin(msg: OutboundMessage) -> dict[str, Any] | None:
     """Which trigger a reply comes from, for the clients to label it: a cron job (its id, name and
-    schedule) or the heartbeat; None for an answer to a person's message."""
+    schedule), the heartbeat or a webhook (its name, the delivery); None for an answer to a person's message."""
     cron = msg.metadata.get("cron")
     if isinstance(cron, dict):
         return {"kind": "cron", "job": cron.get("job"), "name": cron.get("name"), "schedule": cron.get("schedule")}
     if msg.metadata.get("heartbeat") is not None:
         return {"kind": "heartbeat"}
+    hook = msg.metadata.get("hook")
+    if isinstance(hook, dict):  # an inbound webhook's run (agent/triggers/hooks.py)
+        return {"kind": "hook", "name": hook.get("name"), "delivery": hook.get("delivery")}
     return None

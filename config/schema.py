@@ -16,6 +16,7 @@ from pydantic import ValidationInfo
 
 from .access import AccessSettings, GroupPolicy
 from .agents import AgentConfig, Binding
+from .hooks import HookSettings, check_hook_names
 from .mcp import McpSettings
 from .web_tools import BrowserSettings, WebSearchSettings
 
@@ -42,6 +43,9 @@ class GatewaySettings(_Section):
     tick_seconds: float = Field(30.0, ge=0.1, le=3600, description="how often every client gets a `tick` event")
     ping_seconds: float = Field(20.0, ge=0.1, le=3600, description=(
         "how often the gateway pings each client, and how long it waits for the pong before dropping it"))
+    # Inbound webhooks ([hooks.<name>], docs/hooks.md) have their own HTTP listener, opened only when a hook is set.
+    hooks_host: str = Field("127.0.0.1", description="address the webhook listener binds; a reverse proxy forwards to it")
+    hooks_port: int = Field(18790, ge=0, le=65535, description="port of the webhook listener (POST /hooks/<name>)")
 
 
 class AnthropicSettings(_Section):
@@ -375,3 +379,6 @@ class Settings(_Section):
     # several agents and the bindings routing chats to them (config/agents.py, docs/agents.md); none: one agent
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     bindings: list[Binding] = Field(default_factory=list)
+    hooks: dict[str, HookSettings] = Field(default_factory=dict)  # inbound webhooks (config/hooks.py, docs/hooks.md)
+
+    _hook_names = field_validator("hooks")(check_hook_names)

@@ -31,6 +31,7 @@ from clawgate.agent.supervision.drift_control import CheckpointRestorer
 from clawgate.agent.tools.mounts import mount_status
 from clawgate.agent.tools.sandbox import sandbox_status
 from clawgate.agent.tools.send_file import SendFile
+from clawgate.agent.triggers.hooks import build_hooks
 from clawgate.channels.base import Channel
 from clawgate.channels.gateway_chat import GatewayChatChannel
 from clawgate.config.paths import Paths
@@ -41,6 +42,7 @@ from clawgate.workspace.users import Workspaces
 from . import __version__, chat_channels, fleet
 from .api import build_methods
 from .dispatcher import Dispatcher
+from .hooks_server import HooksServer, build_mail_watches
 from .instance import remove_pid_file
 from .runtime import event_loop_name, settle_heap
 from .server import GatewayServer
@@ -65,6 +67,18 @@ def build_channels(settings: Settings, services: Services, server: GatewayServer
     server.backlog = gateway_chat  # a (re)connecting client catches up on the replies it missed
     built = chat_channels.build(settings.channels, services, db, workspace=workspaces.owner.root, workspaces=workspaces)
     return {"gateway": gateway_chat, **built.runners}, built
+
+
+def build_hook_inputs(settings: Settings, services: Services, db: sqlite3.Connection) -> tuple[HooksServer | None, list[Any]]:
+    """The enabled `[hooks.<name>]` tables: the webhook listener for the HTTP ones, a mail watch per mailbox
+    (kind imap); both put calls on the intake like a channel."""
+    hooks = build_hooks(settings.hooks)
+    register_secrets([secret for hook in hooks.values() for secret in hook.settings.secrets])
+    http = {name: hook for name, hook in hooks.items() if hook.settings.kind == "http"}
+    server = HooksServer(http, services.intake, host=settings.gateway.hooks_host,
+                         port=settings.gateway.hooks_port) if http else None
+    mail = {name: hook for name, hook in hooks.items() if hook.settings.kind == "imap"}
+    return server, build_mail_watches(mail, services.intake, db) if mail else []
 
 
 def file_limits(channels: dict[str, Channel]) -> dict[str, int]:
@@ -103,6 +117,7 @@ class App:
         install_hooks(hook_pipeline(state, talk, watch, producers, self.server.on_event), state, talk)
         self.channels, self.chat_channels = build_channels(settings, self.services, self.server, state.db,
                                                            state.workspaces)
+        self.hooks_server, self.mail_watches = build_hook_inputs(settings, self.services, state.db)
         self.dispatcher = Dispatcher(state.bus, self.channels, base_delay=settings.channels.delivery_retry_seconds)
         if isinstance(send_file := talk.tools.get("send_file"), SendFile):  # the tool refuses what a channel cannot take
             send_file.limits = file_limits(self.channels)
@@ -142,6 +157,9 @@ class App:
             add("mcp", self.mcp.status)
         if self.settings.agents:  # several agents: their ids, the default first (a session's agent is in its key)
             add("agents", lambda: list(state.roster.agents))
+        hooks = [*(self.hooks_server.hooks.values() if self.hooks_server else ()), *(w.hook for w in self.mail_watches)]
+        if hooks:
+            add("hooks", lambda: [hook.public() for hook in hooks])
 
     # lifecycle -----------------------------------------------------------------------------
     async def run(self) -> bool:
@@ -213,6 +231,12 @@ class App:
             except Exception as exc:
                 log.error("channel %s did not start: %s", name, exc)
             stack.push_async_callback(_quietly, f"channel {name} stop", channel.stop)
+        if self.hooks_server is not None:  # webhook calls are input like a channel's
+            await self.hooks_server.start()
+            stack.push_async_callback(_quietly, "webhook listener stop", self.hooks_server.stop)
+        if self.mail_watches:  # watched mailboxes (hooks of kind imap): new mail is input too
+            watching = [asyncio.create_task(w.run(), name=f"hook {w.hook.name}") for w in self.mail_watches]
+            stack.push_async_callback(_cancel_all, watching)
         self.triggers.start()  # last: overdue cron runs fire into a fully started daemon
         stack.callback(self.triggers.stop)
         self._write_pid(stack)
@@ -273,6 +297,12 @@ async def _quietly(what: str, step: Any) -> None:
         await step()
     except Exception:
         log.exception("%s failed", what)
+
+
+async def _cancel_all(tasks: list["asyncio.Task[Any]"]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _quietly_sync(durability: Durability) -> None:

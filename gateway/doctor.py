@@ -23,6 +23,7 @@ from clawgate.config.schema import Settings
 from clawgate.config.token import gateway_token
 
 from .doctor_channels import check_channels
+from .doctor_hooks import check_hooks
 
 Status = Literal["ok", "warn", "fail", "skip"]
 ANTHROPIC_URL = "https://api.anthropic.com"
@@ -80,6 +81,7 @@ def run_checks(paths: Paths, *, offline: bool = False,
             check_mounts(mount_status), check_exec_path(settings, environ),
             check_database(paths), check_disk(paths, disk_usage),
             *(Check(*found) for found in check_mcp(paths, settings, offline)),  # type: ignore[arg-type]
+            *(Check(*found) for found in check_hooks(paths, settings)),  # type: ignore[arg-type]
             # the channels last: a summary line, then one line per enabled channel (gateway/doctor_channels.py)
             *(Check(*found) for found in check_channels(paths, settings, offline)),  # type: ignore[arg-type]
             *check_mail_from_trust(settings), *check_web_search(settings, offline)]

@@ -22,7 +22,8 @@ __all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import agents, approvals, channels, chat, checkpoints, cron, doctor, home, logs, pairing, serve, tasks, usage, web
+    from . import (agents, approvals, channels, chat, checkpoints, cron, doctor, home, hooks, logs, pairing, serve,
+                   tasks, usage, web)
 
     parser = argparse.ArgumentParser(prog="clawgate", description="Self-hosted chat agent daemon.",
                                      epilog="exit codes: 0 ok, 1 refused (not found, conflict), 2 usage or config, "
@@ -30,8 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
                                             "runs on this home, 130 interrupted, 141 output pipe closed")
     parser.add_argument("--version", action="version", version=f"clawgate {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (home, serve, chat, approvals, tasks, checkpoints, cron, pairing, channels, agents, doctor, logs,
-                  usage, web):
+    for group in (home, serve, chat, approvals, tasks, checkpoints, cron, hooks, pairing, channels, agents, doctor,
+                  logs, usage, web):
         group.add_commands(sub)
     finish_help(parser)
     return parser

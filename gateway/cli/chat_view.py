@@ -51,6 +51,8 @@ def source_label(payload: dict[str, Any]) -> str:
         return f'from cron job "{name}"{schedule}'
     if origin.get("kind") == "heartbeat" or run_id.startswith("hb:"):
         return "from the heartbeat"
+    if origin.get("kind") == "hook" or run_id.startswith("hook:"):
+        return f'from webhook "{origin.get("name") or run_id.split(":")[1]}"'
     if payload.get("kind") == "notice":
         return "notice"
     return "answer to a message sent from another client"

@@ -110,6 +110,8 @@ def status_lines(status: dict[str, Any]) -> list[str]:
             out += _rows(name, mcp_lines(value))
         elif key == "channelStates" and isinstance(value, dict):
             out += _rows(name, channel_lines(value))
+        elif key == "hooks" and isinstance(value, list):  # inbound webhooks and watched mailboxes (docs/hooks.md)
+            out += _rows(name, hook_lines(value))
         elif key == "fleet" and isinstance(value, dict):
             out += _rows(name, fleet_lines(value))
         elif key == "fleetCalls" and isinstance(value, dict):  # sends through another process's connection
@@ -131,6 +133,22 @@ def status_lines(status: dict[str, Any]) -> list[str]:
         else:
             out.append(f"{name:{LABEL}} {human(value)}")
     return out
+
+
+def hook_lines(hooks: list[dict[str, Any]]) -> list[str]:
+    """One line per hook: how it is called, where its answers go, its latest call."""
+    import time
+
+    lines = []
+    for hook in hooks:
+        calls = hook.get("lastCalls") or []
+        last = "no call yet"
+        if calls:
+            latest = calls[0]
+            note = f" ({latest['note']})" if latest.get("note") else ""
+            last = f"last call {latest['status']}{note} at {time.strftime('%H:%M:%S', time.localtime(latest['at']))}"
+        lines.append(f"{hook['name']}: {hook['auth']} -> {hook['deliver']}; {last}")
+    return lines
 
 
 def channel_lines(states: dict[str, Any]) -> list[str]:

@@ -260,5 +260,6 @@ export class ChatView {
 function fromLabel(origin) {
   if (origin.kind === "cron") return `from cron job "${origin.name || origin.job}"${origin.schedule ? ` · ${origin.schedule}` : ""}`;
   if (origin.kind === "heartbeat") return "from the heartbeat";
+  if (origin.kind === "hook") return `from webhook "${origin.name}"`;
   return `from ${origin.kind}`;
 }

@@ -189,6 +189,14 @@ function fleetRows(f) {
   ];
 }
 
+// Inbound webhooks (docs/hooks.md): a row per hook, its target and its last three calls.
+function hookRows(hooks) {
+  return (hooks || []).map((h) => {
+    const calls = (h.lastCalls || []).slice(0, 3).map((c) => `${c.status} at ${when(c.at)}${c.note ? ` (${c.note})` : ""}`);
+    return [`hook ${h.name}`, `${h.auth} → ${h.deliver}; last calls: ${calls.join(", ") || "none"}`];
+  });
+}
+
 export class StatusPanel {
   constructor(gateway, root, { onError }) {
     this.gateway = gateway;
@@ -225,6 +233,7 @@ export class StatusPanel {
         ["top sessions", top.join(", ")],
         ["background jobs", (s.backgroundJobs || []).map((j) => `${j.id} (${j.session}): ${j.summary}`).join("; ") || "none"],
         ...fleetRows(s.fleet),
+        ...hookRows(s.hooks),
       ];
       clear(this.box, rows.map(([k, v]) => [el("dt", { text: k }), el("dd", { text: v ?? "—" })]));
     } catch (error) {

@@ -41,3 +41,15 @@ async def test_heartbeat_and_cron_answers_are_kept_once_in_the_target_only(tmp_p
                      "ts": kept[0]["ts"], "runId": "hb:1"}]
     assert [m for m in sessions.get("main").history() if m["role"] != "assistant" or not m.get("from")] == []
     assert not [r for r in sessions.get("cron:j").records if r["kind"] == "delivered"]
+
+
+async def test_a_webhooks_answer_is_kept_labelled_and_the_model_told_where_it_came_from(tmp_path: Path) -> None:
+    from clawgate.agent.session import delivered_note
+
+    channel, sessions = _channel(tmp_path)
+    await channel.send(OutboundMessage(channel="gateway", chat_id="main", text="Build failed.", session_key="hooks:ci",
+                                       in_reply_to="hook:ci:d-1", metadata={"hook": {"name": "ci", "delivery": "d-1"}}))
+    [kept] = [m for m in sessions.get("main").history() if m.get("from")]
+    assert kept["from"] == {"kind": "hook", "name": "ci", "delivery": "d-1"} and kept["text"] == "Build failed."
+    [record] = [r for r in sessions.get("main").records if r["kind"] == "delivered"]
+    assert delivered_note(record).startswith('[runtime] Delivered into this conversation from webhook "ci" (delivery d-1)')

@@ -69,3 +69,11 @@ async def test_a_one_message_chat_keeps_stdout_for_its_own_answer(capsys: pytest
     out, err = capsys.readouterr()
     assert out == "Mine.\n"
     assert '(from cron job "j1")' in err and "agent> A cron result." in err
+
+
+def test_a_webhooks_answer_is_labelled_with_the_hook() -> None:
+    from clawgate.gateway.cli.chat_view import source_label
+
+    assert source_label({"from": {"kind": "hook", "name": "ci", "delivery": "d-1"}, "runId": "hook:ci:d-1"}) == \
+        'from webhook "ci"'
+    assert source_label({"runId": "hook:deploy:abc"}) == 'from webhook "deploy"'

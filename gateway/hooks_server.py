@@ -1,0 +1,188 @@
+"""The webhook listener: POST /hooks/<name> on its own aiohttp port (`gateway.hooks_host`, `hooks_port`).
+
+Its own listener because the gateway's port speaks WebSocket (and serves the control page by GET);
+opened only when a `[hooks.<name>]` table is set, bound to loopback unless told otherwise (a reverse
+proxy gives it TLS). Checks run in a fixed order, each refusal a status with a one-line JSON error:
+unknown hook 404, anything but POST 405, a body over the hook's limit 413, a caller without the
+secret 401 (logged without anything of the body, at most once a minute per hook), a burst past the
+hook's rate 429 with Retry-After. A call is answered 202 {"id"} only once its message is in the
+inbox and flushed (`durable()`, as gateway/api/chat.py does): a crash after that runs it after the
+restart, a crash before leaves the sender without a 2xx, so it sends again; the same delivery id is
+one run either way. A storage failure answers 503 so the sender retries. The decisions themselves
+are agent/triggers/hooks.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import re
+import sqlite3
+import time
+from typing import Any, Callable
+
+from aiohttp import web
+
+from clawgate.agent.bus import Intake
+from clawgate.agent.triggers.hooks import Call, Hook, HookRefused, delivery_id, inbound, parse_body, render, \
+    retry_after, verify
+from clawgate.config.loader import ConfigError
+
+log = logging.getLogger("clawgate.hooks")
+READ_SECONDS = 30.0
+LINGER_SECONDS = 10.0
+REFUSAL_LOG_SECONDS = 60.0  # a flood of bad calls is one log line per hook per this, with a count
+_PATH = re.compile(r"^/hooks/([^/]+)/?$")
+
+
+class HooksServer:
+    def __init__(self, hooks: dict[str, Hook], intake: Intake, *, host: str, port: int,
+                 clock: Callable[[], float] = time.time, read_seconds: float = READ_SECONDS) -> None:
+        self.hooks, self.intake = hooks, intake
+        self.host, self._want_port = host, port
+        self.clock, self.read_seconds = clock, read_seconds
+        self._runner: web.AppRunner | None = None
+        self._refused: dict[str, tuple[float, int]] = {}  # hook -> (last logged, refusals not logged since)
+
+    @property
+    def port(self) -> int:
+        assert self._runner is not None
+        return int(self._runner.addresses[0][1])
+
+    async def start(self) -> None:
+        largest = max(h.settings.max_body_bytes for h in self.hooks.values())
+        app = web.Application(client_max_size=largest)
+        app.router.add_route("*", "/{tail:.*}", self._serve)
+        app.on_response_prepare.append(_no_server_header)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, keepalive_timeout=self.read_seconds,
+                               lingering_time=min(LINGER_SECONDS, self.read_seconds))
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, self.host, self._want_port).start()
+        except OSError as exc:
+            await runner.cleanup()
+            if exc.errno == errno.EADDRINUSE:
+                raise ConfigError(f"config error: gateway.hooks_port {self._want_port} is in use by another program; "
+                                  "set another (CLAWGATE_GATEWAY__HOOKS_PORT)") from None
+            raise
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        log.info("webhooks listening on http://%s:%d/hooks/<name> (%s)", self.host, self.port, ", ".join(sorted(self.hooks)))
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _serve(self, request: web.Request) -> web.Response:
+        try:
+            status, payload, headers = await self._decide(request)
+        except HookRefused as refused:
+            status, payload = refused.status, {"error": refused.reason if refused.status != 401 else "unauthorized"}
+            headers = {"Retry-After": str(retry_after(refused.retry_after))} if refused.retry_after else {}
+            if refused.status == 405:
+                headers["Allow"] = "POST"
+        return web.json_response(payload, status=status, headers=headers)
+
+    async def _decide(self, request: web.Request) -> tuple[int, dict[str, Any], dict[str, str]]:
+        match = _PATH.match(request.path)
+        hook = self.hooks.get(match.group(1)) if match else None
+        if hook is None:
+            raise HookRefused(404, "no such hook; the configured ones are [hooks.<name>] tables, called at /hooks/<name>")
+        if request.method != "POST":
+            raise HookRefused(405, "a hook is called with POST")
+        limit = hook.settings.max_body_bytes
+        if (request.content_length or 0) > limit:
+            self._record(hook, 413, note="body too large")
+            raise HookRefused(413, f"the body is larger than this hook's max_body_bytes ({limit})")
+        body = await self._read(request, limit, hook)
+        now = self.clock()
+        try:
+            verify(hook.settings, request.headers, body, now)
+        except HookRefused as refused:
+            self._refusal(hook, refused.reason, request)
+            raise
+        wait = hook.bucket.take(now)
+        if wait:
+            self._record(hook, 429, note="rate limited")
+            log.warning("hook %s: a call refused (429): more than %d at once or %g a minute", hook.name,
+                        hook.settings.burst, hook.settings.rate_per_minute)
+            raise HookRefused(429, "too many calls; try again after Retry-After seconds", retry_after=wait)
+        try:
+            fields, raw = parse_body(body, request.headers.get("Content-Type", ""))
+        except HookRefused as refused:
+            self._record(hook, refused.status, note=refused.reason)
+            raise
+        delivery = delivery_id(hook.settings, request.headers, body)
+        msg = inbound(hook, render(hook, fields, raw, request.headers, request.query), delivery, now)
+        try:
+            accepted = await self.intake.publish_inbound_async(msg)
+            await self.intake.durable()
+        except (sqlite3.Error, OSError) as exc:
+            log.error("hook %s: could not store delivery %s (%s); answered 503 so the sender retries",
+                      hook.name, delivery, exc)
+            self._record(hook, 503, delivery, "not stored")
+            return 503, {"error": "could not store the call; send it again"}, {"Retry-After": "5"}
+        self._record(hook, 202, msg.id, "" if accepted else "a repeated delivery: one run")
+        log.info("hook %s: delivery %s %s", hook.name, delivery,
+                 "accepted" if accepted else "was already accepted (a repeat); not run again")
+        return 202, {"id": msg.id, "duplicate": not accepted}, {}
+
+    async def _read(self, request: web.Request, limit: int, hook: Hook) -> bytes:
+        """The body, at most `limit` bytes (a chunked body has no length to check first), within the deadline."""
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            async with asyncio.timeout(self.read_seconds):
+                while chunk := await request.content.read(64 * 1024):
+                    size += len(chunk)
+                    if size > limit:
+                        self._record(hook, 413, note="body too large")
+                        raise HookRefused(413, f"the body is larger than this hook's max_body_bytes ({limit})")
+                    chunks.append(chunk)
+        except TimeoutError:
+            raise HookRefused(408, "the body did not arrive in time") from None
+        return b"".join(chunks)
+
+    def _record(self, hook: Hook, status: int, id: str = "", note: str = "") -> None:
+        hook.calls.append(Call(self.clock(), status, id, note))
+
+    def _refusal(self, hook: Hook, reason: str, request: web.Request) -> None:
+        """A call without the secret: recorded, and logged (never its body) at most once a minute per hook."""
+        self._record(hook, 401, note=reason)
+        now = time.monotonic()
+        last, quiet = self._refused.get(hook.name, (-REFUSAL_LOG_SECONDS, 0))
+        if now - last < REFUSAL_LOG_SECONDS:
+            self._refused[hook.name] = (last, quiet + 1)
+            return
+        self._refused[hook.name] = (now, 0)
+        more = f" ({quiet} more refused since the last line)" if quiet else ""
+        log.warning("hook %s: a call from %s refused (401): %s%s", hook.name, request.remote, reason, more)
+
+
+def build_mail_watches(hooks: dict[str, Hook], intake: Intake, db: sqlite3.Connection) -> list[Any]:
+    """A watch per mailbox hook, on the email channel's IMAP code (the `email` extra); its UID cursor is
+    kept in the channels' state table under `hook:<name>`."""
+    try:
+        from clawgate.channels.email.watch import MailWatch, mailbox_settings
+    except ImportError as exc:
+        raise ConfigError(f"config error: hook {next(iter(hooks))} watches a mailbox, which needs the email extra "
+                          f"({exc.name} is missing): pip install 'clawgate[email]'") from None
+    from clawgate.channels.kit.store import ChannelStore
+
+    watches = []
+    for name, hook in hooks.items():
+        try:
+            settings = mailbox_settings(name, hook.settings.imap or {})
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        watches.append(MailWatch(hook, settings, intake, ChannelStore(db, f"hook:{name}")))
+    return watches
+
+
+async def _no_server_header(request: web.Request, response: web.StreamResponse) -> None:
+    """A public endpoint does not tell scanners which HTTP library (and version) answers it."""
+    response.headers.popall("Server", None)
