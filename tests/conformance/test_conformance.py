@@ -133,6 +133,7 @@ def test_only_an_owner_approves(platform: PlatformHarness, channel_daemon, fake_
     assert (daemon.workspace / "approved.txt").exists()
 
 
+@pytest.mark.slow  # waits out the platform's retry-after: make test runs it, make test-fast leaves it out
 def test_a_rate_limit_is_waited_out_as_asked(platform: PlatformHarness, channel_daemon, fake_model: FakeAnthropic) -> None:
     channel_daemon()
     chat = platform.dm_chat(platform.owner)
