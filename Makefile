@@ -11,7 +11,7 @@ TEST_STAMP := $(VENV)/.installed-test
 # setuptools announces every editable install with a multi-line notice; that notice alone is hidden.
 PIP_INSTALL := PYTHONWARNINGS='ignore:Editable installation:UserWarning' $(BIN)/pip install --quiet
 
-.PHONY: run test setup browser sandbox-tools mail-server redis bench clean
+.PHONY: run test test-fast setup browser sandbox-tools mail-server redis bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -71,9 +71,21 @@ redis:
 	    >/dev/null 2>&1 || echo "redis-server could not be installed; the fleet tests will fail (apt-get install redis-server)"; \
 	fi
 
-# The slowest 15 tests are printed at the end, so a slow test is seen where it is added.
+# The suite runs in parallel worker processes (pytest-xdist), each starting the real servers it needs
+# (Synapse, Dovecot, redis-server, Chromium) on its own loopback ports and temp dirs. Many tests wait on
+# a daemon's I/O, so more workers than cores pay; TEST_WORKERS was measured on a loaded 2-core machine
+# (docs/testing.md). worksteal: a worker that runs out takes queued tests from a busy one.
+TEST_WORKERS ?= 4
+PYTEST_PARALLEL := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
+# Everything (CI runs this). The slowest 15 tests are printed at the end, so a slow test is seen where
+# it is added.
 test: $(TEST_STAMP) browser sandbox-tools mail-server redis
-	$(BIN)/python -m pytest --durations=15
+	$(PYTEST_PARALLEL) --durations=15
+
+# What a developer runs while working: unit and conformance cases, not those marked e2e (the real
+# daemon, tests/e2e/) or slow (docs/testing.md).
+test-fast: $(TEST_STAMP) sandbox-tools mail-server redis
+	$(PYTEST_PARALLEL) -m "not e2e and not slow" --durations=10
 
 bench: $(TEST_STAMP)
 	$(BIN)/python bench/run.py

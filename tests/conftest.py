@@ -9,6 +9,16 @@ from tests.fakes.anthropic_api import FakeAnthropic
 from tests.harness import DaemonProcess
 from tests.servers.synapse import synapse  # noqa: F401  (session fixture: a real Synapse)
 
+E2E = Path(__file__).resolve().parent / "e2e"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every case under tests/e2e/ starts the real daemon (and often a real server): marked `e2e`, so
+    `make test-fast` (-m "not e2e and not slow") leaves it to `make test` and CI."""
+    for item in items:
+        if E2E in item.path.resolve().parents:
+            item.add_marker(pytest.mark.e2e)
+
 
 @pytest.fixture
 def fake_model() -> Iterator[FakeAnthropic]:

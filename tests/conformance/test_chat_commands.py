@@ -9,6 +9,8 @@ import re
 import threading
 from typing import Callable
 
+import pytest
+
 from tests.conformance.harness import PlatformHarness
 from tests.conformance.test_conformance import settle_window
 from tests.fakes.anthropic.request_text import last_user_text
@@ -53,6 +55,7 @@ def _held(release: threading.Event, marker: str, answer: str) -> Callable[[dict]
     return respond
 
 
+@pytest.mark.slow  # a round trip per command: make test runs it, make test-fast leaves it out
 def test_every_chat_command_is_answered_by_the_router(platform: PlatformHarness, channel_daemon,
                                                       fake_model: FakeAnthropic) -> None:
     channel_daemon()

@@ -12,6 +12,8 @@ import re
 import shlex
 import sqlite3
 
+import pytest
+
 from clawgate.agent.core.visible import visible
 from clawgate.channels.kit.progress import STATUS_ARGS
 
@@ -42,6 +44,7 @@ def test_a_duplicate_event_is_answered_once(platform: PlatformHarness, channel_d
     assert len(fake_model.requests) == 2
 
 
+@pytest.mark.slow  # kills and restarts the daemon: make test runs it, make test-fast leaves it out
 def test_a_crash_between_intake_and_acknowledgement_loses_nothing(platform: PlatformHarness, channel_daemon,
                                                                   fake_model: FakeAnthropic) -> None:
     daemon = channel_daemon()
@@ -130,6 +133,7 @@ def test_only_an_owner_approves(platform: PlatformHarness, channel_daemon, fake_
     assert (daemon.workspace / "approved.txt").exists()
 
 
+@pytest.mark.slow  # waits out the platform's retry-after: make test runs it, make test-fast leaves it out
 def test_a_rate_limit_is_waited_out_as_asked(platform: PlatformHarness, channel_daemon, fake_model: FakeAnthropic) -> None:
     channel_daemon()
     chat = platform.dm_chat(platform.owner)
@@ -164,6 +168,7 @@ def test_a_permanent_error_is_not_retried(platform: PlatformHarness, channel_dae
     wait_until(lambda: "echo: still there?" in platform.replies(chat), "the next reply")
 
 
+@pytest.mark.slow  # waits out the channel's retries: make test runs it, make test-fast leaves it out
 def test_a_bad_token_is_one_line_and_the_rest_keeps_serving(platform: PlatformHarness, channel_daemon,
                                                             fake_model: FakeAnthropic) -> None:
     platform.break_token()
@@ -178,6 +183,7 @@ def test_a_bad_token_is_one_line_and_the_rest_keeps_serving(platform: PlatformHa
     assert answer.returncode == 0 and answer.stdout.strip() == "echo: are you there?"
 
 
+@pytest.mark.slow  # waits out the channel's retries: make test runs it, make test-fast leaves it out
 def test_a_platform_that_goes_away_is_retried_and_the_rest_keeps_serving(platform: PlatformHarness, channel_daemon,
                                                                          fake_model: FakeAnthropic) -> None:
     daemon = channel_daemon()

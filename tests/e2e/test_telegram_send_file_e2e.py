@@ -4,12 +4,15 @@ and after a SIGKILL while Telegram refused it, the file is delivered exactly onc
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from pathlib import Path
 
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
 from tests.fakes.telegram_api import FakeTelegram
 from tests.harness import DaemonProcess
 from tests.telegram_support import CHAT, replies, telegram, tg_daemon  # noqa: F401
+from tests.waiting import wait_until
 
 REPORT = b"month,total\njan,10\nfeb,12\n" * 100
 
@@ -24,6 +27,12 @@ def put(daemon: DaemonProcess, name: str, data: bytes) -> None:
 def stored(daemon: DaemonProcess) -> list[Path]:
     folder = daemon.home / "state" / "outbox-files"
     return list(folder.iterdir()) if folder.exists() else []
+
+
+def queued_texts(daemon: DaemonProcess) -> list[str]:
+    """The texts of the replies the daemon has durably queued (its outbox, whatever their status)."""
+    with sqlite3.connect(f"file:{daemon.home / 'state/clawgate.db'}?mode=ro", uri=True) as db:
+        return [json.loads(body).get("text") or "" for (body,) in db.execute("SELECT body FROM outbox")]
 
 
 def test_send_file_delivers_the_document_to_the_chat_and_forgets_its_copy(tg_daemon, telegram: FakeTelegram,
@@ -61,7 +70,10 @@ def test_after_a_sigkill_the_file_is_delivered_exactly_once(tg_daemon, telegram:
     fake_model.enqueue(tool_use("send_file", {"path": "notes.txt"}), text("Queued."))
     telegram.inject_message(CHAT, "send me my notes")
     telegram.wait_for(lambda: any(name == "sendDocument" for name, _ in telegram.calls), timeout=60)
-    assert len(stored(daemon)) == 1 and "Queued." not in replies(telegram, CHAT)  # the chat's replies keep order
+    # the run's answer is recorded (the kill is not meant to cut the run itself short: a model answer lost
+    # with the process is asked for again) and held behind the file: the chat's replies keep order
+    wait_until(lambda: "Queued." in queued_texts(daemon), "the run's answer queued behind the file")
+    assert len(stored(daemon)) == 1 and "Queued." not in replies(telegram, CHAT)
     daemon.kill()
     (daemon.guest_workspace(f"telegram:{CHAT}") / "notes.txt").write_bytes(b"changed after sending")
     with telegram._cond:

@@ -16,12 +16,12 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("gateway", "channels", "agent", "workspace", "config")
 
 
-def bare_imports(path: Path) -> list[str]:
+def bare_imports(path: Path, root: Path = ROOT) -> list[str]:
     found = []
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                  else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
-        found += [f"{path.relative_to(ROOT)}:{node.lineno}: {n}" for n in names if n.split(".")[0] in PACKAGES]
+        found += [f"{path.relative_to(root)}:{node.lineno}: {n}" for n in names if n.split(".")[0] in PACKAGES]
     return found
 
 
@@ -40,12 +40,11 @@ def test_no_module_imports_a_bare_top_level_name() -> None:
 
 
 def test_the_check_sees_a_bare_import(tmp_path: Path) -> None:
-    sample = ROOT / "tests" / "unit" / "_bare_sample.py"
-    try:
-        sample.write_text("from agent.loop import AgentLoop\nimport clawgate.config\n")
-        assert bare_imports(sample) == ["tests/unit/_bare_sample.py:1: agent.loop"]
-    finally:
-        sample.unlink()
+    # written outside the tree: a parallel worker scanning tests/ at that moment must not see it
+    sample = tmp_path / "tests" / "unit" / "_bare_sample.py"
+    sample.parent.mkdir(parents=True)
+    sample.write_text("from agent.loop import AgentLoop\nimport clawgate.config\n")
+    assert bare_imports(sample, tmp_path) == ["tests/unit/_bare_sample.py:1: agent.loop"]
 
 
 def importable_folders(folder: str) -> set[str]:

@@ -79,7 +79,9 @@ async def test_slash_command_ack_carries_the_handlers_payload(fake: FakeSlack, s
 
 async def test_disconnect_frame_reconnects_and_loses_nothing(fake: FakeSlack, socket: Any) -> None:
     receiver, handler = socket
-    (first,) = fake.socket.open_connections()
+    # the client's connect() returns when its side is open; the server registers the connection a
+    # moment later on its own thread
+    (first,) = await fake.wait_for_async(lambda f: f.socket.open_connections(), timeout=30)
     fake.disconnect("refresh_requested")
     env = fake.send_message("after the refresh")
     await fake.wait_for_async(lambda f: env.acked, timeout=30)
