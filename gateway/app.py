@@ -72,7 +72,7 @@ def build_channels(settings: Settings, services: Services, server: GatewayServer
 def build_hook_inputs(settings: Settings, services: Services, db: sqlite3.Connection) -> tuple[HooksServer | None, list[Any]]:
     """The enabled `[hooks.<name>]` tables: the webhook listener for the HTTP ones, a mail watch per mailbox
     (kind imap); both put calls on the intake like a channel."""
-    hooks = build_hooks(settings.hooks)
+    hooks = build_hooks(settings.hooks, services.agents)
     register_secrets([secret for hook in hooks.values() for secret in hook.settings.secrets])
     http = {name: hook for name, hook in hooks.items() if hook.settings.kind == "http"}
     server = HooksServer(http, services.intake, host=settings.gateway.hooks_host,

@@ -22,6 +22,9 @@ def check_hooks(paths: Paths, settings: Settings) -> list[Line]:
     if not settings.hooks:
         return []
     from clawgate.agent.triggers.hooks import build_hooks
+    from clawgate.config.loader import roster_of
+
+    roster = roster_of(paths, settings)
 
     http = [h for h in settings.hooks.values() if h.enabled and h.kind == "http"]
     out: list[Line] = [_listener(paths, settings)] if http else []
@@ -31,7 +34,7 @@ def check_hooks(paths: Paths, settings: Settings) -> list[Line]:
             out.append((label, "skip", "disabled (enabled = false)", ""))
             continue
         try:
-            hook = build_hooks({name: table})[name]
+            hook = build_hooks({name: table}, roster)[name]
         except ConfigError as exc:
             out.append((label, "fail", str(exc).removeprefix("config error: "),
                         f"fix [hooks.{name}] in config.toml; the gateway refuses to start with it"))

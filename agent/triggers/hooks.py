@@ -27,6 +27,7 @@ from urllib.parse import parse_qsl
 from clawgate.agent.bus import InboundMessage
 from clawgate.agent.session import InvalidSessionKey, check_session_key
 from clawgate.agent.trust.untrusted import wrap_untrusted
+from clawgate.config.agents import AGENT_PREFIX, Roster, UnknownAgent
 from clawgate.config.hooks import HookSettings, compile_template
 from clawgate.config.loader import ConfigError
 
@@ -91,10 +92,11 @@ class Hook:
     deliver: str | None
     bucket: Bucket
     calls: deque[Call] = field(default_factory=lambda: deque(maxlen=RECENT))
+    agent_prefix: str = ""  # `agent:<id>:` when the hook names an agent other than the default
 
     @property
     def session(self) -> str:
-        return self.settings.session_key(self.name)
+        return self.agent_prefix + self.settings.session_key(self.name)
 
     def public(self) -> dict[str, Any]:
         """What the status shows of a hook: no secret, its target and its last calls."""
@@ -107,13 +109,24 @@ class Hook:
                 "lastCalls": [c.public() for c in reversed(self.calls)]}
 
 
-def build_hooks(tables: Mapping[str, HookSettings]) -> dict[str, Hook]:
-    """The enabled hooks, their templates compiled and delivery targets parsed as a cron job's; a target
-    or session the daemon cannot use is a ConfigError (one line, at start)."""
+def build_hooks(tables: Mapping[str, HookSettings], roster: Roster | None = None) -> dict[str, Hook]:
+    """The enabled hooks, their templates compiled and delivery targets parsed as a cron job's; a target,
+    session or agent the daemon cannot use is a ConfigError (one line, at start). A hook naming an agent
+    other than the default runs in that agent's sessions (`agent:<id>:hooks:<name>`), as a chat routed to it."""
     hooks: dict[str, Hook] = {}
     for name, s in tables.items():
         if not s.enabled:
             continue
+        prefix = ""
+        if s.agent:
+            if roster is None:
+                raise ConfigError(f"config error: hooks.{name}.agent: this daemon runs one agent (no [agents.*] in "
+                                  "config.toml); remove the key or add the agent")
+            try:
+                agent = roster.get(s.agent)
+            except UnknownAgent as exc:
+                raise ConfigError(f"config error: hooks.{name}.agent: {exc}") from None
+            prefix = "" if agent.default else f"{AGENT_PREFIX}{agent.id}:"
         try:
             deliver = parse_deliver(s.deliver)
         except CronError as exc:
@@ -123,7 +136,7 @@ def build_hooks(tables: Mapping[str, HookSettings]) -> dict[str, Hook]:
         except InvalidSessionKey as exc:
             raise ConfigError(f"config error: hooks.{name}.session: {exc.message}") from None
         hooks[name] = Hook(name, s, compile_template(s.message), deliver,
-                           Bucket(rate=s.rate_per_minute / 60.0, burst=s.burst))
+                           Bucket(rate=s.rate_per_minute / 60.0, burst=s.burst), agent_prefix=prefix)
     return hooks
 
 

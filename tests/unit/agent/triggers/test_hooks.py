@@ -12,8 +12,9 @@ import pytest
 from clawgate.agent.triggers.hooks import Bucket, HookRefused, build_hooks, delivery_id, inbound, parse_body, render, \
     sign, verify
 from clawgate.agent.trust.taint import Taint
+from clawgate.config.agents import Agent, AgentConfig, Roster
 from clawgate.config.hooks import HookSettings
-from clawgate.config.loader import ConfigError, load_settings
+from clawgate.config.loader import ConfigError, load_settings, roster_of
 from clawgate.config.paths import Paths
 
 SECRET = "s3cret-signing-key"
@@ -84,8 +85,11 @@ def test_a_delivery_is_named_by_its_header_else_by_its_body() -> None:
         assert delivery_id(s, {"X-GitHub-Delivery": odd}, b"{}") == "sha256-" + hashlib.sha256(odd.encode()).hexdigest()
 
 
+HOME_AGENT = Roster({"home": Agent("home", True, Path("/nonexistent/workspace"), AgentConfig(default=True))})
+
+
 def _hook(**settings: Any) -> Any:
-    return build_hooks({"ci": HookSettings(token=TOKEN, **settings)})["ci"]
+    return build_hooks({"ci": HookSettings(token=TOKEN, **settings)}, HOME_AGENT)["ci"]
 
 
 def test_the_template_reads_body_headers_and_query_and_missing_fields_render_empty() -> None:
@@ -137,14 +141,22 @@ def test_bad_hook_tables_are_refused_at_load_in_one_line(tmp_path: Path) -> None
         build_hooks({"ci": HookSettings(token=TOKEN, deliver="fax:1")})
 
 
-def test_the_issue_shape_loads(tmp_path: Path) -> None:
+def test_the_issue_shape_loads_and_a_hook_runs_in_its_agents_sessions(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    (home / "config.toml").write_text(f'[hooks.ci]\ntoken = "{TOKEN}"\nmessage = "CI says: {{{{ body.status }}}}"\n'
-                                      'agent = "home"\ndeliver = "telegram:123456"\n')
-    settings = load_settings(Paths(home), environ={})
-    hook = build_hooks(settings.hooks)["ci"]
+    (home / "config.toml").write_text(
+        '[agents.home]\ndefault = true\n[agents.work]\n'
+        f'[hooks.ci]\ntoken = "{TOKEN}"\nmessage = "CI says: {{{{ body.status }}}}"\n'
+        'agent = "home"\ndeliver = "telegram:123456"\n'
+        f'[hooks.deploy]\ntoken = "{TOKEN}"\nagent = "work"\n')
+    paths = Paths(home)
+    settings = load_settings(paths, environ={})
+    hooks = build_hooks(settings.hooks, roster_of(paths, settings))
+    hook = hooks["ci"]
     assert (hook.session, hook.deliver, hook.settings.agent) == ("hooks:ci", "telegram:123456", "home")
+    assert hooks["deploy"].session == "agent:work:hooks:deploy"  # the default agent's keys carry no prefix
+    with pytest.raises(ConfigError, match=r"^config error: hooks.x.agent: no agent 'nobody'; this daemon has: home, work"):
+        build_hooks({"x": HookSettings(token=TOKEN, agent="nobody")}, roster_of(paths, settings))
 
 
 def test_the_message_is_wrapped_untrusted_and_its_run_tainted() -> None:
