@@ -1,0 +1,28 @@
+"""[channels.mattermost]: the kit's access keys plus the server, the bot account's token and where the
+listener for interactive message buttons takes presses."""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr
+
+from clawgate.channels.kit import AccessSettings
+
+
+class MattermostSettings(AccessSettings):
+    """`owner` / `allow_from` take Mattermost user ids (26 characters, System Console → Users), never a
+    username: a username can be changed by its holder or an admin, a user id cannot."""
+
+    token: SecretStr | None = Field(None, description=(
+        "the bot account's access token (Integrations → Bot Accounts); a personal access token works too"))
+    request_timeout_seconds: float = Field(30.0, gt=0, description="one REST call to the server at most")
+    heartbeat_seconds: float = Field(30.0, gt=0, description=(
+        "WebSocket ping interval; a connection silent past two of them is reconnected"))
+    actions_listen: str = Field("", description=(
+        "host:port where the daemon takes interactive button presses from the Mattermost server "
+        "(127.0.0.1:8071); empty: approvals are answered with /approve ID"))
+    actions_url: str = Field("", description=(
+        "the address the Mattermost server posts button presses to, when it is not http://<actions_listen> "
+        "(a reverse proxy); the server's AllowedUntrustedInternalConnections must admit it"))
+
+    def url(self) -> str:
+        return (self.base_url or "").rstrip("/")
