@@ -57,7 +57,7 @@ def said(mattermost: FakeMattermost, channel: str, **kw: Any) -> list[str]:
 
 def test_a_direct_message_is_answered_in_the_dm_with_typing(mm_daemon, mattermost: FakeMattermost, owner: User,
                                                             fake_model: FakeAnthropic) -> None:
-    mm_daemon()
+    daemon = mm_daemon()
     fake_model.enqueue(text("Hello **there**, run `ls`"))
     dm = mattermost.dm_channel(owner)
     mattermost.write(owner, dm, "hi bot")
@@ -67,6 +67,8 @@ def test_a_direct_message_is_answered_in_the_dm_with_typing(mm_daemon, mattermos
     typing = mattermost.calls_to("POST", f"/users/{mattermost.bot.id}/typing")
     assert typing and typing[0].body["channel_id"] == dm
     assert "hi bot" in json.dumps(fake_model.requests[0]["messages"])
+    code, checks, _ = run_doctor(daemon)
+    assert checks["mattermost"]["status"] == "ok" and "as @clawbot (bot " in checks["mattermost"]["detail"]
 
 
 def test_a_channel_is_mention_only_answered_in_a_thread_that_it_stays_in(mm_daemon, mattermost: FakeMattermost,
@@ -111,3 +113,89 @@ def test_a_post_sent_again_is_answered_once(mm_daemon, mattermost: FakeMattermos
     mattermost.write(owner, dm, "next")
     wait_until(lambda: "echo: next" in said(mattermost, dm), "the next answer", describe=daemon.log_text)
     assert said(mattermost, dm) == ["echo: only once", "echo: next"] and len(fake_model.requests) == 2
+
+
+def _prompt(mattermost: FakeMattermost, channel: str) -> Any:
+    return next((p for p in mattermost.sent_to(channel) if p.props.get("attachments")), None)
+
+
+def test_only_an_owner_press_on_a_button_approves_and_a_forged_press_is_refused(
+        mm_daemon, mattermost: FakeMattermost, owner: User, fake_model: FakeAnthropic) -> None:
+    listen = f"127.0.0.1:{free_port()}"
+    friend = mattermost.add_user("friend")
+    daemon = mm_daemon(actions_listen=listen, allow_from=[friend.id])
+    town = mattermost.add_channel("town-square")
+    fake_model.enqueue(tool_use("exec", {"argv": ["touch", "approved.txt"]}), text("Created approved.txt."))
+    mattermost.write(owner, town, "make a file", mention=True)
+    prompt = wait_until(lambda: _prompt(mattermost, town), "the prompt with buttons", describe=daemon.log_text)
+    assert prompt.message.startswith("🔐") and prompt.root_id  # in the thread of the request
+    actions = prompt.props["attachments"][0]["actions"]
+    assert [a["name"] for a in actions] == ["Approve", "Deny"]
+    assert actions[0]["integration"]["url"] == f"http://{listen}/mattermost/actions"
+    context = actions[0]["integration"]["context"]
+    forged = {"user_id": owner.id, "channel_id": town, "post_id": prompt.id,
+              "context": {**context, "secret": "guessed"}}
+    assert mattermost.post_action(actions[0]["integration"]["url"], forged)["status"] == 403
+    answer = mattermost.press(friend, prompt, "clawgateapprove")  # a guest in the channel: not theirs to approve
+    assert answer["status"] == 200 and "owner" in answer.get("ephemeral_text", "").lower(), answer
+    assert not (daemon.workspace / "approved.txt").exists()
+    answer = mattermost.press(owner, prompt, "clawgateapprove")
+    assert answer["status"] == 200, answer
+    wait_until(lambda: "Created approved.txt." in said(mattermost, town), "the run to finish")
+    assert (daemon.workspace / "approved.txt").exists()
+    assert not mattermost.sent_to(town)[0].props.get("attachments")  # the buttons went with the outcome's edit
+
+
+def test_without_a_listener_approvals_are_answered_with_the_approve_command(
+        mm_daemon, mattermost: FakeMattermost, owner: User, fake_model: FakeAnthropic) -> None:
+    daemon = mm_daemon()
+    dm = mattermost.dm_channel(owner)
+    fake_model.enqueue(tool_use("exec", {"argv": ["touch", "approved.txt"]}), text("Created approved.txt."))
+    mattermost.write(owner, dm, "make a file")
+    prompt = wait_until(lambda: [p for p in mattermost.sent_to(dm) if p.message.startswith("🔐")], "the prompt")[-1]
+    approval = prompt.message.split("/approve ", 1)[1].split()[0].strip("`")
+    assert not prompt.props.get("attachments")
+    mattermost.write(owner, dm, f"/approve {approval}")
+    wait_until(lambda: "Created approved.txt." in said(mattermost, dm), "the run to finish", describe=daemon.log_text)
+    assert (daemon.workspace / "approved.txt").exists()
+
+
+def test_files_come_in_within_the_limit_and_go_out_as_uploads(mm_daemon, mattermost: FakeMattermost, owner: User,
+                                                             fake_model: FakeAnthropic) -> None:
+    daemon = mm_daemon(max_file_bytes=1000)
+    dm = mattermost.dm_channel(owner)
+    fake_model.enqueue(text("got the file"))
+    mattermost.write(owner, dm, "keep this", files=[("notes.txt", "text/plain", b"remember the milk\n")])
+    wait_until(lambda: "got the file" in said(mattermost, dm), "the answer")
+    saved = wait_until(lambda: list((daemon.workspace / "inbox").rglob("*notes*")), "the saved file")
+    assert [p.read_bytes() for p in saved] == [b"remember the milk\n"]
+    assert len(mattermost.calls_to("GET", "/files/")) == 1
+    mattermost.write(owner, dm, "", files=[("big.bin", "application/octet-stream", b"x" * 5000)])
+    wait_until(lambda: len(said(mattermost, dm)) >= 2, "the refusal")
+    assert "too large" in said(mattermost, dm)[1] and len(mattermost.calls_to("GET", "/files/")) == 1
+
+    (daemon.workspace / "summary.txt").write_bytes(b"the summary\n" * 50)
+    fake_model.enqueue(tool_use("send_file", {"path": "summary.txt", "caption": "Here it is."}), text("Sent."))
+    mattermost.write(owner, dm, "send me the summary")
+    wait_until(lambda: "Sent." in said(mattermost, dm), "the run's answer")
+    [sent] = [p for p in mattermost.sent_to(dm) if p.file_ids]
+    assert sent.message == "Here it is." and mattermost.file_name(sent.file_ids[0]) == "summary.txt"
+    assert mattermost.file_data(sent.file_ids[0]) == b"the summary\n" * 50
+
+
+def test_a_refused_token_fails_the_channel_with_the_fix_and_doctor_says_so(
+        daemon_factory, mattermost: FakeMattermost) -> None:
+    good = section(enabled=True, base_url=mattermost.url, token=BOT_TOKEN)
+    daemon = daemon_factory(section(enabled=True, base_url=mattermost.url, token="wrong" * 5))
+
+    def row() -> dict[str, Any]:
+        return next(r for r in json.loads(daemon.cli("channels", "--json").stdout) if r["name"] == "mattermost")
+
+    wait_until(lambda: row()["state"] == "failed", "the channel failed", describe=daemon.log_text)
+    assert "refused the token" in row()["reason"] and "Bot Accounts" in row()["reason"]
+    assert "wrong" not in daemon.log_text() and "Traceback" not in daemon.log_text()
+    code, checks, _ = run_doctor(daemon, env=good)
+    # the probe logs in with the corrected token; the running daemon still holds the refused one
+    assert "as @clawbot (bot " in checks["mattermost"]["detail"] and "restart" in checks["mattermost"]["fix"]
+    code, checks, _ = run_doctor(daemon, env=section(enabled=True, base_url=mattermost.url, token="wrong" * 5))
+    assert checks["mattermost"]["status"] == "fail" and "channels.mattermost.token" in checks["mattermost"]["fix"]
