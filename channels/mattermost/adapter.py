@@ -38,6 +38,10 @@ from clawgate.channels.mattermost.settings import MattermostSettings
 
 MAX_CHARS = 16383  # a post's message limit (model.PostMessageMaxRunesV2)
 MAX_FILE_BYTES = 100 * 1024 * 1024  # the server's default FileSettings.MaxFileSize
+# An answer quoting `@channel`, `@all` or `@here` must not notify a whole channel: every post asks the
+# server to treat channel-wide and group mentions as text (the props Mattermost's own clients set when the
+# sender may not use them).
+QUIET = {"mentionHighlightDisabled": True, "disable_group_highlight": True}
 TOKEN_FIX = "a bot account's access token (Integrations → Bot Accounts) in [channels.mattermost] token"
 
 
@@ -98,6 +102,7 @@ class MattermostAdapter(PlatformAdapter):
             raise ChannelUnavailable(f"Mattermost not reachable at {self.settings.url()} "
                                      f"({e or type(e).__name__})") from None
         self.me = Me(str(me.get("id") or ""), str(me.get("username") or ""))
+        await self._learn_post_size()
         if self.me.user_id in {o.strip() for o in self.settings.owner}:
             raise ChannelAuthError("Mattermost: the token is an owner's own account: the bot would answer everyone "
                                    "who writes to you; create a bot account and keep your user id in owner")
@@ -111,6 +116,18 @@ class MattermostAdapter(PlatformAdapter):
                                        "[channels.mattermost] actions_listen") from None
             self.listener = listener
         self.kit.log.info("connected to Mattermost %s as @%s", self.settings.url(), self.me.username)
+
+    async def _learn_post_size(self) -> None:
+        """The server's post limit (`MaxPostSize` in the client config: 16,383, or 4,000 where the database
+        column is still the old one); answers are split under it."""
+        try:
+            config = await self.api.call("GET", "/config/client", params={"format": "old"})
+            size = int((config or {}).get("MaxPostSize") or MAX_CHARS)
+        except (ApiError, SentMaybe, ValueError, TypeError, AttributeError, *NETWORK, TimeoutError) as e:
+            self.kit.log.debug("Mattermost client config not read (splitting at %d): %s", MAX_CHARS, e)
+            return
+        if 0 < size != self.capabilities.max_chars:
+            self.capabilities = dataclasses.replace(self.capabilities, max_chars=size)  # type: ignore[misc]
 
     async def run(self) -> None:
         try:
@@ -169,12 +186,14 @@ class MattermostAdapter(PlatformAdapter):
     # -- sending ----------------------------------------------------------------------------
     def render(self, markdown: str) -> list[str]:
         """Mattermost renders Markdown itself: only split under the post limit."""
-        return [chunk for chunk in split_markdown(markdown, MAX_CHARS) if chunk.strip()]
+        return [chunk for chunk in split_markdown(markdown, self.capabilities.max_chars) if chunk.strip()]
 
     async def _post(self, what: str, target: Target, body: dict[str, Any]) -> str:
         root = target.thread_id or ""
+        props = {**QUIET, **body.pop("props", {})}
         try:
-            post = await self.api.call("POST", "/posts", body={"channel_id": target.chat_id, "root_id": root, **body})
+            post = await self.api.call("POST", "/posts", body={"channel_id": target.chat_id, "root_id": root,
+                                                               "props": props, **body})
         except ApiError as e:
             raise _delivery_error(e, what) from None
         except SentMaybe as e:
@@ -187,9 +206,9 @@ class MattermostAdapter(PlatformAdapter):
         return await self._post("a message", target, {"message": str(text)})
 
     async def edit_text(self, target: Target, message_id: str, text: str) -> None:
-        """The new text; `props` emptied so a prompt's buttons go away with the edit."""
+        """The new text; `props` replaced so a prompt's buttons go away with the edit."""
         try:
-            await self.api.call("PUT", f"/posts/{message_id}/patch", body={"message": str(text), "props": {}})
+            await self.api.call("PUT", f"/posts/{message_id}/patch", body={"message": str(text), "props": dict(QUIET)})
         except ApiError as e:
             raise _delivery_error(e, "an edit") from None
         except SentMaybe as e:
@@ -252,7 +271,7 @@ def _delivery_error(e: ApiError, what: str, *, too_large: bool = False) -> Deliv
         return DeliveryError(f"Mattermost rate limit on {what}", retry_after=e.retry_after or 1.0)
     if e.status == 401:
         return DeliveryError(f"Mattermost refused the token: put {TOKEN_FIX}", permanent=True, channel_down=True)
-    if e.status == 413 or too_large:
+    if e.status == 413 or too_large or e.error_id == "model.post.is_valid.msg.app_error":  # over MaxPostSize
         return DeliveryError(f"Mattermost refused {what} as too large", permanent=True, too_large=True)
     if e.status >= 500:
         return DeliveryError(f"Mattermost failed {what}: {e}")

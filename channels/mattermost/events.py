@@ -1,8 +1,8 @@
 """Mattermost `posted` events -> the kit's Incoming (no I/O but the file fetch handed in).
 
 Who wrote is the post's `user_id`, set by the server from the token that made the post: the only
-identity trusted. `sender_name` (@username) is shown, never trusted (a username can be renamed and
-reused). A channel post addresses the bot when the server lists the bot among its `mentions` or the text
+identity trusted. `sender_name` (@username) names the sender to the model; it never admits anyone,
+since `owner` and `allow_from` take user ids only (settings.py refuses a username there). A channel post addresses the bot when the server lists the bot among its `mentions` or the text
 holds `@botname`; the mention is removed. Replies go in threads: a post in a thread has its `root_id`;
 a channel post that starts a conversation is answered in a thread on itself.
 """
@@ -70,7 +70,7 @@ def incoming(event: dict[str, Any], me: Me, fetch: Fetch, commands: frozenset[st
     return Incoming(
         message_id=str(post["id"]),
         chat_id=str(post.get("channel_id") or data.get("channel_id") or (event.get("broadcast") or {}).get("channel_id")),
-        sender=Sender(user_id=str(post["user_id"]), username=None, display=username),
+        sender=Sender(user_id=str(post["user_id"]), username=username, display=username),
         private=private,
         text=text,
         addressed=addressed,

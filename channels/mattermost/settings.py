@@ -3,9 +3,14 @@ listener for interactive message buttons takes presses."""
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr
+import re
+
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 
 from clawgate.channels.kit import AccessSettings
+
+
+USER_ID = re.compile(r"[a-z0-9]{26}")
 
 
 class MattermostSettings(AccessSettings):
@@ -23,6 +28,17 @@ class MattermostSettings(AccessSettings):
     actions_url: str = Field("", description=(
         "the address the Mattermost server posts button presses to, when it is not http://<actions_listen> "
         "(a reverse proxy); the server's AllowedUntrustedInternalConnections must admit it"))
+
+    @field_validator("owner", "allow_from")
+    @classmethod
+    def _user_ids_only(cls, values: list[str], info: ValidationInfo) -> list[str]:
+        for value in values:
+            if value != "*" and not USER_ID.fullmatch(str(value).strip()):
+                field = info.field_name
+                raise ValueError(f"{value!r} is not a Mattermost user id: put the 26-character id (System Console → "
+                                 f"Users, or GET /api/v4/users/username/NAME) in channels.mattermost.{field}; a "
+                                 "username can be renamed and taken by someone else")
+        return [str(v).strip() for v in values]
 
     def url(self) -> str:
         return (self.base_url or "").rstrip("/")

@@ -2,10 +2,11 @@
 
 REST v4 (api/v4): `GET users/me`, `POST posts` (channel_id, message, root_id, file_ids,
 props.attachments with actions), `PUT posts/{id}/patch`, `DELETE posts/{id}`, `POST users/{id}/typing`,
-`POST files` (multipart: channel_id, files) and `GET files/{id}`, `GET channels/{id}`. A wrong bearer
+`POST files` (multipart: channel_id, files) and `GET files/{id}`, `GET channels/{id}`, `GET config/client`
+(its `MaxPostSize`). A wrong bearer
 token is a 401 with Mattermost's error JSON `{"id", "message", "status_code", "request_id"}`; an
 injected rate limit is a 429 with `X-Ratelimit-Limit/Remaining/Reset` and `Retry-After`; a post over
-16,383 characters is a 400 (`model.post.is_valid.msg.app_error`).
+MaxPostSize (16,383 runes by default) is a 400 (`model.post.is_valid.msg.app_error`).
 
 The WebSocket `/api/v4/websocket`: the client sends `authentication_challenge` with the token (seq 1),
 the server answers `{"status": "OK", "seq_reply": 1}` and a `hello` event; then `posted` events whose
@@ -87,7 +88,9 @@ class _Refusal(Exception):
 
 
 class FakeMattermost:
-    def __init__(self) -> None:
+    def __init__(self, *, max_post_size: int = MAX_MESSAGE) -> None:
+        # 16,383 runes; 4,000 on a server whose database column predates Mattermost 5.0
+        self.max_post_size = max_post_size
         self._lock = threading.Lock()
         self.bot = User(new_id(), BOT_USERNAME, is_bot=True)
         self.token = BOT_TOKEN
@@ -328,6 +331,9 @@ class FakeMattermost:
         if method == "POST" and parts[0] == "users" and len(parts) == 3 and parts[2] == "typing":
             self._channel(str((body or {}).get("channel_id")))
             return web.json_response({"status": "OK"})
+        if method == "GET" and path == "/config/client":
+            return web.json_response({"Version": "9.11.0", "BuildNumber": "9.11.0", "SiteName": "Mattermost",
+                                      "MaxPostSize": str(self.max_post_size), "EnableFile": "true"})
         if method == "GET" and parts[0] == "channels" and len(parts) == 2:
             return web.json_response(self._channel(parts[1]))
         if method == "POST" and path == "/posts":
@@ -337,7 +343,7 @@ class FakeMattermost:
             if method == "PUT" and len(parts) == 3 and parts[2] == "patch":
                 with self._lock:
                     if "message" in body:
-                        _check_length(str(body["message"]))
+                        _check_length(str(body["message"]), self.max_post_size)
                         post.edits.append(post.message)
                         post.message = str(body["message"])
                     if "props" in body:
@@ -384,7 +390,7 @@ class FakeMattermost:
                 raise self._failures.pop(0)
         channel = self._channel(str(body.get("channel_id") or ""))
         message = str(body.get("message") or "")
-        _check_length(message)
+        _check_length(message, self.max_post_size)
         root = str(body.get("root_id") or "")
         if root:
             parent = self._post(root)
@@ -432,8 +438,8 @@ class FakeMattermost:
         return ws
 
 
-def _check_length(message: str) -> None:
-    if len(message) > MAX_MESSAGE:
+def _check_length(message: str, limit: int) -> None:
+    if len(message) > limit:
         raise _Refusal(400, "model.post.is_valid.msg.app_error", "Invalid Message.")
 
 
