@@ -199,3 +199,21 @@ def test_a_refused_token_fails_the_channel_with_the_fix_and_doctor_says_so(
     assert "as @clawbot (bot " in checks["mattermost"]["detail"] and "restart" in checks["mattermost"]["fix"]
     code, checks, _ = run_doctor(daemon, env=section(enabled=True, base_url=mattermost.url, token="wrong" * 5))
     assert checks["mattermost"]["status"] == "fail" and "channels.mattermost.token" in checks["mattermost"]["fix"]
+
+
+def test_a_lost_server_is_reconnected_and_answers_again(mm_daemon, mattermost: FakeMattermost, owner: User) -> None:
+    daemon = mm_daemon()
+    dm = mattermost.dm_channel(owner)
+    mattermost.write(owner, dm, "before")
+    wait_until(lambda: said(mattermost, dm) == ["echo: before"], "the first answer")
+    mattermost.stop()
+
+    def state() -> str:
+        rows = json.loads(daemon.cli("channels", "--json").stdout)
+        return str(next(r for r in rows if r["name"] == "mattermost")["state"])
+
+    wait_until(lambda: state() == "retrying", "the channel retrying", describe=daemon.log_text)
+    mattermost.start()  # the same port, the same people
+    wait_until(mattermost.connected, "the WebSocket again", timeout=120, describe=daemon.log_text)
+    mattermost.write(owner, dm, "after")
+    wait_until(lambda: said(mattermost, dm) == ["echo: before", "echo: after"], "the answer after the reconnect")
