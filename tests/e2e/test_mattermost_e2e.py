@@ -217,3 +217,22 @@ def test_a_lost_server_is_reconnected_and_answers_again(mm_daemon, mattermost: F
     wait_until(mattermost.connected, "the WebSocket again", timeout=120, describe=daemon.log_text)
     mattermost.write(owner, dm, "after")
     wait_until(lambda: said(mattermost, dm) == ["echo: before", "echo: after"], "the answer after the reconnect")
+
+
+def test_two_bot_accounts_each_answer_their_own_server(daemon_factory, mattermost: FakeMattermost,
+                                                       owner: User) -> None:
+    """`[channels.mattermost.accounts.work]`: a second bot on a second server, its own WebSocket and chats."""
+    with FakeMattermost() as work:
+        boss = work.add_user("boss")
+        env = {**section(enabled=True, base_url=mattermost.url, token=BOT_TOKEN, owner=[owner.id]),
+               **{f"CLAWGATE_CHANNELS__MATTERMOST__ACCOUNTS__WORK__{k}": v for k, v in
+                  {"BASE_URL": work.url, "TOKEN": BOT_TOKEN, "OWNER": json.dumps([boss.id])}.items()}}
+        daemon = daemon_factory(env)
+        wait_until(lambda: mattermost.connected() and work.connected(), "both WebSockets", describe=daemon.log_text)
+        home_dm, work_dm = mattermost.dm_channel(owner), work.dm_channel(boss)
+        mattermost.write(owner, home_dm, "at home")
+        work.write(boss, work_dm, "at work")
+        wait_until(lambda: said(mattermost, home_dm) == ["echo: at home"], "the home bot's answer")
+        wait_until(lambda: said(work, work_dm) == ["echo: at work"], "the work bot's answer")
+        rows = {r["name"]: r for r in json.loads(daemon.cli("channels", "--json").stdout)}
+        assert rows["mattermost"]["state"] == rows["mattermost.work"]["state"] == "running", rows
