@@ -5,13 +5,15 @@ REST v4. Replies in a channel go in a thread (`root_id`): the thread a post was 
 that mentioned the bot. Approvals are interactive message buttons when `actions_listen` is set (the
 Mattermost server posts presses to the daemon's listener, channels/mattermost/buttons.py), else
 `/approve ID`. Mattermost pushes events with no acknowledgement to hold back: each is handed to the kit
-as it arrives; the kit drops a post id it has seen (a post re-sent after a reconnect).
+as it arrives and the newest one taken in is the cursor; on every (re)connect the posts made since the
+cursor are read back (`_catch_up`), and the kit drops a post id it has seen.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import mimetypes
+import time
 from typing import Any, ClassVar
 
 import aiohttp
@@ -59,6 +61,7 @@ class MattermostAdapter(PlatformAdapter):
         self.api = MattermostApi(settings.url(), token, timeout=settings.request_timeout_seconds)
         self.me = Me("", "")
         self.listener: ActionListener | None = None
+        self._names: dict[str, str] = {}  # user id -> username, for posts read on catch-up
         if settings.actions_listen:  # presses can reach us: the prompt carries buttons
             self.capabilities = dataclasses.replace(type(self).capabilities, buttons=True)  # type: ignore[misc]
 
@@ -134,6 +137,8 @@ class MattermostAdapter(PlatformAdapter):
             async for event in self.api.events(heartbeat=self.settings.heartbeat_seconds):
                 if event.get("event") == "posted":
                     await self._on_posted(event)
+                elif event.get("event") == "hello":  # subscribed: what was posted while away can be read now
+                    await self._catch_up()
         except StreamLost as e:
             if e.auth:
                 raise ChannelAuthError(f"Mattermost refused the token on the WebSocket: put {TOKEN_FIX}") from None
@@ -167,6 +172,36 @@ class MattermostAdapter(PlatformAdapter):
         stamp, cursor = int(message.metadata.get("mattermost_create_at") or 0), self.kit.store.cursor()
         if cursor is None or not cursor.isdigit() or stamp > int(cursor):  # the newest post taken in (status)
             self.kit.store.save_cursor(str(stamp))
+
+    async def _catch_up(self) -> None:
+        """Hand the kit the posts made since the newest one it took in (the daemon was down, the socket
+        lost): Mattermost's WebSocket replays nothing. Only channels whose `last_post_at` moved are read;
+        nothing before the first start, nothing older than `catch_up_hours`; the kit drops what it saw."""
+        cursor = self.kit.store.cursor()
+        if cursor is None or not cursor.isdigit() or not self.settings.catch_up_hours:
+            return
+        since = max(int(cursor), int((time.time() - self.settings.catch_up_hours * 3600) * 1000))
+        try:
+            channels = await self.api.call("GET", f"/users/{self.me.user_id}/channels")
+            for channel in channels or []:
+                if int(channel.get("last_post_at") or 0) < since:
+                    continue
+                found = await self.api.call("GET", f"/channels/{channel['id']}/posts", params={"since": str(since)})
+                posts = sorted(((found or {}).get("posts") or {}).values(), key=lambda p: int(p.get("create_at") or 0))
+                for post in posts:
+                    if int(post.get("create_at") or 0) >= since and not post.get("delete_at"):
+                        await self._on_posted({"event": "posted", "data": {
+                            "channel_type": channel.get("type"), "post": post,
+                            "sender_name": await self._username(str(post.get("user_id") or ""))}})
+        except (ApiError, SentMaybe, *NETWORK, TimeoutError) as e:
+            self.kit.log.warning("Mattermost: posts made while away not read (%s)", e)
+
+    async def _username(self, user_id: str) -> str:
+        """A catch-up post's author's @name, to name them to the model as a live event would."""
+        if user_id and user_id not in self._names:
+            user = await self.api.call("GET", f"/users/{user_id}")
+            self._names[user_id] = str((user or {}).get("username") or "")
+        return f"@{self._names.get(user_id, '')}" if self._names.get(user_id) else ""
 
     def _commands(self) -> frozenset[str]:
         """The chat commands a channel member may send without mentioning the bot."""

@@ -22,6 +22,8 @@ class MattermostSettings(AccessSettings):
     request_timeout_seconds: float = Field(30.0, gt=0, description="one REST call to the server at most")
     heartbeat_seconds: float = Field(30.0, gt=0, description=(
         "WebSocket ping interval; a connection silent past two of them is reconnected"))
+    catch_up_hours: float = Field(24.0, ge=0, description=(
+        "on (re)connect, posts made while the daemon was away are answered when younger than this; 0: none"))
     actions_listen: str = Field("", description=(
         "host:port where the daemon takes interactive button presses from the Mattermost server "
         "(127.0.0.1:8071); empty: approvals are answered with /approve ID"))

@@ -236,3 +236,22 @@ def test_two_bot_accounts_each_answer_their_own_server(daemon_factory, mattermos
         wait_until(lambda: said(work, work_dm) == ["echo: at work"], "the work bot's answer")
         rows = {r["name"]: r for r in json.loads(daemon.cli("channels", "--json").stdout)}
         assert rows["mattermost"]["state"] == rows["mattermost.work"]["state"] == "running", rows
+
+
+def test_a_mention_posted_while_the_daemon_was_down_is_answered_after_it_starts(
+        mm_daemon, mattermost: FakeMattermost, owner: User, fake_model: FakeAnthropic) -> None:
+    daemon = mm_daemon()
+    dm, town = mattermost.dm_channel(owner), mattermost.add_channel("town-square")
+    mattermost.write(owner, dm, "before")
+    wait_until(lambda: said(mattermost, dm) == ["echo: before"], "the first answer")
+    daemon.kill()
+    wait_until(lambda: not mattermost.connected(), "the WebSocket gone with the daemon")
+    event = mattermost.write(owner, town, "what did I miss?", mention=True)
+    mattermost.write(owner, town, "just chatting")  # no mention: still not read
+    daemon.start()
+    wait_until(lambda: said(mattermost, town), "the answer after the start", describe=daemon.log_text)
+    post_id = json.loads(event["data"]["post"])["id"]
+    assert said(mattermost, town, root_id=post_id) == ["echo: what did I miss?"]
+    assert said(mattermost, dm) == ["echo: before"]  # the first post is not answered again
+    turn = json.dumps(fake_model.requests[-1]["messages"][-1])
+    assert "@owner (id " + owner.id in turn and "just chatting" not in json.dumps(fake_model.requests)

@@ -6,7 +6,7 @@ adapter reads from the client config), so long answers and prompts split as on a
 Approvals are interactive buttons posted to the daemon's listener; someone who cannot see the prompt
 (a guest asking about the owner's) writes `/approve ID` in their own DM. Mattermost pushes each event
 once with nothing to acknowledge, so "acknowledged" is the adapter's cursor (the newest post it handed
-to the kit) in the daemon's state.
+to the kit) in the daemon's state, from which it reads back what was posted while it was away.
 """
 
 from __future__ import annotations
@@ -58,11 +58,6 @@ class MattermostHarness(PlatformHarness):
     max_chars = MAX_POST
     buttons = True
     ack_window = 1.0  # each post is handed to the kit as it arrives
-    not_applicable = {
-        "test_a_crash_between_intake_and_acknowledgement_loses_nothing":
-            "Mattermost's WebSocket pushes each event once and takes no acknowledgement: there is none clawgate "
-            "could hold back (docs/mattermost.md, \"What a restart can miss\")",
-    }
 
     def __init__(self) -> None:
         self.fake = FakeMattermost(max_post_size=MAX_POST)

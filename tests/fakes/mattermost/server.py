@@ -3,7 +3,8 @@
 REST v4 (api/v4): `GET users/me`, `POST posts` (channel_id, message, root_id, file_ids,
 props.attachments with actions), `PUT posts/{id}/patch`, `DELETE posts/{id}`, `POST users/{id}/typing`,
 `POST files` (multipart: channel_id, files) and `GET files/{id}`, `GET channels/{id}`, `GET config/client`
-(its `MaxPostSize`). A wrong bearer
+(its `MaxPostSize`), `GET users/{id}`, `GET users/{id}/channels` (with `last_post_at`) and
+`GET channels/{id}/posts?since=` (`{"order", "posts"}`). A wrong bearer
 token is a 401 with Mattermost's error JSON `{"id", "message", "status_code", "request_id"}`; an
 injected rate limit is a 429 with `X-Ratelimit-Limit/Remaining/Reset` and `Retry-After`; a post over
 MaxPostSize (16,383 runes by default) is a 400 (`model.post.is_valid.msg.app_error`).
@@ -319,11 +320,11 @@ class FakeMattermost:
         if not self._authorized(request):
             return _error(401, "api.context.session_expired.app_error", "Invalid or expired session, please login again.")
         try:
-            return await self._route(request.method, path, body)
+            return await self._route(request.method, path, body, request.query)
         except _Refusal as r:
             return _error(r.status, r.error_id, r.message, r.headers)
 
-    async def _route(self, method: str, path: str, body: Any) -> web.StreamResponse:
+    async def _route(self, method: str, path: str, body: Any, query: Any) -> web.StreamResponse:
         parts = path.strip("/").split("/")
         if method == "GET" and path == "/users/me":
             return web.json_response({"id": self.bot.id, "username": self.bot.username, "is_bot": True,
@@ -334,6 +335,27 @@ class FakeMattermost:
         if method == "GET" and path == "/config/client":
             return web.json_response({"Version": "9.11.0", "BuildNumber": "9.11.0", "SiteName": "Mattermost",
                                       "MaxPostSize": str(self.max_post_size), "EnableFile": "true"})
+        if method == "GET" and parts[0] == "users" and len(parts) == 3 and parts[2] == "channels":
+            with self._lock:  # the bot is in every channel here; DMs are all with the bot
+                out = []
+                for channel in self.channels.values():
+                    times = [p.create_at for p in self.posts if p.channel_id == channel["id"]]
+                    out.append({**channel, "last_post_at": max(times, default=0)})
+            return web.json_response(out)
+        if method == "GET" and parts[0] == "users" and len(parts) == 2 and parts[1] != "me":
+            with self._lock:
+                user = self.users.get(parts[1])
+            if user is None:
+                raise _Refusal(404, "app.user.missing_account.const", "Unable to find the user.")
+            return web.json_response({"id": user.id, "username": user.username, "is_bot": user.is_bot})
+        if method == "GET" and parts[0] == "channels" and len(parts) == 3 and parts[2] == "posts":
+            self._channel(parts[1])
+            since = int(query.get("since") or 0)
+            with self._lock:
+                found = [p for p in self.posts if p.channel_id == parts[1] and p.create_at >= since and not p.deleted]
+                return web.json_response({"order": [p.id for p in reversed(found)],
+                                          "posts": {p.id: p.json(self.files) for p in found},
+                                          "next_post_id": "", "prev_post_id": ""})
         if method == "GET" and parts[0] == "channels" and len(parts) == 2:
             return web.json_response(self._channel(parts[1]))
         if method == "POST" and path == "/posts":
