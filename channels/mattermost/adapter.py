@@ -276,7 +276,7 @@ class MattermostAdapter(PlatformAdapter):
         try:
             uploaded = await self.api.call("POST", "/files", form=form)
         except ApiError as e:
-            raise _delivery_error(e, "a file", too_large=e.status == 413) from None
+            raise _delivery_error(e, "a file") from None
         except (SentMaybe, *NETWORK) as e:  # an upload alone shows nobody anything: safe to retry
             raise DeliveryError(f"Mattermost: file upload not confirmed ({e or type(e).__name__})") from None
         ids = [str(info["id"]) for info in (uploaded or {}).get("file_infos") or [] if info.get("id")]
@@ -301,13 +301,15 @@ class MattermostAdapter(PlatformAdapter):
                                                                "props": {"attachments": [attachment]}})
 
 
-def _delivery_error(e: ApiError, what: str, *, too_large: bool = False) -> DeliveryError:
+def _delivery_error(e: ApiError, what: str) -> DeliveryError:
     if e.status == 429:
         return DeliveryError(f"Mattermost rate limit on {what}", retry_after=e.retry_after or 1.0)
     if e.status == 401:
         return DeliveryError(f"Mattermost refused the token: put {TOKEN_FIX}", permanent=True, channel_down=True)
-    if e.status == 413 or too_large or e.error_id == "model.post.is_valid.msg.app_error":  # over MaxPostSize
-        return DeliveryError(f"Mattermost refused {what} as too large", permanent=True, too_large=True)
+    if e.status == 413:
+        return DeliveryError(f"Mattermost refused {what} as larger than the server's MaxFileSize", permanent=True)
+    if e.error_id == "model.post.is_valid.msg.app_error":  # over MaxPostSize: the kit sends it in halves
+        return DeliveryError(f"Mattermost refused {what} as too long", permanent=True, too_large=True)
     if e.status >= 500:
         return DeliveryError(f"Mattermost failed {what}: {e}")
     return DeliveryError(f"Mattermost refused {what}: {e}", permanent=True)

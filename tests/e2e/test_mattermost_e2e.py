@@ -10,6 +10,7 @@ refused), files both ways, a refused token, and `doctor`.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Callable, Iterator
 
 import pytest
@@ -255,3 +256,24 @@ def test_a_mention_posted_while_the_daemon_was_down_is_answered_after_it_starts(
     assert said(mattermost, dm) == ["echo: before"]  # the first post is not answered again
     turn = json.dumps(fake_model.requests[-1]["messages"][-1])
     assert "@owner (id " + owner.id in turn and "just chatting" not in json.dumps(fake_model.requests)
+
+
+def test_a_server_with_a_smaller_unadvertised_post_limit_gets_the_answer_in_halves(
+        daemon_factory, fake_model: FakeAnthropic) -> None:
+    """A server whose client config does not say MaxPostSize (the adapter assumes 16,383) but whose database
+    holds 4,000: the refused post ("model.post.is_valid.msg") is sent again in halves, nothing lost."""
+    with FakeMattermost(max_post_size=4000, advertise_post_size=False) as small:
+        person = small.add_user("owner")
+        paragraphs = [f"Paragraph {i} " + "words " * 60 for i in range(30)]
+        assert len("\n\n".join(paragraphs)) > 10_000
+        fake_model.enqueue(text("\n\n".join(paragraphs)))
+        daemon = daemon_factory(section(enabled=True, base_url=small.url, token=BOT_TOKEN, owner=[person.id],
+                                        retry_base_seconds=0.05))
+        wait_until(small.connected, "the WebSocket", describe=daemon.log_text)
+        dm = small.dm_channel(person)
+        small.write(person, dm, "a long answer please")
+        wait_until(lambda: any("Paragraph 29" in m for m in said(small, dm)), "the last part", describe=daemon.log_text)
+        parts = said(small, dm)
+        assert len(parts) >= 3 and all(len(p) <= 4000 for p in parts)
+        joined = "\n".join(parts)
+        assert [int(n) for n in re.findall(r"Paragraph (\d+) ", joined)] == list(range(30))

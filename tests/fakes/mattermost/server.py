@@ -89,9 +89,10 @@ class _Refusal(Exception):
 
 
 class FakeMattermost:
-    def __init__(self, *, max_post_size: int = MAX_MESSAGE) -> None:
+    def __init__(self, *, max_post_size: int = MAX_MESSAGE, advertise_post_size: bool = True) -> None:
         # 16,383 runes; 4,000 on a server whose database column predates Mattermost 5.0
         self.max_post_size = max_post_size
+        self.advertise_post_size = advertise_post_size  # False: a client config without MaxPostSize (older servers)
         self._lock = threading.Lock()
         self.bot = User(new_id(), BOT_USERNAME, is_bot=True)
         self.token = BOT_TOKEN
@@ -333,8 +334,10 @@ class FakeMattermost:
             self._channel(str((body or {}).get("channel_id")))
             return web.json_response({"status": "OK"})
         if method == "GET" and path == "/config/client":
-            return web.json_response({"Version": "9.11.0", "BuildNumber": "9.11.0", "SiteName": "Mattermost",
-                                      "MaxPostSize": str(self.max_post_size), "EnableFile": "true"})
+            config = {"Version": "9.11.0", "BuildNumber": "9.11.0", "SiteName": "Mattermost", "EnableFile": "true"}
+            if self.advertise_post_size:
+                config["MaxPostSize"] = str(self.max_post_size)
+            return web.json_response(config)
         if method == "GET" and parts[0] == "users" and len(parts) == 3 and parts[2] == "channels":
             with self._lock:  # the bot is in every channel here; DMs are all with the bot
                 out = []
