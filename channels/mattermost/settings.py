@@ -8,6 +8,7 @@ import re
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
 
 from clawgate.channels.kit import AccessSettings
+from clawgate.channels.mattermost.buttons import parse_listen
 
 
 USER_ID = re.compile(r"[a-z0-9]{26}")
@@ -41,6 +42,13 @@ class MattermostSettings(AccessSettings):
                                  f"Users, or GET /api/v4/users/username/NAME) in channels.mattermost.{field}; a "
                                  "username can be renamed and taken by someone else")
         return [str(v).strip() for v in values]
+
+    @field_validator("actions_listen")
+    @classmethod
+    def _host_and_port(cls, value: str) -> str:
+        if value.strip():
+            parse_listen(value.strip())  # its ValueError names the setting and the form
+        return value.strip()
 
     def url(self) -> str:
         return (self.base_url or "").rstrip("/")

@@ -70,3 +70,9 @@ def test_owner_and_allow_from_take_user_ids_only() -> None:
     with pytest.raises(ValueError, match="channels.mattermost.allow_from"):
         MattermostSettings(allow_from=["alice"])
     assert MattermostSettings(owner=[ALICE], allow_from=["*"]).owner == [ALICE]
+
+
+def test_the_button_listener_address_is_host_and_port() -> None:
+    with pytest.raises(ValueError, match="actions_listen 'localhost' is not host:port"):
+        MattermostSettings(actions_listen="localhost")
+    assert MattermostSettings(actions_listen=" 127.0.0.1:8071 ").actions_listen == "127.0.0.1:8071"
