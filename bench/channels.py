@@ -28,6 +28,8 @@ sys.path.insert(0, str(ROOT))
 from bench.core_bench import pct  # noqa: E402
 from tests.fakes.anthropic_api import FakeAnthropic, last_user_block, text  # noqa: E402
 from tests.fakes.echochat import EchoChatServer  # noqa: E402
+from tests.fakes.mattermost import BOT_TOKEN as MATTERMOST_TOKEN  # noqa: E402
+from tests.fakes.mattermost import FakeMattermost  # noqa: E402
 from tests.fakes.signal import BOT_NUMBER, FakeSignalCli  # noqa: E402
 from tests.fakes.slack_api import APP_TOKEN, BOT_TOKEN, FakeSlack  # noqa: E402
 from tests.fakes.telegram_api import FakeTelegram  # noqa: E402
@@ -166,6 +168,38 @@ class SignalPlatform(Platform):
             self.people[chat] = self.fake.add_person(f"bench{chat}", number=f"+1555020{chat:04d}")
         wait(lambda: self.fake.connected() and 1.0, 60)  # signal-cli streams a message to who listens now
         self.fake.write(self.people[chat], text)
+
+    def close(self) -> None:
+        self.fake.stop()
+
+
+class MattermostPlatform(Platform):
+    """The Mattermost adapter against the fake Mattermost server (REST v4, events over the WebSocket)."""
+
+    name = "mattermost"
+
+    def __init__(self) -> None:
+        super().__init__()
+        platform = self
+
+        class Timed(FakeMattermost):
+            def _create_post(self, body: dict[str, Any]) -> Any:
+                platform.saw(str(body.get("message")))
+                return super()._create_post(body)
+
+        self.fake = Timed().start()
+        self.dms: dict[int, tuple[Any, str]] = {}
+
+    def env(self) -> dict[str, str]:
+        section = {"ENABLED": "true", "TOKEN": MATTERMOST_TOKEN, "BASE_URL": self.fake.url, "DM_POLICY": "open"}
+        return {f"CLAWGATE_CHANNELS__MATTERMOST__{k}": v for k, v in section.items()}
+
+    def inject(self, chat: int, text: str) -> None:
+        if chat not in self.dms:
+            user = self.fake.add_user(f"bench{chat}")
+            self.dms[chat] = (user, self.fake.dm_channel(user))
+        wait(lambda: self.fake.connected() and 1.0, 60)  # the WebSocket pushes a post to who listens now
+        self.fake.write(*self.dms[chat], text)
 
     def close(self) -> None:
         self.fake.stop()
@@ -326,7 +360,7 @@ class EmailPlatform(Platform):
 
 PLATFORMS: dict[str, Callable[[], Platform]] = {"telegram": TelegramPlatform, "discord": DiscordPlatform,
                                                 "slack": SlackPlatform, "matrix": MatrixPlatform,
-                                                "email": EmailPlatform, "signal": SignalPlatform,
+                                                "email": EmailPlatform, "signal": SignalPlatform, "mattermost": MattermostPlatform,
                                                 "echochat": EchoChatPlatform, "whatsapp": WhatsAppPlatform}
 
 
