@@ -81,8 +81,8 @@ class Binding(_Section):
 
 
 # The keys of [agents.<id>] the daemon applies today; the others are refused at load rather than read and
-# ignored (an agent's own workspace, model and tool policy are the next step, docs/agents.md).
-APPLIED = frozenset({"default"})
+# ignored (an agent's own tool policy, owners and token budget are the next step, docs/agents.md).
+APPLIED = frozenset({"default", "workspace", "model"})
 
 # The order of specificity: a binding setting an earlier key beats one that does not, whatever else.
 SPECIFICITY = ("peer", "room", "roles", "guild", "team", "account", "channel")
@@ -115,8 +115,9 @@ def problem(agents: Mapping[str, AgentConfig], bindings: list[Binding]) -> str |
                     "starting with a letter (e.g. [agents.work])")
     for ident, agent in agents.items():
         if unapplied := sorted(agent.model_fields_set - APPLIED):
-            return (f"agents.{ident}.{unapplied[0]} is not applied yet: in this version the agents share [agent]'s "
-                    "workspace, model, tool policy and owners (sessions and routing are per agent); remove it")
+            return (f"agents.{ident}.{unapplied[0]} is not applied yet: in this version each agent has its own "
+                    "workspace and model, but they share [agent]'s other settings, the tool policy and the owners; "
+                    "remove it")
     defaults = [ident for ident, agent in agents.items() if agent.default]
     if agents and len(defaults) != 1:
         which = "none is marked" if not defaults else f"{', '.join(defaults)} are all marked"

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from clawgate.agent.approvals import ApprovalBroker
 from clawgate.agent.bus import MessageBus, SqliteBus
 from clawgate.agent.checkpoints import CheckpointService, ReplayProvider, ToolReplay
+from clawgate.agent.checkpoints.service import split_workspace
 from clawgate.agent.commands import CommandRouter
 from clawgate.agent.context.builder import ContextBuilder
 from clawgate.agent.context.compaction import Compactor
@@ -54,7 +55,7 @@ from clawgate.agent.triggers.cron_tool import CronTool
 from clawgate.agent.triggers.heartbeat import Heartbeat
 from clawgate.agent.usage.ledger import MeteredProvider, UsageLedger
 from clawgate.agent.usage.store import UsageStore
-from clawgate.config.agents import Roster
+from clawgate.config.agents import Roster, agent_id_of
 from clawgate.config.loader import roster_of
 from clawgate.config.paths import Paths
 from clawgate.config.schema import Settings
@@ -62,6 +63,7 @@ from clawgate.workspace.guard import WorkspaceGuard
 from clawgate.workspace.users import Workspaces
 
 from . import __version__
+from .home_setup import write_workspace
 from .limits import open_files_per_cache, raise_open_file_limit
 
 if TYPE_CHECKING:
@@ -70,10 +72,22 @@ if TYPE_CHECKING:
 
 # state ---------------------------------------------------------------------------------------
 def build_workspaces(paths: Paths, settings: Settings) -> Workspaces:
-    """The owner's workspace and, beside it, one per guest (exec's HOME/TMPDIR per person: workspace/users.py)."""
-    folder = settings.agent.workspace
-    workspace = WorkspaceGuard(Path(folder).expanduser() if folder else paths.default_workspace)
-    return Workspaces(workspace, paths.guest_workspaces, paths.exec_scratch)
+    """The owner's workspace and, beside it, one per guest (exec's HOME/TMPDIR per person: workspace/users.py);
+    every agent but the default has its own of each (docs/agents.md), a new one made from `clawgate init`'s
+    templates."""
+    roster = roster_of(paths, settings)
+    default = roster.default
+    for agent in roster.agents.values():
+        if not agent.default and not agent.workspace.exists():
+            write_workspace(agent.workspace)
+
+    def folders(ident: str) -> tuple[Path, Path, Path]:
+        known = roster.agents.get(ident)  # a session of an agent since removed: still its own folder, never another's
+        root = known.workspace if known is not None else paths.home / "agents" / ident / "workspace"
+        return root, paths.home / "agents" / ident / "workspaces", paths.exec_scratch / "agents" / ident
+
+    return Workspaces(WorkspaceGuard(default.workspace), paths.guest_workspaces, paths.exec_scratch,
+                      agents=folders if len(roster.agents) > 1 else None)
 
 
 @dataclass
@@ -177,7 +191,23 @@ def build_checkpoints(paths: Paths, settings: Settings, workspaces: Workspaces, 
         folder=paths.checkpoints, workspace=workspaces.owner.root, sessions=sessions, tasks=tasks, events=events,
         settings=settings.checkpoints, version=__version__, busy=busy, invalidate=invalidate,
         fsync=settings.state.fsync, durability=durability, repair=repair,
-        roots=lambda user: workspaces.guard(user).root)  # guard(): a guest's folder exists before their first snapshot
+        roots=lambda where: person_root(workspaces, where))
+
+
+def person_root(workspaces: Workspaces, where: str) -> Path:
+    """The workspace root a checkpoint key names (agent/checkpoints/service.py `workspace_of`): a person's
+    in an agent's workspaces; guard() makes a guest's folder exist before their first snapshot."""
+    ident, user = split_workspace(where)
+    return workspaces.agent(ident).guard(user).root
+
+
+def agent_place(workspaces: Workspaces, roster: Roster, model: str) -> Callable[[str], tuple[Path, str]]:
+    """A session's (workspace, model): its agent's (config/agents.py), `[agent]`'s model where it sets none."""
+    def place(session_key: str) -> tuple[Path, str]:
+        ident = agent_id_of(session_key)
+        known = roster.default if ident is None else roster.agents.get(ident)
+        return workspaces.of(session_key).owner.root, (known.config.model if known else None) or model
+    return place
 
 
 @dataclass
@@ -212,7 +242,9 @@ def build_conversation(paths: Paths, settings: Settings, state: State, provider:
                              compactor=Compactor(keep=agent.compact_keep_messages,
                                                  chunk_chars=int(agent.context_tokens * 4 * agent.compact_chunk_ratio)),
                              active_tasks=lambda: [task.status_line() for task in tasks.active()])
-    context.guest_root = lambda session: None if not (user := session_user(session)) else workspaces.guard(user).root
+    context.guest_root = lambda session: (None if not (user := session_user(session))
+                                          else workspaces.of(session.key).guard(user).root)
+    context.agent_of = agent_place(workspaces, state.roster, agent.model)
     checkpoints = build_checkpoints(paths, settings, workspaces, sessions, tasks, events, busy=activity.busy,
                                     invalidate=context.invalidate, durability=state.durability)
     sessions.evicted += [context.invalidate, checkpoints.forget_track]  # per-session caches leave with the session
@@ -264,7 +296,7 @@ def build_supervision(paths: Paths, settings: Settings, state: State, provider: 
         consolidation=Consolidator(
             provider=provider, context=talk.context, memory=Memory(workspaces.owner.root), settings=agent,
             events=events,
-            memory_for=lambda session, msg: Memory(workspaces.guard(run_user(msg, session)).root)),
+            memory_for=lambda session, msg: Memory(workspaces.of(session.key).guard(run_user(msg, session)).root)),
         drift_restore=drift_restore, embedder=embedder)
 
 
