@@ -1,0 +1,124 @@
+"""Each agent its own workspace and model, and nothing crosses between agents, end to end: the real daemon,
+its gateway clients and the fake model. Agent `work` (not the default) tries every route into agent
+`home`'s files: read_file by a relative path, an absolute path and `..`; memory_search and memory_get;
+a checkpoint of a home session restored or forked in work's name; a sub-agent it starts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
+from tests.fakes.anthropic.request_text import tool_results
+from tests.harness import DaemonProcess
+from tests.waiting import wait_until
+
+WORK_MODEL = "claude-work-model-7"
+HOME_SECRET = "HOME-ONLY-zebra-4711"
+
+
+def system_text(body: dict[str, Any]) -> str:
+    return "\n".join(block.get("text", "") for block in body.get("system") or [])
+
+
+def _start(daemon_factory: Callable[..., DaemonProcess], tmp_path: Path, **work: Any) -> DaemonProcess:
+    agents = {"home": {"default": True}, "work": {"model": WORK_MODEL, **work}}
+    return daemon_factory({"CLAWGATE_AGENTS": json.dumps(agents)})
+
+
+async def test_each_agent_has_its_own_workspace_soul_and_model(
+        daemon_factory: Callable[..., DaemonProcess], fake_model: FakeAnthropic, tmp_path: Path) -> None:
+    daemon = _start(daemon_factory, tmp_path)
+    work_space = daemon.home / "agents" / "work" / "workspace"
+    assert (work_space / "SOUL.md").is_file() and (work_space / "AGENTS.md").is_file()  # `clawgate init`'s templates
+    (daemon.workspace / "SOUL.md").write_text("You are Hestia, the household's assistant.\n")
+    (work_space / "SOUL.md").write_text("You are Ergon, the office's assistant.\n")
+    (work_space / "MEMORY.md").write_text("- the quarterly report is due Friday\n")
+    async with daemon.client() as client:
+        assert (await client.chat("hello work", session="main", agent="work"))["text"] == "echo: hello work"
+        assert (await client.chat("hello home", session="main"))["text"] == "echo: hello home"
+    work_body, home_body = fake_model.requests[-2], fake_model.requests[-1]
+    assert "Ergon" in system_text(work_body) and "Hestia" not in system_text(work_body)
+    assert "quarterly report" in system_text(work_body) and str(work_space) in system_text(work_body)
+    assert "Hestia" in system_text(home_body) and "Ergon" not in system_text(home_body)
+    assert "quarterly report" not in system_text(home_body)
+    assert work_body["model"] == WORK_MODEL and home_body["model"] != WORK_MODEL
+
+
+async def test_an_agent_named_workspace_path_is_honoured(
+        daemon_factory: Callable[..., DaemonProcess], fake_model: FakeAnthropic, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "work-agent"
+    daemon = _start(daemon_factory, tmp_path, workspace=str(elsewhere))
+    assert (elsewhere / "SOUL.md").is_file()
+    fake_model.enqueue(tool_use("write_file", {"path": "note.txt", "content": "written by work"}), text("done"))
+    async with daemon.client() as client:
+        assert (await client.chat("write a note", session="main", agent="work"))["text"] == "done"
+    assert (elsewhere / "note.txt").read_text() == "written by work"
+    assert not (daemon.workspace / "note.txt").exists()
+    assert not (daemon.home / "agents" / "work" / "workspace").exists()
+
+
+async def test_no_route_from_one_agent_reaches_another_agents_files_memory_or_checkpoints(
+        daemon_factory: Callable[..., DaemonProcess], fake_model: FakeAnthropic, tmp_path: Path) -> None:
+    daemon = _start(daemon_factory, tmp_path)
+    (daemon.workspace / "secret.txt").write_text(HOME_SECRET + "\n")
+    (daemon.workspace / "MEMORY.md").write_text(f"- the safe code is {HOME_SECRET}\n")
+    async with daemon.client() as client:
+        # home's own conversation: its transcript holds the secret, and its checkpoints exist
+        fake_model.enqueue(text(f"noted {HOME_SECRET}"))
+        await client.chat(f"remember {HOME_SECRET}", session="main")
+        fake_model.enqueue(
+            tool_use("read_file", {"path": "secret.txt"}),
+            tool_use("read_file", {"path": str(daemon.workspace / "secret.txt")}),
+            tool_use("read_file", {"path": "../../../workspace/secret.txt"}),
+            tool_use("list_dir", {"path": str(daemon.workspace)}),
+            tool_use("memory_search", {"query": "zebra"}),
+            tool_use("memory_get", {"path": "sessions/main.jsonl"}),
+            tool_use("memory_get", {"path": "MEMORY.md"}),
+            text("tried everything"))
+        assert (await client.chat("find the safe code", session="main", agent="work"))["text"] == "tried everything"
+        results = tool_results(fake_model.requests[-1:])  # the last request carries the run's every result
+        assert len(results) == 7, results
+        assert not any(HOME_SECRET in result for result in results), results
+        assert not any("secret.txt" in result for result in results[3:4]), results  # nothing listed of home's folder
+        assert "no matches" in results[4]
+        assert "not available" in results[5] or "does not exist" in results[5], results[5]
+
+        cps = (await client.request("checkpoints.list", {"session": "main"}))["checkpoints"]
+        assert cps, "home's conversation has checkpoints"
+        home_cp = cps[0]["id"]
+        for method, params in (("checkpoints.restore", {"id": home_cp, "agent": "work", "confirm": True}),
+                               ("checkpoints.fork", {"id": home_cp, "agent": "work"}),
+                               ("checkpoints.fork", {"id": home_cp, "agent": "work", "session": "stolen"})):
+            with pytest.raises(Exception) as info:
+                await client.request(method, params)
+            assert "another agent" in str(info.value), (method, info.value)
+        history = await client.request("chat.history", {"session": "main"})
+        assert any(HOME_SECRET in m["text"] for m in history["messages"])  # home's conversation untouched
+        assert not (daemon.home / "state" / "sessions" / "agent%3Awork%3Astolen.jsonl").exists()
+
+
+async def test_a_sub_agent_started_by_an_agent_works_in_that_agents_workspace(
+        daemon_factory: Callable[..., DaemonProcess], fake_model: FakeAnthropic, tmp_path: Path) -> None:
+    daemon = _start(daemon_factory, tmp_path)
+    (daemon.workspace / "secret.txt").write_text(HOME_SECRET + "\n")
+    work_space = daemon.home / "agents" / "work" / "workspace"
+    before = len(fake_model.requests)
+    fake_model.enqueue(
+        tool_use("spawn", {"task": "write child.txt and read secret.txt"}),
+        tool_use("write_file", {"path": "child.txt", "content": "from the child"}),  # the child's turns
+        tool_use("read_file", {"path": "secret.txt"}),
+        text("child done"),
+        text("parent done"))
+    async with daemon.client() as client:
+        assert (await client.chat("delegate", session="main", agent="work"))["text"] == "parent done"
+    wait_until(lambda: (work_space / "child.txt").exists(), "the child's file in work's workspace",
+               describe=daemon.log_text)
+    assert not (daemon.workspace / "child.txt").exists()
+    assert not any(HOME_SECRET in result for result in tool_results(fake_model.requests[before:]))
+    child_bodies = [b for b in fake_model.requests[before:] if "write child.txt" in json.dumps(b["messages"][:1])]
+    assert child_bodies and all(b["model"] == WORK_MODEL for b in child_bodies)
