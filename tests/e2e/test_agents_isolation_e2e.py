@@ -6,7 +6,7 @@ a checkpoint of a home session restored or forked in work's name; a sub-agent it
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,9 @@ import pytest
 
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
 from tests.fakes.anthropic.request_text import tool_results
+from tests.fakes.telegram_api import FakeTelegram
 from tests.harness import DaemonProcess
+from tests.telegram_support import CHAT, DELIVERY_RETRY, POLL_TIMEOUT, RETRY_BASE, replies, user_texts
 from tests.waiting import wait_until
 
 WORK_MODEL = "claude-work-model-7"
@@ -122,3 +124,64 @@ async def test_a_sub_agent_started_by_an_agent_works_in_that_agents_workspace(
     assert not any(HOME_SECRET in result for result in tool_results(fake_model.requests[before:]))
     child_bodies = [b for b in fake_model.requests[before:] if "write child.txt" in json.dumps(b["messages"][:1])]
     assert child_bodies and all(b["model"] == WORK_MODEL for b in child_bodies)
+
+
+HOME_TOKEN, WORK_TOKEN = "111111:HOME-TOKEN", "222222:WORK-TOKEN"
+
+
+@pytest.fixture
+def home_bot() -> Iterator[FakeTelegram]:
+    with FakeTelegram(HOME_TOKEN, "home_bot") as fake:
+        yield fake
+
+
+@pytest.fixture
+def work_bot() -> Iterator[FakeTelegram]:
+    with FakeTelegram(WORK_TOKEN, "work_bot") as fake:
+        yield fake
+
+
+def test_two_telegram_bots_bound_to_two_agents_answer_each_with_its_own_soul_and_model(
+        daemon_factory: Callable[..., DaemonProcess], tmp_path: Path, home_bot: FakeTelegram, work_bot: FakeTelegram,
+        fake_model: FakeAnthropic) -> None:
+    """Config as a user writes it: the work bot's account bound to agent work, whose model is its own. The
+    people writing are guests (no owner configured): a guest of home cannot reach work's owner folder."""
+    home = tmp_path / "two-bots-home"
+    DaemonProcess(home, anthropic_url=None).init()
+    with (home / "config.toml").open("a", encoding="utf-8") as out:
+        out.write(f'\n[channels.telegram.accounts.work]\ntoken = "{WORK_TOKEN}"\nbase_url = "{work_bot.base_url}"\n'
+                  f'\n[agents.home]\ndefault = true\n[agents.work]\nmodel = "{WORK_MODEL}"\n'
+                  '\n[[bindings]]\nagent = "work"\nmatch = { channel = "telegram", account = "work" }\n')
+    env = {"TELEGRAM_BOT_TOKEN": home_bot.token, "CLAWGATE_CHANNELS__TELEGRAM__BASE_URL": home_bot.base_url,
+           "CLAWGATE_CHANNELS__TELEGRAM__POLL_TIMEOUT_SECONDS": str(POLL_TIMEOUT),
+           "CLAWGATE_CHANNELS__TELEGRAM__DM_POLICY": "open",
+           "CLAWGATE_CHANNELS__TELEGRAM__RETRY_BASE_SECONDS": str(RETRY_BASE),
+           "CLAWGATE_CHANNELS__DELIVERY_RETRY_SECONDS": str(DELIVERY_RETRY)}
+    work_space = home / "agents" / "work" / "workspace"
+    (home / "workspace" / "SOUL.md").write_text("You are Hestia, the household's assistant.\n")
+    work_space.mkdir(parents=True)
+    (work_space / "SOUL.md").write_text("You are Ergon, the office's assistant.\n")  # a folder of its own: no templates
+    daemon = daemon_factory(env, home=home, init=False)
+    assert not (work_space / "AGENTS.md").exists()
+
+    fake_model.enqueue(text("home answer"))
+    home_bot.inject_message(CHAT, "hello home")
+    home_bot.wait_for(lambda: replies(home_bot, CHAT) == ["home answer"])
+    home_body = fake_model.requests[-1]
+    fake_model.enqueue(text("work answer"))
+    work_bot.inject_message(CHAT, "hello work")
+    work_bot.wait_for(lambda: replies(work_bot, CHAT) == ["work answer"])
+    work_body = fake_model.requests[-1]
+    assert user_texts(home_body) == ["hello home"] and user_texts(work_body) == ["hello work"]
+    assert "Hestia" in system_text(home_body) and "Ergon" not in system_text(home_body)
+    assert "Ergon" in system_text(work_body) and "Hestia" not in system_text(work_body)
+    assert work_body["model"] == WORK_MODEL and home_body["model"] != WORK_MODEL
+    assert (home / "state" / "sessions" / "agent%3Awork%3Atelegram.work%3A4242.jsonl").exists()
+
+    # a guest of home tries work's owner folder by its absolute path: refused
+    fake_model.enqueue(tool_use("read_file", {"path": str(work_space / "SOUL.md")}), text("could not"))
+    home_bot.inject_message(CHAT, "read the other agent's soul")
+    home_bot.wait_for(lambda: replies(home_bot, CHAT)[-1:] == ["could not"])
+    results = tool_results(fake_model.requests[-1:])
+    assert len(results) == 1 and "Ergon" not in results[0] and results[0].startswith("error"), results
+    assert daemon.alive()
