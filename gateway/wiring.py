@@ -50,12 +50,13 @@ from clawgate.agent.tasks.store import TaskStore
 from clawgate.agent.tools import ToolRegistry
 from clawgate.agent.tools.sandbox import SandboxPolicy
 from clawgate.agent.toolset import default_tools
+from clawgate.agent.tools.message import Message
 from clawgate.agent.triggers import CronService, CronStore, Triggers
 from clawgate.agent.triggers.cron_tool import CronTool
 from clawgate.agent.triggers.heartbeat import Heartbeat
 from clawgate.agent.usage.ledger import MeteredProvider, UsageLedger
 from clawgate.agent.usage.store import UsageStore
-from clawgate.config.agents import Roster, agent_id_of
+from clawgate.config.agents import AGENT_PREFIX, Place, Roster, agent_id_of
 from clawgate.config.loader import roster_of
 from clawgate.config.paths import Paths
 from clawgate.config.schema import Settings
@@ -210,6 +211,22 @@ def agent_place(workspaces: Workspaces, roster: Roster, model: str) -> Callable[
     return place
 
 
+def chat_of_agent(roster: Roster, sessions: SessionManager) -> Callable[[str, str, str], bool]:
+    """Whether a run of a session may post into a chat (the `message` tool): the chat is its agent's when that
+    agent already has a session of it, or when a message from it would be routed there (by the chat id as the
+    peer: a binding on a Discord guild, a Slack team or a Matrix room a chat id alone cannot show is not
+    matched, so such a chat is refused unless the agent has talked in it)."""
+    def may_post(session_key: str, channel: str, chat_id: str) -> bool:
+        mine = agent_id_of(session_key)
+        own_key = f"{channel}:{chat_id}"
+        if sessions.exists(own_key if mine is None else f"{AGENT_PREFIX}{mine}:{own_key}"):
+            return True
+        platform, _, account = channel.partition(".")
+        routed = roster.route(Place(platform, account or "default", peer=chat_id))
+        return (None if routed.default else routed.id) == mine
+    return may_post
+
+
 @dataclass
 class Conversation:
     """The loop and what it runs on: the tool registry, the context builder, checkpoints, background jobs."""
@@ -237,6 +254,8 @@ def build_conversation(paths: Paths, settings: Settings, state: State, provider:
                                        written_ledger=paths.written_ledger, exec_sandbox=exec_sandbox,
                                        background=background, outbox_files=paths.state / "outbox-files"),
                          events=events, audit=state.audit, approvals=approvals)
+    if len(state.roster.agents) > 1 and isinstance(message := tools.get("message"), Message):
+        message.may_post = chat_of_agent(state.roster, sessions)
     context = ContextBuilder(workspaces.owner.root, tools=tools.definitions, model=agent.model,
                              max_tokens=agent.max_tokens,
                              compactor=Compactor(keep=agent.compact_keep_messages,

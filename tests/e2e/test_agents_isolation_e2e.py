@@ -184,4 +184,17 @@ def test_two_telegram_bots_bound_to_two_agents_answer_each_with_its_own_soul_and
     home_bot.wait_for(lambda: replies(home_bot, CHAT)[-1:] == ["could not"])
     results = tool_results(fake_model.requests[-1:])
     assert len(results) == 1 and "Ergon" not in results[0] and results[0].startswith("error"), results
+
+    # the message tool of work cannot post into home's chat (the same chat id on home's bot), nor home into work's
+    fake_model.enqueue(tool_use("message", {"text": "psst from work", "channel": "telegram", "chat_id": str(CHAT)}),
+                       text("work tried"))
+    work_bot.inject_message(CHAT, "tell the home chat")
+    work_bot.wait_for(lambda: replies(work_bot, CHAT)[-1:] == ["work tried"])
+    assert "another agent's chat" in tool_results(fake_model.requests[-1:])[0]
+    fake_model.enqueue(tool_use("message", {"text": "psst from home", "channel": "telegram.work",
+                                            "chat_id": str(CHAT)}), text("home tried"))
+    home_bot.inject_message(CHAT, "tell the work chat")
+    home_bot.wait_for(lambda: replies(home_bot, CHAT)[-1:] == ["home tried"])
+    assert "another agent's chat" in tool_results(fake_model.requests[-1:])[-1]
+    assert not any("psst" in answer for answer in replies(home_bot, CHAT) + replies(work_bot, CHAT))
     assert daemon.alive()
