@@ -81,8 +81,8 @@ class Binding(_Section):
 
 
 # The keys of [agents.<id>] the daemon applies today; the others are refused at load rather than read and
-# ignored (an agent's own tool policy, owners and token budget are the next step, docs/agents.md).
-APPLIED = frozenset({"default", "workspace", "model"})
+# ignored (an agent's own owners, token budget and the rest of its tool policy are the next step, docs/agents.md).
+APPLIED = frozenset({"default", "workspace", "model", "tools"})  # of tools, `allow` only (problem())
 
 # The order of specificity: a binding setting an earlier key beats one that does not, whatever else.
 SPECIFICITY = ("peer", "room", "roles", "guild", "team", "account", "channel")
@@ -114,9 +114,13 @@ def problem(agents: Mapping[str, AgentConfig], bindings: list[Binding]) -> str |
             return (f"agent id {ident!r} is not valid; use 1 to 32 lowercase letters, digits, - or _, "
                     "starting with a letter (e.g. [agents.work])")
     for ident, agent in agents.items():
-        if unapplied := sorted(agent.model_fields_set - APPLIED):
+        unapplied = sorted(agent.model_fields_set - APPLIED)
+        if not unapplied and (policy := sorted(agent.tools.model_fields_set - {"allow"})):
+            return (f"agents.{ident}.tools.{policy[0]} is not applied yet: in this version an agent's tool policy is "
+                    "its `allow` list; the rest is [tools]'s; remove it")
+        if unapplied:
             return (f"agents.{ident}.{unapplied[0]} is not applied yet: in this version each agent has its own "
-                    "workspace and model, but they share [agent]'s other settings, the tool policy and the owners; "
+                    "workspace, model and tool list, but they share [agent]'s other settings and the owners; "
                     "remove it")
     defaults = [ident for ident, agent in agents.items() if agent.default]
     if agents and len(defaults) != 1:

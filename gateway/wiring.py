@@ -227,6 +227,19 @@ def chat_of_agent(roster: Roster, sessions: SessionManager) -> Callable[[str, st
     return may_post
 
 
+def allowed_tools(roster: Roster) -> Callable[[str], frozenset[str] | None]:
+    """The tool names a session's agent may use (`[agents.<id>.tools] allow`; None: every tool). A session of
+    an agent no longer configured gets none."""
+    allow = {ident: None if a.config.tools.allow is None else frozenset(a.config.tools.allow)
+             for ident, a in roster.agents.items()}
+    default = allow[roster.default.id]
+
+    def allowed(session_key: str) -> frozenset[str] | None:
+        ident = agent_id_of(session_key)
+        return default if ident is None else allow.get(ident, frozenset())
+    return allowed
+
+
 @dataclass
 class Conversation:
     """The loop and what it runs on: the tool registry, the context builder, checkpoints, background jobs."""
@@ -264,6 +277,8 @@ def build_conversation(paths: Paths, settings: Settings, state: State, provider:
     context.guest_root = lambda session: (None if not (user := session_user(session))
                                           else workspaces.of(session.key).guard(user).root)
     context.agent_of = agent_place(workspaces, state.roster, agent.model)
+    if any(a.config.tools.allow is not None for a in state.roster.agents.values()):
+        context.allowed_tools = tools.allowed = allowed_tools(state.roster)
     checkpoints = build_checkpoints(paths, settings, workspaces, sessions, tasks, events, busy=activity.busy,
                                     invalidate=context.invalidate, durability=state.durability)
     sessions.evicted += [context.invalidate, checkpoints.forget_track]  # per-session caches leave with the session

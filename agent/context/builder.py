@@ -124,6 +124,8 @@ class ContextBuilder:
         # The workspace and model of the agent a session key belongs to (config/agents.py); None: every
         # session is the one agent's (`workspace`, `model`).
         self.agent_of: Callable[[str], tuple[Path, str]] | None = None
+        # The tool names a session's agent may use (None: every tool); the others are not offered.
+        self.allowed_tools: Callable[[str], frozenset[str] | None] | None = None
         # session key -> mode -> (run stamp, frozen system prompt, guest); a key's entry goes when its
         # session leaves memory (SessionManager.evicted -> `invalidate`)
         self._frozen: dict[str, dict[Mode, tuple[int, list[dict[str, Any]], Path | None]]] = {}
@@ -201,8 +203,9 @@ class ContextBuilder:
         blocks[-1] = {**blocks[-1], "cache_control": CACHE}
         return blocks
 
-    def tool_definitions(self) -> list[dict[str, Any]]:
-        tools = [dict(t) for t in self._tools()]
+    def tool_definitions(self, session_key: str | None = None) -> list[dict[str, Any]]:
+        allowed = self.allowed_tools(session_key) if self.allowed_tools is not None and session_key else None
+        tools = [dict(t) for t in self._tools() if allowed is None or t["name"] in allowed]
         if tools:
             tools[-1] = {**tools[-1], "cache_control": CACHE}
         return tools
@@ -284,7 +287,7 @@ class ContextBuilder:
             model=self.agent_of(session.key)[1] if self.agent_of is not None else self.model,
             system=self.system_for(session, mode),
             messages=self.messages(session, start),
-            tools=self.tool_definitions(),
+            tools=self.tool_definitions(session.key),
             max_tokens=self.max_tokens,
             cache_control=CACHE,
             session_key=session.key,

@@ -198,3 +198,18 @@ def test_two_telegram_bots_bound_to_two_agents_answer_each_with_its_own_soul_and
     assert "another agent's chat" in tool_results(fake_model.requests[-1:])[-1]
     assert not any("psst" in answer for answer in replies(home_bot, CHAT) + replies(work_bot, CHAT))
     assert daemon.alive()
+
+
+async def test_an_agents_tool_list_is_all_its_model_is_offered_and_all_it_may_call(
+        daemon_factory: Callable[..., DaemonProcess], fake_model: FakeAnthropic, tmp_path: Path) -> None:
+    daemon = _start(daemon_factory, tmp_path, tools={"allow": ["read_file", "list_dir"]})
+    work_space = daemon.home / "agents" / "work" / "workspace"
+    fake_model.enqueue(tool_use("write_file", {"path": "x.txt", "content": "not allowed"}), text("refused"))
+    async with daemon.client() as client:
+        assert (await client.chat("write x", session="main", agent="work"))["text"] == "refused"
+        work_body = fake_model.requests[-1]
+        assert (await client.chat("hello home", session="main"))["text"] == "echo: hello home"
+    assert sorted(tool["name"] for tool in work_body["tools"]) == ["list_dir", "read_file"]
+    assert "is not one of this agent's tools" in tool_results([work_body])[0]
+    assert not (work_space / "x.txt").exists()
+    assert "write_file" in {tool["name"] for tool in fake_model.requests[-1]["tools"]}  # the default agent: all
