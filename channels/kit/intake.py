@@ -73,7 +73,7 @@ class Intake:
                 if reply:  # on the command's own message: two people's commands never swap answers
                     kit.say(incoming.chat_id, reply, incoming.thread_id, incoming.message_id)
             return False
-        received = await self._content(incoming, who, owner)
+        received = await self._content(incoming, who, owner, key)
         if received.refusal or not received.text:
             kit.say(incoming.chat_id, received.refusal or NOT_TEXT, incoming.thread_id, incoming.message_id)
             return False
@@ -126,7 +126,7 @@ class Intake:
         return self.kit.services.commands(name, key, args, self.kit.user_of(who), shared=not incoming.private,
                                           reply_to=incoming.message_id, extra=[] if buttons else KIT_COMMANDS)
 
-    async def _content(self, incoming: Incoming, who: Sender, owner: bool) -> Received:
+    async def _content(self, incoming: Incoming, who: Sender, owner: bool, key: str = "") -> Received:
         if not incoming.files:
             return Received(text=incoming.text) if not incoming.unreadable else Received()
         kit = self.kit
@@ -134,7 +134,7 @@ class Intake:
         try:
             return await receive_files(
                 incoming.files, caption=incoming.text, message_id=incoming.message_id,
-                workspace=kit.workspace_of(who, owner), files_dir=settings.files_dir,
+                workspace=kit.workspace_of(who, owner, key), files_dir=settings.files_dir,
                 max_file_bytes=settings.max_file_bytes, limit_key=f"channels.{kit.name}.max_file_bytes",
                 transcription=getattr(settings, "transcription", None))
         except Exception as exc:  # a platform's download failing in any way must not stop the channel

@@ -163,11 +163,13 @@ class ChannelKit:
         """Whose workspace this sender works in: OWNER, or their own as a guest (the loop's rule)."""
         return OWNER if self.policy.is_owner(who) else f"{self.name}:{who.user_id}"
 
-    def workspace_of(self, who: Sender, owner: bool) -> Path | None:
+    def workspace_of(self, who: Sender, owner: bool, session_key: str = "") -> Path | None:
+        """Where a person's received files go: their workspace in the agent of `session_key` (docs/agents.md)."""
         workspaces = self.services.workspaces
-        if workspaces is None or owner:
+        spaces = workspaces.of(session_key) if workspaces is not None else None
+        if spaces is None or (owner and spaces is workspaces):
             return self.services.workspace
-        return workspaces.guard(self.user_of(who)).root
+        return spaces.owner.root if owner else spaces.guard(self.user_of(who)).root
 
     def say(self, chat_id: str, text: str, thread_id: str | None, reply_to: str | None = None) -> None:
         """A control message (refusal, command answer): plain text, which may quote what the model or a user

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from clawgate.workspace.users import folder_name
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
 from tests.fakes.anthropic.request_text import tool_results
 from tests.fakes.telegram_api import FakeTelegram
@@ -197,6 +198,14 @@ def test_two_telegram_bots_bound_to_two_agents_answer_each_with_its_own_soul_and
     home_bot.wait_for(lambda: replies(home_bot, CHAT)[-1:] == ["home tried"])
     assert "another agent's chat" in tool_results(fake_model.requests[-1:])[-1]
     assert not any("psst" in answer for answer in replies(home_bot, CHAT) + replies(work_bot, CHAT))
+
+    # a file sent to the work bot lands in the sender's folder of work, not of home
+    fake_model.enqueue(text("filed"))
+    work_bot.inject_document(CHAT, b"office numbers\n", "numbers.txt", mime_type="text/plain", caption="keep")
+    work_bot.wait_for(lambda: replies(work_bot, CHAT)[-1:] == ["filed"])
+    [saved] = list((home / "agents" / "work" / "workspaces" / folder_name(f"telegram.work:{CHAT}") / "inbox").iterdir())
+    assert saved.read_bytes() == b"office numbers\n"
+    assert not (daemon.guest_workspace(f"telegram.work:{CHAT}") / "inbox").exists()
     assert daemon.alive()
 
 
