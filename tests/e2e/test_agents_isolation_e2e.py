@@ -222,3 +222,30 @@ async def test_an_agents_tool_list_is_all_its_model_is_offered_and_all_it_may_ca
     assert "is not one of this agent's tools" in tool_results([work_body])[0]
     assert not (work_space / "x.txt").exists()
     assert "write_file" in {tool["name"] for tool in fake_model.requests[-1]["tools"]}  # the default agent: all
+
+
+def test_an_agents_owners_own_its_chats_and_no_other_agents(
+        daemon_factory: Callable[..., DaemonProcess], tmp_path: Path, home_bot: FakeTelegram, work_bot: FakeTelegram,
+        fake_model: FakeAnthropic) -> None:
+    """`owners` of agent work make the sender its owner on the work bot (its owner workspace); on the home
+    bot, whose agent names no owners and whose channel has none, the same person stays a guest."""
+    home = tmp_path / "owners-home"
+    DaemonProcess(home, anthropic_url=None).init()
+    with (home / "config.toml").open("a", encoding="utf-8") as out:
+        out.write(f'\n[channels.telegram.accounts.work]\ntoken = "{WORK_TOKEN}"\nbase_url = "{work_bot.base_url}"\n'
+                  f'\n[agents.home]\ndefault = true\n[agents.work]\nowners = ["telegram.work:{CHAT}"]\n'
+                  '\n[[bindings]]\nagent = "work"\nmatch = { channel = "telegram", account = "work" }\n')
+    env = {"TELEGRAM_BOT_TOKEN": home_bot.token, "CLAWGATE_CHANNELS__TELEGRAM__BASE_URL": home_bot.base_url,
+           "CLAWGATE_CHANNELS__TELEGRAM__POLL_TIMEOUT_SECONDS": str(POLL_TIMEOUT),
+           "CLAWGATE_CHANNELS__TELEGRAM__DM_POLICY": "open",
+           "CLAWGATE_CHANNELS__TELEGRAM__RETRY_BASE_SECONDS": str(RETRY_BASE)}
+    daemon = daemon_factory(env, home=home, init=False)
+    fake_model.enqueue(tool_use("write_file", {"path": "owned.txt", "content": "by the owner"}), text("work wrote"))
+    work_bot.inject_message(CHAT, "write it")
+    work_bot.wait_for(lambda: replies(work_bot, CHAT) == ["work wrote"])
+    fake_model.enqueue(tool_use("write_file", {"path": "guest.txt", "content": "by a guest"}), text("home wrote"))
+    home_bot.inject_message(CHAT, "write it too")
+    home_bot.wait_for(lambda: replies(home_bot, CHAT) == ["home wrote"])
+    assert (home / "agents" / "work" / "workspace" / "owned.txt").read_text() == "by the owner"
+    assert (daemon.guest_workspace(f"telegram:{CHAT}") / "guest.txt").read_text() == "by a guest"
+    assert not (daemon.workspace / "guest.txt").exists() and not (daemon.workspace / "owned.txt").exists()
