@@ -169,7 +169,8 @@ class ChannelKit:
         spaces = workspaces.of(session_key) if workspaces is not None else None
         if spaces is None or (owner and spaces is workspaces):
             return self.services.workspace
-        return spaces.owner.root if owner else spaces.guard(self.user_of(who)).root
+        # a guest here, even the channel's owner where the agent names its own owners
+        return spaces.owner.root if owner else spaces.guard(f"{self.name}:{who.user_id}").root
 
     def say(self, chat_id: str, text: str, thread_id: str | None, reply_to: str | None = None) -> None:
         """A control message (refusal, command answer): plain text, which may quote what the model or a user

@@ -249,3 +249,35 @@ def test_an_agents_owners_own_its_chats_and_no_other_agents(
     assert (home / "agents" / "work" / "workspace" / "owned.txt").read_text() == "by the owner"
     assert (daemon.guest_workspace(f"telegram:{CHAT}") / "guest.txt").read_text() == "by a guest"
     assert not (daemon.workspace / "guest.txt").exists() and not (daemon.workspace / "owned.txt").exists()
+
+
+def test_a_channels_owner_is_a_guest_of_an_agent_that_names_its_own_owners(
+        daemon_factory: Callable[..., DaemonProcess], tmp_path: Path, home_bot: FakeTelegram, work_bot: FakeTelegram,
+        fake_model: FakeAnthropic) -> None:
+    home = tmp_path / "owners-home"
+    DaemonProcess(home, anthropic_url=None).init()
+    with (home / "config.toml").open("a", encoding="utf-8") as out:
+        out.write(f'\n[channels.telegram.accounts.work]\ntoken = "{WORK_TOKEN}"\nbase_url = "{work_bot.base_url}"\n'
+                  '\n[agents.home]\ndefault = true\n[agents.work]\nowners = ["telegram.work:999"]\n'
+                  '\n[[bindings]]\nagent = "work"\nmatch = { channel = "telegram", account = "work" }\n')
+    env = {"TELEGRAM_BOT_TOKEN": home_bot.token, "CLAWGATE_CHANNELS__TELEGRAM__BASE_URL": home_bot.base_url,
+           "CLAWGATE_CHANNELS__TELEGRAM__POLL_TIMEOUT_SECONDS": str(POLL_TIMEOUT),
+           "CLAWGATE_CHANNELS__TELEGRAM__DM_POLICY": "open",
+           "CLAWGATE_CHANNELS__TELEGRAM__OWNER": json.dumps([str(CHAT)]),
+           "CLAWGATE_CHANNELS__TELEGRAM__RETRY_BASE_SECONDS": str(RETRY_BASE)}
+    daemon = daemon_factory(env, home=home, init=False)
+    work_space = home / "agents" / "work" / "workspace"
+    fake_model.enqueue(tool_use("write_file", {"path": "mine.txt", "content": "the operator's"}), text("home wrote"))
+    home_bot.inject_message(CHAT, "write it")
+    home_bot.wait_for(lambda: replies(home_bot, CHAT) == ["home wrote"])
+    assert (daemon.workspace / "mine.txt").read_text() == "the operator's"  # the channel's owner owns home
+    fake_model.enqueue(tool_use("write_file", {"path": "notmine.txt", "content": "a guest's"}), text("work wrote"))
+    work_bot.inject_message(CHAT, "write it too")
+    work_bot.wait_for(lambda: replies(work_bot, CHAT) == ["work wrote"])
+    fake_model.enqueue(text("filed"))
+    work_bot.inject_document(CHAT, b"guest numbers\n", "numbers.txt", mime_type="text/plain", caption="keep")
+    work_bot.wait_for(lambda: replies(work_bot, CHAT)[-1:] == ["filed"])
+    guest = home / "agents" / "work" / "workspaces" / folder_name(f"telegram.work:{CHAT}")
+    assert (guest / "notmine.txt").read_text() == "a guest's"
+    assert [p.read_bytes() for p in (guest / "inbox").iterdir()] == [b"guest numbers\n"]
+    assert not (work_space / "notmine.txt").exists() and not (work_space / "inbox").exists()
