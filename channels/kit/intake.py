@@ -123,7 +123,8 @@ class Intake:
             approval_id = args.split()[0] if args.split() else ""
             if not approval_id:
                 return f"Say which request: /{name} ID (the id is in the prompt)."
-            return self.kit.prompts.answer(approval_id, owner=owner, approved=name == "approve")
+            return self.kit.prompts.answer(approval_id, owner=self.kit.may_answer(approval_id, who),
+                                           approved=name == "approve")
         buttons = self.kit.adapter.capabilities.buttons
         return self.kit.services.commands(name, key, args, self.kit.user_of(who), shared=not incoming.private,
                                           reply_to=incoming.message_id, extra=[] if buttons else KIT_COMMANDS)

@@ -58,6 +58,8 @@ class ChannelServices:
     owner_shared_session: bool = False
     # which agent a chat's messages go to (config/agents.py Roster.route); None: the one agent of before
     route: Callable[[Place], Agent] | None = None
+    # the agent a session key belongs to (Roster.of_key); None: the one agent of before
+    agent_of_key: Callable[[str], Agent] | None = None
 
 
 class ChannelKit:
@@ -124,8 +126,21 @@ class ChannelKit:
     async def approval_answer(self, approval_id: str, sender: Sender, approved: bool, *,
                               chat_id: str | None = None) -> str:
         """A button press: the line to show the presser. `chat_id`: where the pressed prompt is."""
-        return self.prompts.answer(approval_id, owner=may_approve(self.policy, sender), approved=approved,
+        return self.prompts.answer(approval_id, owner=self.may_answer(approval_id, sender), approved=approved,
                                    chat_id=chat_id)
+
+    def may_answer(self, approval_id: str, sender: Sender) -> bool:
+        """Whether `sender` may answer an approval request: an owner of the agent whose run asked (the agent's
+        own `owners` where it names them, else the channel's owners)."""
+        key, agent_of_key = self.prompts.session_of(approval_id), self.services.agent_of_key
+        if key and agent_of_key is not None:
+            try:
+                agent = agent_of_key(key)
+            except ValueError:  # a session of an agent no longer configured: nobody here answers for it
+                return False
+            if agent.config.owners is not None:
+                return agent.owned_by(self.name, sender.user_id)
+        return may_approve(self.policy, sender)
 
     def report_problem(self, problem: str | None) -> None:
         """For an adapter whose library retries by itself (a polling loop): why receiving fails now, or None

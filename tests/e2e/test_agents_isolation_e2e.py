@@ -250,6 +250,21 @@ def test_an_agents_owners_own_its_chats_and_no_other_agents(
     assert (daemon.guest_workspace(f"telegram:{CHAT}") / "guest.txt").read_text() == "by a guest"
     assert not (daemon.workspace / "guest.txt").exists() and not (daemon.workspace / "owned.txt").exists()
 
+    # a risky call of the work agent's owner is asked in its chat and answered by that owner
+    fake_model.enqueue(tool_use("exec", {"argv": ["touch", "approved.txt"]}), text("touched"))
+    work_bot.inject_message(CHAT, "make a file")
+    work_bot.wait_for(lambda: any(m.get("reply_markup") for m in work_bot.sent))
+    prompt = next(m for m in work_bot.sent if m.get("reply_markup"))
+    approve = next(b["callback_data"] for row in prompt["reply_markup"]["inline_keyboard"] for b in row
+                   if "Approve" in b["text"])
+    work_bot.inject_callback(CHAT, 9999, approve, prompt["message_id"])  # not an owner of work
+    work_bot.wait_for(lambda: len(work_bot.callback_answers) == 1)
+    assert "Only the owner" in work_bot.callback_answers[0]["text"]
+    work_bot.inject_callback(CHAT, CHAT, approve, prompt["message_id"])
+    work_bot.wait_for(lambda: replies(work_bot, CHAT)[-1:] == ["touched"])
+    assert work_bot.callback_answers[-1]["text"] == "Approved."
+    assert (home / "agents" / "work" / "workspace" / "approved.txt").exists()
+
 
 def test_a_channels_owner_is_a_guest_of_an_agent_that_names_its_own_owners(
         daemon_factory: Callable[..., DaemonProcess], tmp_path: Path, home_bot: FakeTelegram, work_bot: FakeTelegram,
