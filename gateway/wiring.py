@@ -35,6 +35,7 @@ from clawgate.agent.jobs.spawn_tool import Spawn
 from clawgate.agent.jobs.subagents import Subagents
 from clawgate.agent.loop import AgentLoop, run_user, session_user
 from clawgate.agent.mcp import McpManager
+from clawgate.agent.mcp.tool import McpTool
 from clawgate.agent.memory.store import Memory
 from clawgate.agent.providers import Provider, UnconfiguredProvider
 from clawgate.agent.providers.breaker import OnChange
@@ -227,16 +228,22 @@ def chat_of_agent(roster: Roster, sessions: SessionManager) -> Callable[[str, st
     return may_post
 
 
-def allowed_tools(roster: Roster) -> Callable[[str], frozenset[str] | None]:
-    """The tool names a session's agent may use (`[agents.<id>.tools] allow`; None: every tool). A session of
-    an agent no longer configured gets none."""
+def allowed_tools(roster: Roster, registry: ToolRegistry) -> Callable[[str, str], bool]:
+    """Whether a session's agent may use a tool: its `[agents.<id>.tools] allow` list where it has one; else
+    every tool, but for another agent than the default no MCP server's (they run in the default agent's
+    workspace, docs/mcp.md, so they would reach its files). A session of an agent no longer configured: none."""
     allow = {ident: None if a.config.tools.allow is None else frozenset(a.config.tools.allow)
              for ident, a in roster.agents.items()}
-    default = allow[roster.default.id]
 
-    def allowed(session_key: str) -> frozenset[str] | None:
+    def allowed(session_key: str, name: str) -> bool:
         ident = agent_id_of(session_key)
-        return default if ident is None else allow.get(ident, frozenset())
+        agent = roster.default if ident is None else roster.agents.get(ident)
+        if agent is None:
+            return False
+        listed = allow[agent.id]
+        if listed is not None:
+            return name in listed
+        return agent.default or not isinstance(registry.get(name), McpTool)
     return allowed
 
 
@@ -277,8 +284,8 @@ def build_conversation(paths: Paths, settings: Settings, state: State, provider:
     context.guest_root = lambda session: (None if not (user := session_user(session))
                                           else workspaces.of(session.key).guard(user).root)
     context.agent_of = agent_place(workspaces, state.roster, agent.model)
-    if any(a.config.tools.allow is not None for a in state.roster.agents.values()):
-        context.allowed_tools = tools.allowed = allowed_tools(state.roster)
+    if len(state.roster.agents) > 1:
+        context.allowed_tools = tools.allowed = allowed_tools(state.roster, tools)
     checkpoints = build_checkpoints(paths, settings, workspaces, sessions, tasks, events, busy=activity.busy,
                                     invalidate=context.invalidate, durability=state.durability)
     sessions.evicted += [context.invalidate, checkpoints.forget_track]  # per-session caches leave with the session

@@ -124,8 +124,9 @@ class ContextBuilder:
         # The workspace and model of the agent a session key belongs to (config/agents.py); None: every
         # session is the one agent's (`workspace`, `model`).
         self.agent_of: Callable[[str], tuple[Path, str]] | None = None
-        # The tool names a session's agent may use (None: every tool); the others are not offered.
-        self.allowed_tools: Callable[[str], frozenset[str] | None] | None = None
+        # Whether a session's agent may use a tool (session key, tool name; None: every tool); the others
+        # are not offered.
+        self.allowed_tools: Callable[[str, str], bool] | None = None
         # session key -> mode -> (run stamp, frozen system prompt, guest); a key's entry goes when its
         # session leaves memory (SessionManager.evicted -> `invalidate`)
         self._frozen: dict[str, dict[Mode, tuple[int, list[dict[str, Any]], Path | None]]] = {}
@@ -204,8 +205,8 @@ class ContextBuilder:
         return blocks
 
     def tool_definitions(self, session_key: str | None = None) -> list[dict[str, Any]]:
-        allowed = self.allowed_tools(session_key) if self.allowed_tools is not None and session_key else None
-        tools = [dict(t) for t in self._tools() if allowed is None or t["name"] in allowed]
+        allowed = self.allowed_tools if session_key else None
+        tools = [dict(t) for t in self._tools() if allowed is None or allowed(session_key or "", t["name"])]
         if tools:
             tools[-1] = {**tools[-1], "cache_control": CACHE}
         return tools

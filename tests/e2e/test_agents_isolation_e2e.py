@@ -17,6 +17,7 @@ from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
 from tests.fakes.anthropic.request_text import tool_results
 from tests.fakes.telegram_api import FakeTelegram
 from tests.harness import DaemonProcess
+from tests.mcp_support import mcp_status, stdio_server_env
 from tests.telegram_support import CHAT, DELIVERY_RETRY, POLL_TIMEOUT, RETRY_BASE, replies, user_texts
 from tests.waiting import wait_until
 
@@ -296,3 +297,25 @@ def test_a_channels_owner_is_a_guest_of_an_agent_that_names_its_own_owners(
     assert (guest / "notmine.txt").read_text() == "a guest's"
     assert [p.read_bytes() for p in (guest / "inbox").iterdir()] == [b"guest numbers\n"]
     assert not (work_space / "notmine.txt").exists() and not (work_space / "inbox").exists()
+
+
+async def test_mcp_servers_which_run_in_the_default_agents_workspace_are_offered_to_it_alone(
+        daemon_factory: Callable[..., DaemonProcess], fake_model: FakeAnthropic, tmp_path: Path) -> None:
+    """Another agent gets an MCP server's tools only when its `tools.allow` names them."""
+    agents = {"home": {"default": True}, "work": {}, "ops": {"tools": {"allow": ["mcp_fake_add"]}}}
+    daemon = daemon_factory({**stdio_server_env(tmp_path, read_only_tools=["add", "echo"]),
+                             "CLAWGATE_AGENTS": json.dumps(agents)})
+    assert (await mcp_status(daemon))["state"] == "up"
+    fake_model.enqueue(tool_use("mcp_fake_add", {"a": 2, "b": 3}), text("work tried"))
+    async with daemon.client() as client:
+        assert (await client.chat("add", session="main", agent="work"))["text"] == "work tried"
+        work_body = fake_model.requests[-1]
+        fake_model.enqueue(tool_use("mcp_fake_add", {"a": 2, "b": 3}), text("ops added"))
+        assert (await client.chat("add", session="main", agent="ops"))["text"] == "ops added"
+        ops_body = fake_model.requests[-1]
+        assert (await client.chat("hello", session="main"))["text"] == "echo: hello"
+    assert not any(t["name"].startswith("mcp_") for t in work_body["tools"])
+    assert "read_file" in {t["name"] for t in work_body["tools"]}
+    assert "is not one of this agent's tools" in tool_results([work_body])[0]
+    assert [t["name"] for t in ops_body["tools"]] == ["mcp_fake_add"] and "5" in tool_results([ops_body])[0]
+    assert "mcp_fake_add" in {t["name"] for t in fake_model.requests[-1]["tools"]}  # the default agent: all
