@@ -83,7 +83,7 @@ class Binding(_Section):
 
 # The keys of [agents.<id>] the daemon applies today; the others are refused at load rather than read and
 # ignored (an agent's own owners, token budget and the rest of its tool policy are the next step, docs/agents.md).
-APPLIED = frozenset({"default", "workspace", "model", "tools", "owners"})  # of tools, `allow` only (problem())
+APPLIED = frozenset({"default", "workspace", "model", "max_tokens", "fallback_models", "tools", "owners"})  # of tools, `allow` only (problem())
 
 # The order of specificity: a binding setting an earlier key beats one that does not, whatever else.
 SPECIFICITY = ("peer", "room", "roles", "guild", "team", "account", "channel")
@@ -124,7 +124,7 @@ def problem(agents: Mapping[str, AgentConfig], bindings: list[Binding]) -> str |
                     "write e.g. \"telegram:123456\" (any account) or \"telegram.work:123456\" (one account)")
         if unapplied:
             return (f"agents.{ident}.{unapplied[0]} is not applied yet: in this version each agent has its own "
-                    "workspace, model, tool list and owners, but they share [agent]'s other settings; "
+                    "workspace, model, tool list and owners, but they share [agent]'s other settings and the token budget; "
                     "remove it")
     defaults = [ident for ident, agent in agents.items() if agent.default]
     if agents and len(defaults) != 1:

@@ -20,7 +20,7 @@ from clawgate.agent.bus import MessageBus, SqliteBus
 from clawgate.agent.checkpoints import CheckpointService, ReplayProvider, ToolReplay
 from clawgate.agent.checkpoints.service import split_workspace
 from clawgate.agent.commands import CommandRouter
-from clawgate.agent.context.builder import ContextBuilder
+from clawgate.agent.context.builder import AgentView, ContextBuilder
 from clawgate.agent.context.compaction import Compactor
 from clawgate.agent.context.consolidation import Consolidator
 from clawgate.agent.control import SessionControl, TaskControl
@@ -57,10 +57,10 @@ from clawgate.agent.triggers.cron_tool import CronTool
 from clawgate.agent.triggers.heartbeat import Heartbeat
 from clawgate.agent.usage.ledger import MeteredProvider, UsageLedger
 from clawgate.agent.usage.store import UsageStore
-from clawgate.config.agents import AGENT_PREFIX, Place, Roster, agent_id_of
+from clawgate.config.agents import AGENT_PREFIX, AgentConfig, Place, Roster, agent_id_of
 from clawgate.config.loader import roster_of
 from clawgate.config.paths import Paths
-from clawgate.config.schema import Settings
+from clawgate.config.schema import AgentSettings, Settings
 from clawgate.workspace.guard import WorkspaceGuard
 from clawgate.workspace.users import Workspaces
 
@@ -203,12 +203,15 @@ def person_root(workspaces: Workspaces, where: str) -> Path:
     return workspaces.agent(ident).guard(user).root
 
 
-def agent_place(workspaces: Workspaces, roster: Roster, model: str) -> Callable[[str], tuple[Path, str]]:
-    """A session's (workspace, model): its agent's (config/agents.py), `[agent]`'s model where it sets none."""
-    def place(session_key: str) -> tuple[Path, str]:
+def agent_place(workspaces: Workspaces, roster: Roster, agent: AgentSettings) -> Callable[[str], AgentView]:
+    """A session's workspace, model, answer length and fallback models: its agent's (config/agents.py),
+    `[agent]`'s and the provider's where it sets none."""
+    def place(session_key: str) -> AgentView:
         ident = agent_id_of(session_key)
-        known = roster.default if ident is None else roster.agents.get(ident)
-        return workspaces.of(session_key).owner.root, (known.config.model if known else None) or model
+        known = (roster.default if ident is None else roster.agents.get(ident))
+        config = known.config if known is not None else AgentConfig()
+        return AgentView(workspaces.of(session_key).owner.root, config.model or agent.model,
+                         config.max_tokens or agent.max_tokens, config.fallback_models)
     return place
 
 
@@ -283,7 +286,7 @@ def build_conversation(paths: Paths, settings: Settings, state: State, provider:
                              active_tasks=lambda: [task.status_line() for task in tasks.active()])
     context.guest_root = lambda session: (None if not (user := session_user(session))
                                           else workspaces.of(session.key).guard(user).root)
-    context.agent_of = agent_place(workspaces, state.roster, agent.model)
+    context.agent_of = agent_place(workspaces, state.roster, agent)
     if len(state.roster.agents) > 1:
         context.allowed_tools = tools.allowed = allowed_tools(state.roster, tools)
     checkpoints = build_checkpoints(paths, settings, workspaces, sessions, tasks, events, busy=activity.busy,

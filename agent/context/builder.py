@@ -16,7 +16,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Callable, Literal, Mapping, NamedTuple
 
 from clawgate.workspace.fdpath import locate, read_all
 from clawgate.workspace.users import OWNER
@@ -96,6 +96,15 @@ def read_capped(path: Path, cap: int, *, within: Path | None = None) -> str | No
     return text
 
 
+class AgentView(NamedTuple):
+    """What a session's agent sets of its requests (config/agents.py; wiring's `agent_place`)."""
+
+    workspace: Path
+    model: str
+    max_tokens: int
+    fallback_models: list[str] | None  # None: the provider's
+
+
 class ContextBuilder:
     def __init__(self, workspace: Path, *, tools: Callable[[], list[dict[str, Any]]], model: str, max_tokens: int,
                  caps: dict[str, int] | None = None, clock: Callable[[], float] = time.time,
@@ -123,7 +132,7 @@ class ContextBuilder:
         self.guest_root: Callable[[Session], Path | None] | None = None
         # The workspace and model of the agent a session key belongs to (config/agents.py); None: every
         # session is the one agent's (`workspace`, `model`).
-        self.agent_of: Callable[[str], tuple[Path, str]] | None = None
+        self.agent_of: Callable[[str], AgentView] | None = None
         # Whether a session's agent may use a tool (session key, tool name; None: every tool); the others
         # are not offered.
         self.allowed_tools: Callable[[str, str], bool] | None = None
@@ -223,7 +232,7 @@ class ContextBuilder:
         modes = self._frozen.setdefault(session.key, {})
         frozen = modes.get(mode)
         if frozen is None or frozen[0] != stamp or frozen[2] != guest:  # a group: another person speaks now
-            root = self.agent_of(session.key)[0] if self.agent_of is not None else None
+            root = self.agent_of(session.key).workspace if self.agent_of is not None else None
             frozen = modes[mode] = (stamp, self._shared(self.system_blocks(mode, guest, root)), guest)
         return frozen[1]
 
@@ -284,14 +293,16 @@ class ContextBuilder:
             self._attach_followups(session)
         for inject in self.injectors:
             inject(session)
+        view = self.agent_of(session.key) if self.agent_of is not None else None
         return ModelRequest(
-            model=self.agent_of(session.key)[1] if self.agent_of is not None else self.model,
+            model=view.model if view is not None else self.model,
             system=self.system_for(session, mode),
             messages=self.messages(session, start),
             tools=self.tool_definitions(session.key),
-            max_tokens=self.max_tokens,
+            max_tokens=view.max_tokens if view is not None else self.max_tokens,
             cache_control=CACHE,
             session_key=session.key,
+            fallback_models=view.fallback_models if view is not None else None,
         )
 
 

@@ -36,7 +36,7 @@ def _start(daemon_factory: Callable[..., DaemonProcess], tmp_path: Path, **work:
 
 async def test_each_agent_has_its_own_workspace_soul_and_model(
         daemon_factory: Callable[..., DaemonProcess], fake_model: FakeAnthropic, tmp_path: Path) -> None:
-    daemon = _start(daemon_factory, tmp_path)
+    daemon = _start(daemon_factory, tmp_path, max_tokens=1234)
     work_space = daemon.home / "agents" / "work" / "workspace"
     assert (work_space / "SOUL.md").is_file() and (work_space / "AGENTS.md").is_file()  # `clawgate init`'s templates
     (daemon.workspace / "SOUL.md").write_text("You are Hestia, the household's assistant.\n")
@@ -51,6 +51,7 @@ async def test_each_agent_has_its_own_workspace_soul_and_model(
     assert "Hestia" in system_text(home_body) and "Ergon" not in system_text(home_body)
     assert "quarterly report" not in system_text(home_body)
     assert work_body["model"] == WORK_MODEL and home_body["model"] != WORK_MODEL
+    assert work_body["max_tokens"] == 1234 and home_body["max_tokens"] != 1234
 
 
 async def test_an_agent_named_workspace_path_is_honoured(
