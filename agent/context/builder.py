@@ -97,7 +97,7 @@ def read_capped(path: Path, cap: int, *, within: Path | None = None) -> str | No
 
 
 class AgentView(NamedTuple):
-    """What a session's agent sets of its requests (config/agents.py; wiring's `agent_place`)."""
+    """What a session's agent sets of its requests (config/agents.py; gateway/agent_scope.py's `agent_place`)."""
 
     workspace: Path
     model: str

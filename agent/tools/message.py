@@ -26,7 +26,7 @@ class Message(Tool):
 
     def __init__(self, may_post: Callable[[str, str, str], bool] | None = None) -> None:
         """`may_post(session key, channel, chat id)`: whether the run's agent may post into that chat; a chat
-        another agent answers is refused (gateway/wiring.py). None: one agent, every chat is its own."""
+        another agent answers is refused (gateway/agent_scope.py). None: one agent, every chat is its own."""
         self.may_post = may_post
 
     def _refused(self, args: Arguments, ctx: ToolContext) -> bool:
