@@ -83,7 +83,7 @@ class Binding(_Section):
 
 # The keys of [agents.<id>] the daemon applies today; the others are refused at load rather than read and
 # ignored (an agent's own owners, token budget and the rest of its tool policy are the next step, docs/agents.md).
-APPLIED = frozenset({"default", "workspace", "model", "max_tokens", "fallback_models", "tools", "owners"})  # of tools, `allow` only (problem())
+APPLIED = frozenset({"default", "name", "workspace", "model", "max_tokens", "fallback_models", "tools", "owners"})  # of tools, `allow` only (problem())
 
 # The order of specificity: a binding setting an earlier key beats one that does not, whatever else.
 SPECIFICITY = ("peer", "room", "roles", "guild", "team", "account", "channel")

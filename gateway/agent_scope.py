@@ -70,3 +70,14 @@ def allowed_tools(roster: Roster, registry: ToolRegistry) -> Callable[[str, str]
             return name in listed
         return agent.default or not isinstance(registry.get(name), McpTool)
     return allowed
+
+
+def agent_identity(roster: Roster, agent: AgentSettings) -> Callable[[str], tuple[str, str]]:
+    """(name, model) of a session's agent, for /start, /status and the identity restatement: its own where it
+    sets them, else `[agent]`'s."""
+    def identity(session_key: str) -> tuple[str, str]:
+        ident = agent_id_of(session_key)
+        known = roster.default if ident is None else roster.agents.get(ident)
+        config = known.config if known is not None else AgentConfig()
+        return config.name or agent.name, config.model or agent.model
+    return identity

@@ -63,7 +63,7 @@ from clawgate.workspace.guard import WorkspaceGuard
 from clawgate.workspace.users import Workspaces
 
 from . import __version__
-from .agent_scope import agent_place, allowed_tools, chat_of_agent, person_root
+from .agent_scope import agent_identity, agent_place, allowed_tools, chat_of_agent, person_root
 from .home_setup import write_workspace
 from .limits import open_files_per_cache, raise_open_file_limit
 
@@ -274,9 +274,13 @@ def build_supervision(paths: Paths, settings: Settings, state: State, provider: 
     # rung (b) is decided in the turn and carried out after the run (in its lane)
     drift_restore = DriftRestore(talk.checkpoints, state.sessions, state.bus, events, paths.checkpoints / "drift",
                                  fsync=fsync) if settings.checkpoints.enabled else None
+    restatement = Restatement(agent.name, tasks.current_for, after_turns=agent.restate_after_turns)
+    if len(state.roster.agents) > 1:
+        identity = agent_identity(state.roster, agent)
+        restatement.name_of = lambda key: identity(key)[0]
     return Supervision(
         tracker=TaskTracker(tasks, remind_after=agent.task_reminder_turns, events=events, sessions=state.sessions),
-        restatement=Restatement(agent.name, tasks.current_for, after_turns=agent.restate_after_turns),
+        restatement=restatement,
         drift=DriftControl(drift, provider=provider, model=agent.model, tasks=tasks, context=talk.context,
                            events=events, restorer=restorer or drift_restore, embedder=embedder),
         completeness=CompletenessCheck(settings.reflection, provider=provider, model=agent.model, tasks=tasks,
@@ -336,6 +340,8 @@ def build_services(settings: Settings, state: State, approvals: ApprovalBroker, 
     tasks = TaskControl(state.tasks, producers.sessions, state.events)
     commands = CommandRouter(agent_name=settings.agent.name, sessions=producers.sessions, tasks=tasks, status=status,
                              checkpoints=talk.checkpoints, usage=state.usage)
+    if len(state.roster.agents) > 1:  # each agent answers /start and /status with its own name and model
+        commands.identity = agent_identity(state.roster, settings.agent)
     return Services(intake=state.bus, sessions=producers.sessions, tasks=tasks, approvals=approvals,
                     cron=producers.cron, events=state.events, status=status, commands=commands,
                     checkpoints=talk.checkpoints, usage=state.usage, agents=state.roster)

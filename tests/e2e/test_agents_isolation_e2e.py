@@ -36,7 +36,7 @@ def _start(daemon_factory: Callable[..., DaemonProcess], tmp_path: Path, **work:
 
 async def test_each_agent_has_its_own_workspace_soul_and_model(
         daemon_factory: Callable[..., DaemonProcess], fake_model: FakeAnthropic, tmp_path: Path) -> None:
-    daemon = _start(daemon_factory, tmp_path, max_tokens=1234)
+    daemon = _start(daemon_factory, tmp_path, max_tokens=1234, name="Ergon")
     work_space = daemon.home / "agents" / "work" / "workspace"
     assert (work_space / "SOUL.md").is_file() and (work_space / "AGENTS.md").is_file()  # `clawgate init`'s templates
     (daemon.workspace / "SOUL.md").write_text("You are Hestia, the household's assistant.\n")
@@ -45,6 +45,10 @@ async def test_each_agent_has_its_own_workspace_soul_and_model(
     async with daemon.client() as client:
         assert (await client.chat("hello work", session="main", agent="work"))["text"] == "echo: hello work"
         assert (await client.chat("hello home", session="main"))["text"] == "echo: hello home"
+        work_status = (await client.chat("/status", session="main", agent="work"))["text"]
+        home_status = (await client.chat("/status", session="main"))["text"]
+    assert work_status.startswith(f"Ergon · model {WORK_MODEL} ·"), work_status
+    assert not home_status.startswith("Ergon") and WORK_MODEL not in home_status, home_status
     work_body, home_body = fake_model.requests[-2], fake_model.requests[-1]
     assert "Ergon" in system_text(work_body) and "Hestia" not in system_text(work_body)
     assert "quarterly report" in system_text(work_body) and str(work_space) in system_text(work_body)
