@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from clawgate.agent.bus import InboundMessage
 from clawgate.config.access import split_channel_name
 from clawgate.config.agents import Agent, Place
+from clawgate.workspace.users import OWNER
 
 from .access import Sender, Verdict, decide
 from .adapter import Incoming
@@ -126,7 +127,9 @@ class Intake:
             return self.kit.prompts.answer(approval_id, owner=self.kit.may_answer(approval_id, who),
                                            approved=name == "approve")
         buttons = self.kit.adapter.capabilities.buttons
-        return self.kit.services.commands(name, key, args, self.kit.user_of(who), shared=not incoming.private,
+        user = self.kit.user_of(who) if owner == self.kit.policy.is_owner(who) else \
+            (OWNER if owner else f"{self.kit.name}:{who.user_id}")  # an agent's own owners decided `owner`
+        return self.kit.services.commands(name, key, args, user, shared=not incoming.private,
                                           reply_to=incoming.message_id, extra=[] if buttons else KIT_COMMANDS)
 
     async def _content(self, incoming: Incoming, who: Sender, owner: bool, key: str = "") -> Received:
