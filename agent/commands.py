@@ -11,7 +11,7 @@ owner's; the owner's /stop stops whatever runs there.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from clawgate.workspace.users import OWNER
 
@@ -41,6 +41,8 @@ class CommandRouter:
     def __init__(self, *, agent_name: str, sessions: "SessionControl", tasks: "TaskControl", status: "Health",
                  checkpoints: "CheckpointService | None" = None, usage: "UsageLedger | None" = None) -> None:
         self.agent_name = agent_name
+        # (name, model) of a session's agent (config/agents.py); None: agent_name and the daemon's model
+        self.identity: Callable[[str], tuple[str, str]] | None = None
         self.usage = usage
         self.sessions = sessions
         self.tasks = tasks
@@ -63,8 +65,10 @@ class CommandRouter:
             return self._new(session_key) if owner or not shared else OWNER_ONLY_RESET
         if name == "stop":
             return self._stop(session_key, None if owner else user, reply_to)
-        if name in ("help", "start"):
-            return getattr(self, f"_{name}")(extra)
+        if name == "help":
+            return self._help(extra)
+        if name == "start":
+            return self._start(extra, session_key)
         if name == "tasks":  # in a shared conversation a guest sees their own tasks, not the owner's goals
             return self._tasks(session_key, None if owner or not shared else user)
         return getattr(self, f"_{name}")(session_key)
@@ -76,8 +80,12 @@ class CommandRouter:
         return "\n".join(["Commands (answered at once, even while I'm working):"]
                          + [f"/{name} — {text}" for name, text in [*COMMANDS, *extra] if name != "help"])
 
-    def _start(self, extra: Sequence[tuple[str, str]] = ()) -> str:
-        lines = [f"Hi, I'm {self.agent_name}. Send me a message and I'll work on it with my tools.", ""]
+    def _who(self, key: str) -> tuple[str, str]:
+        """(name, model) of the agent answering in session `key`."""
+        return self.identity(key) if self.identity is not None else (self.agent_name, str(self.status.get("model")))
+
+    def _start(self, extra: Sequence[tuple[str, str]] = (), key: str = "") -> str:
+        lines = [f"Hi, I'm {self._who(key)[0]}. Send me a message and I'll work on it with my tools.", ""]
         lines += [f"/{name} — {text}" for name, text in [*COMMANDS, *extra] if name != "start"]
         return "\n".join(lines)
 
@@ -101,7 +109,7 @@ class CommandRouter:
     def _status(self, key: str) -> str:
         busy, queued = self.sessions.busy(key), self.sessions.queued(key)
         lines = [
-            f"{self.agent_name} · model {self.status.get('model')} · provider {self.status.get('provider')}",
+            f"{self._who(key)[0]} · model {self._who(key)[1]} · provider {self.status.get('provider')}",
             f"This chat: {'working' if busy else 'idle'}" + (f", {queued} queued" if queued else "")
             + f", {self.sessions.message_count(key)} messages in the conversation",
             f"Active tasks: {len(self.tasks.list(session=key))}",

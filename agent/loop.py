@@ -233,7 +233,7 @@ class AgentLoop:
         # Triggered runs (cron, heartbeat, resume) act for the person they deliver to: approvals
         # and the message tool go there, not to the trigger's own channel name.
         where = msg.metadata.get("deliver") or {"channel": msg.channel, "chat_id": msg.chat_id}
-        spaces = self.workspaces
+        spaces = self.workspaces.of(session.key) if self.workspaces is not None else None  # the session's agent's
         user = run_user(msg, session) if spaces is not None else OWNER  # ctx.user names whose `workspace` it is
         ctx = ToolContext(session_key=session.key, channel=where["channel"], chat_id=str(where["chat_id"]),
                           sender_id=msg.sender_id, run_id=msg.id, send=self.bus.publish_outbound, owner=acts_for_owner(msg),

@@ -10,13 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from clawgate.config.agents import Agent, Roster, UnknownAgent
+from clawgate.config.agents import Agent, Roster, UnknownAgent, agent_id_of
 
 from .approvals import ApprovalBroker
 from .bus import Intake
 from .commands import CommandRouter
 from .control import SessionControl, TaskControl
-from .core.errors import NotFound
+from .core.errors import Forbidden, NotFound
 from .core.events import EventHub
 from .health import Health
 
@@ -62,3 +62,11 @@ class Services:
             return self.agents.get(agent)
         except UnknownAgent as exc:
             raise NotFound(str(exc)) from None
+
+    def check_agent(self, session_key: str, agent: str | None) -> None:
+        """Forbidden unless `session_key` is a session of the agent named: a client acting for one agent
+        never restores or forks another's checkpoints (None: a client that named no agent, the daemon's owner
+        on every agent, as the web page and the CLI are)."""
+        if agent is not None and agent_id_of(session_key) != self.keyed_agent(agent):
+            raise Forbidden(f"session {session_key!r} belongs to another agent than {agent!r}; "
+                            "name its own agent")

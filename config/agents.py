@@ -20,6 +20,7 @@ from typing import Any, Literal, Mapping
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 AGENT_ID = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+_OWNER = re.compile(r"^[a-z][a-z0-9_-]*(\.[A-Za-z0-9_-]+)?:[^\s:]+$")  # "telegram:42", "telegram.work:42"
 IMPLICIT_AGENT = "main"  # the one agent of a config without [agents.*]
 
 
@@ -81,8 +82,8 @@ class Binding(_Section):
 
 
 # The keys of [agents.<id>] the daemon applies today; the others are refused at load rather than read and
-# ignored (an agent's own workspace, model and tool policy are the next step, docs/agents.md).
-APPLIED = frozenset({"default"})
+# ignored (an agent's own owners, token budget and the rest of its tool policy are the next step, docs/agents.md).
+APPLIED = frozenset({"default", "name", "workspace", "model", "max_tokens", "fallback_models", "tools", "owners"})  # of tools, `allow` only (problem())
 
 # The order of specificity: a binding setting an earlier key beats one that does not, whatever else.
 SPECIFICITY = ("peer", "room", "roles", "guild", "team", "account", "channel")
@@ -114,9 +115,17 @@ def problem(agents: Mapping[str, AgentConfig], bindings: list[Binding]) -> str |
             return (f"agent id {ident!r} is not valid; use 1 to 32 lowercase letters, digits, - or _, "
                     "starting with a letter (e.g. [agents.work])")
     for ident, agent in agents.items():
-        if unapplied := sorted(agent.model_fields_set - APPLIED):
-            return (f"agents.{ident}.{unapplied[0]} is not applied yet: in this version the agents share [agent]'s "
-                    "workspace, model, tool policy and owners (sessions and routing are per agent); remove it")
+        unapplied = sorted(agent.model_fields_set - APPLIED)
+        if not unapplied and (policy := sorted(agent.tools.model_fields_set - {"allow"})):
+            return (f"agents.{ident}.tools.{policy[0]} is not applied yet: in this version an agent's tool policy is "
+                    "its `allow` list; the rest is [tools]'s; remove it")
+        if agent.owners is not None and (bad := next((o for o in agent.owners if not _OWNER.match(o)), None)) is not None:
+            return (f"agents.{ident}.owners has {bad!r}, which is not \"<channel>:<user id>\"; "
+                    "write e.g. \"telegram:123456\" (any account) or \"telegram.work:123456\" (one account)")
+        if unapplied:
+            return (f"agents.{ident}.{unapplied[0]} is not applied yet: in this version each agent has its own "
+                    "workspace, model, tool list and owners, but they share [agent]'s other settings and the token budget; "
+                    "remove it")
     defaults = [ident for ident, agent in agents.items() if agent.default]
     if agents and len(defaults) != 1:
         which = "none is marked" if not defaults else f"{', '.join(defaults)} are all marked"
@@ -143,6 +152,13 @@ class Agent:
     default: bool
     workspace: Path
     config: AgentConfig
+
+    def owned_by(self, channel: str, user_id: str) -> bool:
+        """Whether a sender of `channel` (a kit's name: "telegram" or "telegram.work") owns this agent by its
+        `owners` ("telegram:42" any account of the platform, "telegram.work:42" that account only)."""
+        platform = channel.split(".", 1)[0]
+        owners = self.config.owners or []
+        return f"{channel}:{user_id}" in owners or f"{platform}:{user_id}" in owners
 
     def session_key(self, key: str) -> str:
         """The key of one of this agent's sessions: the default agent's keys are today's keys (nothing

@@ -38,7 +38,8 @@ def channel_services(services: Services, settings: ChannelSettings, *, workspace
         resolve_approval=lambda approval_id, approved: services.approvals.resolve(approval_id, approved),
         events=services.events, busy=services.sessions.busy,
         workspace=workspace, workspaces=workspaces, owner_shared_session=settings.owner_shared_session,
-        route=services.agents.route if services.agents is not None else None)
+        route=services.agents.route if services.agents is not None else None,
+        agent_of_key=services.agents.of_key if services.agents is not None else None)
 
 
 def sections(settings: ChannelSettings) -> dict[str, Any]:

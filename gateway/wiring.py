@@ -49,6 +49,7 @@ from clawgate.agent.tasks.store import TaskStore
 from clawgate.agent.tools import ToolRegistry
 from clawgate.agent.tools.sandbox import SandboxPolicy
 from clawgate.agent.toolset import default_tools
+from clawgate.agent.tools.message import Message
 from clawgate.agent.triggers import CronService, CronStore, Triggers
 from clawgate.agent.triggers.cron_tool import CronTool
 from clawgate.agent.triggers.heartbeat import Heartbeat
@@ -62,6 +63,8 @@ from clawgate.workspace.guard import WorkspaceGuard
 from clawgate.workspace.users import Workspaces
 
 from . import __version__
+from .agent_scope import agent_identity, agent_place, allowed_tools, chat_of_agent, person_root
+from .home_setup import write_workspace
 from .limits import open_files_per_cache, raise_open_file_limit
 
 if TYPE_CHECKING:
@@ -70,10 +73,22 @@ if TYPE_CHECKING:
 
 # state ---------------------------------------------------------------------------------------
 def build_workspaces(paths: Paths, settings: Settings) -> Workspaces:
-    """The owner's workspace and, beside it, one per guest (exec's HOME/TMPDIR per person: workspace/users.py)."""
-    folder = settings.agent.workspace
-    workspace = WorkspaceGuard(Path(folder).expanduser() if folder else paths.default_workspace)
-    return Workspaces(workspace, paths.guest_workspaces, paths.exec_scratch)
+    """The owner's workspace and, beside it, one per guest (exec's HOME/TMPDIR per person: workspace/users.py);
+    every agent but the default has its own of each (docs/agents.md), a new one made from `clawgate init`'s
+    templates."""
+    roster = roster_of(paths, settings)
+    default = roster.default
+    for agent in roster.agents.values():
+        if not agent.default and not agent.workspace.exists():
+            write_workspace(agent.workspace)
+
+    def folders(ident: str) -> tuple[Path, Path, Path]:
+        known = roster.agents.get(ident)  # a session of an agent since removed: still its own folder, never another's
+        root = known.workspace if known is not None else paths.home / "agents" / ident / "workspace"
+        return root, paths.home / "agents" / ident / "workspaces", paths.exec_scratch / "agents" / ident
+
+    return Workspaces(WorkspaceGuard(default.workspace), paths.guest_workspaces, paths.exec_scratch,
+                      agents=folders if len(roster.agents) > 1 else None)
 
 
 @dataclass
@@ -177,7 +192,7 @@ def build_checkpoints(paths: Paths, settings: Settings, workspaces: Workspaces, 
         folder=paths.checkpoints, workspace=workspaces.owner.root, sessions=sessions, tasks=tasks, events=events,
         settings=settings.checkpoints, version=__version__, busy=busy, invalidate=invalidate,
         fsync=settings.state.fsync, durability=durability, repair=repair,
-        roots=lambda user: workspaces.guard(user).root)  # guard(): a guest's folder exists before their first snapshot
+        roots=lambda where: person_root(workspaces, where))
 
 
 @dataclass
@@ -208,12 +223,18 @@ def build_conversation(paths: Paths, settings: Settings, state: State, provider:
                                        background=background, outbox_files=paths.state / "outbox-files",
                                        browser_state=paths.state / "browser"),
                          events=events, audit=state.audit, approvals=approvals)
+    if len(state.roster.agents) > 1 and isinstance(message := tools.get("message"), Message):
+        message.may_post = chat_of_agent(state.roster, sessions)
     context = ContextBuilder(workspaces.owner.root, tools=tools.definitions, model=agent.model,
                              max_tokens=agent.max_tokens,
                              compactor=Compactor(keep=agent.compact_keep_messages,
                                                  chunk_chars=int(agent.context_tokens * 4 * agent.compact_chunk_ratio)),
                              active_tasks=lambda: [task.status_line() for task in tasks.active()])
-    context.guest_root = lambda session: None if not (user := session_user(session)) else workspaces.guard(user).root
+    context.guest_root = lambda session: (None if not (user := session_user(session))
+                                          else workspaces.of(session.key).guard(user).root)
+    context.agent_of = agent_place(workspaces, state.roster, agent)
+    if len(state.roster.agents) > 1:
+        context.allowed_tools = tools.allowed = allowed_tools(state.roster, tools)
     checkpoints = build_checkpoints(paths, settings, workspaces, sessions, tasks, events, busy=activity.busy,
                                     invalidate=context.invalidate, durability=state.durability)
     sessions.evicted += [context.invalidate, checkpoints.forget_track]  # per-session caches leave with the session
@@ -254,9 +275,13 @@ def build_supervision(paths: Paths, settings: Settings, state: State, provider: 
     # rung (b) is decided in the turn and carried out after the run (in its lane)
     drift_restore = DriftRestore(talk.checkpoints, state.sessions, state.bus, events, paths.checkpoints / "drift",
                                  fsync=fsync) if settings.checkpoints.enabled else None
+    restatement = Restatement(agent.name, tasks.current_for, after_turns=agent.restate_after_turns)
+    if len(state.roster.agents) > 1:
+        identity = agent_identity(state.roster, agent)
+        restatement.name_of = lambda key: identity(key)[0]
     return Supervision(
         tracker=TaskTracker(tasks, remind_after=agent.task_reminder_turns, events=events, sessions=state.sessions),
-        restatement=Restatement(agent.name, tasks.current_for, after_turns=agent.restate_after_turns),
+        restatement=restatement,
         drift=DriftControl(drift, provider=provider, model=agent.model, tasks=tasks, context=talk.context,
                            events=events, restorer=restorer or drift_restore, embedder=embedder),
         completeness=CompletenessCheck(settings.reflection, provider=provider, model=agent.model, tasks=tasks,
@@ -265,7 +290,7 @@ def build_supervision(paths: Paths, settings: Settings, state: State, provider: 
         consolidation=Consolidator(
             provider=provider, context=talk.context, memory=Memory(workspaces.owner.root), settings=agent,
             events=events,
-            memory_for=lambda session, msg: Memory(workspaces.guard(run_user(msg, session)).root)),
+            memory_for=lambda session, msg: Memory(workspaces.of(session.key).guard(run_user(msg, session)).root)),
         drift_restore=drift_restore, embedder=embedder)
 
 
@@ -316,6 +341,8 @@ def build_services(settings: Settings, state: State, approvals: ApprovalBroker, 
     tasks = TaskControl(state.tasks, producers.sessions, state.events)
     commands = CommandRouter(agent_name=settings.agent.name, sessions=producers.sessions, tasks=tasks, status=status,
                              checkpoints=talk.checkpoints, usage=state.usage)
+    if len(state.roster.agents) > 1:  # each agent answers /start and /status with its own name and model
+        commands.identity = agent_identity(state.roster, settings.agent)
     return Services(intake=state.bus, sessions=producers.sessions, tasks=tasks, approvals=approvals,
                     cron=producers.cron, events=state.events, status=status, commands=commands,
                     checkpoints=talk.checkpoints, usage=state.usage, agents=state.roster)

@@ -17,8 +17,15 @@ import hashlib
 import os
 import re
 from pathlib import Path
+from typing import Callable
+
+from clawgate.config.agents import agent_id_of
 
 from .guard import WorkspaceGuard
+
+# An agent's (workspace, guests' folders, exec scratch) by its id (config/agents.py): every agent but the
+# default one has its own, so a run of one agent never works in another's files.
+AgentFolders = Callable[[str], tuple[Path, Path, Path]]
 
 OWNER = ""  # the user key of the owner; a guest's is "<channel>:<id>"
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -37,12 +44,31 @@ def folder_name(user: str) -> str:
 class Workspaces:
     """The owner's workspace guard plus one guard per guest, created (0700) on first use."""
 
-    def __init__(self, owner: WorkspaceGuard, guests: Path, scratch: Path) -> None:
+    def __init__(self, owner: WorkspaceGuard, guests: Path, scratch: Path, *,
+                 agents: AgentFolders | None = None) -> None:
+        """`agents`: the folders of the other agents (None: one agent, every session works here)."""
         self.owner = owner
         self.guests = guests
         self.scratch_root = scratch
         self._guards: dict[str, WorkspaceGuard] = {OWNER: owner}
         self._scratch: dict[str, Path] = {}
+        self._agent_folders = agents
+        self._agents: dict[str, Workspaces] = {}
+
+    def of(self, session_key: str) -> "Workspaces":
+        """The workspaces of the agent `session_key` belongs to (a sub-agent's: its parent's agent's):
+        these for the default agent, another agent's own owner workspace and guests' folders otherwise."""
+        return self.agent(agent_id_of(session_key))
+
+    def agent(self, ident: str | None) -> "Workspaces":
+        """The workspaces of the agent `ident` (None: the default agent's, these)."""
+        if ident is None or self._agent_folders is None:
+            return self
+        found = self._agents.get(ident)
+        if found is None:
+            root, guests, scratch = self._agent_folders(ident)
+            found = self._agents[ident] = Workspaces(WorkspaceGuard(root), guests, scratch)
+        return found
 
     def root(self, user: str) -> Path:
         """The workspace root of `user` (OWNER: the owner's), without creating it."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal, Sequence
 
+from clawgate.config.agents import AGENT_PREFIX, agent_id_of
 from clawgate.config.schema import CheckpointSettings
 
 from ..core.durability import Durability
@@ -64,8 +65,9 @@ class CheckpointService:
                  settings: CheckpointSettings, version: str, busy: Callable[[str], bool],
                  invalidate: Callable[[str], None], fsync: bool = True, durability: Durability | None = None,
                  repair: bool = True, roots: Callable[[str], Path] | None = None) -> None:
-        """`roots(user)`: the workspace root of a person ("" the owner: `workspace`); a session's
-        checkpoints snapshot and restore the workspace of the person its runs act for, never another's."""
+        """`roots(where)`: the workspace root of a person ("" the owner: `workspace`), of another agent
+        than the default with `agent:<id>:` in front (`workspace_of`); a session's checkpoints snapshot
+        and restore the workspace of the person its runs act for in its agent's, never another's."""
         self.settings = settings
         self.version = version
         self.sessions = sessions
@@ -112,7 +114,7 @@ class CheckpointService:
         elif kind == "tool_intent":
             track.intents[str(record.get("id"))] = (str(record.get("name")), dict(record.get("input") or {}))
             if record.get("name") in EFFECT_TOOLS:
-                self.effects.started(str(record.get("id")), track.user)
+                self.effects.started(str(record.get("id")), workspace_of(session.key, track.user))
         elif kind == "tool_done":
             name, args = track.intents.pop(str(record.get("id")), ("", {}))
             if name in EFFECT_TOOLS:
@@ -160,7 +162,7 @@ class CheckpointService:
             done = task.steps[step - 1]
             verified = done.status == "done" and bool(done.verification.strip())
             description = description or f"step {step}/{len(task.steps)} done: {_clip(done.text, 60)}"
-        files = self.files_of(track.user)
+        files = self.files_of(workspace_of(session.key, track.user))
         tree = files.snapshot()
         changed = self._changed_files(track, tree, files)
         snapshot: dict[str, Any] = {
@@ -192,7 +194,7 @@ class CheckpointService:
         return cp
 
     def files_of(self, user: str) -> WorkspaceStore:
-        """The snapshot store of `user`'s workspace (one content store shared by all)."""
+        """The snapshot store of `user`'s workspace (`workspace_of`; one content store shared by all)."""
         files = self._stores.get(user)
         if files is None:
             files = self._stores[user] = WorkspaceStore(self.roots(user), self.folder, fsync=False)
@@ -200,7 +202,7 @@ class CheckpointService:
 
     def _files(self, cp: Checkpoint) -> WorkspaceStore:
         """The workspace a checkpoint snapshotted (checkpoints from before per-person workspaces: the owner's)."""
-        return self.files_of(str(cp.snapshot.get("user") or ""))
+        return self.files_of(workspace_of(cp.session, str(cp.snapshot.get("user") or "")))
 
     def _changed_files(self, track: _Track, tree: str, files: WorkspaceStore) -> list[str] | None:
         """Workspace paths that differ from the branch's previous checkpoint (None: there is none, or
@@ -394,6 +396,8 @@ class CheckpointService:
         """A new session branched from the checkpoint; the original is not touched."""
         cp = self.get(cp_id)
         key = session or f"{cp.session}~{uuid.uuid4().hex[:6]}"
+        if agent_id_of(key) != agent_id_of(cp.session):  # its files and memory are its agent's: no crossing
+            raise Forbidden(f"checkpoint {cp.id} belongs to another agent's session; fork it into a session of that agent")
         if self.sessions.exists(key):
             raise Conflict(f"session {key!r} already exists; choose another name for the fork")
         prefix, future = self._prefix(cp)
@@ -580,6 +584,22 @@ class CheckpointService:
             self.workspace.collect(trees, min_age_seconds=self.collect_grace_seconds)
             log.info("pruned %d old checkpoint(s)", len(removed))
         return removed
+
+
+def workspace_of(session_key: str, user: str) -> str:
+    """Which workspace a session's person works in, as `roots` is asked: the person's key for the default
+    agent (as before several agents), `agent:<id>:<person>` for another agent's session (config/agents.py)."""
+    ident = agent_id_of(session_key)
+    return user if ident is None else f"{AGENT_PREFIX}{ident}:{user}"
+
+
+def split_workspace(where: str) -> tuple[str | None, str]:
+    """(agent id or None for the default agent, person) of a `workspace_of` key."""
+    if where.startswith(AGENT_PREFIX):
+        ident, sep, user = where[len(AGENT_PREFIX):].partition(":")
+        if sep and ident:
+            return ident, user
+    return None, where
 
 
 def _user_of(records: Sequence[Record]) -> str:

@@ -16,7 +16,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Callable, Literal, Mapping, NamedTuple
 
 from clawgate.workspace.fdpath import locate, read_all
 from clawgate.workspace.users import OWNER
@@ -96,6 +96,15 @@ def read_capped(path: Path, cap: int, *, within: Path | None = None) -> str | No
     return text
 
 
+class AgentView(NamedTuple):
+    """What a session's agent sets of its requests (config/agents.py; gateway/agent_scope.py's `agent_place`)."""
+
+    workspace: Path
+    model: str
+    max_tokens: int
+    fallback_models: list[str] | None  # None: the provider's
+
+
 class ContextBuilder:
     def __init__(self, workspace: Path, *, tools: Callable[[], list[dict[str, Any]]], model: str, max_tokens: int,
                  caps: dict[str, int] | None = None, clock: Callable[[], float] = time.time,
@@ -121,6 +130,12 @@ class ContextBuilder:
         # The workspace of the guest a session's runs act for (None: the owner's). A guest's prompt has
         # the agent's identity and notes, but the guest's own MEMORY.md and no USER.md (the owner's profile).
         self.guest_root: Callable[[Session], Path | None] | None = None
+        # The workspace and model of the agent a session key belongs to (config/agents.py); None: every
+        # session is the one agent's (`workspace`, `model`).
+        self.agent_of: Callable[[str], AgentView] | None = None
+        # Whether a session's agent may use a tool (session key, tool name; None: every tool); the others
+        # are not offered.
+        self.allowed_tools: Callable[[str, str], bool] | None = None
         # session key -> mode -> (run stamp, frozen system prompt, guest); a key's entry goes when its
         # session leaves memory (SessionManager.evicted -> `invalidate`)
         self._frozen: dict[str, dict[Mode, tuple[int, list[dict[str, Any]], Path | None]]] = {}
@@ -129,45 +144,48 @@ class ContextBuilder:
         self._files: dict[str, tuple[tuple[int, int, int], str | None]] = {}  # layer file -> (stat stamp, text)
 
     # layers ------------------------------------------------------------------
-    def _file(self, name: str) -> str | None:
-        """Read again only when the file changed: each new session freezes its layers from these."""
-        path = self.workspace / name
+    def _file(self, name: str, root: Path | None = None) -> str | None:
+        """Read again only when the file changed: each new session freezes its layers from these.
+        `root`: the agent's workspace (None: `workspace`)."""
+        root = root or self.workspace
+        path = root / name
         try:
             st = path.stat()
         except OSError:
-            self._files.pop(name, None)
+            self._files.pop(str(path), None)
             return None
         stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
-        cached = self._files.get(name)
+        cached = self._files.get(str(path))
         if cached is None or cached[0] != stamp:
-            cached = self._files[name] = (stamp, read_capped(path, self.caps.get(name, DEFAULT_CAP),
-                                                                within=self.workspace))
+            cached = self._files[str(path)] = (stamp, read_capped(path, self.caps.get(name, DEFAULT_CAP), within=root))
         return cached[1]
 
-    def _group(self, name: str, files: tuple[str, ...]) -> Layer | None:
-        parts = [f"# {file}\n{text}" for file in files if (text := self._file(file))]
+    def _group(self, name: str, files: tuple[str, ...], root: Path | None = None) -> Layer | None:
+        parts = [f"# {file}\n{text}" for file in files if (text := self._file(file, root))]
         return Layer(name, "\n\n".join(parts)) if parts else None
 
-    def layers(self, mode: Mode = "normal", guest: Path | None = None) -> list[Layer]:
+    def layers(self, mode: Mode = "normal", guest: Path | None = None, root: Path | None = None) -> list[Layer]:
         """normal: all layers; subagent: platform + workspace notes; heartbeat: HEARTBEAT.md + tasks.
-        `guest`: the guest's own workspace, whose MEMORY.md replaces the owner's USER.md and MEMORY.md."""
-        platform = PLATFORM_RULES.format(workspace=guest or self.workspace)
+        `guest`: the guest's own workspace, whose MEMORY.md replaces the owner's USER.md and MEMORY.md.
+        `root`: the workspace of the session's agent (None: `workspace`)."""
+        root = root or self.workspace
+        platform = PLATFORM_RULES.format(workspace=guest or root)
         if mode == "subagent":
-            found = [self._group("workspace", ("AGENTS.md", "TOOLS.md"))]
+            found = [self._group("workspace", ("AGENTS.md", "TOOLS.md"), root)]
             return [Layer("platform", platform + "\n\n" + SUBAGENT_RULES), *[layer for layer in found if layer]]
         if mode == "heartbeat":
             layers = [Layer("platform", platform)]
-            beat = self._file("HEARTBEAT.md")
+            beat = self._file("HEARTBEAT.md", root)
             layers.append(Layer("heartbeat", HEARTBEAT_RULES + ("\n\n# HEARTBEAT.md\n" + beat if beat else "")))
             lines = self.active_tasks() if self.active_tasks else []
             layers.append(Layer("tasks", "# Active tasks\n" + ("\n".join(f"- {line}" for line in lines) or "(none)")))
             return layers
         found = [
-            self._group("identity", ("SOUL.md", "AGENTS.md")),
-            self._group("user", ("USER.md", "TOOLS.md") if guest is None else ("TOOLS.md",)),
-            self._group("memory", ("MEMORY.md",)) if guest is None else self._guest_memory(guest),
+            self._group("identity", ("SOUL.md", "AGENTS.md"), root),
+            self._group("user", ("USER.md", "TOOLS.md") if guest is None else ("TOOLS.md",), root),
+            self._group("memory", ("MEMORY.md",), root) if guest is None else self._guest_memory(guest),
         ]
-        index = self.skills_index()
+        index = self.skills_index(root)
         return [Layer("platform", platform), *[layer for layer in found if layer],
                 *([Layer("skills", index)] if index else [])]
 
@@ -175,8 +193,8 @@ class ContextBuilder:
         text = read_capped(root / "MEMORY.md", self.caps.get("MEMORY.md", DEFAULT_CAP))
         return Layer("memory", f"# MEMORY.md\n{text}") if text else None
 
-    def skills_index(self) -> str | None:
-        skills = load_skills(self.workspace / "skills")
+    def skills_index(self, root: Path | None = None) -> str | None:
+        skills = load_skills((root or self.workspace) / "skills")
         if not skills:
             return None
         lines = []
@@ -189,13 +207,15 @@ class ContextBuilder:
                 "and follow it (the most specific one; one at a time). If none matches, load none.\n"
                 + "\n".join(lines))
 
-    def system_blocks(self, mode: Mode = "normal", guest: Path | None = None) -> list[dict[str, Any]]:
-        blocks: list[dict[str, Any]] = [{"type": "text", "text": layer.text} for layer in self.layers(mode, guest)]
+    def system_blocks(self, mode: Mode = "normal", guest: Path | None = None,
+                      root: Path | None = None) -> list[dict[str, Any]]:
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": layer.text} for layer in self.layers(mode, guest, root)]
         blocks[-1] = {**blocks[-1], "cache_control": CACHE}
         return blocks
 
-    def tool_definitions(self) -> list[dict[str, Any]]:
-        tools = [dict(t) for t in self._tools()]
+    def tool_definitions(self, session_key: str | None = None) -> list[dict[str, Any]]:
+        allowed = self.allowed_tools if session_key else None
+        tools = [dict(t) for t in self._tools() if allowed is None or allowed(session_key or "", t["name"])]
         if tools:
             tools[-1] = {**tools[-1], "cache_control": CACHE}
         return tools
@@ -212,7 +232,8 @@ class ContextBuilder:
         modes = self._frozen.setdefault(session.key, {})
         frozen = modes.get(mode)
         if frozen is None or frozen[0] != stamp or frozen[2] != guest:  # a group: another person speaks now
-            frozen = modes[mode] = (stamp, self._shared(self.system_blocks(mode, guest)), guest)
+            root = self.agent_of(session.key).workspace if self.agent_of is not None else None
+            frozen = modes[mode] = (stamp, self._shared(self.system_blocks(mode, guest, root)), guest)
         return frozen[1]
 
     def _shared(self, blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -272,14 +293,16 @@ class ContextBuilder:
             self._attach_followups(session)
         for inject in self.injectors:
             inject(session)
+        view = self.agent_of(session.key) if self.agent_of is not None else None
         return ModelRequest(
-            model=self.model,
+            model=view.model if view is not None else self.model,
             system=self.system_for(session, mode),
             messages=self.messages(session, start),
-            tools=self.tool_definitions(),
-            max_tokens=self.max_tokens,
+            tools=self.tool_definitions(session.key),
+            max_tokens=view.max_tokens if view is not None else self.max_tokens,
             cache_control=CACHE,
             session_key=session.key,
+            fallback_models=view.fallback_models if view is not None else None,
         )
 
 

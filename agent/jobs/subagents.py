@@ -294,6 +294,9 @@ class Subagents:
                                      max_tokens=main.context.max_tokens, caps=main.context.caps,
                                      compactor=main.context.compactor)
             context.guest_root = main.context.guest_root  # a guest's child is told the guest's workspace path
+            context.agent_of = main.context.agent_of  # and a child of another agent its agent's workspace and model
+            context.allowed_tools = main.context.allowed_tools  # and its agent's tools only
+            tools.allowed = main.tools.allowed
             settings = main.settings.model_copy(update={"max_iterations": self.settings.max_turns + 1})
             loop = AgentLoop(bus=main.bus, sessions=self.sessions, provider=main.provider, tools=tools, context=context,
                              events=main.events, settings=settings, workspace=main.workspace,

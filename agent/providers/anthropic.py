@@ -121,7 +121,8 @@ class AnthropicProvider:
         if self._client is None:
             # Never import on the event loop: it would stall every session (and the cron timer) meanwhile.
             await asyncio.to_thread(self.warm)
-        models = [request.model, *[m for m in self.settings.fallback_models if m != request.model]]
+        fallbacks = self.settings.fallback_models if request.fallback_models is None else request.fallback_models
+        models = [request.model, *[m for m in fallbacks if m != request.model]]
         last: ProviderError | None = None
         for model in models:
             try:

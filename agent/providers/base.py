@@ -28,6 +28,8 @@ class ModelRequest:
     cache_control: dict[str, Any] | None = None
     # Whose conversation this is; adapters ignore it, wrappers (checkpoint replay) key on it.
     session_key: str = ""
+    # Models tried after `model` fails, of the session's agent (config/agents.py); None: the provider's own.
+    fallback_models: list[str] | None = None
 
 
 def text_of(blocks: list[dict[str, Any]]) -> str:

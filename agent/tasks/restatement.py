@@ -27,15 +27,18 @@ class Restatement:
         self.name = name
         self.current_task = current_task
         self.after_turns = after_turns
+        # the name of a session's agent (config/agents.py `name`); None: `name` for every session
+        self.name_of: Callable[[str], str] | None = None
 
     def __call__(self, session: Session, person: str | None) -> str | None:
         task = self.current_task(session, person)
         if task is None or task.turns <= self.after_turns:
             return None
-        return self.line(task.goal, *_task_position(task))
+        name = self.name_of(session.key) if self.name_of is not None else self.name
+        return self.line(task.goal, *_task_position(task), name=name)
 
-    def line(self, goal: str, step: int, steps: int, next_step: str) -> str:
-        return (f"I am {self.name}. Current task: {_short(goal)}. Step {step}/{steps}. "
+    def line(self, goal: str, step: int, steps: int, next_step: str, *, name: str | None = None) -> str:
+        return (f"I am {name or self.name}. Current task: {_short(goal)}. Step {step}/{steps}. "
                 f"Next: {_short(next_step)}.")
 
 

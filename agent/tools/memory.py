@@ -12,9 +12,11 @@ import asyncio
 import os
 from pathlib import Path
 from typing import Callable
+from urllib.parse import unquote
 
 from pydantic import Field
 
+from clawgate.config.agents import agent_id_of
 
 from ..memory.store import Memory, MemoryProblem
 from ..context.shared_view import NOBODY, visible_records
@@ -96,7 +98,7 @@ class MemorySearchTool(Tool):
         index = self._indexes.get(root)
         if index is None:
             index = self._indexes[root] = MemorySearch(root, self.sessions)
-        hits = index.search(args.query, args.limit, visible=None if ctx.owner else _own_transcripts(ctx),
+        hits = index.search(args.query, args.limit, visible=_same_agent(ctx) if ctx.owner else _own_transcripts(ctx),
                             shown=None if ctx.owner else _their_records(ctx))
         if not hits:
             return f"no matches for {args.query!r} in memory or transcripts (try other words)"
@@ -118,7 +120,7 @@ class MemoryGet(Tool):
         self.sessions = sessions
 
     async def run(self, args: Arguments, ctx: ToolContext) -> str:
-        if not ctx.owner and not _own_transcripts(ctx)(args.path):
+        if not (_same_agent(ctx) if ctx.owner else _own_transcripts(ctx))(args.path):
             raise ToolError(f"{args.path} is not available in this conversation",
                             "a guest's memory tools reach only their own memory files and this conversation's transcripts")
         return wrap_untrusted(f"memory_get {args.path}", await self._read(args, ctx))
@@ -158,6 +160,16 @@ def _workspace_lines(ctx: ToolContext, args: MemoryGet.Arguments) -> tuple[list[
                      "take the path from a memory_search hit")
     with fh:
         return lines_of(fh, os.fstat(fh.fileno()).st_size, args.line, args.count, max_chars=GET_CAP)
+
+
+def _same_agent(ctx: ToolContext) -> Callable[[str], bool]:
+    """The owner sees the memory files of this workspace and the transcripts of this agent's sessions, never
+    another agent's (config/agents.py: the agent is the key's prefix, kept in the quoted file name)."""
+    agent = agent_id_of(ctx.session_key)
+
+    def visible(name: str) -> bool:
+        return not name.startswith("sessions/") or agent_id_of(unquote(name.removeprefix("sessions/"))) == agent
+    return visible
 
 
 def _own_transcripts(ctx: ToolContext) -> Callable[[str], bool]:

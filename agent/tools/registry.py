@@ -47,6 +47,8 @@ class ToolRegistry:
         self.result_hooks: list[Callable[[dict[str, Any], ToolOutcome, ToolContext], None]] = []
         # Interceptors may answer a call without running it (a replayed branch reuses recorded results).
         self.interceptors: list[Callable[[dict[str, Any], ToolContext], ToolOutcome | None]] = []
+        # Whether a session's agent may use a tool, by session key and tool name (config/agents.py; None: all).
+        self.allowed: Callable[[str, str], bool] | None = None
 
     def add(self, tool: Tool) -> None:
         self._tools[tool.name] = tool
@@ -108,6 +110,10 @@ class ToolRegistry:
         return outcome
 
     async def _execute(self, name: str, raw_args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
+        allowed = self.allowed
+        if allowed is not None and not allowed(ctx.session_key, name):  # never offered; a call anyway is refused
+            return ToolOutcome(f"error: {name} is not one of this agent's tools\nfix: use one of: "
+                               f"{', '.join(n for n in self.names if allowed(ctx.session_key, n))}", True, "denied")
         tool = self._tools.get(name)
         if tool is None:
             return ToolOutcome(f"error: there is no tool named {name!r}\nfix: use one of: {', '.join(self.names)}",

@@ -65,6 +65,7 @@ class ApprovalPrompts:
         self.buttons = buttons
         self.edit = edit
         self._prompts: dict[str, list[_Prompt]] = {}
+        self._sessions: dict[str, str] = {}  # approval id -> the session whose run asked (its agent's owners answer)
         self._remote: dict[str, None] = {}  # requests of runs on other processes of a fleet, oldest first
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -77,8 +78,10 @@ class ApprovalPrompts:
         if event["type"] == "approval_request":
             request = event.get("request") or {}
             if request.get("channel") == self.channel and request.get("id"):
+                self._sessions[str(request["id"])] = str(request.get("session_key") or "")
                 self._show(str(request["id"]), request)
         elif event["type"] == "approval_result" and event.get("id") in self._prompts:
+            self._sessions.pop(str(event["id"]), None)
             how = event.get("how") or ("approved" if event.get("approved") else "denied")
             self._spawn(self._settle(str(event["id"]), str(how)))
 
@@ -90,6 +93,7 @@ class ApprovalPrompts:
             request = event.get("request") or {}
             approval_id = str(request.get("id") or "")
             if request.get("channel") == self.channel and approval_id and approval_id not in self._prompts:
+                self._sessions[approval_id] = str(request.get("session_key") or "")
                 loop = asyncio.get_running_loop()
                 shown = [_Prompt(chat, "", loop.create_future()) for chat, _ in self._targets(request)]
                 for prompt in shown:
@@ -103,7 +107,12 @@ class ApprovalPrompts:
 
         elif event.get("type") == "approval_result" and str(event.get("id")) in self._remote:
             del self._remote[str(event.get("id"))]
+            self._sessions.pop(str(event.get("id")), None)
             self._prompts.pop(str(event.get("id")), None)
+
+    def session_of(self, approval_id: str) -> str | None:
+        """The session whose run asked for a request shown here (None: not one of ours)."""
+        return self._sessions.get(approval_id)
 
     def answer(self, approval_id: str, *, owner: bool, approved: bool, chat_id: str | None = None) -> str:
         """A press or an `/approve ID`: the line to show whoever answered."""

@@ -18,6 +18,7 @@ from typing import Any, Awaitable, Protocol
 from clawgate.agent.bus import InboundMessage
 from clawgate.config.access import AccessSettings, split_channel_name
 from clawgate.config.agents import Agent, Place
+from clawgate.workspace.users import OWNER
 
 from .access import AccessPolicy, Sender, Verdict, decide
 from .adapter import Incoming, PlatformAdapter
@@ -102,6 +103,8 @@ class Intake:
         if owner and incoming.private:
             kit.remember_owner_chat(who.user_id, incoming.chat_id)
         agent = self.agent_of(incoming, who)  # after access: bindings never decide who gets in
+        if agent is not None and agent.config.owners is not None:  # the agent's own owners replace the channel's
+            owner = agent.owned_by(kit.name, who.user_id)
         key = self.session_key(incoming, owner)
         if agent is not None:
             key = kit.services.check_session_key(agent.session_key(key))
@@ -112,7 +115,7 @@ class Intake:
                 if reply:  # on the command's own message: two people's commands never swap answers
                     kit.say(incoming.chat_id, reply, incoming.thread_id, incoming.message_id)
             return False
-        received = await self._content(incoming, who, owner)
+        received = await self._content(incoming, who, owner, key)
         if received.refusal or not received.text:
             kit.say(incoming.chat_id, received.refusal or NOT_TEXT, incoming.thread_id, incoming.message_id)
             return False
@@ -160,12 +163,15 @@ class Intake:
             approval_id = args.split()[0] if args.split() else ""
             if not approval_id:
                 return f"Say which request: /{name} ID (the id is in the prompt)."
-            return self.kit.prompts.answer(approval_id, owner=owner, approved=name == "approve")
+            return self.kit.prompts.answer(approval_id, owner=self.kit.may_answer(approval_id, who),
+                                           approved=name == "approve")
         buttons = self.kit.adapter.capabilities.buttons
-        return self.kit.services.commands(name, key, args, self.kit.user_of(who), shared=not incoming.private,
+        user = self.kit.user_of(who) if owner == self.kit.policy.is_owner(who) else \
+            (OWNER if owner else f"{self.kit.name}:{who.user_id}")  # an agent's own owners decided `owner`
+        return self.kit.services.commands(name, key, args, user, shared=not incoming.private,
                                           reply_to=incoming.message_id, extra=[] if buttons else KIT_COMMANDS)
 
-    async def _content(self, incoming: Incoming, who: Sender, owner: bool) -> Received:
+    async def _content(self, incoming: Incoming, who: Sender, owner: bool, key: str = "") -> Received:
         if not incoming.files:
             return Received(text=incoming.text) if not incoming.unreadable else Received()
         kit = self.kit
@@ -173,7 +179,7 @@ class Intake:
         try:
             return await receive_files(
                 incoming.files, caption=incoming.text, message_id=incoming.message_id,
-                workspace=kit.workspace_of(who, owner), files_dir=settings.files_dir,
+                workspace=kit.workspace_of(who, owner, key), files_dir=settings.files_dir,
                 max_file_bytes=settings.max_file_bytes, limit_key=f"channels.{kit.name}.max_file_bytes",
                 transcription=getattr(settings, "transcription", None))
         except Exception as exc:  # a platform's download failing in any way must not stop the channel

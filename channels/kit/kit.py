@@ -101,8 +101,21 @@ class ChannelKit:
     async def approval_answer(self, approval_id: str, sender: Sender, approved: bool, *,
                               chat_id: str | None = None) -> str:
         """A button press: the line to show the presser. `chat_id`: where the pressed prompt is."""
-        return self.prompts.answer(approval_id, owner=may_approve(self.policy, sender), approved=approved,
+        return self.prompts.answer(approval_id, owner=self.may_answer(approval_id, sender), approved=approved,
                                    chat_id=chat_id)
+
+    def may_answer(self, approval_id: str, sender: Sender) -> bool:
+        """Whether `sender` may answer an approval request: an owner of the agent whose run asked (the agent's
+        own `owners` where it names them, else the channel's owners)."""
+        key, agent_of_key = self.prompts.session_of(approval_id), self.services.agent_of_key
+        if key and agent_of_key is not None:
+            try:
+                agent = agent_of_key(key)
+            except ValueError:  # a session of an agent no longer configured: nobody here answers for it
+                return False
+            if agent.config.owners is not None:
+                return agent.owned_by(self.name, sender.user_id)
+        return may_approve(self.policy, sender)
 
     def report_problem(self, problem: str | None) -> None:
         """For an adapter whose library retries by itself (a polling loop): why receiving fails now, or None
@@ -140,11 +153,14 @@ class ChannelKit:
         """Whose workspace this sender works in: OWNER, or their own as a guest (the loop's rule)."""
         return OWNER if self.policy.is_owner(who) else f"{self.name}:{who.user_id}"
 
-    def workspace_of(self, who: Sender, owner: bool) -> Path | None:
+    def workspace_of(self, who: Sender, owner: bool, session_key: str = "") -> Path | None:
+        """Where a person's received files go: their workspace in the agent of `session_key` (docs/agents.md)."""
         workspaces = self.services.workspaces
-        if workspaces is None or owner:
+        spaces = workspaces.of(session_key) if workspaces is not None else None
+        if spaces is None or (owner and spaces is workspaces):
             return self.services.workspace
-        return workspaces.guard(self.user_of(who)).root
+        # a guest here, even the channel's owner where the agent names its own owners
+        return spaces.owner.root if owner else spaces.guard(f"{self.name}:{who.user_id}").root
 
     def say(self, chat_id: str, text: str, thread_id: str | None, reply_to: str | None = None) -> None:
         """A control message (refusal, command answer): plain text, which may quote what the model or a user

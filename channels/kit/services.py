@@ -39,6 +39,8 @@ class ChannelServices:
     owner_shared_session: bool = False
     # which agent a chat's messages go to (config/agents.py Roster.route); None: the one agent of before
     route: Callable[[Place], Agent] | None = None
+    # the agent a session key belongs to (Roster.of_key); None: the one agent of before
+    agent_of_key: Callable[[str], Agent] | None = None
 
 
 __all__ = ["ChannelServices", "CommandHandler"]

@@ -28,6 +28,7 @@ class CheckpointRestore(Params):
     id: str = Field(min_length=1, max_length=64)
     mode: Literal["conversation", "files", "both"] = "both"
     confirm: bool = Field(False, description="go ahead although effects after the point cannot be undone")
+    agent: AgentName = None
 
 
 class CheckpointFork(Params):
@@ -51,9 +52,11 @@ async def checkpoints_show(services: Services, conn: Connection, p: CheckpointId
         "go back to a checkpoint (conversation, files or both); without confirm, irreversible effects after it "
         "are returned and nothing changes")
 async def checkpoints_restore(services: Services, conn: Connection, p: CheckpointRestore) -> dict[str, Any]:
+    services.check_agent(services.checkpoints.get(p.id).session, p.agent)  # never one agent's in another's name
     return services.checkpoints.restore(p.id, p.mode, confirm=p.confirm)
 
 
 @method("checkpoints.fork", CheckpointFork, "a new session branched from a checkpoint; the original is untouched")
 async def checkpoints_fork(services: Services, conn: Connection, p: CheckpointFork) -> dict[str, Any]:
+    services.check_agent(services.checkpoints.get(p.id).session, p.agent)
     return services.checkpoints.fork(p.id, services.agent_key(p.session, p.agent) if p.session else None)

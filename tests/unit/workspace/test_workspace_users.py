@@ -31,6 +31,25 @@ def test_each_guest_gets_a_root_and_a_home_apart_from_the_owners(tmp_path: Path)
         assert owner.root not in folder.parents and guest.root not in folder.parents
 
 
+def test_each_agent_but_the_default_has_its_own_workspaces_and_a_sub_agent_its_parents(tmp_path: Path) -> None:
+    owner = WorkspaceGuard(tmp_path / "workspace")
+
+    def folders(ident: str) -> tuple[Path, Path, Path]:
+        return tmp_path / "agents" / ident / "workspace", tmp_path / "agents" / ident / "workspaces", tmp_path / "x" / ident
+
+    spaces = Workspaces(owner, tmp_path / "workspaces", tmp_path / "state/exec", agents=folders)
+    work = spaces.of("agent:work:telegram:42")
+    assert spaces.of("telegram:42") is spaces and spaces.of("main") is spaces  # the default agent's keys are plain
+    assert work is spaces.of("agent:work:main") is spaces.of("sub-0a1b@agent:work:main") is spaces.agent("work")
+    assert work.owner.root == (tmp_path / "agents/work/workspace").resolve() != owner.root
+    guest = work.guard("telegram:555")
+    assert guest.root.parent == (tmp_path / "agents/work/workspaces").resolve()
+    assert guest.root != spaces.guard("telegram:555").root  # a guest of one agent is not the same folder in another
+    assert spaces.of("agent:other:main").owner.root not in (work.owner.root, owner.root)
+    single = Workspaces(owner, tmp_path / "workspaces", tmp_path / "state/exec")
+    assert single.of("agent:work:main") is single  # one agent: every session works in its workspace
+
+
 def test_undo_puts_back_only_the_sessions_own_files_in_the_callers_own_workspace(tmp_path: Path) -> None:
     from clawgate.agent.commands import CommandRouter
     from tests.unit.agent.checkpoints.test_checkpoints import Rig

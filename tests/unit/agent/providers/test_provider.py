@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import httpx2
@@ -64,6 +65,19 @@ async def test_fallback_model_after_retries_are_exhausted():
     response = await p.complete(REQUEST)
     assert response.text == "from fallback"
     assert [body["model"] for body in seen] == ["m", "m", "m2"]
+
+
+async def test_a_requests_own_fallback_models_replace_the_providers():
+    """An agent's `fallback_models` (config/agents.py) come with its requests; [] means none at all."""
+    overloaded = (529, json.dumps({"type": "error", "error": {"type": "overloaded_error", "message": "x"}}).encode())
+    p, seen = provider([overloaded, overloaded, (200, good_stream("from the agent's"))], max_retries=1,
+                       fallback_models=["m2"])
+    response = await p.complete(dataclasses.replace(REQUEST, fallback_models=["agent-m3"]))
+    assert response.text == "from the agent's" and [body["model"] for body in seen] == ["m", "m", "agent-m3"]
+    p, seen = provider([overloaded, overloaded], max_retries=1, fallback_models=["m2"])
+    with pytest.raises(ProviderError):
+        await p.complete(dataclasses.replace(REQUEST, fallback_models=[]))
+    assert [body["model"] for body in seen] == ["m", "m"]
 
 
 async def test_bad_request_is_not_retried_and_reads_as_one_line():

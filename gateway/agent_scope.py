@@ -1,0 +1,83 @@
+"""What a run reaches, decided by the agent its session belongs to (config/agents.py, docs/agents.md): the
+workspace and model its requests use, the checkpoints' workspace roots, the chats its `message` tool may post
+into, the tools it is offered. Each is a small function of the session key that wiring.py installs; with one
+agent they answer as before several agents existed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from clawgate.agent.checkpoints.service import split_workspace
+from clawgate.agent.context.builder import AgentView
+from clawgate.agent.mcp.tool import McpTool
+from clawgate.agent.session import SessionManager
+from clawgate.agent.tools import ToolRegistry
+from clawgate.config.agents import AGENT_PREFIX, AgentConfig, Place, Roster, agent_id_of
+from clawgate.config.schema import AgentSettings
+from clawgate.workspace.users import Workspaces
+
+
+def person_root(workspaces: Workspaces, where: str) -> Path:
+    """The workspace root a checkpoint key names (agent/checkpoints/service.py `workspace_of`): a person's
+    in an agent's workspaces; guard() makes a guest's folder exist before their first snapshot."""
+    ident, user = split_workspace(where)
+    return workspaces.agent(ident).guard(user).root
+
+
+def agent_place(workspaces: Workspaces, roster: Roster, agent: AgentSettings) -> Callable[[str], AgentView]:
+    """A session's workspace, model, answer length and fallback models: its agent's (config/agents.py),
+    `[agent]`'s and the provider's where it sets none."""
+    def place(session_key: str) -> AgentView:
+        ident = agent_id_of(session_key)
+        known = (roster.default if ident is None else roster.agents.get(ident))
+        config = known.config if known is not None else AgentConfig()
+        return AgentView(workspaces.of(session_key).owner.root, config.model or agent.model,
+                         config.max_tokens or agent.max_tokens, config.fallback_models)
+    return place
+
+
+def chat_of_agent(roster: Roster, sessions: SessionManager) -> Callable[[str, str, str], bool]:
+    """Whether a run of a session may post into a chat (the `message` tool): the chat is its agent's when that
+    agent already has a session of it, or when a message from it would be routed there (by the chat id as the
+    peer: a binding on a Discord guild, a Slack team or a Matrix room a chat id alone cannot show is not
+    matched, so such a chat is refused unless the agent has talked in it)."""
+    def may_post(session_key: str, channel: str, chat_id: str) -> bool:
+        mine = agent_id_of(session_key)
+        own_key = f"{channel}:{chat_id}"
+        if sessions.exists(own_key if mine is None else f"{AGENT_PREFIX}{mine}:{own_key}"):
+            return True
+        platform, _, account = channel.partition(".")
+        routed = roster.route(Place(platform, account or "default", peer=chat_id))
+        return (None if routed.default else routed.id) == mine
+    return may_post
+
+
+def allowed_tools(roster: Roster, registry: ToolRegistry) -> Callable[[str, str], bool]:
+    """Whether a session's agent may use a tool: its `[agents.<id>.tools] allow` list where it has one; else
+    every tool, but for another agent than the default no MCP server's (they run in the default agent's
+    workspace, docs/mcp.md, so they would reach its files). A session of an agent no longer configured: none."""
+    allow = {ident: None if a.config.tools.allow is None else frozenset(a.config.tools.allow)
+             for ident, a in roster.agents.items()}
+
+    def allowed(session_key: str, name: str) -> bool:
+        ident = agent_id_of(session_key)
+        agent = roster.default if ident is None else roster.agents.get(ident)
+        if agent is None:
+            return False
+        listed = allow[agent.id]
+        if listed is not None:
+            return name in listed
+        return agent.default or not isinstance(registry.get(name), McpTool)
+    return allowed
+
+
+def agent_identity(roster: Roster, agent: AgentSettings) -> Callable[[str], tuple[str, str]]:
+    """(name, model) of a session's agent, for /start, /status and the identity restatement: its own where it
+    sets them, else `[agent]`'s."""
+    def identity(session_key: str) -> tuple[str, str]:
+        ident = agent_id_of(session_key)
+        known = roster.default if ident is None else roster.agents.get(ident)
+        config = known.config if known is not None else AgentConfig()
+        return config.name or agent.name, config.model or agent.model
+    return identity
