@@ -81,7 +81,7 @@ include {{ type = "file"; name = "nickserv.conf" }}
 log {{ target = "services.log"; logage = 1; admin = "*"; servers = "*"; users = "connect disconnect nick"; other = "*"; rawio = no; debug = no }}
 module {{ name = "m_sasl" }}
 module {{ name = "help" }}
-module {{ name = "db_flatfile"; database = "anope.db"; keepbackups = 0; fork = no }}
+module {{ name = "db_flatfile"; database = "anope.db"; keepbackups = 1; nobackupokay = yes; fork = no }}
 module {{ name = "enc_sha256" }}
 """
 
@@ -123,12 +123,12 @@ class IrcNetwork:
         (self.root / "services.conf").write_text(ANOPE_CONF.format(**values))
         (self.root / "nickserv.conf").write_text(_nickserv_conf())
         (self.root / "services.motd").write_text("test network\n")
-        for sub in ("data", "logs"):
+        for sub in ("data", "data/backups", "logs"):
             (self.root / sub).mkdir()
         self.user = "irc" if os.geteuid() == 0 else None  # neither server runs as root
         if self.user is not None:
             entry = pwd.getpwnam(self.user)
-            for path in (self.root, *self.root.iterdir()):
+            for path in (self.root, *self.root.iterdir(), self.root / "data" / "backups"):
                 os.chown(path, entry.pw_uid, entry.pw_gid)
 
     def _start(self, argv: list[str]) -> subprocess.Popen[bytes]:
@@ -160,11 +160,13 @@ class IrcNetwork:
             return False
 
     def _services_linked(self) -> bool:
+        """NickServ is on the network and the server offers SASL (it does only while services are linked)."""
         self._answers()
         with IrcUser(self, f"probe{time.monotonic_ns() % 100000}") as probe:
+            probe.send("CAP LS 302")
             probe.send("WHOIS NickServ")
             lines = probe.wait_for(lambda line: " 318 " in line, "WHOIS NickServ")
-            return any(" 311 " in line for line in lines)
+            return any(" 311 " in line for line in lines) and any(" LS " in line and "sasl" in line for line in lines)
 
     def log(self) -> str:
         parts = []
@@ -234,11 +236,13 @@ class IrcUser:
         return self
 
     def __exit__(self, *_: object) -> None:
-        self._stop = True
+        """QUIT and wait for the server to close: the nick is free again once this returns."""
         try:
             self.send("QUIT :bye")
         except OSError:
             pass
+        self._reader.join(30)
+        self._stop = True
         self.sock.close()
 
     def _read(self) -> None:

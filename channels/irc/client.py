@@ -27,7 +27,7 @@ class AuthRefused(Exception):
 
 
 class Lost(Exception):
-    """The connection closed or went silent."""
+    """The connection closed or went silent, or the server cannot log us in now (services away)."""
 
 
 class TokenBucket:
@@ -135,7 +135,9 @@ class IrcConnection:
                     continue
                 wanted = [cap for cap in WANTED_CAPS if cap in offered]
                 if self.sasl_password and "sasl" not in offered:
-                    raise AuthRefused(f"{self.host} offers no SASL: log in with nickserv_password instead")
+                    # services split from the server take SASL away for a while: retried, the fix named
+                    raise Lost(f"{self.host} offers no SASL now (services away?); if it never does, "
+                               "log in with nickserv_password instead")
                 if wanted:
                     await self.send(line("CAP", "REQ", " ".join(wanted)), paced=False)
                 else:

@@ -78,7 +78,7 @@ def test_a_dm_and_a_channel_mention_are_answered_and_other_channel_talk_is_not(
 def test_a_long_answer_is_split_under_512_bytes_with_multibyte_text_intact(
         irc_daemon, network: IrcNetwork, fake_model: FakeAnthropic) -> None:
     irc_daemon()
-    answer = " ".join(f"Größe{i}→😀日本語" for i in range(200))  # 3,000+ characters, most of them multibyte
+    answer = " ".join(f"Größe{i}→😀日本語" for i in range(240))  # 3,000+ characters, most of them multibyte
     assert len(answer) >= 3000
     fake_model.enqueue(text(answer))
     with IrcUser(network, OWNER, OWNER_PASSWORD) as boss:
