@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
+from tests.e2e.test_doctor import run_doctor
 from tests.harness import DaemonProcess
 from tests.irc_server import IrcNetwork, IrcUser
 from tests.waiting import wait_until
@@ -131,3 +132,15 @@ def _in_channel(network: IrcNetwork) -> bool:
         looker.send(f"NAMES {CHANNEL}")
         lines = looker.wait_for(lambda ln: " 366 " in ln, "NAMES")
         return any(" 353 " in ln and BOT in ln.split(" :", 1)[-1].replace("@", "").split() for ln in lines)
+
+
+def test_doctor_logs_in_and_names_the_setting_when_refused(daemon_factory, network: IrcNetwork) -> None:
+    good = section(enabled=True, host="127.0.0.1", port=network.port, tls=False, nick=BOT, sasl_password=BOT_PASSWORD)
+    daemon = daemon_factory(good)
+    code, checks, _ = run_doctor(daemon, env=good)
+    assert checks["irc"]["status"] == "ok", checks["irc"]
+    assert f"account {BOT}" in checks["irc"]["detail"]
+    bad = {**good, **section(sasl_password="wrong-password")}
+    code, checks, _ = run_doctor(daemon, env=bad)
+    assert checks["irc"]["status"] == "fail" and "refused the SASL log-in" in checks["irc"]["detail"], checks["irc"]
+    assert "sasl_password" in checks["irc"]["fix"] and "wrong-password" not in json.dumps(checks) and code == 1
