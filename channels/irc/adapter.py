@@ -43,6 +43,7 @@ NOT_LOGGED_IN = ("This bot knows people by their services account, and you are n
 VERSION_REPLY = "clawgate"
 # the longest user@host a server may show for us before we learnt ours from our JOIN: 10 + ~ + 63
 UNKNOWN_PREFIX_TAIL = "~" + "u" * 10 + "@" + "h" * 63
+_UNSENDABLE = str.maketrans({"\r": " ", "\0": None, "\x01": None})
 
 
 class IrcAdapter(PlatformAdapter):
@@ -187,7 +188,8 @@ class IrcAdapter(PlatformAdapter):
         to = self._recipient(target.chat_id)
         prefix = connection.prefix or f"{connection.nick}!{UNKNOWN_PREFIX_TAIL}"
         budget = text_budget(prefix, "PRIVMSG", to)
-        lines = [piece for row in str(text).split("\n") if row.strip() for piece in split_bytes(row, budget)]
+        clean = str(text).translate(_UNSENDABLE)  # a CR or NUL would end the line early; \x01 would make it CTCP
+        lines = [piece for row in clean.split("\n") if row.strip() for piece in split_bytes(row, budget)]
         sent = 0
         try:
             for piece in lines:

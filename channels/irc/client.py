@@ -181,7 +181,9 @@ class IrcConnection:
 
     async def identify(self, password: str) -> bool:
         """NickServ IDENTIFY (networks without SASL); True once the server says we are logged in (900)."""
-        await self.send(line("PRIVMSG", "NickServ", f"IDENTIFY {password}"), paced=False)
+        # the account named: our nick may be `nick_` while another connection holds the nick
+        account = self.sasl_username or self.wanted_nick
+        await self.send(line("PRIVMSG", "NickServ", f"IDENTIFY {account} {password}"), paced=False)
         deadline = time.monotonic() + min(self.timeout, 15)
         while time.monotonic() < deadline:
             try:

@@ -144,3 +144,11 @@ def test_doctor_logs_in_and_names_the_setting_when_refused(daemon_factory, netwo
     code, checks, _ = run_doctor(daemon, env=bad)
     assert checks["irc"]["status"] == "fail" and "refused the SASL log-in" in checks["irc"]["detail"], checks["irc"]
     assert "sasl_password" in checks["irc"]["fix"] and "wrong-password" not in json.dumps(checks) and code == 1
+
+
+def test_nickserv_identify_logs_the_bot_in_where_there_is_no_sasl(daemon_factory, network: IrcNetwork) -> None:
+    env = section(enabled=True, host="127.0.0.1", port=network.port, tls=False, nick=BOT,
+                  nickserv_password=BOT_PASSWORD)
+    daemon = daemon_factory(env)
+    code, checks, _ = run_doctor(daemon, env=env)
+    assert checks["irc"]["status"] == "ok" and f"account {BOT}" in checks["irc"]["detail"], checks["irc"]
