@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from tests import lifeline
+from tests.email_servers import self_signed
 from tests.harness import free_port
 from tests.waiting import wait_until
 
@@ -39,6 +40,10 @@ INSPIRCD_CONF = """\
 <admin name="tests" nick="tests" email="tests@irc.test">
 <bind address="127.0.0.1" port="{port}" type="clients">
 <bind address="127.0.0.1" port="{link_port}" type="servers">
+<module name="ssl_gnutls">
+<sslprofile name="tests" provider="gnutls" certfile="{root}/cert.pem" keyfile="{root}/key.pem" dhfile=""
+            hash="sha256" requestclientcert="no">
+<bind address="127.0.0.1" port="{tls_port}" type="clients" sslprofile="tests">
 <connect name="main" allow="*" timeout="60" pingfreq="120" hardsendq="1M" softsendq="100000" recvq="16000"
          threshold="100000" commandrate="100000" fakelag="off" localmax="1000" globalmax="1000"
          useident="no" limit="5000" modes="" resolvehostnames="no">
@@ -116,9 +121,11 @@ class IrcNetwork:
         self.inspircd, self.anope = _binary("inspircd"), _binary("anope")
         self.root = Path(tempfile.mkdtemp(prefix="clawgate-irc-"))
         self.root.chmod(0o755)
-        self.port, self.link_port = free_port(), free_port()
+        self.port, self.link_port, self.tls_port = free_port(), free_port(), free_port()
+        self.cert, _ = self_signed(self.root)  # TLS clients connect on tls_port and trust `cert`
         self.procs: list[subprocess.Popen[bytes]] = []
-        values = {"root": self.root, "port": self.port, "link_port": self.link_port, "password": LINK_PASSWORD}
+        values = {"root": self.root, "port": self.port, "link_port": self.link_port, "tls_port": self.tls_port,
+                  "password": LINK_PASSWORD}
         (self.root / "inspircd.conf").write_text(INSPIRCD_CONF.format(**values))
         (self.root / "services.conf").write_text(ANOPE_CONF.format(**values))
         (self.root / "nickserv.conf").write_text(_nickserv_conf())

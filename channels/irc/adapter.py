@@ -13,6 +13,7 @@ line gets a fresh id, so a line lost in a crash before the kit took it is lost (
 from __future__ import annotations
 
 import asyncio
+import ssl
 import uuid
 from typing import Any, ClassVar
 
@@ -210,6 +211,7 @@ def _connection(settings: IrcSettings, log: Any) -> IrcConnection:
     secret = settings.sasl_password.get_secret_value() if settings.sasl_password else None
     server = settings.server_password.get_secret_value() if settings.server_password else None
     return IrcConnection(settings.host, settings.port, tls=settings.tls, tls_verify=settings.tls_verify,
+                         ca_file=settings.tls_ca_file,
                          nick=settings.nick, username=settings.username, realname=settings.realname,
                          sasl_username=settings.sasl_username, sasl_password=secret, server_password=server,
                          burst=settings.flood_burst, rate=settings.flood_lines_per_second,
@@ -237,6 +239,10 @@ async def _log_in(connection: IrcConnection, settings: IrcSettings) -> None:
                                        "check [channels.irc] nickserv_password")
     except AuthRefused as exc:
         raise ChannelAuthError(f"IRC: {exc}") from None
+    except ssl.SSLCertVerificationError as exc:
+        raise ChannelAuthError(f"IRC: {where}'s TLS certificate is not trusted ({exc.verify_message}): "
+                               "set [channels.irc] tls_ca_file to its CA, or tls_verify = false on a network "
+                               "you trust") from None
     except (Lost, OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
         reason = str(exc) or type(exc).__name__
         raise ChannelUnavailable(f"IRC server {where} not reachable: {reason}") from None

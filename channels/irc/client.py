@@ -52,10 +52,10 @@ class TokenBucket:
 
 
 class IrcConnection:
-    def __init__(self, host: str, port: int, *, tls: bool, tls_verify: bool, nick: str, username: str,
-                 realname: str, sasl_username: str | None, sasl_password: str | None, server_password: str | None,
+    def __init__(self, host: str, port: int, *, tls: bool, tls_verify: bool, ca_file: str | None, nick: str,
+                 username: str, realname: str, sasl_username: str | None, sasl_password: str | None, server_password: str | None,
                  burst: int, rate: float, timeout: float, log: logging.Logger | logging.LoggerAdapter) -> None:  # type: ignore[type-arg]
-        self.host, self.port, self.tls, self.tls_verify = host, port, tls, tls_verify
+        self.host, self.port, self.tls, self.tls_verify, self.ca_file = host, port, tls, tls_verify, ca_file
         self.wanted_nick, self.nick, self.username, self.realname = nick, nick, username, realname
         self.sasl_username, self.sasl_password, self.server_password = sasl_username, sasl_password, server_password
         self.timeout, self.log = timeout, log
@@ -71,7 +71,7 @@ class IrcConnection:
     async def open(self) -> None:
         context: ssl.SSLContext | None = None
         if self.tls:
-            context = ssl.create_default_context()
+            context = ssl.create_default_context(cafile=self.ca_file)
             if not self.tls_verify:
                 context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
         self.reader, self.writer = await asyncio.wait_for(

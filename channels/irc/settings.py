@@ -15,6 +15,8 @@ class IrcSettings(AccessSettings):
     port: int = Field(6697, ge=1, le=65535, description="6697 for TLS, 6667 for plain text")
     tls: bool = Field(True, description="TLS to the server (off only on loopback or a trusted network)")
     tls_verify: bool = Field(True, description="check the server's certificate")
+    tls_ca_file: str | None = Field(None, description=(
+        "a CA bundle to trust instead of the system's (a private network with its own CA)"))
     nick: str = Field("clawgate", min_length=1, max_length=30, description="the bot's nick")
     username: str = Field("clawgate", min_length=1, description="the ident part of nick!user@host")
     realname: str = Field("clawgate agent", description="shown in WHOIS")

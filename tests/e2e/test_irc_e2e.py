@@ -152,3 +152,18 @@ def test_nickserv_identify_logs_the_bot_in_where_there_is_no_sasl(daemon_factory
     daemon = daemon_factory(env)
     code, checks, _ = run_doctor(daemon, env=env)
     assert checks["irc"]["status"] == "ok" and f"account {BOT}" in checks["irc"]["detail"], checks["irc"]
+
+
+def test_tls_trusts_the_configured_ca_and_names_the_setting_when_untrusted(daemon_factory, network: IrcNetwork,
+                                                                            fake_model: FakeAnthropic) -> None:
+    untrusted = section(enabled=True, host="127.0.0.1", port=network.tls_port, tls=True, nick=BOT,
+                        sasl_password=BOT_PASSWORD)
+    daemon = daemon_factory(untrusted)
+    code, checks, _ = run_doctor(daemon, env=untrusted)
+    assert checks["irc"]["status"] == "fail" and "tls_ca_file" in checks["irc"]["detail"], checks["irc"]
+    trusted = {**untrusted, **section(tls_ca_file=str(network.cert), owner=[OWNER])}
+    daemon = daemon_factory(trusted)
+    wait_until(lambda: channel_row(daemon)["state"] == "running", "the channel over TLS", describe=daemon.log_text)
+    with IrcUser(network, OWNER, OWNER_PASSWORD) as boss:
+        boss.say(BOT, "over TLS")
+        wait_until(lambda: boss.received(BOT) == ["echo: over TLS"], "the answer over TLS", describe=daemon.log_text)
