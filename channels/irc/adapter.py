@@ -136,7 +136,9 @@ class IrcAdapter(PlatformAdapter):
         if account in (None, "", "*"):
             sender = Sender(user_id=UNAUTHENTICATED + casefold(nick), display=nick)
         else:
-            sender = Sender(user_id=casefold(str(account)), display=nick)
+            # the account is the id and the name: never the nick as a username, which the kit would bind an
+            # owner entry to at first contact (a stranger on a free nick could claim it)
+            sender = Sender(user_id=casefold(str(account)), username=casefold(str(account)), display=nick)
             self.nick_of[sender.user_id] = nick
         private = casefold(target) == casefold(connection.nick)
         if private:
