@@ -8,6 +8,7 @@ account `boss` by SASL; an impostor who takes the nick `boss` without logging in
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Callable, Iterator
 
 import pytest
@@ -167,3 +168,17 @@ def test_tls_trusts_the_configured_ca_and_names_the_setting_when_untrusted(daemo
     with IrcUser(network, OWNER, OWNER_PASSWORD) as boss:
         boss.say(BOT, "over TLS")
         wait_until(lambda: boss.received(BOT) == ["echo: over TLS"], "the answer over TLS", describe=daemon.log_text)
+
+
+def test_a_logged_in_stranger_gets_a_pairing_code_and_nothing_reaches_the_model(
+        irc_daemon, network: IrcNetwork, fake_model: FakeAnthropic) -> None:
+    network.register("newcomer", "newcomer-password-1")
+    daemon = irc_daemon()
+    with IrcUser(network, "newcomer", "newcomer-password-1") as newcomer:
+        newcomer.say(BOT, "hello, who are you?")
+        wait_until(lambda: any("clawgate pairing approve irc" in ln for ln in newcomer.received(BOT)),
+                   "the pairing code", describe=daemon.log_text)
+        said = "\n".join(newcomer.received(BOT))
+        code = re.search(r"clawgate pairing approve irc ([A-Z2-9]{8})", said)
+        assert code and code.group(1) in said.split("\n")  # the code on a line of its own, as the kit wrote it
+    assert not fake_model.requests
