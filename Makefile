@@ -11,7 +11,7 @@ TEST_STAMP := $(VENV)/.installed-test
 # setuptools announces every editable install with a multi-line notice; that notice alone is hidden.
 PIP_INSTALL := PYTHONWARNINGS='ignore:Editable installation:UserWarning' $(BIN)/pip install --quiet
 
-.PHONY: run test test-fast setup browser sandbox-tools mail-server redis bench clean
+.PHONY: run test test-fast setup browser sandbox-tools mail-server irc-server redis bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -62,6 +62,17 @@ mail-server:
 	    >/dev/null 2>&1 || echo "dovecot-imapd could not be installed; the email tests will fail (apt-get install dovecot-imapd)"; \
 	fi
 
+# The IRC channel's tests run against a real IRC network: InspIRCd with Anope's NickServ (accounts, SASL,
+# account-tag; tests/irc_server.py). Installed the same way: when missing and we may.
+irc-server:
+	@if { ! command -v inspircd >/dev/null 2>&1 && [ ! -x /usr/sbin/inspircd ]; } || { ! command -v anope >/dev/null 2>&1 && [ ! -x /usr/sbin/anope ]; }; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing inspircd and anope for the IRC tests (apt-get, once)"; \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends inspircd anope; } \
+	      >/dev/null 2>&1 || echo "inspircd/anope could not be installed; the IRC tests will fail (apt-get install inspircd anope)"; \
+	  fi; \
+	fi
+
 # The fleet tests (tests/e2e/fleet/) start a real redis-server (Debian package redis-server). Installed
 # the same way: when missing and we may; otherwise those tests fail with one line naming the package.
 redis:
@@ -79,12 +90,12 @@ TEST_WORKERS ?= 4
 PYTEST_PARALLEL := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
 # Everything (CI runs this). The slowest 15 tests are printed at the end, so a slow test is seen where
 # it is added.
-test: $(TEST_STAMP) browser sandbox-tools mail-server redis
+test: $(TEST_STAMP) browser sandbox-tools mail-server irc-server redis
 	$(PYTEST_PARALLEL) --durations=15
 
 # What a developer runs while working: unit and conformance cases, not those marked e2e (the real
 # daemon, tests/e2e/) or slow (docs/testing.md).
-test-fast: $(TEST_STAMP) sandbox-tools mail-server redis
+test-fast: $(TEST_STAMP) sandbox-tools mail-server irc-server redis
 	$(PYTEST_PARALLEL) -m "not e2e and not slow" --durations=10
 
 bench: $(TEST_STAMP)
