@@ -138,6 +138,9 @@ def _in_channel(network: IrcNetwork) -> bool:
 def test_doctor_logs_in_and_names_the_setting_when_refused(daemon_factory, network: IrcNetwork) -> None:
     good = section(enabled=True, host="127.0.0.1", port=network.port, tls=False, nick=BOT, sasl_password=BOT_PASSWORD)
     daemon = daemon_factory(good)
+    # doctor reads the running daemon's state of the channel too: it warns while that is still starting
+    wait_until(lambda: channel_row(daemon)["state"] == "running", "the IRC channel running", describe=daemon.log_text,
+               timeout=120)
     code, checks, _ = run_doctor(daemon, env=good)
     assert checks["irc"]["status"] == "ok", checks["irc"]
     assert f"account {BOT}" in checks["irc"]["detail"]
@@ -151,6 +154,8 @@ def test_nickserv_identify_logs_the_bot_in_where_there_is_no_sasl(daemon_factory
     env = section(enabled=True, host="127.0.0.1", port=network.port, tls=False, nick=BOT,
                   nickserv_password=BOT_PASSWORD)
     daemon = daemon_factory(env)
+    wait_until(lambda: channel_row(daemon)["state"] == "running", "the IRC channel running", describe=daemon.log_text,
+               timeout=120)
     code, checks, _ = run_doctor(daemon, env=env)
     assert checks["irc"]["status"] == "ok" and f"account {BOT}" in checks["irc"]["detail"], checks["irc"]
 
