@@ -19,7 +19,7 @@ import os
 import signal
 import sqlite3
 from contextlib import AsyncExitStack
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from clawgate.agent.bus.outbox_files import sweep
 from clawgate.agent.core.durability import Durability
@@ -42,12 +42,14 @@ from clawgate.workspace.users import Workspaces
 from . import __version__, chat_channels, fleet
 from .api import build_methods
 from .dispatcher import Dispatcher
-from .hooks_server import HooksServer, build_mail_watches
 from .instance import remove_pid_file
 from .runtime import event_loop_name, settle_heap
 from .server import GatewayServer
 from .wiring import (State, build_approvals, build_conversation, build_model, build_producers, build_services,
                      build_state, build_supervision, hook_pipeline, install_hooks)
+
+if TYPE_CHECKING:
+    from .hooks_server import HooksServer
 
 log = logging.getLogger("clawgate")
 TURN_GRACE_SECONDS = 5.0
@@ -71,7 +73,12 @@ def build_channels(settings: Settings, services: Services, server: GatewayServer
 
 def build_hook_inputs(settings: Settings, services: Services, db: sqlite3.Connection) -> tuple[HooksServer | None, list[Any]]:
     """The enabled `[hooks.<name>]` tables: the webhook listener for the HTTP ones, a mail watch per mailbox
-    (kind imap); both put calls on the intake like a channel."""
+    (kind imap); both put calls on the intake like a channel. The listener's aiohttp server is imported only
+    when a hook is configured (a daemon without hooks does not pay its start-up)."""
+    if not any(table.enabled for table in settings.hooks.values()):
+        return None, []
+    from .hooks_server import HooksServer, build_mail_watches
+
     hooks = build_hooks(settings.hooks, services.agents)
     register_secrets([secret for hook in hooks.values() for secret in hook.settings.secrets])
     http = {name: hook for name, hook in hooks.items() if hook.settings.kind == "http"}

@@ -19,7 +19,8 @@ from tests.harness import ROOT
 from tests.waiting import wait_until
 
 OPTIONAL_LIBRARIES = ("discord", "slack_sdk", "nio", "imapclient", "aiosmtplib", "redis", "mcp",
-                     "playwright", "ddgs", "primp")  # the browser and web_search load theirs on first use
+                     "playwright", "ddgs", "primp",  # the browser and web_search load theirs on first use
+                     "jinja2")  # hooks' templates: only when a hook is configured
 
 
 def chat(session_key: str, manager: SessionManager, text: str) -> None:
@@ -119,6 +120,7 @@ async def test_a_default_start_imports_no_channel_library_nor_redis_nor_mcp(daem
     roots = {name.split(".")[0] for name in imported()}
     assert roots & set(OPTIONAL_LIBRARIES) == set()
     assert not {name for name in imported() if name.startswith("clawgate.channels.kit")}
+    assert "clawgate.gateway.hooks_server" not in imported()  # its aiohttp server only with a hook configured
 
 
 async def test_an_evicted_session_answers_with_its_whole_history_read_from_its_log(daemon_factory, fake_model) -> None:
