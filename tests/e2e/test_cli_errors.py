@@ -40,8 +40,15 @@ def with_env(proc: DaemonProcess, **env: str) -> DaemonProcess:
 
 
 def idle_home(tmp_path: Path) -> DaemonProcess:
-    """An initialised home whose daemon is not running."""
+    """An initialised home whose daemon is not running, its port held bound without listening for as long as
+    the home object lives: connections are refused there, and no server of a test running beside this one
+    can take the port (a free port picked and released could be, and a CLI would find "another program")."""
     proc = DaemonProcess(tmp_path / "idle", anthropic_url=None)
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    proc.port = held.getsockname()[1]
+    proc.env["CLAWGATE_GATEWAY__PORT"] = str(proc.port)
+    proc.held_port = held  # type: ignore[attr-defined]  # closed with the home object
     proc.init()
     return proc
 
