@@ -273,6 +273,22 @@ class Roster:
         return cls({IMPLICIT_AGENT: Agent(IMPLICIT_AGENT, True, workspace, AgentConfig(default=True))})
 
 
+def workspace_of(session_key: str, user: str) -> str:
+    """Which workspace a session's person works in, as `roots` is asked: the person's key for the default
+    agent (as before several agents), `agent:<id>:<person>` for another agent's session (config/agents.py)."""
+    ident = agent_id_of(session_key)
+    return user if ident is None else f"{AGENT_PREFIX}{ident}:{user}"
+
+
+def split_workspace(where: str) -> tuple[str | None, str]:
+    """(agent id or None for the default agent, person) of a `workspace_of` key."""
+    if where.startswith(AGENT_PREFIX):
+        ident, sep, user = where[len(AGENT_PREFIX):].partition(":")
+        if sep and ident:
+            return ident, user
+    return None, where
+
+
 def as_table(config: AgentConfig) -> dict[str, Any]:
     """An agent's section as written to config.toml: only the keys that are set."""
     return config.model_dump(exclude_none=True, exclude_defaults=True)
@@ -280,4 +296,4 @@ def as_table(config: AgentConfig) -> dict[str, Any]:
 
 __all__ = ["AGENT_ID", "AGENT_PREFIX", "Agent", "AgentConfig", "AgentToolPolicy", "Binding", "BindingMatch",
            "IMPLICIT_AGENT", "Place", "Roster", "UnknownAgent", "SPECIFICITY", "agent_id_of", "agent_of_key", "as_table", "choose", "describe", "matches", "problem", "resolve",
-           "specificity"]
+           "specificity", "split_workspace", "workspace_of"]

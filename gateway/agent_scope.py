@@ -8,12 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from clawgate.agent.checkpoints.service import split_workspace
 from clawgate.agent.context.builder import AgentView
 from clawgate.agent.mcp.tool import McpTool
 from clawgate.agent.session import SessionManager
 from clawgate.agent.tools import ToolRegistry
-from clawgate.config.agents import AGENT_PREFIX, AgentConfig, Place, Roster, agent_id_of
+from clawgate.config.agents import AGENT_PREFIX, AgentConfig, Place, Roster, agent_id_of, split_workspace
 from clawgate.config.schema import AgentSettings
 from clawgate.workspace.users import Workspaces
 

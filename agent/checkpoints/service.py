@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal, Sequence
 
-from clawgate.config.agents import AGENT_PREFIX, agent_id_of
+from clawgate.config.agents import agent_id_of, workspace_of
 from clawgate.config.schema import CheckpointSettings
 
 from ..core.durability import Durability
@@ -584,22 +584,6 @@ class CheckpointService:
             self.workspace.collect(trees, min_age_seconds=self.collect_grace_seconds)
             log.info("pruned %d old checkpoint(s)", len(removed))
         return removed
-
-
-def workspace_of(session_key: str, user: str) -> str:
-    """Which workspace a session's person works in, as `roots` is asked: the person's key for the default
-    agent (as before several agents), `agent:<id>:<person>` for another agent's session (config/agents.py)."""
-    ident = agent_id_of(session_key)
-    return user if ident is None else f"{AGENT_PREFIX}{ident}:{user}"
-
-
-def split_workspace(where: str) -> tuple[str | None, str]:
-    """(agent id or None for the default agent, person) of a `workspace_of` key."""
-    if where.startswith(AGENT_PREFIX):
-        ident, sep, user = where[len(AGENT_PREFIX):].partition(":")
-        if sep and ident:
-            return ident, user
-    return None, where
 
 
 def _user_of(records: Sequence[Record]) -> str:
