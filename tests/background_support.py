@@ -7,13 +7,13 @@ construction, however loaded the machine is.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Callable
 
 import psutil
 
 from clawgate.agent.session import session_file_name
+from tests.jsonl import complete_records
 from tests.fakes.anthropic_api import Reply, text, tool_use
 
 JOB = (
@@ -74,8 +74,7 @@ class Script:
 
 
 def session_records(home: Path, key: str = "main") -> list[dict[str, Any]]:
-    path = home / "state/sessions" / session_file_name(key)
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    return complete_records(home / "state/sessions" / session_file_name(key))
 
 
 def events_named(home: Path, name: str, key: str = "main") -> list[dict[str, Any]]:

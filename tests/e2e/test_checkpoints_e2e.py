@@ -9,6 +9,7 @@ from typing import Any
 
 from clawgate.gateway.client import GatewayError
 from tests import checkpoint_rows as rows
+from tests.jsonl import complete_records
 from tests.fakes.anthropic_api import text, tool_use, tool_uses
 from tests.harness import ALLOW_PYTHON
 from tests.telegram_support import CHAT, replies, telegram, tg_daemon  # noqa: F401
@@ -50,16 +51,16 @@ def _log(home: Path, session: str) -> Path:
 
 
 def _records(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return complete_records(path)
 
 
 def _audit(home: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (home / "state/audit.jsonl").read_text().splitlines()]
+    return complete_records(home / "state/audit.jsonl")
 
 
 def _trace(home: Path, session: str) -> list[dict[str, Any]]:
     path = home / "state/traces" / f"{session}.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return complete_records(path)
 
 
 def _step_checkpoints(listing: dict[str, Any]) -> dict[int, dict[str, Any]]:

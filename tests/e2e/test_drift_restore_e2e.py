@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.jsonl import complete_records
 from tests.drift_support import REFLECT, reflection
 from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use, tool_uses
 from tests.waiting import wait_until
@@ -43,7 +44,7 @@ def _continue_script(fake: FakeAnthropic) -> None:
 
 def _records(home: Path, session: str) -> list[dict[str, Any]]:
     path = home / "state/sessions" / f"{session}.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return complete_records(path)
 
 
 def _outbox(home: Path) -> list[dict[str, Any]]:
