@@ -72,7 +72,8 @@ def render_chunks(markdown: str, limit: int = SPLIT_AT) -> list[str]:
 class GoogleChatAdapter(PlatformAdapter):
     name: ClassVar[str] = "googlechat"
     settings_model: ClassVar[type[GoogleChatSettings]] = GoogleChatSettings
-    account_fields: ClassVar[tuple[str, ...]] = ("credentials_file", "credentials_json", "audience")
+    # A Cloud project holds one Chat app, and its audience (the project number, or the endpoint URL) names it
+    account_fields: ClassVar[tuple[str, ...]] = ("audience",)
     capabilities: ClassVar[Capabilities] = Capabilities(max_chars=MAX_CHARS, edit=True, threads=True, buttons=True)
 
     def __init__(self, settings: GoogleChatSettings, kit: ChannelKit) -> None:  # type: ignore[override]
