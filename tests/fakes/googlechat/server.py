@@ -3,7 +3,7 @@ the interaction-event sender, on 127.0.0.1.
 
 Written from Google's published references: the token endpoint takes the JWT-bearer grant
 (`grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer`, `assertion` = a JWT signed with a service
-account key, `aud` the token URI, `scope` asked) and refuses a bad one `400 invalid_grant`; the Chat API
+account key, `aud` Google's token endpoint, `scope` asked) and refuses a bad one `400 invalid_grant`; the Chat API
 (`/v1/spaces`, `/v1/{parent=spaces/*}/messages` create, `/v1/{name=spaces/*/messages/*}` get, patch with
 `updateMask`, delete) wants `Authorization: Bearer` with a token it issued or a JWT self-signed by a known
 service account's key with the chat.bot scope (AIP-4111: what google-apps-chat sends for a service
@@ -105,6 +105,8 @@ class FakeGoogleChat:
         self.spaces: dict[str, dict[str, Any]] = {}
         self.threads: set[str] = set()
         self._failures: list[tuple[int, str, dict[str, str]]] = []
+        self._signers: dict[str, crypt.RSASigner] = {}
+        self.on_sent: Any = None  # told the text of each message created (the bench)
         self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -214,7 +216,9 @@ class FakeGoogleChat:
         if pair is None:
             return refused
         try:
-            claims = jwt.decode(assertion, certs={pair.kid: pair.public_pem}, audience=self.token_uri)
+            # google-auth names Google's token endpoint as the audience whatever the key's token_uri says
+            claims = jwt.decode(assertion, certs={pair.kid: pair.public_pem},
+                                audience=["https://oauth2.googleapis.com/token", self.token_uri])
         except ValueError:
             return refused
         if SCOPE not in str(claims.get("scope") or "").split():
@@ -309,6 +313,8 @@ class FakeGoogleChat:
                         at=time.monotonic())
             self.sent.append(sent)
             self._cond.notify_all()
+        if self.on_sent is not None:
+            self.on_sent(text)
         return web.json_response(self._resource(sent))
 
     def _resource(self, sent: Sent) -> dict[str, Any]:
@@ -404,13 +410,19 @@ class FakeGoogleChat:
 
     # -- events ---------------------------------------------------------------------------------------
     def bearer(self, *, key: KeyPair | None = None, audience: str | None = None, issuer: str = CHAT_ISSUER,
-               expires_in: int = 300) -> str:
+               expires_in: int = 300, **claims: Any) -> str:
         """A bearer JWT as Chat sends it: signed by the fake's Chat key unless another is given."""
         pair = key or self.chat_key
         now = int(time.time())
-        payload = {"iss": issuer, "aud": audience or self.audience, "iat": now - 5, "exp": now + expires_in}
-        signer = crypt.RSASigner.from_string(pair.private_pem, key_id=pair.kid)
-        return jwt.encode(signer, payload).decode()
+        payload = {"iss": issuer, "aud": audience or self.audience, "iat": now - 5, "exp": now + expires_in, **claims}
+        return jwt.encode(self._signer(pair), payload).decode()
+
+    def _signer(self, pair: KeyPair) -> crypt.RSASigner:
+        """Loading a private key checks it (about 0.1 s): once per key, so the bench measures the daemon."""
+        with self._cond:
+            if pair.kid not in self._signers:
+                self._signers[pair.kid] = crypt.RSASigner.from_string(pair.private_pem, key_id=pair.kid)
+            return self._signers[pair.kid]
 
     def _event(self, kind: str, user: User, space: str, extra: dict[str, Any]) -> dict[str, Any]:
         with self._cond:

@@ -97,6 +97,42 @@ def test_the_bearer_check_takes_only_chats_tokens_for_this_audience() -> None:
             assert asyncio.run(check(token)).startswith("refused: ")
 
 
+def test_an_endpoint_url_audience_takes_googles_id_token_for_chats_account() -> None:
+    url = "https://bot.example.com/googlechat/events"
+    with FakeGoogleChat() as fake:
+        settings = GoogleChatSettings(audience=url, certs_url=fake.certs_url)
+        assert settings.audience_kind() == "endpoint_url"
+
+        def check(token: str) -> bool:
+            try:
+                asyncio.run(BearerVerifier(settings, timeout=10).verify(f"Bearer {token}"))
+                return True
+            except Refused:
+                return False
+
+        good = {"issuer": "https://accounts.google.com", "audience": url}
+        assert check(fake.bearer(**good, email="chat@system.gserviceaccount.com", email_verified=True))
+        assert not check(fake.bearer(**good, email="someone@example.com", email_verified=True))
+        assert not check(fake.bearer(**good, email="chat@system.gserviceaccount.com"))  # not verified
+        assert not check(fake.bearer(issuer="chat@system.gserviceaccount.com", audience=url))
+
+
+def test_the_keys_token_uri_grant_is_refused_for_a_key_google_does_not_know() -> None:
+    """google-auth's OAuth path (the key's token_uri, JWT-bearer grant), as used without self-signed JWTs."""
+    from google.auth.exceptions import RefreshError
+    from google.auth.transport.requests import Request
+    from google.oauth2 import service_account
+
+    with FakeGoogleChat() as fake:
+        scope = ["https://www.googleapis.com/auth/chat.bot"]
+        good = service_account.Credentials.from_service_account_info(fake.key(), scopes=scope)
+        good.refresh(Request())
+        assert good.token and good.token.startswith("ya29.")
+        revoked = service_account.Credentials.from_service_account_info(fake.unknown_key(), scopes=scope)
+        with pytest.raises(RefreshError, match="invalid_grant"):
+            revoked.refresh(Request())
+
+
 def test_a_default_start_loads_no_google_library() -> None:
     code = ("import sys, clawgate.channels.googlechat.adapter; "
             "print(sorted(m for m in sys.modules if m.startswith(('google.auth', 'google.apps', 'google.api_core'))))")
