@@ -110,6 +110,8 @@ class GoogleChatAdapter(PlatformAdapter):
             return ProbeResult("warn", f"the Chat API answered {e}; not confirmed", "try again later")
         except SentMaybe as e:
             return unreachable("Google Chat", api.endpoint, str(e), "channels.googlechat.base_url")
+        except KeyProblem as e:
+            return refused("Google Chat", "service account key", "channels.googlechat.credentials_file", str(e))
         finally:
             api.close()
         return logged_in(f"service account {info.get('client_email')} (project {info.get('project_id')}): "
@@ -150,6 +152,8 @@ class GoogleChatAdapter(PlatformAdapter):
             raise ChannelUnavailable(f"Google Chat API: {e}") from None
         except SentMaybe as e:
             raise ChannelUnavailable(f"Google Chat API: {e}") from None
+        except KeyProblem as e:  # a key file whose private key cannot be read
+            raise ChannelAuthError(f"Google Chat: {e}") from None
 
     async def run(self) -> None:
         while True:

@@ -67,7 +67,8 @@ def credentials(settings: GoogleChatSettings) -> Any:
     try:
         return service_account.Credentials.from_service_account_info(info, scopes=[SCOPE])
     except ValueError as e:
-        raise KeyProblem(f"[channels.googlechat] the service account key cannot be used ({e}): put {KEY_FIX}") from None
+        raise KeyProblem(f"[channels.googlechat] the service account key cannot be used ({str(e).split('.')[0]}): "
+                         f"put {KEY_FIX}") from None
 
 
 class Refused(Exception):
