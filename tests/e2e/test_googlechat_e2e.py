@@ -79,6 +79,13 @@ def test_a_space_is_mention_only_and_answered_in_the_thread_of_the_message(
     assert plain_of(answer.text) == "echo: what is up?"
     assert answer.thread == chat.fake.thread_of(asked)  # in the thread of the message it answers
     assert all("among ourselves" not in json.dumps(r) for r in fake_model.requests)
+    # added to another space by a message that mentions the app: that message is answered there
+    other, owner = chat.fake.add_space("another"), chat.people[chat.owner]
+    mention = [{"type": "USER_MENTION", "userMention": {"user": {"name": "users/app", "type": "BOT"}}}]
+    chat.fake.send_event("added1", chat.fake._event("ADDED_TO_SPACE", owner, other, {"message": {
+        "name": f"{other}/messages/x1", "text": "@Clawgate welcome aboard", "argumentText": " welcome aboard",
+        "annotations": mention, "sender": {"name": owner.name, "type": "HUMAN"}, "thread": {"name": f"{other}/threads/x"}}}))
+    wait_until(lambda: chat.replies(other) == ["echo: welcome aboard"], "the answer where the app was added")
 
 
 def test_forged_expired_and_foreign_bearer_tokens_are_refused_and_nothing_of_the_body_is_logged(
