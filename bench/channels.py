@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 from bench.core_bench import pct  # noqa: E402
 from tests.fakes.anthropic_api import FakeAnthropic, last_user_block, text  # noqa: E402
 from tests.fakes.echochat import EchoChatServer  # noqa: E402
+from tests.fakes.googlechat import PROJECT_NUMBER, FakeGoogleChat  # noqa: E402
 from tests.fakes.mattermost import BOT_TOKEN as MATTERMOST_TOKEN  # noqa: E402
 from tests.fakes.mattermost import FakeMattermost  # noqa: E402
 from tests.fakes.signal import BOT_NUMBER, FakeSignalCli  # noqa: E402
@@ -137,6 +138,38 @@ class WhatsAppPlatform(Platform):
 
     def inject(self, chat: int, text: str) -> None:
         self.fake.inject_message(f"1555900{chat:04d}", text=text)
+
+    def close(self) -> None:
+        self.fake.stop()
+
+
+class GoogleChatPlatform(Platform):
+    """The Google Chat adapter against the fake Chat API, its messages as signed events to its endpoint."""
+
+    name = "googlechat"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fake = FakeGoogleChat().start()
+        self.fake.on_sent = self.saw
+        self.users: list[Any] = []
+        self.folder = Path(tempfile.mkdtemp(prefix="bench-googlechat-"))
+
+    def prepare(self, chats: int) -> None:
+        self.users = [self.fake.add_user(f"user{i}") for i in range(chats + 1)]
+
+    def env(self) -> dict[str, str]:
+        port = free_port()
+        self.fake.endpoint_url = f"http://127.0.0.1:{port}/googlechat/events"
+        key = self.folder / "key.json"
+        key.write_text(json.dumps(self.fake.key()))
+        section = {"CREDENTIALS_FILE": str(key), "AUDIENCE": PROJECT_NUMBER, "BASE_URL": self.fake.base_url,
+                   "CERTS_URL": self.fake.certs_url, "LISTEN_PORT": str(port), "DM_POLICY": "open"}
+        return {f"CLAWGATE_CHANNELS__GOOGLECHAT__{k}": v for k, v in section.items()}
+
+    def inject(self, chat: int, text: str) -> None:
+        user = self.users[chat]
+        self.fake.write(user, user.dm, text)
 
     def close(self) -> None:
         self.fake.stop()
@@ -361,7 +394,8 @@ class EmailPlatform(Platform):
 PLATFORMS: dict[str, Callable[[], Platform]] = {"telegram": TelegramPlatform, "discord": DiscordPlatform,
                                                 "slack": SlackPlatform, "matrix": MatrixPlatform,
                                                 "email": EmailPlatform, "signal": SignalPlatform, "mattermost": MattermostPlatform,
-                                                "echochat": EchoChatPlatform, "whatsapp": WhatsAppPlatform}
+                                                "echochat": EchoChatPlatform, "whatsapp": WhatsAppPlatform,
+                                                "googlechat": GoogleChatPlatform}
 
 
 def measure(make: Callable[[], Platform], chats: int) -> tuple[list[float], list[float]]:

@@ -12,7 +12,7 @@ makes; inside a code block a third backtick in a row (which would end the block)
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Callable
 
 import pyromark
 
@@ -28,7 +28,8 @@ def code_safe(text: str) -> str:
 class _Writer:
     """Walks the events once; `stack` holds the finished blocks of each open block quote."""
 
-    def __init__(self) -> None:
+    def __init__(self, link: Callable[[str, str], str] | None = None) -> None:
+        self.link = link
         self.stack: list[list[str]] = [[]]
         self.line: list[str] = []
         self.lists: list[int | None] = []
@@ -108,7 +109,7 @@ class _Writer:
             label = "".join(self.line[at + 1:])
             del self.line[at:]
             if target and label.strip() and label != target:
-                self.line.append(f"{label} ({target})")
+                self.line.append(self.link(label, target) if self.link else f"{label} ({target})")
             else:
                 self.line.append(target or label)
         elif name == "TableCell" and self.cell is not None and self.table:
@@ -126,9 +127,10 @@ class _Writer:
         return "\n\n".join(self.stack[0])
 
 
-def to_whatsapp(markdown: str) -> str:
-    """One chunk of the model's Markdown as the text of a WhatsApp message."""
-    writer = _Writer()
+def to_whatsapp(markdown: str, *, link: Callable[[str, str], str] | None = None) -> str:
+    """One chunk of the model's Markdown as the text of a WhatsApp message. `link(label, url)` writes a
+    link for a platform with the same markers and a link syntax of its own (Google Chat's `<url|label>`)."""
+    writer = _Writer(link)
     try:
         events = pyromark.events(markdown, options=_OPTIONS)
     except Exception:  # a parser failure must never lose a reply: send it as text
