@@ -75,6 +75,9 @@ class DingTalkAdapter(PlatformAdapter):
         try:
             await api.access_token()
         except ApiError as e:
+            if e.status == 400 or e.status == 200:  # DingTalk answers a wrong Client ID or Secret with a 400
+                return refused("DingTalk", f"credentials ({e.code})", "channels.dingtalk.client_secret",
+                               CREDENTIALS_FIX)
             return http_status("DingTalk", settings.api_base(), e.status, credential="channels.dingtalk.client_secret",
                                base_setting="channels.dingtalk.base_url", how=CREDENTIALS_FIX) or refused(
                 "DingTalk", f"credentials ({e.code})", "channels.dingtalk.client_secret", CREDENTIALS_FIX)

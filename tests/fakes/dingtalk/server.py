@@ -69,8 +69,9 @@ class _State:
 
 
 class FakeDingTalk:
-    def __init__(self, *, webhook_seconds: float = 5400.0, disconnect_grace: float = 1.0) -> None:
-        self.client_id, self.client_secret = CLIENT_ID, CLIENT_SECRET
+    def __init__(self, *, client_id: str = CLIENT_ID, webhook_seconds: float = 5400.0,
+                 disconnect_grace: float = 1.0) -> None:
+        self.client_id, self.client_secret = client_id, CLIENT_SECRET
         self.webhook_seconds = webhook_seconds
         self.disconnect_grace = disconnect_grace
         self._lock = threading.Lock()
@@ -80,6 +81,7 @@ class FakeDingTalk:
         self.attempts: list[tuple[str, float]] = []  # (path, monotonic time) of every send, refused ones too
         self.opens: list[dict[str, Any]] = []  # bodies of connections/open
         self.ping_acks: list[str] = []
+        self.token_requests = 0
         self._state = _State()
         self._tickets: dict[str, set[str]] = {}  # ticket -> the topics its connection subscribed to
         self._tokens: set[str] = set()
@@ -347,6 +349,7 @@ class FakeDingTalk:
         except ValueError:
             return _openapi_error(400, "invalidParameter", "body is not JSON")
         with self._lock:
+            self.token_requests += 1
             if body.get("appKey") != self.client_id or body.get("appSecret") != self.client_secret:
                 return _openapi_error(400, "invalidClientIdOrSecret", "无效的clientId或者clientSecret")
             token = secrets.token_hex(16)
