@@ -7,13 +7,18 @@ saw. Replies go through the message's session webhook while it is valid, else th
 (1:1 by the user's id, groups by the open conversation id) with the app's access token: cron results and
 approvals answered hours later still arrive. Messages are DingTalk Markdown (`sampleMarkdown`), split
 under MAX_CHARS. DingTalk cannot edit a robot's message: no status line, only typing-free answers.
-Approvals are `/approve ID` / `/deny ID`, sent by an owner (docs/dingtalk.md says why no card buttons yet).
+Approvals are an interactive card with Approve / Deny (`approval_cards`, on by default): a press comes back
+on the card callback topic of the same Stream connection, as the DingTalk user id DingTalk names, and counts
+only for the card's own unguessable outTrackId and only from an owner (the kit decides); `/approve ID` /
+`/deny ID` always work too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import secrets
 import time
 import uuid
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -30,6 +35,7 @@ from clawgate.channels.kit import (
     ChannelUnavailable,
     DeliveryError,
     PlatformAdapter,
+    Sender,
     Target,
     Unconfirmed,
 )
@@ -47,6 +53,10 @@ MAX_CHARS = 4000
 CREDENTIALS_FIX = ("the app's Client ID and Client Secret (DingTalk developer console → your app → Credentials) in "
                    "[channels.dingtalk] client_id and client_secret")
 TOO_LONG = "invalidParameter.msgParam.tooLong"
+# DingTalk's public message card template (the one the SDK's AI and carousel cards use): Markdown content and
+# buttons from `sys_full_json_obj`; a button with `request: true` calls back over Stream mode when pressed.
+CARD_TEMPLATE = "382e4302-551d-4880-bf29-a30acfab2e71.schema"
+APPROVE, DENY = "clawgate_approve", "clawgate_deny"
 
 
 class DingTalkAdapter(PlatformAdapter):
@@ -61,6 +71,8 @@ class DingTalkAdapter(PlatformAdapter):
         secret = settings.client_secret.get_secret_value() if settings.client_secret else ""
         self.api = DingTalkApi(settings.api_base(), settings.client_id, secret, timeout=settings.request_timeout_seconds)
         self.client: StreamClient | None = None
+        if settings.approval_cards:  # presses come back on our own Stream connection: the prompt has buttons
+            self.capabilities = dataclasses.replace(type(self).capabilities, buttons=True)  # type: ignore[misc]
 
     # -- lifecycle --------------------------------------------------------------------------
     @classmethod
@@ -93,7 +105,7 @@ class DingTalkAdapter(PlatformAdapter):
             raise ChannelAuthError(f"DingTalk: no credentials: put {CREDENTIALS_FIX} "
                                    "(CLAWGATE_CHANNELS__DINGTALK__CLIENT_SECRET)")
         try:
-            from clawgate.channels.dingtalk.stream import Credential, RobotHandler, StreamClient
+            from clawgate.channels.dingtalk.stream import CARD_TOPIC, CardHandler, Credential, RobotHandler, StreamClient
         except ImportError:
             raise ChannelAuthError("DingTalk needs the dingtalk-stream SDK: pip install 'clawgate[dingtalk]'") from None
         try:
@@ -115,6 +127,8 @@ class DingTalkAdapter(PlatformAdapter):
         from dingtalk_stream import ChatbotMessage
 
         client.register_callback_handler(ChatbotMessage.TOPIC, RobotHandler(self._on_message))
+        if self.settings.approval_cards:
+            client.register_callback_handler(CARD_TOPIC, CardHandler(self._pressed))
         self.client = client
         self.kit.log.info("DingTalk app %s ready for Stream mode at %s", self.settings.client_id, self.settings.api_base())
 
@@ -175,6 +189,18 @@ class DingTalkAdapter(PlatformAdapter):
             pass
         return None
 
+    async def _pressed(self, user_id: str, track: str, actions: list[str]) -> str:
+        """A press on an approval card: counted only for a card this account sent (its outTrackId, random and
+        kept in the store), as the user DingTalk names; the kit admits only owners' answers."""
+        stored = self.kit.store.kv_get(f"card:{track}") if track else None
+        if not stored or not user_id:
+            return "This prompt is not known here."
+        card = json.loads(stored)
+        if APPROVE in actions or DENY in actions:
+            return await self.kit.approval_answer(str(card["approval"]), Sender(user_id=user_id, username=user_id),
+                                                  APPROVE in actions, chat_id=str(card.get("chat") or "") or None)
+        return ""
+
     # -- sending ----------------------------------------------------------------------------
     def render(self, markdown: str) -> list[str]:
         """DingTalk renders its Markdown subset itself: only split under the limit."""
@@ -210,6 +236,43 @@ class DingTalkAdapter(PlatformAdapter):
             answer = await self.api.robot_send("/v1.0/robot/groupMessages/send", {
                 "robotCode": robot, "openConversationId": chat, "msgKey": "sampleMarkdown", "msgParam": param})
         return str(answer.get("processQueryKey") or f"openapi-{uuid.uuid4().hex}")
+
+    async def send_approval(self, target: Target, approval_id: str, text: str) -> str | None:
+        """The prompt as an interactive card (createAndDeliver, DingTalk's public message template) with
+        Approve / Deny buttons that call back over Stream mode. Its outTrackId is random and remembered: the
+        callback names it, so a press counts for this prompt only."""
+        track = secrets.token_urlsafe(24)
+        self.kit.store.kv_set(f"card:{track}", json.dumps({"approval": approval_id, "chat": target.chat_id}))
+        buttons = [{"text": "Approve", "color": "blue", "id": APPROVE, "request": True},
+                   {"text": "Deny", "color": "red", "id": DENY, "request": True}]
+        layout = {"order": ["msgTitle", "staticMsgContent", "msgButtons"], "msgButtons": buttons}
+        body: dict[str, Any] = {
+            "cardTemplateId": CARD_TEMPLATE, "outTrackId": track, "callbackType": "STREAM",
+            "cardData": {"cardParamMap": {"msgTitle": _title(str(text)), "staticMsgContent": str(text),
+                                          "flowStatus": "3", "sys_full_json_obj": json.dumps(layout),
+                                          "approvalId": approval_id}},
+            "imGroupOpenSpaceModel": {"supportForward": False}, "imRobotOpenSpaceModel": {"supportForward": False}}
+        robot = self.settings.robot()
+        if self._is_private(target.chat_id):
+            body["openSpaceId"] = f"dtv1.card//IM_ROBOT.{target.chat_id}"
+            body["imRobotOpenDeliverModel"] = {"spaceType": "IM_ROBOT", "robotCode": robot}
+        else:
+            body["openSpaceId"] = f"dtv1.card//IM_GROUP.{target.chat_id}"
+            body["imGroupOpenDeliverModel"] = {"robotCode": robot}
+        try:
+            answer = await self.api.robot_send("/v1.0/card/instances/createAndDeliver", body)
+        except ApiError as e:
+            raise _delivery_error(e) from None
+        except SentMaybe as e:
+            raise Unconfirmed(str(e)) from None
+        except (*NETWORK, asyncio.TimeoutError) as e:
+            raise DeliveryError(f"DingTalk unreachable ({e or type(e).__name__})") from None
+        result = answer.get("result") if isinstance(answer.get("result"), dict) else {}
+        failed = [r for r in result.get("deliverResults") or [] if isinstance(r, dict) and not r.get("success")]
+        if failed:
+            raise DeliveryError(f"DingTalk did not deliver the approval card: {failed[0].get('errorMsg')}",
+                                permanent=True)
+        return track
 
     def _is_private(self, chat: str) -> bool:
         """A 1:1 chat is a user id; a group an open conversation id (`cid…`), remembered from its messages."""

@@ -19,6 +19,9 @@ class DingTalkSettings(AccessSettings):
     robot_code: str = Field("", description=(
         "the robot's code for sends through the OpenAPI; empty: the Client ID (an app robot's code is its AppKey)"))
     request_timeout_seconds: float = Field(30.0, gt=0, description="one HTTP call to DingTalk at most")
+    approval_cards: bool = Field(True, description=(
+        "approvals as an interactive card with Approve / Deny buttons (the app needs the card permission "
+        "Card.Instance.Write); false: /approve ID only"))
     webhook_margin_seconds: float = Field(60.0, ge=0, description=(
         "a session webhook this close to its expiry is not used: the reply goes through the OpenAPI"))
 

@@ -24,10 +24,21 @@ from urllib.parse import quote_plus
 
 import requests
 import websockets
-from dingtalk_stream import AckMessage, CallbackHandler, CallbackMessage, ChatbotMessage, Credential, DingTalkStreamClient
+from dingtalk_stream import (
+    AckMessage,
+    CallbackHandler,
+    CallbackMessage,
+    CardCallbackMessage,
+    ChatbotMessage,
+    Credential,
+    DingTalkStreamClient,
+)
+from dingtalk_stream.card_callback import Card_Callback_Router_Topic
 from dingtalk_stream.version import VERSION_STRING
 
 OnMessage = Callable[[ChatbotMessage, dict[str, Any]], Awaitable[None]]
+OnPress = Callable[[str, str, list[str]], Awaitable[str]]  # (user id, the card's outTrackId, action ids) -> line
+CARD_TOPIC = Card_Callback_Router_Topic  # "/v1.0/card/instances/callback"
 
 
 class OpenRefused(Exception):
@@ -109,4 +120,27 @@ class RobotHandler(CallbackHandler):
         return AckMessage.STATUS_OK, "OK"
 
 
-__all__ = ["ChatbotMessage", "Credential", "OpenRefused", "RobotHandler", "StreamClient"]
+class CardHandler(CallbackHandler):
+    """The card callback topic: a press on a card's button, by the DingTalk user id DingTalk names. The
+    answer goes back in the ACK as the presser's own card data (`userPrivateData`: only they see it)."""
+
+    def __init__(self, on_press: OnPress) -> None:
+        super().__init__()
+        self._on_press = on_press
+
+    async def process(self, message: CallbackMessage) -> tuple[int, Any]:
+        data = message.data if isinstance(message.data, dict) else {}
+        try:
+            press = CardCallbackMessage.from_dict(data)
+        except (TypeError, ValueError) as e:
+            self.logger.warning("DingTalk card callback not readable (%s); ignored", type(e).__name__)
+            return AckMessage.STATUS_OK, {}
+        content = press.content if isinstance(press.content, dict) else {}
+        private = content.get("cardPrivateData") if isinstance(content.get("cardPrivateData"), dict) else {}
+        actions = [str(a) for a in private.get("actionIds") or []]
+        line = await self._on_press(str(press.user_id or ""), str(press.card_instance_id or ""), actions)
+        return AckMessage.STATUS_OK, {"cardUpdateOptions": {"updatePrivateDataByKey": True},
+                                      "userPrivateData": {"cardParamMap": {"tips": line}}}
+
+
+__all__ = ["CARD_TOPIC", "CardHandler", "ChatbotMessage", "Credential", "OpenRefused", "RobotHandler", "StreamClient"]

@@ -4,7 +4,8 @@ writing to the robot through it.
 
 What the conformance suite does not cover: replies through the session webhook and, once it expired, the
 robot OpenAPI (a cron result to a 1:1 chat and to a group, the access token cached); identity by user id
-(a nickname copying the owner's is a stranger); approvals in a group; the gateway's ping and disconnect;
+(a nickname copying the owner's is a stranger); approvals in a group by card button (only an owner's
+press on a card the robot sent counts) and by `/approve ID`; the gateway's ping and disconnect;
 two apps at once; refused credentials, and `doctor`.
 """
 
@@ -18,7 +19,7 @@ import pytest
 
 from tests.e2e.test_doctor import run_doctor
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
-from tests.fakes.dingtalk import CLIENT_SECRET, FakeDingTalk, Person
+from tests.fakes.dingtalk import CLIENT_SECRET, FakeDingTalk, Person, Sent
 from tests.fakes.dingtalk.server import ROBOT_TOPIC
 from tests.harness import DaemonProcess
 from tests.waiting import wait_until
@@ -54,7 +55,12 @@ def dt_daemon(daemon_factory: Callable[..., DaemonProcess], dingtalk: FakeDingTa
 
 
 def said(dingtalk: FakeDingTalk, chat: str) -> list[str]:
-    return [s.text for s in dingtalk.sent_to(chat)]
+    return [s.text for s in dingtalk.sent_to(chat) if s.via != "card"]
+
+
+def tips(answer: dict[str, Any]) -> str:
+    """What a card press's answer shows the presser (their own card data)."""
+    return str(((answer.get("userPrivateData") or {}).get("cardParamMap") or {}).get("tips") or "")
 
 
 def test_a_person_chats_one_to_one_and_in_a_group_by_mention(dt_daemon, dingtalk: FakeDingTalk, owner: Person,
@@ -95,15 +101,34 @@ def test_identity_is_the_user_id_never_the_nickname(dt_daemon, dingtalk: FakeDin
     wait_until(lambda: said(dingtalk, owner.staff_id) == ["echo: and me?"], "the owner answered")
 
 
-def test_in_a_group_only_the_owner_approves_a_risky_tool(dt_daemon, dingtalk: FakeDingTalk, owner: Person,
-                                                        fake_model: FakeAnthropic) -> None:
+def test_in_a_group_only_an_owner_press_on_the_card_approves(dt_daemon, dingtalk: FakeDingTalk, owner: Person,
+                                                             fake_model: FakeAnthropic) -> None:
     friend = dingtalk.add_person("friend")
     daemon = dt_daemon(allow_from=[friend.staff_id])
     room = dingtalk.add_group("Team room")
     fake_model.enqueue(tool_use("exec", {"argv": ["touch", "approved.txt"]}), text("Created approved.txt."))
     dingtalk.write(owner, "make a file", group=room)
+    card = wait_until(lambda: dingtalk.cards(room), "the approval card", describe=daemon.log_text)[-1]
+    assert card.text.startswith("🔐") and card.buttons == ["clawgate_approve", "clawgate_deny"]
+    forged = Sent(room, "", "", "card", 0.0, "guessed-track", card.buttons)  # a press on a card we never sent
+    assert "not known" in tips(dingtalk.press(owner, forged, "clawgate_approve"))
+    assert "Only the owner" in tips(dingtalk.press(friend, card, "clawgate_approve"))  # a guest: not theirs
+    assert not (daemon.workspace / "approved.txt").exists()
+    tips(dingtalk.press(owner, card, "clawgate_approve"))
+    wait_until(lambda: "Created approved.txt." in said(dingtalk, room), "the run to finish", describe=daemon.log_text)
+    assert (daemon.workspace / "approved.txt").exists()
+
+
+def test_without_cards_the_owner_approves_with_the_approve_command(dt_daemon, dingtalk: FakeDingTalk, owner: Person,
+                                                                  fake_model: FakeAnthropic) -> None:
+    friend = dingtalk.add_person("friend")
+    daemon = dt_daemon(approval_cards=False, allow_from=[friend.staff_id])
+    room = dingtalk.add_group("Team room")
+    fake_model.enqueue(tool_use("exec", {"argv": ["touch", "approved.txt"]}), text("Created approved.txt."))
+    dingtalk.write(owner, "make a file", group=room)
     prompt = wait_until(lambda: [s for s in dingtalk.sent_to(room) if s.text.startswith("🔐")], "the prompt",
                         describe=daemon.log_text)[-1]
+    assert prompt.via == "webhook" and not dingtalk.cards()
     approval = prompt.text.split("/approve ", 1)[1].split("`")[0]
     dingtalk.write(friend, f"/approve {approval}", group=room)  # a guest in the group: not theirs to approve
     wait_until(lambda: any("Only the owner" in t for t in said(dingtalk, room)), "the refusal to the guest")

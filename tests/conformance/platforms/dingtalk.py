@@ -2,8 +2,9 @@
 OpenAPI and session webhooks — with the official SDK in the daemon, people writing to the robot through it.
 
 DingTalk ACKs each envelope: "acknowledged" is the fake having the daemon's ACK for that messageId, and an
-unacknowledged one is delivered again on the next connection. Approvals are `/approve ID` / `/deny ID`
-written in the person's 1:1 chat with the robot. A group message that does not @mention the robot is sent
+unacknowledged one is delivered again on the next connection. Approvals are interactive cards whose buttons
+call back over the Stream connection; someone who cannot see the card (a guest asking about the owner's)
+writes `/approve ID` in their own 1:1 chat with the robot. A group message that does not @mention the robot is sent
 with `isInAtList` false (DingTalk itself does not deliver those; the adapter must not answer one either way).
 """
 
@@ -21,7 +22,6 @@ from tests.fakes.dingtalk import CLIENT_ID, CLIENT_SECRET, FakeDingTalk, Person,
 from tests.waiting import wait_until
 
 STATUS = ("⚙️", "⏳")
-APPROVE = re.compile(r"/approve (\S+?)`")
 _MD = MarkdownIt("commonmark", {"html": False})
 
 
@@ -47,7 +47,7 @@ def code_blocks(markdown: str) -> str:
 class DingTalkHarness(PlatformHarness):
     name = "dingtalk"
     max_chars = 4000
-    buttons = False
+    buttons = True
     ack_window = 1.0
     not_applicable = {
         "test_a_status_line_quotes_arguments_readably_escaped_and_short": "a DingTalk robot cannot edit its "
@@ -61,7 +61,7 @@ class DingTalkHarness(PlatformHarness):
         self.people: dict[str, Person] = {}
         self.town = ""
         self._secret = CLIENT_SECRET
-        self._told: dict[str, list[tuple[str, int]]] = {}
+        self._told: dict[str, list[Any]] = {}  # user -> a press's answer, or (chat, messages before) for a command
 
     def start(self) -> None:
         self.fake.start()
@@ -107,7 +107,7 @@ class DingTalkHarness(PlatformHarness):
         return self.town
 
     def _said(self, chat: str) -> list[Sent]:
-        return [s for s in self.fake.sent_to(chat) if not s.text.startswith(("🔐", *STATUS))]
+        return [s for s in self.fake.sent_to(chat) if s.via != "card" and not s.text.startswith(("🔐", *STATUS))]
 
     def replies(self, chat: str) -> list[str]:
         return [plain(s.text) for s in self._said(chat)]
@@ -116,21 +116,35 @@ class DingTalkHarness(PlatformHarness):
         return [formats(s.text) for s in self._said(chat)]
 
     def prompts(self, chat: str) -> list[str]:
-        found = [m.group(1) for s in self.fake.sent_to(chat) if s.text.startswith("🔐") and (m := APPROVE.search(s.text))]
-        return list(dict.fromkeys(found))
+        return list(dict.fromkeys(str(card.params.get("approvalId")) for card in self.fake.cards(chat)))
 
     def press_approval(self, user: str, approval_id: str, approve: bool) -> None:
-        self._told.setdefault(user, []).append((user, len(self.fake.sent_to(user))))
-        self.send_dm(user, f"/{'approve' if approve else 'deny'} {approval_id}")
+        """The card's button when the card is in `user`'s 1:1 chat or the group; else `/approve ID` in theirs."""
+        for card in self.fake.cards():
+            if card.params.get("approvalId") != approval_id:
+                continue
+            if card.chat in (user, self.town):
+                answer = self.fake.press(self.people[user], card, "clawgate_approve" if approve else "clawgate_deny")
+                tips = ((answer.get("userPrivateData") or {}).get("cardParamMap") or {}).get("tips")
+                self._told.setdefault(user, []).append(str(tips or ""))
+            else:
+                self._told.setdefault(user, []).append((user, len(self.fake.sent_to(user))))
+                self.send_dm(user, f"/{'approve' if approve else 'deny'} {approval_id}")
+            return
+        raise AssertionError(f"no approval card {approval_id} was sent")
 
     def approval_answers(self, user: str) -> list[str]:
         out: list[str] = []
-        for chat, before in self._told.get(user, []):
+        for told in self._told.get(user, []):
+            if isinstance(told, str):
+                out.append(told)
+                continue
+            chat, before = told
             out += [plain(s.text) for s in self.fake.sent_to(chat)[before:] if not s.text.startswith(STATUS)][:1]
         return out
 
     def approval_view(self, chat: str) -> list[Shown]:
-        return [Shown(plain(s.text), code_blocks(s.text), bool(APPROVE.search(s.text)))
+        return [Shown(plain(s.text), code_blocks(s.text), s.via == "card" and bool(s.buttons))
                 for s in self.fake.sent_to(chat) if s.text.startswith("🔐")]
 
     # failures ---------------------------------------------------------------------------------------------

@@ -12,6 +12,12 @@
 - `POST /v1.0/robot/oToMessages/batchSend` and `/v1.0/robot/groupMessages/send` with
   `x-acs-dingtalk-access-token` (401 `InvalidAuthentication` without a token it issued): `robotCode`,
   `msgKey` `sampleMarkdown`/`sampleText` and `msgParam` (a JSON string) checked (400 `invalidParameter.*`).
+- `POST /v1.0/card/instances/createAndDeliver` (token as above): an interactive card (`cardTemplateId`,
+  `outTrackId`, `callbackType` STREAM, `openSpaceId` `dtv1.card//IM_ROBOT.<userId>` or
+  `dtv1.card//IM_GROUP.<openConversationId>` with its deliver model's `robotCode`, `cardData.cardParamMap`
+  with the buttons in `sys_full_json_obj`). A press (`press`) is a CALLBACK envelope on
+  `/v1.0/card/instances/callback` `{outTrackId, userId, content: {cardPrivateData: {actionIds}}}`; the
+  client's ACK carries the card's answer to the presser.
 - Session webhooks `POST /robot/sendBySession?session=…` (one per robot message, valid until its
   `sessionWebhookExpiredTime`): `{msgtype: markdown|text, …}` -> `{errcode: 0}`; an expired one answers
   errcode 300001 (the fake's choice: DingTalk documents no code for it).
@@ -35,6 +41,7 @@ from aiohttp import WSMsgType, web
 CLIENT_ID = "dingclawbotappkey01"
 CLIENT_SECRET = "s3cret-" + "x" * 40
 ROBOT_TOPIC = "/v1.0/im/bot/messages/get"
+CARD_TOPIC = "/v1.0/card/instances/callback"
 CORP = "ding" + "c" * 16
 BOT_ID = "$:LWCP_v1:$bot" + "b" * 20
 
@@ -51,8 +58,11 @@ class Sent:
     chat: str  # a 1:1 chat by the user's staff id, a group by its conversation id
     text: str
     title: str
-    via: str  # "webhook" or "openapi"
+    via: str  # "webhook", "openapi" or "card"
     at: float
+    track: str = ""  # a card's outTrackId
+    buttons: list[str] = field(default_factory=list)  # a card's button ids that call back
+    params: dict[str, Any] = field(default_factory=dict)  # a card's cardParamMap
 
 
 @dataclass
@@ -86,7 +96,9 @@ class FakeDingTalk:
         self._tickets: dict[str, set[str]] = {}  # ticket -> the topics its connection subscribed to
         self._tokens: set[str] = set()
         self._sessions: dict[str, tuple[str, float]] = {}  # session -> (chat, expires epoch seconds)
-        self._failures: list[tuple[dict[str, Any], int]] = []  # (answer, HTTP status) for the next sends
+        self._failures: list[tuple[dict[str, Any], int]] = []
+        self._acks: dict[str, dict[str, Any]] = {}  # messageId -> the client's ACK frame
+        self._acked = threading.Condition(self._lock)  # (answer, HTTP status) for the next sends
         self._sockets: list[_Socket] = []
         self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -124,6 +136,7 @@ class FakeDingTalk:
         app.router.add_post("/v1.0/robot/oToMessages/batchSend", self._robot_send)
         app.router.add_post("/v1.0/robot/groupMessages/send", self._robot_send)
         app.router.add_post("/robot/sendBySession", self._session_send)
+        app.router.add_post("/v1.0/card/instances/createAndDeliver", self._card)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.port)
@@ -235,6 +248,26 @@ class FakeDingTalk:
                     await sock.ws.close()
             asyncio.run_coroutine_threadsafe(close_later(), self._loop)
 
+    def press(self, person: Person, card: Sent, button: str, *, timeout: float = 60.0) -> dict[str, Any]:
+        """`person` presses `button` on `card`: the callback DingTalk sends, and the answer in the client's ACK
+        (`{}` when no ACK came)."""
+        data = {"outTrackId": card.track, "userId": person.staff_id, "corpId": CORP, "type": "actionCallback",
+                "spaceType": "IM", "spaceId": card.chat, "extension": "{}",
+                "content": json.dumps({"cardPrivateData": {"actionIds": [button], "params": {}}})}
+        envelope = self.deliver(CARD_TOPIC, data)
+        message_id = envelope["headers"]["messageId"]
+        with self._acked:
+            self._acked.wait_for(lambda: message_id in self._acks, timeout)
+            ack = self._acks.get(message_id) or {}
+        try:
+            return dict(json.loads(ack.get("data") or "{}").get("response") or {})
+        except (ValueError, AttributeError):
+            return {}
+
+    def cards(self, chat: str | None = None) -> list[Sent]:
+        with self._lock:
+            return [s for s in self.sent if s.via == "card" and (chat is None or s.chat == chat)]
+
     def expire_webhooks(self) -> None:
         """Every session webhook given out so far is past its expiry."""
         with self._lock:
@@ -334,6 +367,8 @@ class FakeDingTalk:
                 message_id = str((ack.get("headers") or {}).get("messageId") or "")
                 if ack.get("code") == 200 and message_id:
                     with self._lock:
+                        self._acks[message_id] = ack
+                        self._acked.notify_all()
                         if message_id in self._state.envelopes:
                             self._state.acked.add(message_id)
                         else:
@@ -396,6 +431,43 @@ class FakeDingTalk:
                 return _openapi_error(400, "invalid.openConversationId", "openConversationId is invalid")
             self.sent.append(Sent(conversation, text, title, "openapi", time.monotonic()))
         return web.json_response({"processQueryKey": secrets.token_urlsafe(12)})
+
+    async def _card(self, request: web.Request) -> web.Response:
+        with self._lock:
+            authorized = request.headers.get("x-acs-dingtalk-access-token", "") in self._tokens
+        if not authorized:
+            return _openapi_error(401, "InvalidAuthentication", "不合法的access_token")
+        try:
+            body = await request.json()
+        except ValueError:
+            return _openapi_error(400, "invalidParameter", "body is not JSON")
+        track, space = str(body.get("outTrackId") or ""), str(body.get("openSpaceId") or "")
+        params = (body.get("cardData") or {}).get("cardParamMap") if isinstance(body.get("cardData"), dict) else None
+        if not body.get("cardTemplateId") or not track or not isinstance(params, dict):
+            return _openapi_error(400, "invalidParameter.card", "cardTemplateId, outTrackId and cardData are required")
+        if body.get("callbackType") != "STREAM":
+            return _openapi_error(400, "invalidParameter.callbackType", "this fake delivers callbacks over Stream only")
+        kind, _, chat = space.removeprefix("dtv1.card//").partition(".")
+        model = body.get("imRobotOpenDeliverModel" if kind == "IM_ROBOT" else "imGroupOpenDeliverModel") or {}
+        with self._lock:
+            known = chat in self.people if kind == "IM_ROBOT" else chat in self.groups if kind == "IM_GROUP" else False
+        if not known:
+            return _openapi_error(400, "invalidParameter.openSpaceId", f"openSpaceId {space!r} names no chat")
+        if model.get("robotCode") != self.client_id:
+            return _openapi_error(400, "invalidParameter.robotCode", "the deliver model's robotCode is wrong")
+        try:
+            layout = json.loads(str(params.get("sys_full_json_obj") or "{}"))
+        except ValueError:
+            return _openapi_error(400, "invalidParameter.cardData", "sys_full_json_obj is not JSON")
+        buttons = [str(b.get("id")) for b in layout.get("msgButtons") or [] if isinstance(b, dict) and b.get("request")]
+        refusal = self._refusal(request.path)
+        if refusal is not None:
+            return _openapi_error(refusal[1], str(refusal[0]["code"]), str(refusal[0]["message"]))
+        with self._lock:
+            self.sent.append(Sent(chat, str(params.get("staticMsgContent") or ""), str(params.get("msgTitle") or ""),
+                                  "card", time.monotonic(), track, buttons, dict(params)))
+        return web.json_response({"success": True, "result": {"outTrackId": track, "deliverResults": [
+            {"spaceType": kind, "spaceId": chat, "success": True, "carrierId": secrets.token_hex(8)}]}})
 
     async def _session_send(self, request: web.Request) -> web.Response:
         with self._lock:
