@@ -296,6 +296,10 @@ class FakeDingTalk:
         asyncio.run_coroutine_threadsafe(send(), self._loop).result(10)
 
     # -- what the robot did ------------------------------------------------------------------
+    def _record(self, sent: Sent) -> None:
+        """A message the robot sent (called with the lock held; bench/channels.py times it here)."""
+        self.sent.append(sent)
+
     def sent_to(self, chat: str) -> list[Sent]:
         with self._lock:
             return [s for s in self.sent if s.chat == chat]
@@ -422,14 +426,14 @@ class FakeDingTalk:
                 invalid = [u for u in users if u not in self.people]
                 for user in users:
                     if user in self.people:
-                        self.sent.append(Sent(user, text, title, "openapi", time.monotonic()))
+                        self._record(Sent(user, text, title, "openapi", time.monotonic()))
             return web.json_response({"processQueryKey": secrets.token_urlsafe(12), "invalidStaffIdList": invalid,
                                       "flowControlledStaffIdList": []})
         conversation = str(body.get("openConversationId") or "")
         with self._lock:
             if conversation not in self.groups:
                 return _openapi_error(400, "invalid.openConversationId", "openConversationId is invalid")
-            self.sent.append(Sent(conversation, text, title, "openapi", time.monotonic()))
+            self._record(Sent(conversation, text, title, "openapi", time.monotonic()))
         return web.json_response({"processQueryKey": secrets.token_urlsafe(12)})
 
     async def _card(self, request: web.Request) -> web.Response:
@@ -464,7 +468,7 @@ class FakeDingTalk:
         if refusal is not None:
             return _openapi_error(refusal[1], str(refusal[0]["code"]), str(refusal[0]["message"]))
         with self._lock:
-            self.sent.append(Sent(chat, str(params.get("staticMsgContent") or ""), str(params.get("msgTitle") or ""),
+            self._record(Sent(chat, str(params.get("staticMsgContent") or ""), str(params.get("msgTitle") or ""),
                                   "card", time.monotonic(), track, buttons, dict(params)))
         return web.json_response({"success": True, "result": {"outTrackId": track, "deliverResults": [
             {"spaceType": kind, "spaceId": chat, "success": True, "carrierId": secrets.token_hex(8)}]}})
@@ -494,7 +498,7 @@ class FakeDingTalk:
         if refusal is not None:
             return web.json_response({"errcode": refusal[0]["errcode"], "errmsg": refusal[0]["errmsg"]})
         with self._lock:
-            self.sent.append(Sent(chat, text, title, "webhook", time.monotonic()))
+            self._record(Sent(chat, text, title, "webhook", time.monotonic()))
         return web.json_response({"errcode": 0, "errmsg": "ok"})
 
 
