@@ -59,7 +59,7 @@ def incoming(message: ChatbotMessage, raw: dict[str, Any]) -> Incoming | None:
         private=private,
         text=text,
         addressed=private or bool(message.is_in_at_list),
-        unreadable=not text,  # a picture, a file, audio: nothing the agent can read yet
+        unreadable=not text,  # a picture, a file, audio: nothing the agent can read yet (docs/dingtalk.md)
         metadata={"dingtalk_conversation_id": str(message.conversation_id or ""),
                   "dingtalk_conversation_type": str(message.conversation_type or ""),
                   "dingtalk_create_at": raw.get("createAt")},
