@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 import secrets
 import time
 import uuid
@@ -100,6 +101,12 @@ class DingTalkAdapter(PlatformAdapter):
         return logged_in(f"app {settings.client_id} got an access token from {settings.api_base()} "
                          f"(robot {settings.robot()})")
 
+    @staticmethod
+    def split_chat(rest: str) -> tuple[str, str | None] | None:
+        """DingTalk chats have no threads, and a sender from outside the organisation is named by an id with
+        ':' in it (`$:LWCP_v1:$…`): everything after `dingtalk:` is the chat."""
+        return (rest, None) if rest else None
+
     async def connect(self) -> None:
         if not self.settings.client_id or not self.settings.client_secret:
             raise ChannelAuthError(f"DingTalk: no credentials: put {CREDENTIALS_FIX} "
@@ -122,7 +129,11 @@ class DingTalkAdapter(PlatformAdapter):
             raise ChannelUnavailable(f"DingTalk not reachable at {self.settings.api_base()} "
                                      f"({e or type(e).__name__})") from None
         secret = self.settings.client_secret.get_secret_value()
-        client = StreamClient(Credential(self.settings.client_id, secret), self.settings.api_base(), self.kit.log,
+        # The SDK's own lines go to a child logger kept at errors: it warns of every SYSTEM ping as an
+        # "unknown message topic", which would fill the daemon's log.
+        sdk_log = logging.getLogger(f"{self.kit.log.name}.sdk")
+        sdk_log.setLevel(logging.ERROR)
+        client = StreamClient(Credential(self.settings.client_id, secret), self.settings.api_base(), sdk_log,
                               self.settings.request_timeout_seconds)
         from dingtalk_stream import ChatbotMessage
 

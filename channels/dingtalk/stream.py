@@ -77,7 +77,10 @@ class StreamClient(DingTalkStreamClient):
             raise OpenRefused(0, f"{type(e).__name__}: {e}") from None
         if response.status_code >= 400:
             raise OpenRefused(response.status_code, response.text)
-        answer = response.json()
+        try:
+            answer = response.json()
+        except ValueError:
+            answer = None
         if not isinstance(answer, dict) or not answer.get("endpoint") or not answer.get("ticket"):
             raise OpenRefused(0, "the gateway answered without an endpoint and ticket")
         return answer

@@ -64,3 +64,11 @@ def test_a_message_naming_no_sender_is_dropped() -> None:
     body = robot_message()
     del body["senderStaffId"], body["senderId"]
     assert parse(body) is None
+
+
+def test_a_session_key_of_an_outside_senders_chat_reads_back_whole() -> None:
+    from clawgate.channels.dingtalk.adapter import DingTalkAdapter
+    from clawgate.channels.kit.keys import parse_session_key, session_key
+
+    for chat in ("manager4321", "cidGROUP==", "$:LWCP_v1:$abc"):
+        assert parse_session_key(session_key("dingtalk", chat), "dingtalk", DingTalkAdapter.split_chat) == (chat, None)
