@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel
 
 from clawgate.channels.dingtalk.events import PRIVATE, chat_of, incoming
-from clawgate.channels.dingtalk.openapi import NETWORK, THROTTLED, ApiError, DingTalkApi, SentMaybe
+from clawgate.channels.dingtalk.openapi import NETWORK, THROTTLED, ApiError, DingTalkApi, SentMaybe, TokenRefused
 from clawgate.channels.dingtalk.settings import DingTalkSettings
 from clawgate.channels.kit import (
     Capabilities,
@@ -298,6 +298,9 @@ def _title(text: str) -> str:
 
 
 def _delivery_error(e: ApiError) -> DeliveryError:
+    if isinstance(e, TokenRefused):
+        return DeliveryError(f"DingTalk refused the app's credentials ({e.code or e.status}): put {CREDENTIALS_FIX}",
+                             permanent=True, channel_down=True)
     if e.code.isdigit() and int(e.code) in THROTTLED or e.status == 429 or "Throttling" in e.code or "QpsLimit" in e.code:
         return DeliveryError(f"DingTalk is rate-limiting the robot ({e.message or e.code})")
     if e.status in (401, 403) and e.code.lower() in ("invalidauthentication", "forbidden.accessdenied.accesstokenpermissiondenied"):

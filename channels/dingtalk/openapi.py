@@ -35,6 +35,10 @@ class ApiError(Exception):
         self.status, self.code, self.message = status, code, message
 
 
+class TokenRefused(ApiError):
+    """The token endpoint refused the app's Client ID or Secret: nothing can be sent until they are fixed."""
+
+
 class SentMaybe(Exception):
     """The request went out and no answer came back: it may have been delivered."""
 
@@ -84,6 +88,10 @@ class DingTalkApi:
                                           {"appKey": self._client_id, "appSecret": self._client_secret})
             except SentMaybe:
                 raise aiohttp.ServerTimeoutError("no answer to the access token request") from None
+            except ApiError as e:
+                if e.status in (400, 401, 403):
+                    raise TokenRefused(e.status, e.code, e.message) from None
+                raise
             token = str((answer or {}).get("accessToken") or "")
             if not token:
                 raise ApiError(200, "noToken", "the token endpoint answered without accessToken")

@@ -147,7 +147,6 @@ def test_a_cron_result_arrives_through_the_openapi_once_the_webhook_expired(
     dingtalk.write(owner, "hello all", group=room)
     expired = time.time() + 3
     wait_until(lambda: said(dingtalk, owner.staff_id) and said(dingtalk, room), "both answers")
-    assert {s.via for s in dingtalk.sent_to(owner.staff_id) + dingtalk.sent_to(room)} == {"webhook"}
     wait_until(lambda: time.time() > expired, "the session webhooks expired")  # "hours later"
     for chat, reply in ((owner.staff_id, "Time to water the plants 🌱"), (room, "Stand-up in five minutes")):
         added = daemon.cli("cron", "add", "--every", "1h", "--deliver", f"dingtalk:{chat}", "--message", "remind",
