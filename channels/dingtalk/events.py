@@ -40,6 +40,9 @@ def _text(message: ChatbotMessage) -> str:
     if message.message_type == "richText" and message.rich_text_content is not None:
         return "".join(str(part.get("text") or "") for part in message.rich_text_content.rich_text_list or []
                        if isinstance(part, dict))
+    content = message.extensions.get("content")
+    if message.message_type == "audio" and isinstance(content, dict) and str(content.get("recognition") or "").strip():
+        return f"[voice message, transcribed by DingTalk] {str(content['recognition']).strip()}"
     return ""
 
 

@@ -60,6 +60,13 @@ def test_rich_text_is_read_and_a_picture_alone_is_unreadable() -> None:
     assert picture.unreadable and picture.text == ""
 
 
+def test_a_voice_message_is_read_as_dingtalks_own_transcription() -> None:
+    voice = parse(robot_message(msgtype="audio", content={"duration": 4000, "downloadCode": "d",
+                                                          "recognition": "call me back"}))
+    assert voice.text == "[voice message, transcribed by DingTalk] call me back" and not voice.unreadable
+    assert parse(robot_message(msgtype="audio", content={"duration": 900, "downloadCode": "d"})).unreadable
+
+
 def test_a_message_naming_no_sender_is_dropped() -> None:
     body = robot_message()
     del body["senderStaffId"], body["senderId"]
