@@ -88,7 +88,7 @@ class DingTalkAdapter(PlatformAdapter):
         try:
             await api.access_token()
         except ApiError as e:
-            if e.status == 400 or e.status == 200:  # DingTalk answers a wrong Client ID or Secret with a 400
+            if isinstance(e, TokenRefused):  # DingTalk answers a wrong Client ID or Secret with a 400
                 return refused("DingTalk", f"credentials ({e.code})", "channels.dingtalk.client_secret",
                                CREDENTIALS_FIX)
             return http_status("DingTalk", settings.api_base(), e.status, credential="channels.dingtalk.client_secret",
@@ -151,7 +151,7 @@ class DingTalkAdapter(PlatformAdapter):
 
         while True:  # a SYSTEM `disconnect` returns: the next connection is opened at once
             try:
-                await self.client.serve()
+                moved = await self.client.serve()
             except OpenRefused as e:
                 if e.status in (400, 401, 403):
                     raise ChannelAuthError(f"DingTalk refused to open a Stream connection ({e}): put "
@@ -159,6 +159,8 @@ class DingTalkAdapter(PlatformAdapter):
                 raise ChannelUnavailable(f"DingTalk Stream gateway not reachable ({e})") from None
             except (websockets.ConnectionClosed, websockets.InvalidHandshake, *NETWORK, TimeoutError) as e:
                 raise ChannelUnavailable(f"DingTalk Stream connection lost ({e or type(e).__name__})") from None
+            if not moved:  # closed without asking us to move: the runner reconnects with backoff
+                raise ChannelUnavailable("DingTalk closed the Stream connection")
             self.kit.log.info("DingTalk asked to reconnect; opening a new Stream connection")
 
     async def disconnect(self) -> None:

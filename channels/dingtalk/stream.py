@@ -85,9 +85,9 @@ class StreamClient(DingTalkStreamClient):
             raise OpenRefused(0, "the gateway answered without an endpoint and ticket")
         return answer
 
-    async def serve(self) -> None:
+    async def serve(self) -> bool:
         """One connection: open it, route every envelope in order (its handler, then its ACK), until the
-        gateway closes it or asks us to reconnect (SYSTEM `disconnect`)."""
+        gateway asks us to reconnect (SYSTEM `disconnect`: True) or closes it (False)."""
         self.pre_start()
         connection = await asyncio.to_thread(self.open_connection)
         uri = f'{connection["endpoint"]}?ticket={quote_plus(connection["ticket"])}'
@@ -100,7 +100,8 @@ class StreamClient(DingTalkStreamClient):
                     self.logger.warning("DingTalk sent a frame that is not JSON; ignored")
                     continue
                 if await self.route_message(envelope) == DingTalkStreamClient.TAG_DISCONNECT:
-                    return  # the gateway is about to close this one: the caller opens the next at once
+                    return True  # the gateway is about to close this one: the caller opens the next at once
+        return False
 
 
 class RobotHandler(CallbackHandler):
