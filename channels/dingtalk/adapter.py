@@ -185,9 +185,13 @@ class DingTalkAdapter(PlatformAdapter):
             if message.session_webhook and message.session_webhook_expired_time:
                 self.kit.store.kv_set(f"webhook:{chat}", json.dumps(
                     {"url": message.session_webhook, "expires_ms": int(message.session_webhook_expired_time)}))
-        found = incoming(message, raw)
+        found = incoming(message, raw, self._download)
         if found is not None:
             await self.kit.receive(found)
+
+    async def _download(self, download_code: str) -> bytes:
+        """A file sent to the robot, read up to one byte past `max_file_bytes` (the kit refuses at that)."""
+        return await self.api.download(self.settings.robot(), download_code, self.settings.max_file_bytes + 1)
 
     def _webhook(self, chat: str) -> str | None:
         """The chat's latest session webhook while it is valid (with the margin), else None."""

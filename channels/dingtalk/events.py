@@ -15,12 +15,14 @@ open conversation id the group send takes). DingTalk delivers a group message on
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from clawgate.channels.kit import Incoming, Sender
+from clawgate.channels.kit import Incoming, IncomingFile, Sender
 
 if TYPE_CHECKING:  # the SDK is imported only when the channel connects
     from dingtalk_stream import ChatbotMessage
+
+Fetch = Callable[[str], Awaitable[bytes]]  # a downloadCode -> the file's bytes
 
 PRIVATE = "1"
 GROUP = "2"
@@ -46,13 +48,29 @@ def _text(message: ChatbotMessage) -> str:
     return ""
 
 
-def incoming(message: ChatbotMessage, raw: dict[str, Any]) -> Incoming | None:
+def _files(message: ChatbotMessage, fetch: Fetch) -> tuple[IncomingFile, ...]:
+    """Pictures (alone or in rich text) and files, fetched by their downloadCode only once the sender was
+    admitted. All are saved in the sender's workspace: DingTalk names no picture's image type before the
+    download, and the model must not be told a PNG is a JPEG."""
+    found: list[tuple[str, str | None]] = []  # (downloadCode, file name)
+    content = message.extensions.get("content")
+    if message.message_type == "file" and isinstance(content, dict) and content.get("downloadCode"):
+        found.append((str(content["downloadCode"]), str(content.get("fileName") or "") or None))
+    elif message.message_type in ("picture", "richText"):
+        found += [(str(code), None) for code in message.get_image_list() or [] if code]
+    return tuple(IncomingFile(name=name or "picture", size=None, mime=None,
+                              fetch=(lambda c=code: fetch(c)), kind="file")  # type: ignore[misc]
+                 for code, name in found)
+
+
+def incoming(message: ChatbotMessage, raw: dict[str, Any], fetch: Fetch) -> Incoming | None:
     """The kit's Incoming, or None for what names no message, sender or chat."""
     user, chat = sender_id(message), chat_of(message)
     if not message.message_id or not user or not chat:
         return None
     private = str(message.conversation_type) == PRIVATE
     text = _text(message).strip()
+    files = _files(message, fetch)
     return Incoming(
         message_id=str(message.message_id),
         chat_id=chat,
@@ -62,7 +80,8 @@ def incoming(message: ChatbotMessage, raw: dict[str, Any]) -> Incoming | None:
         private=private,
         text=text,
         addressed=private or bool(message.is_in_at_list),
-        unreadable=not text,  # a picture, a file, audio: nothing the agent can read yet (docs/dingtalk.md)
+        files=files,
+        unreadable=not text and not files,  # a video, a voice message without a transcription
         metadata={"dingtalk_conversation_id": str(message.conversation_id or ""),
                   "dingtalk_conversation_type": str(message.conversation_type or ""),
                   "dingtalk_create_at": raw.get("createAt")},

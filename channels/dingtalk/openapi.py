@@ -111,6 +111,24 @@ class DingTalkApi:
         token = await self.access_token(fresh=True)
         return await self._post(url, body, {"x-acs-dingtalk-access-token": token}) or {}
 
+    async def download(self, robot_code: str, download_code: str, limit: int) -> bytes:
+        """A file a person sent the robot: `POST /v1.0/robot/messageFiles/download` names a short-lived URL,
+        read up to `limit` bytes (the caller refuses what reaches it: never a whole oversized file)."""
+        answer = await self.robot_send("/v1.0/robot/messageFiles/download",
+                                       {"downloadCode": download_code, "robotCode": robot_code})
+        url = str(answer.get("downloadUrl") or "")
+        if not url.startswith(("https://", "http://")):
+            raise ApiError(200, "noDownloadUrl", "the download answer named no URL")
+        data = bytearray()
+        async with self._client().get(url) as response:
+            if response.status >= 400:
+                raise ApiError(response.status, "download", f"the file's URL answered HTTP {response.status}")
+            async for chunk in response.content.iter_chunked(64 * 1024):
+                data += chunk
+                if len(data) >= limit:
+                    break
+        return bytes(data[:limit])
+
     async def webhook_send(self, url: str, body: dict[str, Any]) -> None:
         """A reply through a session webhook; its `errcode` other than 0 is a refusal."""
         answer = await self._post(url, body)

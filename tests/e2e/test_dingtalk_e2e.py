@@ -4,7 +4,7 @@ writing to the robot through it.
 
 What the conformance suite does not cover: replies through the session webhook and, once it expired, the
 robot OpenAPI (a cron result to a 1:1 chat and to a group, the access token cached); identity by user id
-(a nickname copying the owner's is a stranger); approvals in a group by card button (only an owner's
+(a nickname copying the owner's is a stranger); files and pictures into the workspace; approvals in a group by card button (only an owner's
 press on a card the robot sent counts) and by `/approve ID`; the gateway's ping and disconnect;
 two apps at once; refused credentials, and `doctor`.
 """
@@ -136,6 +136,24 @@ def test_without_cards_the_owner_approves_with_the_approve_command(dt_daemon, di
     dingtalk.write(owner, f"/approve {approval}", group=room)
     wait_until(lambda: "Created approved.txt." in said(dingtalk, room), "the run to finish", describe=daemon.log_text)
     assert (daemon.workspace / "approved.txt").exists()
+
+
+def test_files_and_pictures_come_into_the_workspace_within_the_limit(dt_daemon, dingtalk: FakeDingTalk,
+                                                                      owner: Person, fake_model: FakeAnthropic) -> None:
+    daemon = dt_daemon(max_file_bytes=1000)
+    fake_model.enqueue(text("got the file"), text("got the picture"))
+    dingtalk.write(owner, "", file=("notes.txt", b"remember the milk\n"))
+    wait_until(lambda: "got the file" in said(dingtalk, owner.staff_id), "the answer", describe=daemon.log_text)
+    saved = wait_until(lambda: list((daemon.workspace / "inbox").rglob("*notes.txt")), "the saved file")
+    assert [p.read_bytes() for p in saved] == [b"remember the milk\n"]
+    assert "notes.txt" in json.dumps(fake_model.requests[0]["messages"])
+    dingtalk.write(owner, "", picture=b"\x89PNG\r\n\x1a\n" + b"p" * 100)
+    wait_until(lambda: "got the picture" in said(dingtalk, owner.staff_id), "the picture's answer")
+    assert list((daemon.workspace / "inbox").rglob("*picture"))
+    dingtalk.write(owner, "", file=("big.bin", b"x" * 5000))
+    wait_until(lambda: len(said(dingtalk, owner.staff_id)) >= 3, "the refusal")
+    assert "too large" in said(dingtalk, owner.staff_id)[2] and dingtalk.downloads == 3
+    assert not list((daemon.workspace / "inbox").rglob("*big.bin"))
 
 
 def test_a_cron_result_arrives_through_the_openapi_once_the_webhook_expired(

@@ -18,6 +18,8 @@
   with the buttons in `sys_full_json_obj`). A press (`press`) is a CALLBACK envelope on
   `/v1.0/card/instances/callback` `{outTrackId, userId, content: {cardPrivateData: {actionIds}}}`; the
   client's ACK carries the card's answer to the presser.
+- `POST /v1.0/robot/messageFiles/download` `{downloadCode, robotCode}` (token as above) -> `{downloadUrl}`,
+  a URL on this server (`GET /download/<one-time name>`) with the file a person sent.
 - Session webhooks `POST /robot/sendBySession?session=…` (one per robot message, valid until its
   `sessionWebhookExpiredTime`): `{msgtype: markdown|text, …}` -> `{errcode: 0}`; an expired one answers
   errcode 300001 (the fake's choice: DingTalk documents no code for it).
@@ -97,6 +99,9 @@ class FakeDingTalk:
         self._tokens: set[str] = set()
         self._sessions: dict[str, tuple[str, float]] = {}  # session -> (chat, expires epoch seconds)
         self._failures: list[tuple[dict[str, Any], int]] = []
+        self._files: dict[str, bytes] = {}  # downloadCode -> the bytes a person sent
+        self._links: dict[str, str] = {}  # a download URL's name -> its downloadCode
+        self.downloads = 0
         self._acks: dict[str, dict[str, Any]] = {}  # messageId -> the client's ACK frame
         self._acked = threading.Condition(self._lock)  # (answer, HTTP status) for the next sends
         self._sockets: list[_Socket] = []
@@ -137,6 +142,8 @@ class FakeDingTalk:
         app.router.add_post("/v1.0/robot/groupMessages/send", self._robot_send)
         app.router.add_post("/robot/sendBySession", self._session_send)
         app.router.add_post("/v1.0/card/instances/createAndDeliver", self._card)
+        app.router.add_post("/v1.0/robot/messageFiles/download", self._download_link)
+        app.router.add_get("/download/{name}", self._download)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.port)
@@ -185,9 +192,11 @@ class FakeDingTalk:
             return any(ROBOT_TOPIC in s.topics for s in self._sockets)
 
     def write(self, person: Person, text: str, *, group: str | None = None, mention: bool = True,
-              staff: bool = True) -> dict[str, Any]:
+              staff: bool = True, file: tuple[str, bytes] | None = None, picture: bytes | None = None
+              ) -> dict[str, Any]:
         """`person` writes `text` to the robot (1:1, or in `group`, @mentioning it or not); the envelope sent.
-        `staff=False`: a sender from outside the organisation (no senderStaffId)."""
+        `staff=False`: a sender from outside the organisation (no senderStaffId). `file` (name, bytes) or
+        `picture` (bytes): a file or picture message instead of text."""
         now_ms = int(time.time() * 1000)
         chat = group or person.staff_id
         session = secrets.token_urlsafe(24)
@@ -201,6 +210,13 @@ class FakeDingTalk:
             "sessionWebhook": f"{self.url}/robot/sendBySession?session={session}", "robotCode": self.client_id,
             "msgtype": "text", "text": {"content": (" " + text) if group and mention else text},
         }
+        if file is not None or picture is not None:
+            code = secrets.token_urlsafe(18)
+            with self._lock:
+                self._files[code] = file[1] if file is not None else picture  # type: ignore[assignment]
+            del message["text"]
+            message["msgtype"] = "file" if file is not None else "picture"
+            message["content"] = {"downloadCode": code, **({"fileName": file[0]} if file is not None else {})}
         if staff:
             message["senderStaffId"] = person.staff_id
         if group:
@@ -435,6 +451,34 @@ class FakeDingTalk:
                 return _openapi_error(400, "invalid.openConversationId", "openConversationId is invalid")
             self._record(Sent(conversation, text, title, "openapi", time.monotonic()))
         return web.json_response({"processQueryKey": secrets.token_urlsafe(12)})
+
+    async def _download_link(self, request: web.Request) -> web.Response:
+        with self._lock:
+            authorized = request.headers.get("x-acs-dingtalk-access-token", "") in self._tokens
+        if not authorized:
+            return _openapi_error(401, "InvalidAuthentication", "不合法的access_token")
+        try:
+            body = await request.json()
+        except ValueError:
+            return _openapi_error(400, "invalidParameter", "body is not JSON")
+        if body.get("robotCode") != self.client_id:
+            return _openapi_error(400, "invalidParameter.robotCode.notExsit", "robotCode does not exist")
+        code = str(body.get("downloadCode") or "")
+        with self._lock:
+            if code not in self._files:
+                return _openapi_error(400, "invalidParameter.downloadCode", "downloadCode is invalid")
+            name = secrets.token_urlsafe(18)
+            self._links[name] = code
+        return web.json_response({"downloadUrl": f"{self.url}/download/{name}"})
+
+    async def _download(self, request: web.Request) -> web.StreamResponse:
+        with self._lock:
+            code = self._links.pop(request.match_info["name"], None)  # a link is good for one download
+            data = self._files.get(code or "")
+            self.downloads += data is not None
+        if data is None:
+            return web.Response(status=404, text="no such file")
+        return web.Response(body=data, content_type="application/octet-stream")
 
     async def _card(self, request: web.Request) -> web.Response:
         with self._lock:

@@ -22,8 +22,12 @@ def robot_message(text: str = "hello", *, group: bool = False, at: bool = True, 
     return {**body, **extra}
 
 
+async def fetch(code: str) -> bytes:
+    return f"bytes of {code}".encode()
+
+
 def parse(body: dict[str, Any]) -> Any:
-    return incoming(ChatbotMessage.from_dict(body), body)
+    return incoming(ChatbotMessage.from_dict(body), body, fetch)
 
 
 def test_a_one_to_one_message_is_private_addressed_and_the_chat_is_the_person() -> None:
@@ -52,12 +56,16 @@ def test_a_group_message_is_the_conversations_and_addressed_only_when_the_robot_
     assert not parse(robot_message("among ourselves", group=True, at=False)).addressed
 
 
-def test_rich_text_is_read_and_a_picture_alone_is_unreadable() -> None:
-    rich = parse(robot_message(msgtype="richText", content={"richText": [{"text": "see "}, {"downloadCode": "d"},
-                                                                        {"text": "this"}]}))
-    assert rich.text == "see this" and not rich.unreadable
-    picture = parse(robot_message(msgtype="picture", content={"downloadCode": "d"}))
-    assert picture.unreadable and picture.text == ""
+async def test_rich_text_is_read_and_pictures_and_files_come_as_files_fetched_by_their_download_code() -> None:
+    rich = parse(robot_message(msgtype="richText", content={"richText": [{"text": "see "}, {"downloadCode": "d1",
+                                                                        "type": "picture"}, {"text": "this"}]}))
+    assert rich.text == "see this" and not rich.unreadable and len(rich.files) == 1
+    assert await rich.files[0].fetch() == b"bytes of d1" and rich.files[0].kind == "file"
+    picture = parse(robot_message(msgtype="picture", content={"downloadCode": "d2"}))
+    assert picture.text == "" and not picture.unreadable and [f.name for f in picture.files] == ["picture"]
+    document = parse(robot_message(msgtype="file", content={"downloadCode": "d3", "fileName": "plan.pdf"}))
+    assert [f.name for f in document.files] == ["plan.pdf"] and await document.files[0].fetch() == b"bytes of d3"
+    assert parse(robot_message(msgtype="video", content={"duration": 3})).unreadable
 
 
 def test_a_voice_message_is_read_as_dingtalks_own_transcription() -> None:
