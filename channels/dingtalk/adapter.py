@@ -19,6 +19,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import mimetypes
 import secrets
 import time
 import uuid
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
 # DingTalk documents no exact limit for a robot's Markdown text; long ones are cut or refused
 # (invalidParameter.msgParam.tooLong), so answers are split well under what it takes.
 MAX_CHARS = 4000
+MAX_FILE_BYTES = 20 * 1024 * 1024  # media/upload's limit for a file
 CREDENTIALS_FIX = ("the app's Client ID and Client Secret (DingTalk developer console → your app → Credentials) in "
                    "[channels.dingtalk] client_id and client_secret")
 TOO_LONG = "invalidParameter.msgParam.tooLong"
@@ -64,7 +66,7 @@ class DingTalkAdapter(PlatformAdapter):
     name: ClassVar[str] = "dingtalk"
     settings_model: ClassVar[type[DingTalkSettings]] = DingTalkSettings
     account_fields: ClassVar[tuple[str, ...]] = ("base_url", "client_id")
-    capabilities: ClassVar[Capabilities] = Capabilities(max_chars=MAX_CHARS)
+    capabilities: ClassVar[Capabilities] = Capabilities(max_chars=MAX_CHARS, files=True, max_file_bytes=MAX_FILE_BYTES)
 
     def __init__(self, settings: DingTalkSettings, kit: ChannelKit) -> None:  # type: ignore[override]
         super().__init__(settings, kit)
@@ -238,12 +240,36 @@ class DingTalkAdapter(PlatformAdapter):
         except (*NETWORK, asyncio.TimeoutError) as e:
             raise DeliveryError(f"DingTalk unreachable ({e or type(e).__name__})") from None
 
-    async def _openapi_send(self, chat: str, title: str, text: str) -> str:
-        param = json.dumps({"title": title, "text": text}, ensure_ascii=False)
+    async def send_file(self, target: Target, name: str, data: bytes, caption: str) -> str:
+        """Upload (media/upload), then a `sampleFile` message through the robot OpenAPI (a session webhook
+        carries no files); the caption follows as its own message."""
+        mime = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        try:
+            media_id = await self.api.upload(self.settings.media(), name, data, mime)
+            file_type = name.rpartition(".")[2].lower() if "." in name else "file"
+            sent = await self._openapi_send(target.chat_id, "", "", key="sampleFile", param={
+                "mediaId": media_id, "fileName": name, "fileType": file_type})
+        except ApiError as e:
+            raise _delivery_error(e) from None
+        except SentMaybe as e:
+            raise Unconfirmed(str(e)) from None
+        except (*NETWORK, asyncio.TimeoutError) as e:
+            raise DeliveryError(f"DingTalk unreachable ({e or type(e).__name__})") from None
+        if caption.strip():
+            try:  # the file is out: a caption that fails is not worth sending the file again
+                await self.send_text(target, self.kit.markdown.escape(caption))
+            except (DeliveryError, Unconfirmed) as e:
+                self.kit.log.warning("DingTalk: the caption of %s was not sent: %s", name, e)
+        return sent
+
+    async def _openapi_send(self, chat: str, title: str, text: str, *, key: str = "sampleMarkdown",
+                            param: dict[str, Any] | None = None) -> str:
+        params = param if param is not None else {"title": title, "text": text}
+        param_text = json.dumps(params, ensure_ascii=False)
         robot = self.settings.robot()
         if self._is_private(chat):
             answer = await self.api.robot_send("/v1.0/robot/oToMessages/batchSend", {
-                "robotCode": robot, "userIds": [chat], "msgKey": "sampleMarkdown", "msgParam": param})
+                "robotCode": robot, "userIds": [chat], "msgKey": key, "msgParam": param_text})
             if chat in (answer.get("invalidStaffIdList") or []):
                 raise DeliveryError(f"DingTalk: {chat} is no user of the organisation the robot can write to",
                                     permanent=True)
@@ -251,7 +277,7 @@ class DingTalkAdapter(PlatformAdapter):
                 raise DeliveryError("DingTalk is holding back messages to this user (flow control)")
         else:
             answer = await self.api.robot_send("/v1.0/robot/groupMessages/send", {
-                "robotCode": robot, "openConversationId": chat, "msgKey": "sampleMarkdown", "msgParam": param})
+                "robotCode": robot, "openConversationId": chat, "msgKey": key, "msgParam": param_text})
         return str(answer.get("processQueryKey") or f"openapi-{uuid.uuid4().hex}")
 
     async def send_approval(self, target: Target, approval_id: str, text: str) -> str | None:

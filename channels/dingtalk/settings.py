@@ -8,6 +8,7 @@ from pydantic import Field, SecretStr
 from clawgate.channels.kit import AccessSettings
 
 API_BASE = "https://api.dingtalk.com"
+MEDIA_BASE = "https://oapi.dingtalk.com"  # the older API host, where files are uploaded
 
 
 class DingTalkSettings(AccessSettings):
@@ -18,6 +19,9 @@ class DingTalkSettings(AccessSettings):
     client_secret: SecretStr | None = Field(None, description="the app's Client Secret (AppSecret)")
     robot_code: str = Field("", description=(
         "the robot's code for sends through the OpenAPI; empty: the Client ID (an app robot's code is its AppKey)"))
+    media_base: str = Field("", description=(
+        "the API host files are uploaded to (media/upload); empty: base_url when that is set, else "
+        "https://oapi.dingtalk.com"))
     request_timeout_seconds: float = Field(30.0, gt=0, description="one HTTP call to DingTalk at most")
     approval_cards: bool = Field(True, description=(
         "approvals as an interactive card with Approve / Deny buttons (the app needs the card permission "
@@ -27,6 +31,9 @@ class DingTalkSettings(AccessSettings):
 
     def api_base(self) -> str:
         return (self.base_url or API_BASE).rstrip("/")
+
+    def media(self) -> str:
+        return (self.media_base or self.base_url or MEDIA_BASE).rstrip("/")
 
     def robot(self) -> str:
         return self.robot_code or self.client_id

@@ -4,7 +4,7 @@ writing to the robot through it.
 
 What the conformance suite does not cover: replies through the session webhook and, once it expired, the
 robot OpenAPI (a cron result to a 1:1 chat and to a group, the access token cached); identity by user id
-(a nickname copying the owner's is a stranger); files and pictures into the workspace; approvals in a group by card button (only an owner's
+(a nickname copying the owner's is a stranger); files and pictures into the workspace, a file the agent sends; approvals in a group by card button (only an owner's
 press on a card the robot sent counts) and by `/approve ID`; the gateway's ping and disconnect;
 two apps at once; refused credentials, and `doctor`.
 """
@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
+from tests.conformance.platforms.dingtalk import plain
 from tests.e2e.test_doctor import run_doctor
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
 from tests.fakes.dingtalk import CLIENT_SECRET, FakeDingTalk, Person, Sent
@@ -154,6 +155,18 @@ def test_files_and_pictures_come_into_the_workspace_within_the_limit(dt_daemon, 
     wait_until(lambda: len(said(dingtalk, owner.staff_id)) >= 3, "the refusal")
     assert "too large" in said(dingtalk, owner.staff_id)[2] and dingtalk.downloads == 3
     assert not list((daemon.workspace / "inbox").rglob("*big.bin"))
+
+
+def test_the_agent_sends_a_file_through_the_openapi(dt_daemon, dingtalk: FakeDingTalk, owner: Person,
+                                                   fake_model: FakeAnthropic) -> None:
+    daemon = dt_daemon()
+    (daemon.workspace / "summary.pdf").write_bytes(b"%PDF the summary\n" * 50)
+    fake_model.enqueue(tool_use("send_file", {"path": "summary.pdf", "caption": "Here it is."}), text("Sent."))
+    dingtalk.write(owner, "send me the summary")
+    wait_until(lambda: "Sent." in said(dingtalk, owner.staff_id), "the run's answer", describe=daemon.log_text)
+    [sent] = [s for s in dingtalk.sent_to(owner.staff_id) if s.file is not None]
+    assert sent.text == "📎 summary.pdf" and sent.file == b"%PDF the summary\n" * 50 and sent.via == "openapi"
+    assert "Here it is." in [plain(t) for t in said(dingtalk, owner.staff_id)]  # the caption, Markdown-escaped
 
 
 def test_a_cron_result_arrives_through_the_openapi_once_the_webhook_expired(

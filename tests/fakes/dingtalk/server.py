@@ -20,6 +20,8 @@
   client's ACK carries the card's answer to the presser.
 - `POST /v1.0/robot/messageFiles/download` `{downloadCode, robotCode}` (token as above) -> `{downloadUrl}`,
   a URL on this server (`GET /download/<one-time name>`) with the file a person sent.
+- `POST /media/upload?access_token=` (the older API host's upload, the same tokens): multipart `type` file
+  and `media` (up to 20 MB) -> `{errcode: 0, media_id}`; a `sampleFile` robot message names the media_id.
 - Session webhooks `POST /robot/sendBySession?session=…` (one per robot message, valid until its
   `sessionWebhookExpiredTime`): `{msgtype: markdown|text, …}` -> `{errcode: 0}`; an expired one answers
   errcode 300001 (the fake's choice: DingTalk documents no code for it).
@@ -65,6 +67,7 @@ class Sent:
     track: str = ""  # a card's outTrackId
     buttons: list[str] = field(default_factory=list)  # a card's button ids that call back
     params: dict[str, Any] = field(default_factory=dict)  # a card's cardParamMap
+    file: bytes | None = None  # a file message's file
 
 
 @dataclass
@@ -102,6 +105,7 @@ class FakeDingTalk:
         self._files: dict[str, bytes] = {}  # downloadCode -> the bytes a person sent
         self._links: dict[str, str] = {}  # a download URL's name -> its downloadCode
         self.downloads = 0
+        self.media: dict[str, tuple[str, bytes]] = {}  # media_id -> (file name, bytes) uploaded by the robot
         self._acks: dict[str, dict[str, Any]] = {}  # messageId -> the client's ACK frame
         self._acked = threading.Condition(self._lock)  # (answer, HTTP status) for the next sends
         self._sockets: list[_Socket] = []
@@ -144,6 +148,7 @@ class FakeDingTalk:
         app.router.add_post("/v1.0/card/instances/createAndDeliver", self._card)
         app.router.add_post("/v1.0/robot/messageFiles/download", self._download_link)
         app.router.add_get("/download/{name}", self._download)
+        app.router.add_post("/media/upload", self._upload)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.port)
@@ -431,6 +436,13 @@ class FakeDingTalk:
             text, title = _message_param(str(body.get("msgKey") or ""), body.get("msgParam"))
         except ValueError as e:
             return _openapi_error(400, "invalidParameter.msgParam.invalid", str(e))
+        file: bytes | None = None
+        if body.get("msgKey") == "sampleFile":
+            with self._lock:
+                stored = self.media.get(json.loads(body["msgParam"]).get("mediaId") or "")
+            if stored is None:
+                return _openapi_error(400, "invalidParameter.msgParam.invalid", "mediaId is not an uploaded file")
+            file = stored[1]
         refusal = self._refusal(request.path)
         if refusal is not None:
             return _openapi_error(refusal[1], str(refusal[0]["code"]), str(refusal[0]["message"]))
@@ -442,15 +454,35 @@ class FakeDingTalk:
                 invalid = [u for u in users if u not in self.people]
                 for user in users:
                     if user in self.people:
-                        self._record(Sent(user, text, title, "openapi", time.monotonic()))
+                        self._record(Sent(user, text, title, "openapi", time.monotonic(), file=file))
             return web.json_response({"processQueryKey": secrets.token_urlsafe(12), "invalidStaffIdList": invalid,
                                       "flowControlledStaffIdList": []})
         conversation = str(body.get("openConversationId") or "")
         with self._lock:
             if conversation not in self.groups:
                 return _openapi_error(400, "invalid.openConversationId", "openConversationId is invalid")
-            self._record(Sent(conversation, text, title, "openapi", time.monotonic()))
+            self._record(Sent(conversation, text, title, "openapi", time.monotonic(), file=file))
         return web.json_response({"processQueryKey": secrets.token_urlsafe(12)})
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        with self._lock:
+            authorized = request.query.get("access_token", "") in self._tokens
+        if not authorized:
+            return web.json_response({"errcode": 40014, "errmsg": "不合法的access_token"})
+        if not request.content_type.startswith("multipart/"):
+            return web.json_response({"errcode": 40035, "errmsg": "not multipart"})
+        form = await request.post()
+        media = form.get("media")
+        if form.get("type") != "file" or not hasattr(media, "file"):
+            return web.json_response({"errcode": 40035, "errmsg": "type file and media are required"})
+        data = media.file.read()  # type: ignore[union-attr]
+        if len(data) > 20 * 1024 * 1024:
+            return web.json_response({"errcode": 40006, "errmsg": "file too large"})
+        media_id = "@" + secrets.token_urlsafe(20)
+        with self._lock:
+            self.media[media_id] = (str(media.filename), data)  # type: ignore[union-attr]
+        return web.json_response({"errcode": 0, "errmsg": "ok", "media_id": media_id, "type": "file",
+                                  "created_at": int(time.time() * 1000)})
 
     async def _download_link(self, request: web.Request) -> web.Response:
         with self._lock:
@@ -558,6 +590,10 @@ def _message_param(key: str, raw: Any) -> tuple[str, str]:
         if not param.get("text") or not param.get("title"):
             raise ValueError("sampleMarkdown needs title and text")
         return str(param["text"]), str(param["title"])
+    if key == "sampleFile":
+        if not param.get("mediaId") or not param.get("fileName") or not param.get("fileType"):
+            raise ValueError("sampleFile needs mediaId, fileName and fileType")
+        return f"📎 {param['fileName']}", ""
     if key == "sampleText":
         if not param.get("content"):
             raise ValueError("sampleText needs content")
