@@ -27,6 +27,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench.core_bench import pct  # noqa: E402
 from tests.fakes.anthropic_api import FakeAnthropic, last_user_block, text  # noqa: E402
+from tests.fakes.dingtalk import CLIENT_SECRET as DINGTALK_SECRET  # noqa: E402
+from tests.fakes.dingtalk import FakeDingTalk, Sent  # noqa: E402
 from tests.fakes.echochat import EchoChatServer  # noqa: E402
 from tests.fakes.googlechat import PROJECT_NUMBER, FakeGoogleChat  # noqa: E402
 from tests.fakes.mattermost import BOT_TOKEN as MATTERMOST_TOKEN  # noqa: E402
@@ -238,6 +240,39 @@ class MattermostPlatform(Platform):
         self.fake.stop()
 
 
+class DingTalkPlatform(Platform):
+    """The DingTalk adapter (the official Stream SDK) against the fake DingTalk: envelopes over the Stream
+    WebSocket in, replies through each message's session webhook out."""
+
+    name = "dingtalk"
+
+    def __init__(self) -> None:
+        super().__init__()
+        platform = self
+
+        class Timed(FakeDingTalk):
+            def _record(self, sent: Sent) -> None:
+                platform.saw(sent.text)
+                super()._record(sent)
+
+        self.fake = Timed().start()
+        self.people: dict[int, Any] = {}
+
+    def env(self) -> dict[str, str]:
+        section = {"ENABLED": "true", "CLIENT_ID": self.fake.client_id, "CLIENT_SECRET": DINGTALK_SECRET,
+                   "BASE_URL": self.fake.url, "DM_POLICY": "open"}
+        return {f"CLAWGATE_CHANNELS__DINGTALK__{k}": v for k, v in section.items()}
+
+    def inject(self, chat: int, text: str) -> None:
+        if chat not in self.people:
+            self.people[chat] = self.fake.add_person(f"bench{chat}")
+        wait(lambda: self.fake.connected() and 1.0, 60)
+        self.fake.write(self.people[chat], text)
+
+    def close(self) -> None:
+        self.fake.stop()
+
+
 class EchoChatPlatform(Platform):
     """The example third-party channel (tests/plugins/echochat), installed with pip for the run."""
 
@@ -395,7 +430,7 @@ PLATFORMS: dict[str, Callable[[], Platform]] = {"telegram": TelegramPlatform, "d
                                                 "slack": SlackPlatform, "matrix": MatrixPlatform,
                                                 "email": EmailPlatform, "signal": SignalPlatform, "mattermost": MattermostPlatform,
                                                 "echochat": EchoChatPlatform, "whatsapp": WhatsAppPlatform,
-                                                "googlechat": GoogleChatPlatform}
+                                                "googlechat": GoogleChatPlatform, "dingtalk": DingTalkPlatform}
 
 
 def measure(make: Callable[[], Platform], chats: int) -> tuple[list[float], list[float]]:
