@@ -267,6 +267,20 @@ class Roster:
         ident, _ = agent_of_key(key)
         return self.get(ident)
 
+    def refusal(self, session_key: str, named: str | None) -> str | None:
+        """Why a client acting for the agent `named` (None: a client that named none, which acts for the
+        default agent) may not touch `session_key` (a checkpoint's session, a fork's new session), or None.
+        Only naming a session's own agent reaches it: a bare checkpoint id or session key never crosses."""
+        acting = self.get(named)
+        owner = agent_id_of(session_key)
+        if owner == (None if acting.default else acting.id):
+            return None
+        whose = self.default.id if owner is None else owner
+        if named:
+            return f"session {session_key!r} belongs to another agent ({whose!r}) than {named!r}; name its own agent"
+        return (f"session {session_key!r} belongs to agent {whose!r}, not the default agent; "
+                f"name it to act on it (--agent {whose}, or `agent` in the request)")
+
     @classmethod
     def single(cls, workspace: Path) -> "Roster":
         """Today's one agent, for callers built without a config (tests, tools)."""
