@@ -322,7 +322,9 @@ def build_producers(paths: Paths, settings: Settings, state: State, talk: Conver
         talk.tools.add(Spawn(subagents))
     mcp = McpManager(settings.mcp, talk.tools, workspace=state.workspace.root, logs=paths.logs)
     heartbeat = Heartbeat(settings.heartbeat, workspace=state.workspace.root, tasks=state.tasks,
-                          sessions=state.sessions, bus=state.bus, events=state.events, busy=sessions.busy)
+                          sessions=state.sessions, bus=state.bus, events=state.events, busy=sessions.busy,
+                          agents={agent.session_key(settings.heartbeat.session): agent.workspace  # each its own
+                                  for agent in state.roster.agents.values() if not agent.default})
     triggers = Triggers(cron=cron, heartbeat=heartbeat, cron_settings=settings.cron,
                         heartbeat_settings=settings.heartbeat)
     return Producers(sessions=sessions, cron=cron, heartbeat=heartbeat, triggers=triggers, subagents=subagents, mcp=mcp)
