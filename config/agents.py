@@ -51,7 +51,9 @@ class AgentConfig(_Section):
     fallback_models: list[str] | None = Field(None, description=(
         "models tried after `model` fails; default: providers.anthropic.fallback_models"))
     max_tokens: int | None = Field(None, ge=1, description="longest answer per model call; default: agent.max_tokens")
-    daily_tokens: int | None = Field(None, ge=1, description="tokens (input and output) per day before its runs are refused; default: no limit")
+    daily_tokens: int | None = Field(None, ge=1, description=(
+        "tokens per day (as `clawgate usage` counts them) its sessions may use before its model calls are "
+        "refused until the next day; default: no limit"))
     owners: list[str] | None = Field(None, description=(
         "who owns this agent (\"<channel>:<user id>\"); default: each channel's owners"))
     tools: AgentToolPolicy = Field(default_factory=AgentToolPolicy)
@@ -82,8 +84,9 @@ class Binding(_Section):
 
 
 # The keys of [agents.<id>] the daemon applies today; the others are refused at load rather than read and
-# ignored (an agent's own owners, token budget and the rest of its tool policy are the next step, docs/agents.md).
-APPLIED = frozenset({"default", "name", "workspace", "model", "max_tokens", "fallback_models", "tools", "owners"})  # of tools, `allow` only (problem())
+# ignored (the rest of an agent's tool policy is the next step, docs/agents.md).
+APPLIED = frozenset({"default", "name", "workspace", "model", "max_tokens", "fallback_models", "tools", "owners",
+                     "daily_tokens"})  # of tools, `allow` only (problem())
 
 # The order of specificity: a binding setting an earlier key beats one that does not, whatever else.
 SPECIFICITY = ("peer", "room", "roles", "guild", "team", "account", "channel")
@@ -124,7 +127,7 @@ def problem(agents: Mapping[str, AgentConfig], bindings: list[Binding]) -> str |
                     "write e.g. \"telegram:123456\" (any account) or \"telegram.work:123456\" (one account)")
         if unapplied:
             return (f"agents.{ident}.{unapplied[0]} is not applied yet: in this version each agent has its own "
-                    "workspace, model, tool list and owners, but they share [agent]'s other settings and the token budget; "
+                    "workspace, model, tool list, owners and daily_tokens, but they share [agent]'s other settings; "
                     "remove it")
     defaults = [ident for ident, agent in agents.items() if agent.default]
     if agents and len(defaults) != 1:

@@ -12,6 +12,7 @@ from clawgate.agent.context.builder import AgentView
 from clawgate.agent.mcp.tool import McpTool
 from clawgate.agent.session import SessionManager
 from clawgate.agent.tools import ToolRegistry
+from clawgate.agent.usage.ledger import UsageLedger
 from clawgate.config.agents import AGENT_PREFIX, AgentConfig, Place, Roster, agent_id_of, split_workspace
 from clawgate.config.schema import AgentSettings
 from clawgate.workspace.users import Workspaces
@@ -80,3 +81,25 @@ def agent_identity(roster: Roster, agent: AgentSettings) -> Callable[[str], tupl
         config = known.config if known is not None else AgentConfig()
         return config.name or agent.name, config.model or agent.model
     return identity
+
+
+def token_budget(roster: Roster, ledger: UsageLedger) -> Callable[[str], str | None] | None:
+    """Why a session may not call the model now: its agent's `daily_tokens` are spent for today (the ledger's
+    count of its sessions' calls, sub-agents', cron's and heartbeat's included), else None. None when no agent
+    sets a budget. A call already running finishes; the next one is refused in one line."""
+    limits = {(None if a.default else a.id): (a.id, a.config.daily_tokens)
+              for a in roster.agents.values() if a.config.daily_tokens}
+    if not limits:
+        return None
+
+    def refuse(session_key: str) -> str | None:
+        ident = agent_id_of(session_key)
+        if ident not in limits:
+            return None
+        name, limit = limits[ident]
+        used = ledger.agent_today(ident)
+        if used < limit:
+            return None
+        return (f"Agent {name!r} has used its daily token budget ({used} of {limit} tokens today, "
+                f"agents.{name}.daily_tokens); it answers again tomorrow, or the owner raises the limit.")
+    return refuse

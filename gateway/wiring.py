@@ -63,7 +63,7 @@ from clawgate.workspace.guard import WorkspaceGuard
 from clawgate.workspace.users import Workspaces
 
 from . import __version__
-from .agent_scope import agent_identity, agent_place, allowed_tools, chat_of_agent, person_root
+from .agent_scope import agent_identity, agent_place, allowed_tools, chat_of_agent, person_root, token_budget
 from .home_setup import write_workspace
 from .limits import open_files_per_cache, raise_open_file_limit
 
@@ -158,7 +158,8 @@ def make_provider(settings: Settings, *, on_breaker: OnChange | None = None) -> 
 def build_model(settings: Settings, state: State, provider: Provider | None = None) -> tuple[MeteredProvider, bool]:
     """The configured providers (or the one given, in tests), metered for usage; True when none is configured."""
     model = provider or make_provider(settings, on_breaker=lambda kind, fields: state.events.emit(kind, **fields))
-    return MeteredProvider(model, state.usage), isinstance(model, UnconfiguredProvider)
+    return (MeteredProvider(model, state.usage, refuse=token_budget(state.roster, state.usage)),
+            isinstance(model, UnconfiguredProvider))
 
 
 def build_approvals(settings: Settings, state: State) -> ApprovalBroker:

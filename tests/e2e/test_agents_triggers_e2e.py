@@ -96,3 +96,26 @@ async def test_each_agents_heartbeat_md_drives_its_own_heartbeat_session(
     assert str(work_space) not in system_text(home_beat)
     assert (sessions / "heartbeat.jsonl").exists()
     assert not any("tidy the kitchen" in last_user_text(r) and "office plants" in last_user_text(r) for r in beats())
+
+
+async def test_an_agents_daily_tokens_are_counted_for_its_sessions_alone(
+        daemon_factory: Callable[..., DaemonProcess], fake_model: FakeAnthropic) -> None:
+    agents = {"home": {"default": True}, "work": {"daily_tokens": 1000}}
+    daemon = daemon_factory({"CLAWGATE_AGENTS": json.dumps(agents)})
+    fake_model.enqueue(text("a long answer", input_tokens=600, output_tokens=500))
+    async with daemon.client() as client:
+        assert (await client.chat("work hard", session="main", agent="work"))["text"] == "a long answer"
+        before = len(fake_model.requests)
+        refused = await client.chat("once more", session="other", agent="work")
+        assert "daily token budget" in refused["text"] and "1100 of 1000" in refused["text"], refused
+        assert "agents.work.daily_tokens" in refused["text"]
+        assert len(fake_model.requests) == before  # refused before any model call
+        # the default agent has no budget of its own: it answers, and does not spend work's
+        assert (await client.chat("hello home", session="main"))["text"] == "echo: hello home"
+    # the count is the ledger's, kept across a restart
+    daemon.terminate()
+    daemon.start()
+    async with daemon.client() as client:
+        again = await client.chat("after the restart", session="main", agent="work")
+        assert "daily token budget" in again["text"], again
+        assert (await client.chat("home again", session="main"))["text"] == "echo: home again"
