@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Iterable, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -36,7 +36,9 @@ class AgentToolPolicy(_Section):
         "programs exec runs without asking (inside the workspace); default: tools.exec.allowlist"))
     approval_mode: Literal["ask", "deny", "allow"] | None = Field(None, description=(
         "risky calls: ask the owner, refuse, or run; default: tools.approval_mode"))
-    mcp_servers: list[str] | None = Field(None, description="[mcp.servers.*] this agent may use; default: all of them")
+    mcp_servers: list[str] | None = Field(None, description=(
+        "the [mcp.servers.*] whose tools this agent is offered (they run in the default agent's workspace); "
+        "default: all of them for the default agent, none for another (unless `allow` names their tools)"))
 
 
 class AgentConfig(_Section):
@@ -84,9 +86,9 @@ class Binding(_Section):
 
 
 # The keys of [agents.<id>] the daemon applies today; the others are refused at load rather than read and
-# ignored (the rest of an agent's tool policy is the next step, docs/agents.md).
+# ignored (docs/agents.md).
 APPLIED = frozenset({"default", "name", "workspace", "model", "max_tokens", "fallback_models", "tools", "owners",
-                     "daily_tokens"})  # of tools, `allow` only (problem())
+                     "daily_tokens"})
 
 # The order of specificity: a binding setting an earlier key beats one that does not, whatever else.
 SPECIFICITY = ("peer", "room", "roles", "guild", "team", "account", "channel")
@@ -111,23 +113,27 @@ def _could_tie(a: BindingMatch, b: BindingMatch) -> bool:
     return all(getattr(a, key) == getattr(b, key) for key in SPECIFICITY if key != "roles")
 
 
-def problem(agents: Mapping[str, AgentConfig], bindings: list[Binding]) -> str | None:
-    """The first thing wrong with `[agents.*]` and `[[bindings]]` together, as one line with the fix."""
+def problem(agents: Mapping[str, AgentConfig], bindings: list[Binding],
+            mcp_servers: Iterable[str] = ()) -> str | None:
+    """The first thing wrong with `[agents.*]` and `[[bindings]]` together (and an agent's `mcp_servers`
+    naming a server `[mcp.servers]` does not have), as one line with the fix."""
     for ident in agents:
         if not AGENT_ID.match(ident):
             return (f"agent id {ident!r} is not valid; use 1 to 32 lowercase letters, digits, - or _, "
                     "starting with a letter (e.g. [agents.work])")
     for ident, agent in agents.items():
         unapplied = sorted(agent.model_fields_set - APPLIED)
-        if not unapplied and (policy := sorted(agent.tools.model_fields_set - {"allow"})):
-            return (f"agents.{ident}.tools.{policy[0]} is not applied yet: in this version an agent's tool policy is "
-                    "its `allow` list; the rest is [tools]'s; remove it")
+        servers = set(mcp_servers)
+        if agent.tools.mcp_servers is not None and (bad := next(
+                (name for name in agent.tools.mcp_servers if name not in servers), None)) is not None:
+            return (f"agents.{ident}.tools.mcp_servers names {bad!r}, which has no [mcp.servers.{bad}] section; "
+                    f"use one of: {', '.join(sorted(servers)) or '(none configured)'}")
         if agent.owners is not None and (bad := next((o for o in agent.owners if not _OWNER.match(o)), None)) is not None:
             return (f"agents.{ident}.owners has {bad!r}, which is not \"<channel>:<user id>\"; "
                     "write e.g. \"telegram:123456\" (any account) or \"telegram.work:123456\" (one account)")
         if unapplied:
             return (f"agents.{ident}.{unapplied[0]} is not applied yet: in this version each agent has its own "
-                    "workspace, model, tool list, owners and daily_tokens, but they share [agent]'s other settings; "
+                    "workspace, model, tool policy, owners and daily_tokens, but they share [agent]'s other settings; "
                     "remove it")
     defaults = [ident for ident, agent in agents.items() if agent.default]
     if agents and len(defaults) != 1:

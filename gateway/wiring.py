@@ -50,6 +50,7 @@ from clawgate.agent.tools import ToolRegistry
 from clawgate.agent.tools.sandbox import SandboxPolicy
 from clawgate.agent.toolset import default_tools
 from clawgate.agent.tools.message import Message
+from clawgate.agent.tools.shell import Exec
 from clawgate.agent.triggers import CronService, CronStore, Triggers
 from clawgate.agent.triggers.cron_tool import CronTool
 from clawgate.agent.triggers.heartbeat import Heartbeat
@@ -63,7 +64,8 @@ from clawgate.workspace.guard import WorkspaceGuard
 from clawgate.workspace.users import Workspaces
 
 from . import __version__
-from .agent_scope import agent_identity, agent_place, allowed_tools, chat_of_agent, person_root, token_budget
+from .agent_scope import (agent_identity, agent_place, allowed_tools, approval_mode, chat_of_agent, exec_allowlist,
+                          person_root, token_budget)
 from .home_setup import write_workspace
 from .limits import open_files_per_cache, raise_open_file_limit
 
@@ -163,8 +165,10 @@ def build_model(settings: Settings, state: State, provider: Provider | None = No
 
 
 def build_approvals(settings: Settings, state: State) -> ApprovalBroker:
-    return ApprovalBroker(state.events, mode=settings.tools.approval_mode,
-                          timeout=settings.tools.approval_timeout_seconds)
+    broker = ApprovalBroker(state.events, mode=settings.tools.approval_mode,
+                            timeout=settings.tools.approval_timeout_seconds)
+    broker.mode_of = approval_mode(state.roster)  # an agent's own tools.approval_mode
+    return broker
 
 
 # the conversation: tools, context, checkpoints, the loop ---------------------------------------------
@@ -226,6 +230,8 @@ def build_conversation(paths: Paths, settings: Settings, state: State, provider:
                          events=events, audit=state.audit, approvals=approvals)
     if len(state.roster.agents) > 1 and isinstance(message := tools.get("message"), Message):
         message.may_post = chat_of_agent(state.roster, sessions)
+    if isinstance(exec_tool := tools.get("exec"), Exec):
+        exec_tool.allowlist_of = exec_allowlist(state.roster)  # an agent's own tools.exec_allowlist
     context = ContextBuilder(workspaces.owner.root, tools=tools.definitions, model=agent.model,
                              max_tokens=agent.max_tokens,
                              compactor=Compactor(keep=agent.compact_keep_messages,
@@ -234,7 +240,7 @@ def build_conversation(paths: Paths, settings: Settings, state: State, provider:
     context.guest_root = lambda session: (None if not (user := session_user(session))
                                           else workspaces.of(session.key).guard(user).root)
     context.agent_of = agent_place(workspaces, state.roster, agent)
-    if len(state.roster.agents) > 1:
+    if len(state.roster.agents) > 1 or any(a.config.tools.mcp_servers is not None for a in state.roster.agents.values()):
         context.allowed_tools = tools.allowed = allowed_tools(state.roster, tools)
     checkpoints = build_checkpoints(paths, settings, workspaces, sessions, tasks, events, busy=activity.busy,
                                     invalidate=context.invalidate, durability=state.durability)
