@@ -53,6 +53,10 @@ class AgentConfig(_Section):
     fallback_models: list[str] | None = Field(None, description=(
         "models tried after `model` fails; default: providers.anthropic.fallback_models"))
     max_tokens: int | None = Field(None, ge=1, description="longest answer per model call; default: agent.max_tokens")
+    drift_model: str | None = Field(None, min_length=1, description=(
+        "model of drift control's reflections on its runs; default: drift.model, else its `model`"))
+    completeness_model: str | None = Field(None, min_length=1, description=(
+        "model of the completeness check of its runs; default: reflection.model, else its `model`"))
     daily_tokens: int | None = Field(None, ge=1, description=(
         "tokens per day (as `clawgate usage` counts them) its sessions may use before its model calls are "
         "refused until the next day; default: no limit"))
@@ -88,7 +92,7 @@ class Binding(_Section):
 # The keys of [agents.<id>] the daemon applies today; the others are refused at load rather than read and
 # ignored (docs/agents.md).
 APPLIED = frozenset({"default", "name", "workspace", "model", "max_tokens", "fallback_models", "tools", "owners",
-                     "daily_tokens"})
+                     "daily_tokens", "drift_model", "completeness_model"})
 
 # The order of specificity: a binding setting an earlier key beats one that does not, whatever else.
 SPECIFICITY = ("peer", "room", "roles", "guild", "team", "account", "channel")

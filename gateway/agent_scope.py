@@ -132,3 +132,16 @@ def token_budget(roster: Roster, ledger: UsageLedger) -> Callable[[str], str | N
         return (f"Agent {name!r} has used its daily token budget ({used} of {limit} tokens today, "
                 f"agents.{name}.daily_tokens); it answers again tomorrow, or the owner raises the limit.")
     return refuse
+
+
+def check_model(roster: Roster, agent: AgentSettings, daemon_model: str | None,
+                own: Literal["drift_model", "completeness_model"]) -> Callable[[str], str]:
+    """The model of drift control's reflections or of the completeness check on a session's run: its agent's
+    own (`drift_model` / `completeness_model`), else the daemon's (`drift.model` / `reflection.model`), else
+    the agent's `model`, else `agent.model`."""
+    def model(session_key: str) -> str:
+        ident = agent_id_of(session_key)
+        known = roster.default if ident is None else roster.agents.get(ident)
+        config = known.config if known is not None else AgentConfig()
+        return getattr(config, own) or daemon_model or config.model or agent.model
+    return model

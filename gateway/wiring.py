@@ -64,8 +64,8 @@ from clawgate.workspace.guard import WorkspaceGuard
 from clawgate.workspace.users import Workspaces
 
 from . import __version__
-from .agent_scope import (agent_identity, agent_place, allowed_tools, approval_mode, chat_of_agent, exec_allowlist,
-                          person_root, token_budget)
+from .agent_scope import (agent_identity, agent_place, allowed_tools, approval_mode, chat_of_agent, check_model,
+                          exec_allowlist, person_root, token_budget)
 from .home_setup import write_workspace
 from .limits import open_files_per_cache, raise_open_file_limit
 
@@ -240,7 +240,8 @@ def build_conversation(paths: Paths, settings: Settings, state: State, provider:
     context.guest_root = lambda session: (None if not (user := session_user(session))
                                           else workspaces.of(session.key).guard(user).root)
     context.agent_of = agent_place(workspaces, state.roster, agent)
-    if len(state.roster.agents) > 1 or any(a.config.tools.mcp_servers is not None for a in state.roster.agents.values()):
+    if len(state.roster.agents) > 1 or any(a.config.tools.allow is not None or a.config.tools.mcp_servers is not None
+                                           for a in state.roster.agents.values()):
         context.allowed_tools = tools.allowed = allowed_tools(state.roster, tools)
     checkpoints = build_checkpoints(paths, settings, workspaces, sessions, tasks, events, busy=activity.busy,
                                     invalidate=context.invalidate, durability=state.durability)
@@ -286,7 +287,7 @@ def build_supervision(paths: Paths, settings: Settings, state: State, provider: 
     if len(state.roster.agents) > 1:
         identity = agent_identity(state.roster, agent)
         restatement.name_of = lambda key: identity(key)[0]
-    return Supervision(
+    supervision = Supervision(
         tracker=TaskTracker(tasks, remind_after=agent.task_reminder_turns, events=events, sessions=state.sessions),
         restatement=restatement,
         drift=DriftControl(drift, provider=provider, model=agent.model, tasks=tasks, context=talk.context,
@@ -299,6 +300,11 @@ def build_supervision(paths: Paths, settings: Settings, state: State, provider: 
             events=events,
             memory_for=lambda session, msg: Memory(workspaces.of(session.key).guard(run_user(msg, session)).root)),
         drift_restore=drift_restore, embedder=embedder)
+    if len(state.roster.agents) > 1 or settings.agents:  # each agent's checks on its runs use its model
+        supervision.drift.model_of = check_model(state.roster, agent, drift.model, "drift_model")
+        supervision.completeness.model_of = check_model(state.roster, agent, settings.reflection.model,
+                                                        "completeness_model")
+    return supervision
 
 
 # work that starts by itself or beside the conversation --------------------------------------------

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from clawgate.agent.bus import InboundMessage
-from clawgate.config.agents import agent_id_of
 from clawgate.config.loader import ConfigError
 from clawgate.workspace.fdpath import locate, read_all
 
@@ -209,7 +208,7 @@ class Heartbeat:
         owner = self.sessions.exists(session) and self.sessions.get(session).acts_for_owner()
         metadata: dict[str, Any] = {"mode": "heartbeat", "deliver": deliver, "owner": owner,
                                     "heartbeat": {"tasks": [t.id for t in tasks]}}
-        if self.settings.model and agent_id_of(session) is None:  # another agent's beats use its own model
+        if self.settings.model:  # a cheaper model for every agent's beats (else each agent's own)
             metadata["model"] = self.settings.model
         msg = InboundMessage(channel="heartbeat", chat_id=session, sender_id="heartbeat", session_key=session,
                              text="\n\n".join(parts), id=f"hb:{session}:{iso_utc(now)}", received_at=now, metadata=metadata)

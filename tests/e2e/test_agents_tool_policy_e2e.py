@@ -1,12 +1,13 @@
 """Each agent's own tool policy, end to end through the real daemon: its exec allowlist and approval mode
 decide its runs' exec calls (not the daemon's `[tools]`), and it is offered the tools of the MCP servers
-its `mcp_servers` lists and no others."""
+its `mcp_servers` lists and no others; the completeness check of its runs uses its model."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
 
+from tests.drift_support import CHECK, check, is_side
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
 from tests.fakes.anthropic.request_text import tool_results
 from tests.harness import DaemonProcess
@@ -67,3 +68,25 @@ async def test_an_agent_is_offered_only_the_mcp_servers_it_lists(
     assert "read_file" in {t["name"] for t in work_body["tools"]}  # the other tools are still offered
     assert "is not one of this agent's tools" in tool_results([work_body])[0]
     assert "is not one of this agent's tools" in tool_results([home_body])[0]
+
+
+async def test_the_completeness_check_of_an_agents_run_uses_that_agents_model(
+        daemon_factory: Callable[..., DaemonProcess], fake_model: FakeAnthropic) -> None:
+    agents = {"home": {"default": True},
+              "work": {"model": "claude-work-7", "completeness_model": "claude-check-9"},
+              "ops": {"model": "claude-ops-3"}}
+    daemon = daemon_factory({"CLAWGATE_AGENTS": json.dumps(agents), "CLAWGATE_REFLECTION__ENABLED": "true"})
+    models: dict[str, str] = {}
+    async with daemon.client() as client:
+        for agent in ("work", "ops", None):
+            fake_model.enqueue(tool_use("write_file", {"path": "done.txt", "content": "x"}),
+                               tool_use("read_file", {"path": "done.txt"}), text("Wrote and read done.txt."))
+            fake_model.enqueue_for(CHECK, check(True, verification="read_file shows it"))
+            before = len(fake_model.requests)
+            answer = await client.chat("write done.txt", session="main", **({"agent": agent} if agent else {}))
+            assert answer["text"].startswith("Wrote and read done.txt."), answer
+            [checked] = [body for body in fake_model.requests[before:] if is_side(body, CHECK)]
+            models[agent or "home"] = checked["model"]
+    assert models["work"] == "claude-check-9"  # its own completeness_model
+    assert models["ops"] == "claude-ops-3"  # no completeness_model: its own model, not the daemon's
+    assert models["home"] not in ("claude-check-9", "claude-ops-3", "claude-work-7")
