@@ -150,8 +150,8 @@ class ChannelKit:
                           if entry.rsplit(":", 1)[0] in (self.name, platform)}
             return sorted(chats)
         # the channel's owners only (an agent's owner's chat is remembered beside theirs)
-        chats = {chat for user, chat in self._owner_chats.items()
-                 if user in self.policy.owners or user in self.policy.bound.values()}
+        chats = {chat for user, chat in self._owner_chats.items()  # ids spelled as AccessPolicy.is_owner reads them
+                 if user.strip().lstrip("@").lower() in self.policy.owners or user in self.policy.bound.values()}
         if self.adapter.capabilities.dm_is_user_id:
             chats |= set(self.policy.owner_chats())
         return sorted(chats)

@@ -54,9 +54,11 @@ def _when(ts: float) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    params = {"session": args.session, "task": args.task, "limit": args.limit}
+    params = {"session": args.session, "task": args.task, "limit": args.limit,
+              **({"agent": args.agent} if args.agent else {})}
+    session = _agent_key(args.session, args.agent) if args.session and args.agent else args.session
     payload = gateway_or_offline("checkpoints.list", params,
-                                 _offline("list", session=args.session, task=args.task, limit=args.limit)).payload
+                                 _offline("list", session=session, task=args.task, limit=args.limit)).payload
     if args.json:
         print_json(payload)
         return 0
@@ -152,6 +154,7 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--session")
     p.add_argument("--task")
     p.add_argument("--limit", type=int, default=200)
+    p.add_argument("--agent", help="the agent whose --session it is (default: the default agent)")
     subcommand(csub, "show", "what the agent knew and did at a checkpoint", cmd_show, "id", json=True)
     p = subcommand(csub, "restore", "go back to a checkpoint (the later history is kept as a branch)", cmd_restore,
                    "id", json=True)

@@ -61,6 +61,9 @@ async def test_another_agents_checkpoint_is_reached_only_by_naming_its_agent(
         assert forked["session"] == "agent:work:branch"
 
     # the CLI, through the running daemon, the same
+    listed = daemon.cli("checkpoints", "list", "--session", "main", "--agent", "work", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert {cp["session"] for cp in json.loads(listed.stdout)["checkpoints"]} == {"agent:work:main"}
     refused = daemon.cli("checkpoints", "fork", first)
     assert refused.returncode != 0 and "belongs to agent 'work'" in refused.stderr + refused.stdout
     assert "Traceback" not in refused.stderr
@@ -75,6 +78,8 @@ async def test_another_agents_checkpoint_is_reached_only_by_naming_its_agent(
     offline = daemon.cli("checkpoints", "fork", first, "--agent", "work", "--session", "offline-branch")
     assert offline.returncode == 0, offline.stderr
     assert (daemon.home / "state" / "sessions" / "agent%3Awork%3Aoffline-branch.jsonl").exists()
+    listed = daemon.cli("checkpoints", "list", "--session", "main", "--agent", "work", "--json")
+    assert listed.returncode == 0 and first in {cp["id"] for cp in json.loads(listed.stdout)["checkpoints"]}
 
 
 def test_a_guests_request_in_an_agent_with_its_own_owners_goes_to_those_owners(
