@@ -125,9 +125,9 @@ def problem(agents: Mapping[str, AgentConfig], bindings: list[Binding],
         if not AGENT_ID.match(ident):
             return (f"agent id {ident!r} is not valid; use 1 to 32 lowercase letters, digits, - or _, "
                     "starting with a letter (e.g. [agents.work])")
+    servers = set(mcp_servers)
     for ident, agent in agents.items():
         unapplied = sorted(agent.model_fields_set - APPLIED)
-        servers = set(mcp_servers)
         if agent.tools.mcp_servers is not None and (bad := next(
                 (name for name in agent.tools.mcp_servers if name not in servers), None)) is not None:
             return (f"agents.{ident}.tools.mcp_servers names {bad!r}, which has no [mcp.servers.{bad}] section; "
