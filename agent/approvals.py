@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from .bus import new_id
 from .core.events import EventHub
@@ -44,15 +44,19 @@ class ApprovalBroker:
     def __init__(self, events: EventHub, *, mode: Literal["ask", "deny", "allow"] = "ask", timeout: float = 300.0) -> None:
         self.events = events
         self.mode = mode
+        # a session's own mode and the setting it comes from (its agent's approval_mode), or None: `mode`
+        self.mode_of: Callable[[str], tuple[Literal["ask", "deny", "allow"], str] | None] | None = None
         self.timeout = timeout
         self._pending: dict[str, tuple[ApprovalRequest, asyncio.Future[bool]]] = {}
 
     async def ask(self, request: ApprovalRequest) -> tuple[bool, str]:
         """Return (approved, how) — how is "approved", "denied", "timeout" or the mode."""
-        if self.mode == "allow":
-            return True, "allowed by tools.approval_mode"
-        if self.mode == "deny":
-            return False, "denied by tools.approval_mode"
+        own = self.mode_of(request.session_key) if self.mode_of is not None else None
+        mode, setting = own if own is not None else (self.mode, "tools.approval_mode")
+        if mode == "allow":
+            return True, f"allowed by {setting}"
+        if mode == "deny":
+            return False, f"denied by {setting}"
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._pending[request.id] = (request, future)
         self.events.emit("approval_request", session=request.session_key, request=request.to_dict())

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from clawgate.config.agents import Agent, Roster, UnknownAgent, agent_id_of
+from clawgate.config.agents import Agent, Roster, UnknownAgent
 
 from .approvals import ApprovalBroker
 from .bus import Intake
@@ -64,9 +64,16 @@ class Services:
             raise NotFound(str(exc)) from None
 
     def check_agent(self, session_key: str, agent: str | None) -> None:
-        """Forbidden unless `session_key` is a session of the agent named: a client acting for one agent
-        never restores or forks another's checkpoints (None: a client that named no agent, the daemon's owner
-        on every agent, as the web page and the CLI are)."""
-        if agent is not None and agent_id_of(session_key) != self.keyed_agent(agent):
-            raise Forbidden(f"session {session_key!r} belongs to another agent than {agent!r}; "
-                            "name its own agent")
+        """Forbidden unless `session_key` is a session of the agent named (None: the default agent): a client
+        acting for one agent never restores or forks another's checkpoints, and one that names no agent (the
+        web page, `clawgate checkpoints`) reaches another agent's only by naming it (config/agents.py)."""
+        if self.agents is None:
+            if agent:
+                self.agent_named(agent)  # NotFound: this daemon runs one agent
+            return
+        try:
+            refusal = self.agents.refusal(session_key, agent)
+        except UnknownAgent as exc:
+            raise NotFound(str(exc)) from None
+        if refusal is not None:
+            raise Forbidden(refusal)

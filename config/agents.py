@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Iterable, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -36,7 +36,9 @@ class AgentToolPolicy(_Section):
         "programs exec runs without asking (inside the workspace); default: tools.exec.allowlist"))
     approval_mode: Literal["ask", "deny", "allow"] | None = Field(None, description=(
         "risky calls: ask the owner, refuse, or run; default: tools.approval_mode"))
-    mcp_servers: list[str] | None = Field(None, description="[mcp.servers.*] this agent may use; default: all of them")
+    mcp_servers: list[str] | None = Field(None, description=(
+        "the [mcp.servers.*] whose tools this agent is offered (they run in the default agent's workspace); "
+        "default: all of them for the default agent, none for another (unless `allow` names their tools)"))
 
 
 class AgentConfig(_Section):
@@ -51,7 +53,13 @@ class AgentConfig(_Section):
     fallback_models: list[str] | None = Field(None, description=(
         "models tried after `model` fails; default: providers.anthropic.fallback_models"))
     max_tokens: int | None = Field(None, ge=1, description="longest answer per model call; default: agent.max_tokens")
-    daily_tokens: int | None = Field(None, ge=1, description="tokens (input and output) per day before its runs are refused; default: no limit")
+    drift_model: str | None = Field(None, min_length=1, description=(
+        "model of drift control's reflections on its runs; default: drift.model, else its `model`"))
+    completeness_model: str | None = Field(None, min_length=1, description=(
+        "model of the completeness check of its runs; default: reflection.model, else its `model`"))
+    daily_tokens: int | None = Field(None, ge=1, description=(
+        "tokens per day (as `clawgate usage` counts them) its sessions may use before its model calls are "
+        "refused until the next day; default: no limit"))
     owners: list[str] | None = Field(None, description=(
         "who owns this agent (\"<channel>:<user id>\"); default: each channel's owners"))
     tools: AgentToolPolicy = Field(default_factory=AgentToolPolicy)
@@ -82,8 +90,9 @@ class Binding(_Section):
 
 
 # The keys of [agents.<id>] the daemon applies today; the others are refused at load rather than read and
-# ignored (an agent's own owners, token budget and the rest of its tool policy are the next step, docs/agents.md).
-APPLIED = frozenset({"default", "name", "workspace", "model", "max_tokens", "fallback_models", "tools", "owners"})  # of tools, `allow` only (problem())
+# ignored (docs/agents.md).
+APPLIED = frozenset({"default", "name", "workspace", "model", "max_tokens", "fallback_models", "tools", "owners",
+                     "daily_tokens", "drift_model", "completeness_model"})
 
 # The order of specificity: a binding setting an earlier key beats one that does not, whatever else.
 SPECIFICITY = ("peer", "room", "roles", "guild", "team", "account", "channel")
@@ -108,23 +117,27 @@ def _could_tie(a: BindingMatch, b: BindingMatch) -> bool:
     return all(getattr(a, key) == getattr(b, key) for key in SPECIFICITY if key != "roles")
 
 
-def problem(agents: Mapping[str, AgentConfig], bindings: list[Binding]) -> str | None:
-    """The first thing wrong with `[agents.*]` and `[[bindings]]` together, as one line with the fix."""
+def problem(agents: Mapping[str, AgentConfig], bindings: list[Binding],
+            mcp_servers: Iterable[str] = ()) -> str | None:
+    """The first thing wrong with `[agents.*]` and `[[bindings]]` together (and an agent's `mcp_servers`
+    naming a server `[mcp.servers]` does not have), as one line with the fix."""
     for ident in agents:
         if not AGENT_ID.match(ident):
             return (f"agent id {ident!r} is not valid; use 1 to 32 lowercase letters, digits, - or _, "
                     "starting with a letter (e.g. [agents.work])")
+    servers = set(mcp_servers)
     for ident, agent in agents.items():
         unapplied = sorted(agent.model_fields_set - APPLIED)
-        if not unapplied and (policy := sorted(agent.tools.model_fields_set - {"allow"})):
-            return (f"agents.{ident}.tools.{policy[0]} is not applied yet: in this version an agent's tool policy is "
-                    "its `allow` list; the rest is [tools]'s; remove it")
+        if agent.tools.mcp_servers is not None and (bad := next(
+                (name for name in agent.tools.mcp_servers if name not in servers), None)) is not None:
+            return (f"agents.{ident}.tools.mcp_servers names {bad!r}, which has no [mcp.servers.{bad}] section; "
+                    f"use one of: {', '.join(sorted(servers)) or '(none configured)'}")
         if agent.owners is not None and (bad := next((o for o in agent.owners if not _OWNER.match(o)), None)) is not None:
             return (f"agents.{ident}.owners has {bad!r}, which is not \"<channel>:<user id>\"; "
                     "write e.g. \"telegram:123456\" (any account) or \"telegram.work:123456\" (one account)")
         if unapplied:
             return (f"agents.{ident}.{unapplied[0]} is not applied yet: in this version each agent has its own "
-                    "workspace, model, tool list and owners, but they share [agent]'s other settings and the token budget; "
+                    "workspace, model, tool policy, owners and daily_tokens, but they share [agent]'s other settings; "
                     "remove it")
     defaults = [ident for ident, agent in agents.items() if agent.default]
     if agents and len(defaults) != 1:
@@ -266,6 +279,20 @@ class Roster:
         rules apply to nothing, so it is refused by `get`)."""
         ident, _ = agent_of_key(key)
         return self.get(ident)
+
+    def refusal(self, session_key: str, named: str | None) -> str | None:
+        """Why a client acting for the agent `named` (None: a client that named none, which acts for the
+        default agent) may not touch `session_key` (a checkpoint's session, a fork's new session), or None.
+        Only naming a session's own agent reaches it: a bare checkpoint id or session key never crosses."""
+        acting = self.get(named)
+        owner = agent_id_of(session_key)
+        if owner == (None if acting.default else acting.id):
+            return None
+        whose = self.default.id if owner is None else owner
+        if named:
+            return f"session {session_key!r} belongs to another agent ({whose!r}) than {named!r}; name its own agent"
+        return (f"session {session_key!r} belongs to agent {whose!r}, not the default agent; "
+                f"name it to act on it (--agent {whose}, or `agent` in the request)")
 
     @classmethod
     def single(cls, workspace: Path) -> "Roster":

@@ -160,7 +160,7 @@ def validate(data: dict[str, Any]) -> Settings:
         settings = Settings.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_describe(exc, data)) from None
-    if (wrong := agents_problem(settings.agents, settings.bindings)) is not None:
+    if (wrong := agents_problem(settings.agents, settings.bindings, settings.mcp.servers)) is not None:
         raise ConfigError(f"config error: {wrong}")
     return settings
 

@@ -6,12 +6,13 @@ agent they answer as before several agents existed."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Literal
 
 from clawgate.agent.context.builder import AgentView
 from clawgate.agent.mcp.tool import McpTool
 from clawgate.agent.session import SessionManager
 from clawgate.agent.tools import ToolRegistry
+from clawgate.agent.usage.ledger import UsageLedger
 from clawgate.config.agents import AGENT_PREFIX, AgentConfig, Place, Roster, agent_id_of, split_workspace
 from clawgate.config.schema import AgentSettings
 from clawgate.workspace.users import Workspaces
@@ -53,22 +54,51 @@ def chat_of_agent(roster: Roster, sessions: SessionManager) -> Callable[[str, st
 
 
 def allowed_tools(roster: Roster, registry: ToolRegistry) -> Callable[[str, str], bool]:
-    """Whether a session's agent may use a tool: its `[agents.<id>.tools] allow` list where it has one; else
+    """Whether a session's agent may use a tool: its `[agents.<id>.tools] allow` list where it has one; an MCP
+    server's tool only where the agent's `mcp_servers` names that server (where it sets them). Without either,
     every tool, but for another agent than the default no MCP server's (they run in the default agent's
     workspace, docs/mcp.md, so they would reach its files). A session of an agent no longer configured: none."""
     allow = {ident: None if a.config.tools.allow is None else frozenset(a.config.tools.allow)
              for ident, a in roster.agents.items()}
+    servers = {ident: None if a.config.tools.mcp_servers is None else frozenset(a.config.tools.mcp_servers)
+               for ident, a in roster.agents.items()}
 
     def allowed(session_key: str, name: str) -> bool:
         ident = agent_id_of(session_key)
         agent = roster.default if ident is None else roster.agents.get(ident)
         if agent is None:
             return False
-        listed = allow[agent.id]
+        tool = registry.get(name)
+        mcp, listed, own_servers = isinstance(tool, McpTool), allow[agent.id], servers[agent.id]
+        if mcp and own_servers is not None:
+            return tool.server in own_servers and (listed is None or name in listed)
         if listed is not None:
             return name in listed
-        return agent.default or not isinstance(registry.get(name), McpTool)
+        return agent.default or not mcp
     return allowed
+
+
+def exec_allowlist(roster: Roster) -> Callable[[str], tuple[list[str], str] | None]:
+    """A session's own exec allowlist (its agent's `tools.exec_allowlist`) and the setting's name, or None for
+    `tools.exec.allowlist`."""
+    own = {(None if a.default else a.id): (list(a.config.tools.exec_allowlist), f"agents.{a.id}.tools.exec_allowlist")
+           for a in roster.agents.values() if a.config.tools.exec_allowlist is not None}
+
+    def allowlist(session_key: str) -> tuple[list[str], str] | None:
+        return own.get(agent_id_of(session_key))
+    return allowlist
+
+
+def approval_mode(roster: Roster) -> Callable[[str], tuple[Literal["ask", "deny", "allow"], str] | None]:
+    """A session's own approval mode (its agent's `tools.approval_mode`) and the setting's name, or None for
+    `tools.approval_mode`."""
+    own = {(None if a.default else a.id): (a.config.tools.approval_mode, f"agents.{a.id}.tools.approval_mode")
+           for a in roster.agents.values() if a.config.tools.approval_mode is not None}
+
+    def mode(session_key: str) -> tuple[Literal["ask", "deny", "allow"], str] | None:
+        found = own.get(agent_id_of(session_key))
+        return None if found is None or found[0] is None else (found[0], found[1])
+    return mode
 
 
 def agent_identity(roster: Roster, agent: AgentSettings) -> Callable[[str], tuple[str, str]]:
@@ -80,3 +110,38 @@ def agent_identity(roster: Roster, agent: AgentSettings) -> Callable[[str], tupl
         config = known.config if known is not None else AgentConfig()
         return config.name or agent.name, config.model or agent.model
     return identity
+
+
+def token_budget(roster: Roster, ledger: UsageLedger) -> Callable[[str], str | None] | None:
+    """Why a session may not call the model now: its agent's `daily_tokens` are spent for today (the ledger's
+    count of its sessions' calls, sub-agents', cron's and heartbeat's included), else None. None when no agent
+    sets a budget. A call already running finishes; the next one is refused in one line."""
+    limits = {(None if a.default else a.id): (a.id, a.config.daily_tokens)
+              for a in roster.agents.values() if a.config.daily_tokens}
+    if not limits:
+        return None
+
+    def refuse(session_key: str) -> str | None:
+        ident = agent_id_of(session_key)
+        if ident not in limits:
+            return None
+        name, limit = limits[ident]
+        used = ledger.agent_today(ident)
+        if used < limit:
+            return None
+        return (f"Agent {name!r} has used its daily token budget ({used} of {limit} tokens today, "
+                f"agents.{name}.daily_tokens); it answers again tomorrow, or the owner raises the limit.")
+    return refuse
+
+
+def check_model(roster: Roster, agent: AgentSettings, daemon_model: str | None,
+                own: Literal["drift_model", "completeness_model"]) -> Callable[[str], str]:
+    """The model of drift control's reflections or of the completeness check on a session's run: its agent's
+    own (`drift_model` / `completeness_model`), else the daemon's (`drift.model` / `reflection.model`), else
+    the agent's `model`, else `agent.model`."""
+    def model(session_key: str) -> str:
+        ident = agent_id_of(session_key)
+        known = roster.default if ident is None else roster.agents.get(ident)
+        config = known.config if known is not None else AgentConfig()
+        return getattr(config, own) or daemon_model or config.model or agent.model
+    return model

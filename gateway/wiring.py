@@ -50,6 +50,7 @@ from clawgate.agent.tools import ToolRegistry
 from clawgate.agent.tools.sandbox import SandboxPolicy
 from clawgate.agent.toolset import default_tools
 from clawgate.agent.tools.message import Message
+from clawgate.agent.tools.shell import Exec
 from clawgate.agent.triggers import CronService, CronStore, Triggers
 from clawgate.agent.triggers.cron_tool import CronTool
 from clawgate.agent.triggers.heartbeat import Heartbeat
@@ -63,7 +64,8 @@ from clawgate.workspace.guard import WorkspaceGuard
 from clawgate.workspace.users import Workspaces
 
 from . import __version__
-from .agent_scope import agent_identity, agent_place, allowed_tools, chat_of_agent, person_root
+from .agent_scope import (agent_identity, agent_place, allowed_tools, approval_mode, chat_of_agent, check_model,
+                          exec_allowlist, person_root, token_budget)
 from .home_setup import write_workspace
 from .limits import open_files_per_cache, raise_open_file_limit
 
@@ -158,12 +160,15 @@ def make_provider(settings: Settings, *, on_breaker: OnChange | None = None) -> 
 def build_model(settings: Settings, state: State, provider: Provider | None = None) -> tuple[MeteredProvider, bool]:
     """The configured providers (or the one given, in tests), metered for usage; True when none is configured."""
     model = provider or make_provider(settings, on_breaker=lambda kind, fields: state.events.emit(kind, **fields))
-    return MeteredProvider(model, state.usage), isinstance(model, UnconfiguredProvider)
+    return (MeteredProvider(model, state.usage, refuse=token_budget(state.roster, state.usage)),
+            isinstance(model, UnconfiguredProvider))
 
 
 def build_approvals(settings: Settings, state: State) -> ApprovalBroker:
-    return ApprovalBroker(state.events, mode=settings.tools.approval_mode,
-                          timeout=settings.tools.approval_timeout_seconds)
+    broker = ApprovalBroker(state.events, mode=settings.tools.approval_mode,
+                            timeout=settings.tools.approval_timeout_seconds)
+    broker.mode_of = approval_mode(state.roster)  # an agent's own tools.approval_mode
+    return broker
 
 
 # the conversation: tools, context, checkpoints, the loop ---------------------------------------------
@@ -225,6 +230,8 @@ def build_conversation(paths: Paths, settings: Settings, state: State, provider:
                          events=events, audit=state.audit, approvals=approvals)
     if len(state.roster.agents) > 1 and isinstance(message := tools.get("message"), Message):
         message.may_post = chat_of_agent(state.roster, sessions)
+    if isinstance(exec_tool := tools.get("exec"), Exec):
+        exec_tool.allowlist_of = exec_allowlist(state.roster)  # an agent's own tools.exec_allowlist
     context = ContextBuilder(workspaces.owner.root, tools=tools.definitions, model=agent.model,
                              max_tokens=agent.max_tokens,
                              compactor=Compactor(keep=agent.compact_keep_messages,
@@ -233,7 +240,8 @@ def build_conversation(paths: Paths, settings: Settings, state: State, provider:
     context.guest_root = lambda session: (None if not (user := session_user(session))
                                           else workspaces.of(session.key).guard(user).root)
     context.agent_of = agent_place(workspaces, state.roster, agent)
-    if len(state.roster.agents) > 1:
+    if len(state.roster.agents) > 1 or any(a.config.tools.allow is not None or a.config.tools.mcp_servers is not None
+                                           for a in state.roster.agents.values()):
         context.allowed_tools = tools.allowed = allowed_tools(state.roster, tools)
     checkpoints = build_checkpoints(paths, settings, workspaces, sessions, tasks, events, busy=activity.busy,
                                     invalidate=context.invalidate, durability=state.durability)
@@ -279,7 +287,7 @@ def build_supervision(paths: Paths, settings: Settings, state: State, provider: 
     if len(state.roster.agents) > 1:
         identity = agent_identity(state.roster, agent)
         restatement.name_of = lambda key: identity(key)[0]
-    return Supervision(
+    supervision = Supervision(
         tracker=TaskTracker(tasks, remind_after=agent.task_reminder_turns, events=events, sessions=state.sessions),
         restatement=restatement,
         drift=DriftControl(drift, provider=provider, model=agent.model, tasks=tasks, context=talk.context,
@@ -292,6 +300,11 @@ def build_supervision(paths: Paths, settings: Settings, state: State, provider: 
             events=events,
             memory_for=lambda session, msg: Memory(workspaces.of(session.key).guard(run_user(msg, session)).root)),
         drift_restore=drift_restore, embedder=embedder)
+    if len(state.roster.agents) > 1 or settings.agents:  # each agent's checks on its runs use its model
+        supervision.drift.model_of = check_model(state.roster, agent, drift.model, "drift_model")
+        supervision.completeness.model_of = check_model(state.roster, agent, settings.reflection.model,
+                                                        "completeness_model")
+    return supervision
 
 
 # work that starts by itself or beside the conversation --------------------------------------------
@@ -322,7 +335,9 @@ def build_producers(paths: Paths, settings: Settings, state: State, talk: Conver
         talk.tools.add(Spawn(subagents))
     mcp = McpManager(settings.mcp, talk.tools, workspace=state.workspace.root, logs=paths.logs)
     heartbeat = Heartbeat(settings.heartbeat, workspace=state.workspace.root, tasks=state.tasks,
-                          sessions=state.sessions, bus=state.bus, events=state.events, busy=sessions.busy)
+                          sessions=state.sessions, bus=state.bus, events=state.events, busy=sessions.busy,
+                          agents={agent.session_key(settings.heartbeat.session): agent.workspace  # each its own
+                                  for agent in state.roster.agents.values() if not agent.default})
     triggers = Triggers(cron=cron, heartbeat=heartbeat, cron_settings=settings.cron,
                         heartbeat_settings=settings.heartbeat)
     return Producers(sessions=sessions, cron=cron, heartbeat=heartbeat, triggers=triggers, subagents=subagents, mcp=mcp)

@@ -77,6 +77,8 @@ class CompletenessCheck:
         self.side_effects = side_effects  # the tool registry's: does a tool change anything
         self.provider = provider
         self.model = settings.model or model
+        # the model of a session's check: its agent's (gateway/agent_scope.py installs it with several agents)
+        self.model_of: Callable[[str], str] = lambda session_key: self.model
         self.tasks = tasks
         self.tools = tools
         self.events = events
@@ -103,7 +105,7 @@ class CompletenessCheck:
             # a lookup (no effect, few calls), a plain reply, or a heartbeat's routine: nothing is declared done
             return None
         goal = finished.goal if finished else run_user_text(session, msg.id)
-        result = await structured.ask(self.provider, model=self.model, system=CHECK_SYSTEM, max_tokens=1024,
+        result = await structured.ask(self.provider, model=self.model_of(session.key), system=CHECK_SYSTEM, max_tokens=1024,
                                       prompt=self._prompt(goal, session, msg, finished, run, answer), schema=Check)
         check = result.value
         round_no = rounds + 1

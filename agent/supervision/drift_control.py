@@ -89,6 +89,8 @@ class DriftControl:
         self.settings = settings
         self.provider = provider
         self.model = settings.model or model
+        # the model of a session's reflections: its agent's (gateway/agent_scope.py installs it with several agents)
+        self.model_of: Callable[[str], str] = lambda session_key: self.model
         self.tasks = tasks
         self.context = context
         self.events = events
@@ -188,7 +190,7 @@ class DriftControl:
                   f"Recent tool calls:\n{render_steps(recent.steps, limit=10)}\n"
                   f"Latest assistant text: {(recent.texts[-1] if recent.texts else '(none)')[:600]}\n"
                   "Is the work still on track for the original goal? What is the next action?")
-        answer = await structured.ask(self.provider, model=self.model, system=REFLECT_SYSTEM, prompt=prompt,
+        answer = await structured.ask(self.provider, model=self.model_of(session.key), system=REFLECT_SYSTEM, prompt=prompt,
                                       schema=Reflection, max_tokens=512)
         value = answer.value
         fields: dict[str, Any] = {"periodic": sig is None, "calls": answer.calls, "tokens": answer.tokens}

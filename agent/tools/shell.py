@@ -96,6 +96,9 @@ class Exec(Tool):
         `mounts` whether it has the mount layer; `background` takes over slow calls (without it every
         call runs in the foreground)."""
         self.settings = settings
+        # a session's own allowlist and the setting it comes from (its agent's exec_allowlist), or None: the
+        # daemon's `tools.exec.allowlist` (gateway/agent_scope.py installs it with several agents)
+        self.allowlist_of: Callable[[str], tuple[list[str], str] | None] | None = None
         self._mount_status = mounts
         self.background = background
         self.sandbox = sandbox or SandboxPolicy.for_paths(Paths.from_env(), settings.sandbox_read_paths)
@@ -133,8 +136,10 @@ class Exec(Tool):
         if "/" in program or (os.altsep and os.altsep in program):
             return (f"argv[0] {program!r} is a path, not a program name: running a file by path "
                     "(possibly one written in the workspace) needs approval")
-        if program not in self.settings.allowlist:
-            return f"{program!r} is not on the exec allowlist (tools.exec.allowlist)"
+        own = self.allowlist_of(ctx.session_key) if self.allowlist_of is not None else None
+        allowlist, setting = own if own is not None else (self.settings.allowlist, "tools.exec.allowlist")
+        if program not in allowlist:
+            return f"{program!r} is not on the exec allowlist ({setting})"
         try:
             cwd = ctx.workspace.resolve(args.cwd)
         except PathOutsideWorkspace:

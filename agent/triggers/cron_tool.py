@@ -71,13 +71,17 @@ class CronTool(Tool):
         service = self._service
         # a guest sees and changes only their jobs, which run in the guest's own workspace
         mine = "" if ctx.owner else (ctx.user or f"{ctx.channel}:{ctx.sender_id}")
+        agent = agent_id_of(ctx.session_key)  # and a run sees only its own agent's jobs (docs/agents.md)
+
+        def visible(job: Any) -> bool:
+            return agent_id_of(job.session) == agent and (ctx.owner or job.created_by == mine)
         try:
             if args.action == "list":
-                return _listing([job for job in service.jobs() if ctx.owner or job.created_by == mine])
+                return _listing([job for job in service.jobs() if visible(job)])
             if args.action == "remove":
                 if not args.id:
                     raise ToolError("remove needs the job 'id'", "call cron with action=list to see the ids")
-                if not ctx.owner and service.get(args.id).created_by != mine:
+                if not visible(service.get(args.id)):
                     raise CronError(f"no cron job {args.id!r} of yours; action=list shows the ids", "not_found")
                 job = service.remove(args.id)
                 return f"removed job {job.id} ({job.name})"
@@ -86,7 +90,7 @@ class CronTool(Tool):
             job = service.add(message=args.message, at=args.at, every=args.every, cron=args.cron, tz=args.tz,
                               name=args.name, deliver=args.deliver if args.deliver is not None else _here(ctx),
                               created_by=mine, tainted="; ".join(ctx.taint.sources),
-                              agent=agent_id_of(ctx.session_key))  # the job runs for the agent that made it
+                              agent=agent)  # the job runs for the agent that made it
         except CronError as exc:
             raise ToolError(exc.message, "correct the argument it names and call cron again") from None
         public = job.public()

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from clawgate.agent.bus import InboundMessage
 from clawgate.config.loader import ConfigError
@@ -118,9 +118,13 @@ def progress_mark(task: "Task") -> tuple[Any, ...]:
 class Heartbeat:
     def __init__(self, settings: "HeartbeatSettings", *, workspace: Path, tasks: "TaskStore",
                  sessions: "SessionManager", bus: "MessageBus", events: "EventHub",
-                 busy: Callable[[str], bool], clock: Callable[[], float] = time.time) -> None:
+                 busy: Callable[[str], bool], clock: Callable[[], float] = time.time,
+                 agents: Mapping[str, Path] | None = None) -> None:
+        """`agents`: every other agent's heartbeat session (`agent:<id>:heartbeat`) and its workspace, whose
+        HEARTBEAT.md drives that session's beats as the default agent's drives `settings.session`'s."""
         self.settings = settings
         self.workspace = workspace
+        self.checklists: dict[str, Path] = {settings.session: workspace, **(agents or {})}
         self.tasks = tasks
         self.sessions = sessions
         self.bus = bus
@@ -157,19 +161,20 @@ class Heartbeat:
             return {"status": "skipped", "reason": "another process of the fleet ran this tick"}
         if self.hours is not None and not self.hours.contains(now):
             return self._emit({"status": "skipped", "reason": "outside active hours"})
-        lines = actionable_lines(self._read_heartbeat_file())
+        checklists = {session: lines for session, root in self.checklists.items()
+                      if (lines := actionable_lines(self._read_heartbeat_file(root)))}
         working = [t for t in self.tasks.all() if t.status == "in_progress"]
-        if not lines and not working:
+        if not checklists and not working:
             return self._emit({"status": "idle"})
         owners: dict[str, list["Task"]] = {}
         for task in working:
             owners.setdefault(task.session_key, []).append(task)
-        if lines:
-            owners.setdefault(self.settings.session, [])
+        for session in checklists:
+            owners.setdefault(session, [])
         sent: list[str] = []
         skipped: dict[str, str] = {}
         for session, tasks in owners.items():
-            checklist = lines if session == self.settings.session else []
+            checklist = checklists.get(session, [])
             reason = self._skip_reason(session, tasks, checklist)
             if reason:
                 skipped[session] = reason
@@ -203,7 +208,7 @@ class Heartbeat:
         owner = self.sessions.exists(session) and self.sessions.get(session).acts_for_owner()
         metadata: dict[str, Any] = {"mode": "heartbeat", "deliver": deliver, "owner": owner,
                                     "heartbeat": {"tasks": [t.id for t in tasks]}}
-        if self.settings.model:
+        if self.settings.model:  # a cheaper model for every agent's beats (else each agent's own)
             metadata["model"] = self.settings.model
         msg = InboundMessage(channel="heartbeat", chat_id=session, sender_id="heartbeat", session_key=session,
                              text="\n\n".join(parts), id=f"hb:{session}:{iso_utc(now)}", received_at=now, metadata=metadata)
@@ -219,17 +224,18 @@ class Heartbeat:
                      " and HEARTBEAT.md" if checklist else "", session)
 
     def _target(self, session: str) -> dict[str, str] | None:
-        """Where a heartbeat reply goes: configured for the heartbeat session, else the session's last chat."""
+        """Where a heartbeat reply goes: configured for the default agent's heartbeat session, else the session's
+        last chat (another agent's heartbeat session has none of its own: its replies stay in its history)."""
         if session == self.settings.session and self._fixed:
             return resolve_deliver(self._deliver, session)
         origin = self.sessions.get(session).last_origin() if self.sessions.exists(session) else None
         return dict(origin) if origin else None  # a copy: the message must not share the session's record
 
-    def _read_heartbeat_file(self) -> str:
-        """HEARTBEAT.md through the workspace's folder descriptors: a link out reads as empty, and a
+    def _read_heartbeat_file(self, root: Path) -> str:
+        """An agent's HEARTBEAT.md through its workspace's folder descriptors: a link out reads as empty, and a
         FIFO planted under that name cannot block the event loop (workspace/fdpath.py)."""
         try:
-            with locate(self.workspace, "HEARTBEAT.md") as loc:
+            with locate(root, "HEARTBEAT.md") as loc:
                 return read_all(loc).decode("utf-8")
         except (OSError, ValueError):
             return ""

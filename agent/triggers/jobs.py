@@ -18,7 +18,7 @@ from typing import Any
 from clawgate.agent.core.errors import DomainError
 from clawgate.agent.session import InvalidSessionKey, check_session_key
 from clawgate.config.access import ACCOUNT_NAME, ACCOUNT_NAME_RULE, DEFAULT_ACCOUNT, split_channel_name
-from clawgate.config.agents import AGENT_PREFIX, agent_of_key
+from clawgate.config.agents import AGENT_PREFIX, agent_id_of, agent_of_key
 
 from .schedule import Schedule, ScheduleError, format_time
 
@@ -140,6 +140,7 @@ class Job:
         plan = self.plan
         return {
             "id": self.id, "name": self.name, "message": self.message, "schedule": self.schedule,
+            "agent": agent_id_of(self.session),  # whose job it is (None: the default agent's); its session says
             "describe": plan.describe(), "session": self.session, "deliver": self.deliver or "none",
             "enabled": self.enabled, "state": self.state, "note": self.note,
             "graceSeconds": self.grace_seconds, "nextRunAt": self.next_run_at,

@@ -23,7 +23,9 @@ import sqlite3
 from datetime import datetime
 from typing import Any, Callable
 
-from ..providers.base import ModelRequest, ModelResponse, Provider, TextCallback
+from clawgate.config.agents import agent_id_of
+
+from ..providers.base import ModelRequest, ModelResponse, Provider, ProviderError, TextCallback
 from .store import FIELDS, TOKENS, Counts, Totals, UsageStore, zero
 
 log = logging.getLogger(__name__)
@@ -60,6 +62,10 @@ class UsageLedger:
             _add(self._total, counts)
         self._pending: dict[tuple[str, str], Counts] = {}
         self._timer: asyncio.TimerHandle | None = None
+        # tokens per agent on `day` (None: the default agent), for each agent's daily_tokens: O(1) per call
+        self.day_agents: dict[str | None, int] = {}
+        for key, counts in self.day_sessions.items():
+            self.day_agents[agent_id_of(key)] = self.day_agents.get(agent_id_of(key), 0) + _tokens(counts)
 
     # recording ---------------------------------------------------------------------------------
     def record(self, session: str, usage: dict[str, Any]) -> None:
@@ -72,7 +78,9 @@ class UsageLedger:
                 delta[key] = value
         day = self._today()
         if day != self.day:
-            self.day, self.day_sessions = day, {}
+            self.day, self.day_sessions, self.day_agents = day, {}, {}
+        agent = agent_id_of(session)
+        self.day_agents[agent] = self.day_agents.get(agent, 0) + _tokens(delta)
         for counts in (self.since_start, self._total, self.by_day.setdefault(day, zero()),
                        self.by_session.setdefault(session, zero()), self.day_sessions.setdefault(session, zero()),
                        self._pending.setdefault((day, session), zero())):
@@ -124,6 +132,10 @@ class UsageLedger:
         best = heapq.nlargest(n, self.by_session.items(), key=lambda item: _tokens(item[1]))
         return [{"session": key, **counts, "today": self.session_today(key)} for key, counts in best]
 
+    def agent_today(self, agent: str | None) -> int:
+        """Tokens the sessions of an agent (None: the default agent) used today."""
+        return self.day_agents.get(agent, 0) if self.day == self._today() else 0
+
     def session_today(self, key: str) -> Counts:
         return dict(self.day_sessions.get(key) or zero()) if self.day == self._today() else zero()
 
@@ -138,11 +150,15 @@ class UsageLedger:
 
 
 class MeteredProvider:
-    """Counts each call's usage in the ledger; everything else is the wrapped provider's."""
+    """Counts each call's usage in the ledger; everything else is the wrapped provider's. `refuse`: why a
+    session may not call the model now (its agent's daily_tokens spent, gateway/agent_scope.py), or None;
+    checked before every call of the session's runs, its checks and summaries included."""
 
-    def __init__(self, inner: Provider, ledger: UsageLedger) -> None:
+    def __init__(self, inner: Provider, ledger: UsageLedger,
+                 refuse: Callable[[str], str | None] | None = None) -> None:
         self.inner = inner
         self.ledger = ledger
+        self.refuse = refuse
 
     @property
     def name(self) -> str:
@@ -154,8 +170,11 @@ class MeteredProvider:
     async def complete(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelResponse:
         if request.session_key:
             _run_session.set(request.session_key)  # this task's later session-less calls count here too
+        session = request.session_key or _run_session.get()
+        if self.refuse is not None and (reason := self.refuse(session)) is not None:
+            raise ProviderError(reason, cause="daily token budget spent")
         response = await self.inner.complete(request, on_text)
-        self.ledger.record(request.session_key or _run_session.get(), response.usage)
+        self.ledger.record(session, response.usage)
         return response
 
     async def close(self) -> None:

@@ -55,7 +55,7 @@ class _Prompt:
 
 class ApprovalPrompts:
     def __init__(self, ops: PromptOps, *, channel: str, resolve: Callable[[str, bool], bool],
-                 owner_chats: Callable[[], list[str]], locate: Callable[[str], tuple[str, str | None] | None],
+                 owner_chats: Callable[[str], list[str]], locate: Callable[[str], tuple[str, str | None] | None],
                  buttons: bool, edit: bool) -> None:
         self.ops = ops
         self.channel = channel
@@ -126,12 +126,13 @@ class ApprovalPrompts:
         return NOT_PENDING
 
     def _targets(self, request: dict[str, Any]) -> list[tuple[str, str | None]]:
-        """(chat, thread) where a request is shown: the run's chat when an owner asked, else the owners' chats."""
+        """(chat, thread) where a request is shown: the run's chat when an owner asked, else the private chats of
+        the owners of the run's agent."""
         run_chat, session_key = str(request.get("chat_id")), str(request.get("session_key") or "")
         if request.get("owner"):
             where = self._locate(session_key)
             return [(run_chat, where[1] if where and where[0] == run_chat else None)]
-        return [(chat, None) for chat in self._owner_chats()]
+        return [(chat, None) for chat in self._owner_chats(session_key)]
 
     def _show(self, approval_id: str, request: dict[str, Any]) -> None:
         run_chat = str(request.get("chat_id"))

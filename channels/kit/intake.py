@@ -105,6 +105,8 @@ class Intake:
         agent = self.agent_of(incoming, who)  # after access: bindings never decide who gets in
         if agent is not None and agent.config.owners is not None:  # the agent's own owners replace the channel's
             owner = agent.owned_by(kit.name, who.user_id)
+            if owner and incoming.private:  # where its guests' approval requests are asked
+                kit.remember_owner_chat(who.user_id, incoming.chat_id)
         key = self.session_key(incoming, owner)
         if agent is not None:
             key = kit.services.check_session_key(agent.session_key(key))

@@ -15,6 +15,7 @@ from typing import Any, Awaitable, Callable
 
 from clawgate.channels.base import run_alone
 from clawgate.config.access import DEFAULT_ACCOUNT, AccessSettings
+from clawgate.config.agents import Agent
 from clawgate.workspace.users import OWNER
 
 from .access import AccessPolicy, Sender, may_approve
@@ -135,14 +136,35 @@ class ChannelKit:
         split = self.adapter.split_chat if getattr(self, "adapter", None) is not None else split_chat
         return self.routes.get(key) or parse_session_key(key, self.name, split)
 
-    def owner_chats(self) -> list[str]:
-        """Private chats where owners are asked about guests' requests."""
+    def owner_chats(self, session_key: str = "") -> list[str]:
+        """Private chats where owners are asked about guests' requests: of the run's agent's own `owners` where
+        it names them (docs/agents.md), else of the channel's owners."""
         if self.remote:  # the holder learns owners' chats at intake; this process reads them back
             self._owner_chats = self.store.owner_chats()
-        chats = set(self._owner_chats.values())
+        agent = self._agent_of(session_key)
+        if agent is not None and agent.config.owners is not None:
+            chats = {chat for user, chat in self._owner_chats.items() if agent.owned_by(self.name, user)}
+            if self.adapter.capabilities.dm_is_user_id:
+                platform = self.name.split(".", 1)[0]
+                chats |= {entry.rsplit(":", 1)[1] for entry in agent.config.owners
+                          if entry.rsplit(":", 1)[0] in (self.name, platform)}
+            return sorted(chats)
+        # the channel's owners only (an agent's owner's chat is remembered beside theirs)
+        chats = {chat for user, chat in self._owner_chats.items()  # ids spelled as AccessPolicy.is_owner reads them
+                 if user.strip().lstrip("@").lower() in self.policy.owners or user in self.policy.bound.values()}
         if self.adapter.capabilities.dm_is_user_id:
             chats |= set(self.policy.owner_chats())
         return sorted(chats)
+
+    def _agent_of(self, session_key: str) -> "Agent | None":
+        """The agent of one of this channel's sessions (None: a daemon of one agent, or one no longer configured)."""
+        agent_of_key = self.services.agent_of_key
+        if not session_key or agent_of_key is None:
+            return None
+        try:
+            return agent_of_key(session_key)
+        except ValueError:
+            return None
 
     def remember_owner_chat(self, user_id: str, chat_id: str) -> None:
         if self._owner_chats.get(user_id) != chat_id:

@@ -59,4 +59,7 @@ async def checkpoints_restore(services: Services, conn: Connection, p: Checkpoin
 @method("checkpoints.fork", CheckpointFork, "a new session branched from a checkpoint; the original is untouched")
 async def checkpoints_fork(services: Services, conn: Connection, p: CheckpointFork) -> dict[str, Any]:
     services.check_agent(services.checkpoints.get(p.id).session, p.agent)
-    return services.checkpoints.fork(p.id, services.agent_key(p.session, p.agent) if p.session else None)
+    target = services.agent_key(p.session, p.agent) if p.session else None
+    if target is not None:  # a bare `agent:<id>:…` key never lands a fork in another agent
+        services.check_agent(target, p.agent)
+    return services.checkpoints.fork(p.id, target)

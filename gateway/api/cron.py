@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import Field
 
 from clawgate.agent.services import Services
+from clawgate.config.agents import IMPLICIT_AGENT
 
 from ..connection import Connection
 from ..methods import Params, method
@@ -46,14 +47,21 @@ class CronRuns(JobId):
 
 @method("cron.list", NoParams, "all cron jobs with schedule, next run, last status")
 async def cron_list(services: Services, conn: Connection, p: NoParams) -> dict[str, Any]:
-    return {"jobs": [job.public() for job in services.cron.jobs()]}
+    return {"jobs": [with_agent(job.public(), services) for job in services.cron.jobs()]}
+
+
+def with_agent(job: dict[str, Any], services: Services) -> dict[str, Any]:
+    """A job as clients see it, naming its agent (the default agent's jobs keep plain session keys)."""
+    if job.get("agent") is None:
+        job["agent"] = services.agents.default.id if services.agents is not None else IMPLICIT_AGENT
+    return job
 
 
 @method("cron.add", CronAdd, "add a job: message + one of cron (with tz) / every / at; deliver, session, grace optional")
 async def cron_add(services: Services, conn: Connection, p: CronAdd) -> dict[str, Any]:
     job = services.cron.add(message=p.message, name=p.name, cron=p.cron, tz=p.tz, every=p.every, at=p.at,
                             session=p.session, deliver=p.deliver, grace=p.grace, agent=services.keyed_agent(p.agent))
-    return {"job": job.public()}
+    return {"job": with_agent(job.public(), services)}
 
 
 @method("cron.remove", JobId, "delete a job and its run history")

@@ -26,14 +26,39 @@ def _offline(call: str, *args: Any, **kwargs: Any) -> Any:
     return run
 
 
+def _offline_across(call: str, checkpoint_id: str, agent: str | None, *args: Any, target: str | None = None,
+                    **kwargs: Any) -> Any:
+    """`_offline` for restore and fork: first the daemon's rule that a checkpoint of another agent's session is
+    reached only by naming that agent (config/agents.py `Roster.refusal`), for the checkpoint and the new session."""
+    from clawgate.agent.core.errors import DomainError
+    from clawgate.config.agents import UnknownAgent
+    from clawgate.config.loader import roster_of
+
+    act = _offline(call, checkpoint_id, *args, **kwargs)
+
+    def run(parts: "Offline") -> dict[str, Any]:
+        roster = roster_of(parts.paths, parts.settings)
+        try:
+            session = parts.checkpoints().get(checkpoint_id).session
+            for key in (session, *([target] if target else [])):
+                if (refusal := roster.refusal(key, agent)) is not None:
+                    raise CliError(refusal, EXIT_FAILED)
+        except (DomainError, UnknownAgent) as exc:
+            raise CliError(getattr(exc, "message", str(exc)), EXIT_FAILED) from None
+        return act(parts)
+    return run
+
+
 def _when(ts: float) -> str:
     return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    params = {"session": args.session, "task": args.task, "limit": args.limit}
+    params = {"session": args.session, "task": args.task, "limit": args.limit,
+              **({"agent": args.agent} if args.agent else {})}
+    session = _agent_key(args.session, args.agent) if args.session and args.agent else args.session
     payload = gateway_or_offline("checkpoints.list", params,
-                                 _offline("list", session=args.session, task=args.task, limit=args.limit)).payload
+                                 _offline("list", session=session, task=args.task, limit=args.limit)).payload
     if args.json:
         print_json(payload)
         return 0
@@ -79,9 +104,9 @@ def _print_effects(effects: list[dict[str, Any]]) -> None:
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
-    params = {"id": args.id, "mode": args.mode, "confirm": args.yes}
+    params = {"id": args.id, "mode": args.mode, "confirm": args.yes, **({"agent": args.agent} if args.agent else {})}
     payload = gateway_or_offline("checkpoints.restore", params,
-                                 _offline("restore", args.id, args.mode, confirm=args.yes)).payload
+                                 _offline_across("restore", args.id, args.agent, args.mode, confirm=args.yes)).payload
     if args.json:
         print_json(payload)
         return 0 if payload["restored"] else EXIT_FAILED
@@ -97,9 +122,25 @@ def cmd_restore(args: argparse.Namespace) -> int:
     return 0
 
 
+def _agent_key(session: str, agent: str) -> str:
+    """`session` of agent `agent` as the daemon keys it (the default agent's keys are plain)."""
+    from clawgate.config.agents import UnknownAgent
+    from clawgate.config.loader import load, roster_of
+
+    try:
+        return roster_of(*load()).get(agent).session_key(session)
+    except UnknownAgent as exc:
+        raise CliError(str(exc), EXIT_FAILED) from None
+
+
 def cmd_fork(args: argparse.Namespace) -> int:
-    params: dict[str, Any] = {"id": args.id, **({"session": args.session} if args.session else {})}
-    payload = gateway_or_offline("checkpoints.fork", params, _offline("fork", args.id, args.session)).payload
+    params: dict[str, Any] = {"id": args.id, **({"session": args.session} if args.session else {}),
+                              **({"agent": args.agent} if args.agent else {})}
+    target = None
+    if args.session:  # the new session's key in the named agent, as the daemon forms it
+        target = args.session if not args.agent else _agent_key(args.session, args.agent)
+    payload = gateway_or_offline("checkpoints.fork", params,
+                                 _offline_across("fork", args.id, args.agent, target, target=target)).payload
     if args.json:
         print_json(payload)
     else:
@@ -113,10 +154,13 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--session")
     p.add_argument("--task")
     p.add_argument("--limit", type=int, default=200)
+    p.add_argument("--agent", help="the agent whose --session it is (default: the default agent)")
     subcommand(csub, "show", "what the agent knew and did at a checkpoint", cmd_show, "id", json=True)
     p = subcommand(csub, "restore", "go back to a checkpoint (the later history is kept as a branch)", cmd_restore,
                    "id", json=True)
     p.add_argument("--mode", choices=["conversation", "files", "both"], default="both")
     p.add_argument("--yes", action="store_true", help="restore although some effects after it cannot be undone")
+    p.add_argument("--agent", help="the agent whose checkpoint it is (default: the default agent)")
     p = subcommand(csub, "fork", "a new session branched from a checkpoint", cmd_fork, "id", json=True)
     p.add_argument("--session", help="the new session's key (default: <session>~<random>)")
+    p.add_argument("--agent", help="the agent whose checkpoint it is (default: the default agent)")

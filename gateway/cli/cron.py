@@ -30,32 +30,64 @@ def _offline(fn: Callable[[Any], dict[str, Any]]) -> Callable[["Offline"], dict[
     return run
 
 
+def _agents(parts: "Offline") -> Any:
+    from clawgate.config.loader import roster_of
+
+    return roster_of(parts.paths, parts.settings)
+
+
+def _named_agent(parts: "Offline", agent: str | None) -> str | None:
+    """The id that goes into a job's session key for `--agent` (None: the default agent's plain keys), on the files."""
+    from clawgate.config.agents import UnknownAgent
+
+    try:
+        found = _agents(parts).get(agent)
+    except UnknownAgent as exc:
+        raise CliError(str(exc), EXIT_FAILED) from None
+    return None if found.default else found.id
+
+
+def _listed(parts: "Offline", job: dict[str, Any]) -> dict[str, Any]:
+    """A job as the daemon lists it, naming its agent (gateway/api/cron.py `with_agent`)."""
+    if job.get("agent") is None:
+        job["agent"] = _agents(parts).default.id
+    return job
+
+
 def cmd_add(args: argparse.Namespace) -> int:
     params = {k: v for k, v in {"message": args.message, "name": args.name, "cron": args.cron, "tz": args.tz,
                                 "every": args.every, "at": args.at, "session": args.session,
-                                "deliver": args.deliver, "grace": args.grace}.items() if v is not None}
-    payload, live = gateway_or_offline("cron.add", params, _offline(lambda s: {"job": s.add(**params).public()}))
+                                "deliver": args.deliver, "grace": args.grace, "agent": args.agent}.items()
+              if v is not None}
+
+    def offline(parts: "Offline") -> dict[str, Any]:
+        fields = {**params, "agent": _named_agent(parts, args.agent)}
+        return _offline(lambda s: {"job": _listed(parts, s.add(**fields).public())})(parts)
+    payload, live = gateway_or_offline("cron.add", params, offline)
     job = payload["job"]
     if args.json:
         print_json(job)
         return 0
-    print(f"added job {job['id']} \"{job['name']}\": {job['describe']}; next run {job['nextRun'] or '-'}; "
-          f"delivers to {job['deliver']}")
+    print(f"added job {job['id']} \"{job['name']}\" of agent {job.get('agent') or '-'}: {job['describe']}; "
+          f"next run {job['nextRun'] or '-'}; delivers to {job['deliver']}")
     if not live:
         print("(the gateway is not running; the job is scheduled when `clawgate gateway` starts)")
     return 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    payload, _ = gateway_or_offline("cron.list", {}, _offline(lambda s: {"jobs": [j.public() for j in s.jobs()]}))
+    def offline(parts: "Offline") -> dict[str, Any]:
+        return _offline(lambda s: {"jobs": [_listed(parts, j.public()) for j in s.jobs()]})(parts)
+    payload, _ = gateway_or_offline("cron.list", {}, offline)
     jobs = payload["jobs"]
     if args.json or not jobs:
         return print_rows(jobs, as_json=args.json, line=str,
                           empty="no cron jobs; add one with `clawgate cron add --every 1h --message '…'`")
-    rows = [("ID", "NAME", "SCHEDULE", "NEXT RUN", "STATE", "LAST", "DELIVER")]
+    rows = [("ID", "AGENT", "NAME", "SCHEDULE", "NEXT RUN", "STATE", "LAST", "DELIVER")]
     for j in jobs:
         state = j["state"] if j["enabled"] or j["state"] != "scheduled" else "off"
-        rows.append((j["id"], j["name"][:30], j["describe"], j["nextRun"] or "-", state, j["lastStatus"] or "-", j["deliver"]))
+        rows.append((j["id"], j.get("agent") or "-", j["name"][:30], j["describe"], j["nextRun"] or "-", state,
+                     j["lastStatus"] or "-", j["deliver"]))
     print_table(rows)
     return 0
 
@@ -121,6 +153,8 @@ def add_commands(sub: Any) -> None:
                                                           "gateway[:<session>] or none (default)")
     p.add_argument("--session", help="session to run in (default: the job's own, cron:<id>)")
     p.add_argument("--grace", metavar="DURATION", help="how late a missed run may still start after downtime (default 1h)")
+    p.add_argument("--agent", metavar="ID", help="the agent whose job it is: it runs in that agent's session and "
+                                                "workspace (default: the default agent)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_add)
 

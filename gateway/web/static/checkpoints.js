@@ -16,6 +16,15 @@ function label(cp) {
   return cp.description || cp.kind;
 }
 
+// The agent a session key belongs to, as config/agents.py `agent_id_of` reads it (a sub-agent's by its
+// parent's key): named in restore and fork, since the daemon refuses another agent's checkpoint to a
+// client naming none. {} for the default agent's plain keys.
+function agentOf(key) {
+  while (key.startsWith("sub-") && key.includes("@")) key = key.slice(key.indexOf("@") + 1);
+  const found = /^agent:([a-z][a-z0-9_-]{0,31}):./.exec(key);
+  return found ? { agent: found[1] } : {};
+}
+
 function filesLine(files) {
   if (!files || files.error) return files?.error || "";
   const parts = [];
@@ -204,7 +213,7 @@ export class CheckpointsPanel {
 
   async fork(cp) {
     try {
-      const result = await this.gateway.request("checkpoints.fork", { id: cp.id });
+      const result = await this.gateway.request("checkpoints.fork", { id: cp.id, ...agentOf(cp.session) });
       await this.onOpen(result.session); // the page switches to the new session
       this.status.textContent = `Forked ${result.session} from ${label(cp)} of ${cp.session}.`;
     } catch (error) {
@@ -262,7 +271,7 @@ class RestoreDialog {
     button.disabled = true;
     try {
       const result = await this.gateway.request("checkpoints.restore",
-        { id: this.shown.checkpoint.id, mode: this.mode(), confirm: this.confirm });
+        { id: this.shown.checkpoint.id, mode: this.mode(), confirm: this.confirm, ...agentOf(this.shown.checkpoint.session) });
       if (!result.restored) { // effects after the point cannot be undone: list them, ask again
         this.confirm = true;
         const box = this.node.querySelector(".irreversible");

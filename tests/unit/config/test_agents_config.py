@@ -49,10 +49,10 @@ def test_the_default_agent_keeps_the_old_workspace_and_the_others_get_their_own(
      '[[bindings]]\nagent = "b"\nmatch = { peer = "5", channel = "telegram" }\n', "match the same messages equally"),
     ('[[bindings]]\nagent = "main"\nmatch = { roles = ["3"] }\n', "matches Discord roles without a guild"),
     ('[agents.a]\ndefault = true\nmodle = "x"\n', "unknown key 'agents.a.modle'"),
-    ('[agents.a]\ndefault = true\n[agents.b]\ndaily_tokens = 5\n', "agents.b.daily_tokens is not applied yet"),
     ('[agents.a]\ndefault = true\n[agents.b]\nowners = ["42"]\n', "agents.b.owners has '42', which is not"),
-    ('[agents.a]\ndefault = true\n[agents.b.tools]\nallow = ["read_file"]\napproval_mode = "deny"\n',
-     "agents.b.tools.approval_mode is not applied yet"),
+    ('[agents.a]\ndefault = true\n[agents.b.tools]\nmcp_servers = ["ghost"]\n',
+     "agents.b.tools.mcp_servers names 'ghost', which has no [mcp.servers.ghost] section; use one of: (none configured)"),
+    ('[agents.a]\ndefault = true\n[agents.b.tools]\napproval_mode = "sometimes"\n', "agents.b.tools.approval_mode"),
     ('[[bindings]]\nagent = "main"\nmatch = { chanel = "telegram" }\n', "unknown key 'bindings.0.match.chanel'"),
 ])
 def test_a_wrong_agents_or_bindings_config_is_one_line_naming_the_fix(tmp_path, text, expected):

@@ -97,7 +97,7 @@ class Ops:
 
 
 def prompts(ops: Ops) -> ApprovalPrompts:
-    return ApprovalPrompts(ops, channel="memory", resolve=lambda approval_id, yes: True, owner_chats=lambda: [],
+    return ApprovalPrompts(ops, channel="memory", resolve=lambda approval_id, yes: True, owner_chats=lambda session: [],
                            locate=lambda key: ("c1", None), buttons=True, edit=True)
 
 
