@@ -113,6 +113,8 @@ class FakeTeams:
         self.app_id, self.app_password = app_id, app_password
         self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.other_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)  # forgeries
+        self.kid = KID
+        self.published: dict[str, rsa.RSAPrivateKey] = {KID: self.key}  # what the JWKS lists (public halves)
         self.endpoint = ""  # the bot's messaging endpoint
         self._cond = threading.Condition()
         self.people: dict[str, Person] = {}
@@ -230,7 +232,16 @@ class FakeTeams:
                                   "token_endpoint_auth_methods_supported": ["private_key_jwt"]})
 
     async def _keys(self, request: web.Request) -> web.Response:
-        return web.json_response({"keys": [_jwk(self.key, KID)]})
+        with self._cond:
+            keys = list(self.published.items())
+        return web.json_response({"keys": [_jwk(key, kid) for kid, key in keys]})
+
+    def roll_key(self) -> None:
+        """Microsoft rolls its signing key: a new one (new kid) signs from now on, both are published."""
+        with self._cond:
+            self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+            self.kid = f"fake-signing-key-{len(self.published) + 1}"
+            self.published[self.kid] = self.key
 
     async def _token(self, request: web.Request) -> web.Response:
         form = await request.post()
@@ -248,7 +259,7 @@ class FakeTeams:
         now = int(time.time())
         token = jwt.encode({"aud": "https://api.botframework.com", "iss": f"https://sts.windows.net/{TENANT_ID}/",
                             "appid": self.app_id, "iat": now, "nbf": now, "exp": now + 3599, "jti": uuid.uuid4().hex},
-                           self.key, algorithm="RS256", headers={"kid": KID})
+                           self.key, algorithm="RS256", headers={"kid": self.kid})
         with self._cond:
             self.tokens[token] = now + 3599
         return web.json_response({"token_type": "Bearer", "expires_in": 3599, "ext_expires_in": 3599,
@@ -364,13 +375,14 @@ class FakeTeams:
 
     # -- the Connector sending activities to the bot -------------------------------------------------
     def sign(self, service_url: str, *, key: rsa.RSAPrivateKey | None = None, audience: str | None = None,
-             issuer: str = ISSUER, expires_in: int = 3600, kid: str = KID, claim_url: str | None = None) -> str:
+             issuer: str = ISSUER, expires_in: int = 3600, kid: str | None = None,
+             claim_url: str | None = None) -> str:
         """The Connector's token for one activity; every knob makes a forgery the bot must refuse."""
         now = int(time.time())
         claims = {"serviceurl": service_url if claim_url is None else claim_url, "iss": issuer,
                   "aud": self.app_id if audience is None else audience, "nbf": now - 5, "iat": now - 5,
                   "exp": now + expires_in}
-        return jwt.encode(claims, key or self.key, algorithm="RS256", headers={"kid": kid})
+        return jwt.encode(claims, key or self.key, algorithm="RS256", headers={"kid": kid or self.kid})
 
     def activity(self, person: Person, conversation: str, text: str = "", *, mention: bool = False,
                  value: dict[str, Any] | None = None, reply_to: str | None = None,
