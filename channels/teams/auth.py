@@ -66,6 +66,7 @@ class InboundAuth:
         self._issuer = issuer
         self._app_id = app_id
         self._keys: dict[str, jwt.PyJWK] = {}
+        self._endorsements: dict[str, frozenset[str]] = {}  # kid -> the channels the key may sign for
         self._fetched = 0.0
         self._lock = asyncio.Lock()
 
@@ -78,6 +79,7 @@ class InboundAuth:
                 raise ServiceError(f"{self._metadata_url} names no jwks_uri", 200)
             jwks = await _get_json(self._session, jwks_uri)
             keys: dict[str, jwt.PyJWK] = {}
+            endorsements: dict[str, frozenset[str]] = {}
             for entry in jwks.get("keys") or []:
                 if not isinstance(entry, dict) or entry.get("kty") != "RSA" or not entry.get("kid"):
                     continue
@@ -85,7 +87,9 @@ class InboundAuth:
                     keys[str(entry["kid"])] = jwt.PyJWK(entry, algorithm="RS256")
                 except jwt.PyJWTError:
                     continue
-            self._keys, self._fetched = keys, time.monotonic()
+                if isinstance(entry.get("endorsements"), list):
+                    endorsements[str(entry["kid"])] = frozenset(str(e) for e in entry["endorsements"])
+            self._keys, self._endorsements, self._fetched = keys, endorsements, time.monotonic()
             return len(keys)
 
     async def _key(self, kid: str) -> jwt.PyJWK:
@@ -97,8 +101,9 @@ class InboundAuth:
             raise Refused("signed with a key the OpenID metadata does not name")
         return key
 
-    async def verify(self, authorization: str | None, service_url: str) -> dict[str, Any]:
-        """The token's claims, or Refused. Never logs or returns anything of a token that did not verify."""
+    async def verify(self, authorization: str | None, service_url: str, channel_id: str = "") -> dict[str, Any]:
+        """The token's claims, or Refused. Never logs or returns anything of a token that did not verify.
+        A key that lists endorsements signs only for those channels: the activity's channelId must be one."""
         scheme, _, token = (authorization or "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise Refused("no bearer token")
@@ -109,6 +114,9 @@ class InboundAuth:
         if header.get("alg") != "RS256" or not isinstance(header.get("kid"), str):
             raise Refused("not an RS256 token with a key id")
         key = await self._key(header["kid"])
+        endorsed = self._endorsements.get(header["kid"])
+        if endorsed is not None and channel_id not in endorsed:
+            raise Refused("signed with a key not endorsed for the activity's channel")
         try:
             claims: dict[str, Any] = jwt.decode(
                 token.strip(), key=key, algorithms=["RS256"], audience=self._app_id, issuer=self._issuer,

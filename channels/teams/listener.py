@@ -64,8 +64,9 @@ class ActivityListener:
         except ValueError:
             payload = None
         service_url = str(payload.get("serviceUrl") or "") if isinstance(payload, dict) else ""
+        channel_id = str(payload.get("channelId") or "") if isinstance(payload, dict) else ""
         try:
-            claims = await self._auth.verify(request.headers.get("Authorization"), service_url)
+            claims = await self._auth.verify(request.headers.get("Authorization"), service_url, channel_id)
         except Refused as why:
             self._log.warning("Teams activity refused from %s: %s", request.remote, why)
             return web.json_response({"error": "Unauthorized"}, status=401)

@@ -176,6 +176,8 @@ def test_forged_expired_misdirected_or_unsigned_activities_are_refused_and_never
             "unsigned (alg none)": (honest, _unsigned(teams, teams.service_url)),
             "a token for the Connector, the activity pointing elsewhere": (hostile, teams.sign(teams.service_url)),
             "a forged token for the hostile address": (hostile, teams.sign(catcher.url, key=teams.other_key)),
+            "a key not endorsed for the activity's channel": ({**honest, "channelId": "webchat"},
+                                                              teams.sign(teams.service_url)),
         }
         for what, (body, token) in forgeries.items():
             assert teams.post_now(body, token) == 401, what

@@ -50,8 +50,10 @@ async def test_a_connector_token_verifies_and_every_forgery_is_refused(fake: Fak
     auth = _auth(fake, session)
     assert await auth.refresh() == 1
     url = fake.service_url
-    claims = await auth.verify(f"Bearer {fake.sign(url)}", url)
+    claims = await auth.verify(f"Bearer {fake.sign(url)}", url, "msteams")
     assert claims["serviceurl"] == url and claims["aud"] == APP_ID
+    with pytest.raises(Refused, match="not endorsed for the activity's channel"):  # the key signs for Teams only
+        await auth.verify(f"Bearer {fake.sign(url)}", url, "webchat")
     for why, header in {
         "no bearer token": None,
         "no bearer token ": "Basic abc",
@@ -63,10 +65,10 @@ async def test_a_connector_token_verifies_and_every_forgery_is_refused(fake: Fak
         "its serviceurl claim does not name the activity's serviceUrl": f"Bearer {fake.sign('http://127.0.0.1:9/')}",
     }.items():
         with pytest.raises(Refused) as refused:
-            await auth.verify(header, url)
+            await auth.verify(header, url, "msteams")
         assert str(refused.value) == why.strip()
     # within the documented clock skew a token still counts
-    assert await auth.verify(f"Bearer {fake.sign(url, expires_in=-60)}", url)
+    assert await auth.verify(f"Bearer {fake.sign(url, expires_in=-60)}", url, "msteams")
 
 
 async def test_rolled_signing_keys_are_fetched_again(fake: FakeTeams, session: aiohttp.ClientSession,
@@ -78,9 +80,9 @@ async def test_rolled_signing_keys_are_fetched_again(fake: FakeTeams, session: a
     fake.roll_key()
     token = fake.sign(fake.service_url)
     with pytest.raises(Refused, match="key the OpenID metadata does not name"):  # fetched at most every 30 s
-        await auth.verify(f"Bearer {token}", fake.service_url)
+        await auth.verify(f"Bearer {token}", fake.service_url, "msteams")
     monkeypatch.setattr(auth_module, "KEY_REFRESH_FLOOR", 0.0)
-    assert await auth.verify(f"Bearer {token}", fake.service_url)
+    assert await auth.verify(f"Bearer {token}", fake.service_url, "msteams")
 
 
 async def test_the_client_credentials_token_is_cached_and_a_wrong_secret_refused(
