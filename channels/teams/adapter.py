@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import logging
 import secrets
 from typing import Any, ClassVar
 
@@ -39,6 +40,7 @@ from clawgate.channels.teams.render import CARD_TYPE, MAX_CHARS, approval_card, 
 from clawgate.channels.teams.settings import TeamsSettings
 
 PROMPT_CHARS = 3500  # a prompt's HTML above its card
+SDK_LOGGER = "microsoft_agents"  # the SDK logs every send at INFO: the kit already logs what matters
 
 
 def _credentials(s: TeamsSettings) -> tuple[str, str]:
@@ -123,6 +125,7 @@ class TeamsAdapter(PlatformAdapter):
 
     async def connect(self) -> None:
         s = self.settings
+        logging.getLogger(SDK_LOGGER).setLevel(logging.WARNING)
         self._session = _session(s)
         self._tokens = _tokens(s, self._session)
         self._auth = InboundAuth(self._session, metadata_url=s.openid_metadata_url, issuer=s.issuer,
