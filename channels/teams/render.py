@@ -4,8 +4,9 @@ Adaptive Card of an approval prompt.
 Teams renders a subset of Markdown and of HTML in a bot's text; Markdown's corner cases (a `<` typed by
 the model, an underscore inside a word) read differently in its renderer than in CommonMark. HTML is
 exact: markdown-it-py renders CommonMark to the tags Teams shows (p, b/strong, i/em, code, pre, ul/ol,
-blockquote, a, h1-h3, table) and escapes raw HTML in the model's text (html=False), so an answer can
-neither inject markup nor mention anyone.
+blockquote, a, h1-h3) and escapes raw HTML in the model's text (html=False), so an answer can neither
+inject markup nor mention anyone. Tables are left as the model wrote them (pipes): Teams does not render a
+table in a text message.
 """
 
 from __future__ import annotations
@@ -17,14 +18,14 @@ from markdown_it import MarkdownIt
 
 from clawgate.channels.kit.markdown import hard_split, split_markdown
 
-MAX_CHARS = 4000  # rendered HTML per message: Teams takes ~28 KB, long walls are unreadable in its client
+MAX_CHARS = 4000  # rendered HTML per message: Teams takes ~100 KB, long walls are unreadable in its client
 SPLIT_AT = 3000  # Markdown per piece, leaving room for the tags rendering adds
 CARD_TYPE = "application/vnd.microsoft.card.adaptive"
 
 
 @lru_cache(maxsize=1)
 def _parser() -> MarkdownIt:
-    return MarkdownIt("commonmark", {"html": False, "breaks": True}).enable(["table", "strikethrough"])
+    return MarkdownIt("commonmark", {"html": False, "breaks": True}).enable(["strikethrough"])
 
 
 def to_html(markdown: str) -> str:

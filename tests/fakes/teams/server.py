@@ -40,7 +40,7 @@ APP_PASSWORD = "fake~client~secret~for~clawgate~tests~0123"
 TENANT_ID = "72f988bf-86f1-41af-91ab-2d7cd011db47"
 ISSUER = "https://api.botframework.com"
 SCOPE = "https://api.botframework.com/.default"
-MAX_ACTIVITY_BYTES = 28_000  # Teams refuses a message much over ~28 KB (MessageSizeTooBig)
+MAX_ACTIVITY_BYTES = 100 * 1024  # Teams refuses a message over ~100 KB as UTF-16 (413 MessageSizeTooBig)
 KID = "fake-signing-key-1"
 
 
@@ -300,7 +300,7 @@ class FakeTeams:
             return self._error(request, 400, "BadArgument", "The request body is not JSON.")
         if not isinstance(body, dict) or body.get("type") not in ("message", "typing"):
             return self._error(request, 400, "BadArgument", "Unknown activity type.")
-        if body.get("type") == "message" and len(raw) > MAX_ACTIVITY_BYTES:
+        if body.get("type") == "message" and len(raw.decode("utf-8", "replace").encode("utf-16-le")) > MAX_ACTIVITY_BYTES:
             return self._error(request, 413, "MessageSizeTooBig", "Message size too big.")
         if body.get("type") == "message" and not body.get("text") and not body.get("attachments"):
             return self._error(request, 400, "BadArgument", "Activity has no text and no attachments.")

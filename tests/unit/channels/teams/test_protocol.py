@@ -126,7 +126,7 @@ async def test_the_sdk_connector_client_sends_edits_and_is_refused_without_our_t
         assert delivery_error(limited.value, "x").retry_after == 7.0  # type: ignore[union-attr]
         with pytest.raises(aiohttp.ClientResponseError) as large:
             await client.conversations.send_to_conversation(
-                person.personal_chat, Activity(type="message", text="x" * 40_000, text_format="xml"))
+                person.personal_chat, Activity(type="message", text="x" * 60_000, text_format="xml"))
         assert delivery_error(large.value, "x").too_large  # type: ignore[union-attr]
     finally:
         await client.close()
