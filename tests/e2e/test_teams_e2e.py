@@ -231,7 +231,8 @@ def test_only_an_owner_press_on_the_card_approves_and_a_forged_press_is_ignored(
     teams.say(owner, group, "", value=approve, reply_to=prompt.id)
     wait_until(lambda: "Created approved.txt." in said(teams, group), "the run to finish", describe=daemon.log_text)
     assert (daemon.workspace / "approved.txt").exists()
-    assert not prompt.cards or prompt.versions[-1] != prompt.versions[0]  # the outcome was edited in
+    wait_until(lambda: len(prompt.versions) > 1, "the outcome edited into the prompt")
+    assert not prompt.cards and plain_of(prompt.versions[-1]).endswith("Approved — running it.")  # buttons gone
 
 
 def test_a_cron_result_is_delivered_to_a_teams_chat_and_an_unknown_one_is_not_called(
