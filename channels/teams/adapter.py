@@ -28,6 +28,7 @@ from clawgate.channels.kit import (
     ChannelUnavailable,
     DeliveryError,
     PlatformAdapter,
+    Sender,
     Target,
 )
 from clawgate.channels.kit.markdown import escape
@@ -199,7 +200,7 @@ class TeamsAdapter(PlatformAdapter):
         if incoming is not None:
             await self.kit.receive(incoming)
 
-    async def _pressed(self, approval_id: str, approved: bool, secret: str, sender: Any, chat: str,
+    async def _pressed(self, approval_id: str, approved: bool, secret: str, sender: Sender, chat: str,
                        thread: str | None, message_id: str) -> None:
         """A card's button: counts only with the prompt's own secret, in the chat the prompt was sent to; the
         kit then admits only an owner's answer. The line it returns is the presser's answer."""
