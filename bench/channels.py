@@ -36,6 +36,7 @@ from tests.fakes.mattermost import FakeMattermost  # noqa: E402
 from tests.fakes.signal import BOT_NUMBER, FakeSignalCli  # noqa: E402
 from tests.fakes.slack_api import APP_TOKEN, BOT_TOKEN, FakeSlack  # noqa: E402
 from tests.fakes.telegram_api import FakeTelegram  # noqa: E402
+from tests.fakes.teams import FakeTeams  # noqa: E402
 from tests.fakes.whatsapp import APP_SECRET, PHONE_NUMBER_ID, TOKEN, VERIFY_TOKEN, FakeWhatsApp  # noqa: E402
 from tests.harness import DaemonProcess, free_port  # noqa: E402
 
@@ -172,6 +173,29 @@ class GoogleChatPlatform(Platform):
     def inject(self, chat: int, text: str) -> None:
         user = self.users[chat]
         self.fake.write(user, user.dm, text)
+class TeamsPlatform(Platform):
+    """The Teams adapter against the fake Microsoft endpoints, its activities signed JWTs POSTed to the listener."""
+
+    name = "teams"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fake = FakeTeams().start()
+        self.fake.on_sent = lambda sent: self.saw(sent.text.removeprefix("<p>").removesuffix("</p>"))
+        self.people: dict[int, Any] = {}
+
+    def env(self) -> dict[str, str]:
+        port = free_port()
+        self.fake.endpoint = f"http://127.0.0.1:{port}/api/messages"
+        section = {"APP_ID": self.fake.app_id, "APP_PASSWORD": self.fake.app_password, "LISTEN_PORT": str(port),
+                   "OPENID_METADATA_URL": self.fake.openid_url, "TOKEN_URL": self.fake.token_url, "DM_POLICY": "open"}
+        return {f"CLAWGATE_CHANNELS__TEAMS__{k}": v for k, v in section.items()}
+
+    def inject(self, chat: int, text: str) -> None:
+        if chat not in self.people:
+            self.people[chat] = self.fake.add_person(f"bench{chat}")
+        person = self.people[chat]
+        self.fake.say(person, person.personal_chat, text)
 
     def close(self) -> None:
         self.fake.stop()
@@ -430,7 +454,8 @@ PLATFORMS: dict[str, Callable[[], Platform]] = {"telegram": TelegramPlatform, "d
                                                 "slack": SlackPlatform, "matrix": MatrixPlatform,
                                                 "email": EmailPlatform, "signal": SignalPlatform, "mattermost": MattermostPlatform,
                                                 "echochat": EchoChatPlatform, "whatsapp": WhatsAppPlatform,
-                                                "googlechat": GoogleChatPlatform, "dingtalk": DingTalkPlatform}
+                                                "googlechat": GoogleChatPlatform, "dingtalk": DingTalkPlatform,
+                                                "teams": TeamsPlatform}
 
 
 def measure(make: Callable[[], Platform], chats: int) -> tuple[list[float], list[float]]:
