@@ -64,15 +64,17 @@ def incoming(event: dict[str, Any], bot_open_id: str, commands: frozenset[str], 
     for mention in message.get("mentions") or []:
         key = str(mention.get("key") or "")
         mention_id = str((mention.get("id") or {}).get("open_id") or "")
+        if not text or not key:
+            mentioned = mentioned or bool(mention_id and mention_id == bot_open_id)
+            continue
         if mention_id and mention_id == bot_open_id:
             mentioned = True
-            replacement = ""
+            text = re.sub(re.escape(key) + r"(?![0-9])[ \t]?", "", text)  # the bot's mention and its space
         else:
-            replacement = f"@{mention.get('name') or mention_id}"
-        if text and key:
-            text = text.replace(key, replacement)
+            shown = f"@{mention.get('name') or mention_id}"
+            text = re.sub(re.escape(key) + r"(?![0-9])", lambda _: shown, text)
     if text is not None:
-        text = re.sub(r"[ \t]{2,}", " ", PLACEHOLDER.sub("", text)).strip()
+        text = PLACEHOLDER.sub("", text).strip()  # indentation inside (code) is kept
     command = text.split(maxsplit=1)[0].lstrip("/").lower() if text and text.startswith("/") else ""
     addressed = private or mentioned or (bool(command) and command in commands)
     root = str(message.get("root_id") or "") or None
