@@ -11,6 +11,7 @@ press counts; `/approve ID` works too); files are uploaded (im/v1/files) and sen
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hmac
 import json
 import secrets
@@ -24,6 +25,7 @@ from clawgate.channels.kit import (
     ChannelKit,
     ChannelUnavailable,
     DeliveryError,
+    Incoming,
     PlatformAdapter,
     Sender,
     Target,
@@ -36,7 +38,9 @@ from clawgate.channels.feishu.events import incoming
 from clawgate.channels.feishu.render import PostChunk, approval_card, outcome_card, post_content, render
 from clawgate.channels.feishu.settings import FeishuSettings
 
-MAX_CHARS = 8000  # a rich-text message holds 30 KB of JSON: 8,000 characters of CJK text stay under it
+# A rich-text message or card holds 30 KB of JSON, and the SDK sends non-ASCII as \uXXXX (6 bytes a character):
+# 4,000 characters stay under it with room for the frame, and read well on a phone.
+MAX_CHARS = 4000
 MAX_FILE_BYTES = 30 * 1024 * 1024  # im/v1/files accepts up to 30 MB
 RECEIVE_TIMEOUT = 120.0  # a handler waiting longer answers Feishu with a failure: it delivers the event again
 CREDENTIALS_FIX = ("the custom app's App ID and App Secret (Developer Console → Credentials & Basic Info) in "
@@ -57,6 +61,7 @@ class FeishuAdapter(PlatformAdapter):
         self.bot_open_id = ""
         self.bot_name = ""
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._names: dict[str, str] = {}  # open_id -> the person's name, for shared conversations
 
     # -- lifecycle --------------------------------------------------------------------------
     def _secret(self) -> str:
@@ -143,7 +148,31 @@ class FeishuAdapter(PlatformAdapter):
         if message is None:
             return
         assert self._loop is not None
-        asyncio.run_coroutine_threadsafe(self.kit.receive(message), self._loop).result(RECEIVE_TIMEOUT)
+        asyncio.run_coroutine_threadsafe(self._take(message), self._loop).result(RECEIVE_TIMEOUT)
+
+    async def _take(self, message: Incoming) -> None:
+        """In a group, the sender named to the model by their Feishu name (events carry only the open_id)."""
+        if not message.private and message.addressed:
+            name = await self._name(message.sender.user_id)
+            if name:
+                message = dataclasses.replace(message, sender=Sender(user_id=message.sender.user_id, username=name,
+                                                                     display=name))
+        await self.kit.receive(message)
+
+    async def _name(self, open_id: str) -> str:
+        """The user's name (contact API, scope `contact:user.base:readonly`); empty when the app may not read
+        it. Asked once per person; it only names, never admits (owner and allow_from take open_ids)."""
+        if open_id not in self._names and self.api is not None:
+            from lark_oapi.api.contact.v3 import GetUserRequest
+
+            try:
+                data = await self.api.call(self.api.client.contact.v3.user.get, GetUserRequest.builder()
+                                           .user_id(open_id).user_id_type("open_id").build())
+                self._names[open_id] = str(getattr(getattr(data, "user", None), "name", "") or "")
+            except (ApiError, SentMaybe, *NETWORK, OSError) as e:
+                self.kit.log.debug("Feishu: the name of %s not read (%s)", open_id, e)
+                self._names[open_id] = ""
+        return self._names.get(open_id, "")
 
     def _on_card(self, data: Any) -> Any:
         """A card button: counts when its value carries the prompt's own secret; the kit admits owners only.

@@ -22,7 +22,7 @@ from tests.fakes.feishu import APP_ID, APP_SECRET, FakeFeishu, Message, User
 from tests.waiting import wait_until
 
 STATUS = ("⚙️", "⏳")
-MAX_CHARS = 8000
+MAX_CHARS = 4000
 _MD = MarkdownIt("commonmark", {"html": False})
 
 

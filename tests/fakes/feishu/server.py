@@ -3,7 +3,7 @@
 HTTP (JSON answers `{"code", "msg", …}`, code 0 for success):
 - `POST /open-apis/auth/v3/tenant_access_token/internal` and `app_access_token/internal`: app_id and
   app_secret checked (10014 "app secret invalid" otherwise).
-- `GET /open-apis/bot/v3/info`; `POST /open-apis/im/v1/messages?receive_id_type=chat_id`, `POST
+- `GET /open-apis/bot/v3/info`; `GET /open-apis/contact/v3/users/{open_id}?user_id_type=open_id` (a name); `POST /open-apis/im/v1/messages?receive_id_type=chat_id`, `POST
   …/messages/{id}/reply` (`reply_in_thread`), `PUT …/messages/{id}` (edit text/post), `PATCH
   …/messages/{id}` (a card's content), `DELETE …/messages/{id}`, `POST /open-apis/im/v1/files`
   (multipart). Each checks the bearer tenant_access_token: a wrong one is HTTP 400 with
@@ -425,6 +425,15 @@ class FakeFeishu:
             return web.json_response({"code": 0, "msg": "ok", "bot": {
                 "activate_status": 2, "app_name": BOT_NAME, "avatar_url": "", "ip_white_list": [],
                 "open_id": self.bot.open_id}})
+        if method == "GET" and parts[:3] == ["contact", "v3", "users"] and len(parts) == 4:
+            if query.get("user_id_type") != "open_id":
+                raise _Refusal(400, 99992402, "field validation failed: user_id_type")
+            with self._lock:
+                user = self.users.get(parts[3])
+            if user is None:
+                raise _Refusal(400, 41050, "no user authority error")
+            return web.json_response({"code": 0, "msg": "success", "data": {"user": {
+                "open_id": user.open_id, "union_id": user.union_id, "name": user.name}}})
         if parts[:3] == ["im", "v1", "messages"]:
             if method == "POST" and len(parts) == 3:
                 if query.get("receive_id_type") != "chat_id":
