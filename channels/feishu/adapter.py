@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hmac
+import importlib.util
 import json
 import secrets
 from typing import Any, ClassVar
@@ -37,6 +38,9 @@ from clawgate.channels.feishu.api import NETWORK, RATE_LIMITED, TOKEN_REFUSED, T
 from clawgate.channels.feishu.events import incoming
 from clawgate.channels.feishu.render import PostChunk, approval_card, outcome_card, post_content, render
 from clawgate.channels.feishu.settings import FeishuSettings
+
+if importlib.util.find_spec("lark_oapi") is None:  # the channel is an extra: say how to get it (the registry shows it)
+    raise ImportError("the Feishu channel needs lark-oapi; install it with: pip install 'clawgate[feishu]'")
 
 # A rich-text message or card holds 30 KB of JSON, and the SDK sends non-ASCII as \uXXXX (6 bytes a character):
 # 4,000 characters stay under it with room for the frame, and read well on a phone.
@@ -79,7 +83,7 @@ class FeishuAdapter(PlatformAdapter):
             bot = (await api.request("GET", "/open-apis/bot/v3/info")).get("bot") or {}
         except ApiError as e:
             return refused("Feishu", f"credentials ({e})", "channels.feishu.app_secret", CREDENTIALS_FIX)
-        except (*NETWORK, OSError, SentMaybe) as e:
+        except (*NETWORK, SentMaybe) as e:
             return unreachable("Feishu", settings.url(), str(e) or type(e).__name__, "channels.feishu.domain")
         return logged_in(f"logged in to {settings.url()} as the bot {bot.get('app_name')!r} ({bot.get('open_id')})")
 
@@ -101,7 +105,7 @@ class FeishuAdapter(PlatformAdapter):
                 raise ChannelAuthError(f"{self.settings.url()} is not a Feishu Open Platform (HTTP 404): check "
                                        "[channels.feishu] domain") from None
             raise ChannelUnavailable(f"Feishu answered {e}") from None
-        except (*NETWORK, OSError, SentMaybe) as e:
+        except (*NETWORK, SentMaybe) as e:
             raise ChannelUnavailable(f"Feishu not reachable at {self.settings.url()} ({type(e).__name__})") from None
         self.bot_open_id, self.bot_name = str(bot.get("open_id") or ""), str(bot.get("app_name") or "")
         if not self.bot_open_id:
@@ -169,7 +173,7 @@ class FeishuAdapter(PlatformAdapter):
                 data = await self.api.call(self.api.client.contact.v3.user.get, GetUserRequest.builder()
                                            .user_id(open_id).user_id_type("open_id").build())
                 self._names[open_id] = str(getattr(getattr(data, "user", None), "name", "") or "")
-            except (ApiError, SentMaybe, *NETWORK, OSError) as e:
+            except (ApiError, SentMaybe, *NETWORK) as e:
                 self.kit.log.debug("Feishu: the name of %s not read (%s)", open_id, e)
                 self._names[open_id] = ""
         return self._names.get(open_id, "")
@@ -224,7 +228,7 @@ class FeishuAdapter(PlatformAdapter):
             raise _delivery_error(e, what) from None
         except SentMaybe as e:
             raise Unconfirmed(str(e)) from None
-        except (*NETWORK, OSError) as e:
+        except NETWORK as e:
             raise DeliveryError(f"Feishu unreachable for {what} ({type(e).__name__})") from None
         return str(getattr(data, "message_id", "") or "")
 
@@ -252,7 +256,7 @@ class FeishuAdapter(PlatformAdapter):
             raise _delivery_error(e, "an edit") from None
         except SentMaybe as e:
             raise Unconfirmed(str(e)) from None
-        except (*NETWORK, OSError) as e:
+        except NETWORK as e:
             raise DeliveryError(f"Feishu unreachable for an edit ({type(e).__name__})") from None
 
     async def delete(self, target: Target, message_id: str) -> None:
@@ -263,7 +267,7 @@ class FeishuAdapter(PlatformAdapter):
             await api.call(api.client.im.v1.message.delete, DeleteMessageRequest.builder().message_id(message_id).build())
         except ApiError as e:
             raise _delivery_error(e, "a delete") from None
-        except (SentMaybe, *NETWORK, OSError) as e:
+        except (SentMaybe, *NETWORK) as e:
             raise DeliveryError(f"Feishu: delete not confirmed ({type(e).__name__})") from None
 
     async def send_approval(self, target: Target, approval_id: str, text: str) -> str | None:
@@ -287,7 +291,7 @@ class FeishuAdapter(PlatformAdapter):
             uploaded = await api.call(api.client.im.v1.file.create, CreateFileRequest.builder().request_body(body).build())
         except ApiError as e:
             raise _delivery_error(e, "a file") from None
-        except (SentMaybe, *NETWORK, OSError) as e:  # an upload alone shows nobody anything: safe to retry
+        except (SentMaybe, *NETWORK) as e:  # an upload alone shows nobody anything: safe to retry
             raise DeliveryError(f"Feishu: file upload not confirmed ({type(e).__name__})") from None
         if caption.strip():
             await self._send("a file's caption", target, "post", post_content(self.kit.markdown.escape(caption)))

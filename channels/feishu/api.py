@@ -11,12 +11,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable
 
-import requests
-
 TOKEN_REFUSED = frozenset({99991663, 99991668, 99991661, 99991664, 99991665, 10003, 10014})
 RATE_LIMITED = frozenset({99991400, 230020})
 TOO_LONG = frozenset({230025, 230001})  # the content is too long / invalid (over 150 KB; a card over 30 KB)
-NETWORK = (requests.ConnectionError, requests.Timeout)
+NETWORK = (OSError,)  # requests' errors are OSErrors: requests comes with the extra, imported only when used
 
 
 class ApiError(Exception):
@@ -50,6 +48,7 @@ class FeishuApi:
 
     async def call(self, method: Callable[[Any], Any], request: Any) -> Any:
         """One SDK call (`client.im.v1.message.create` and the like) in a thread; its `data`, or ApiError."""
+        import requests
         from lark_oapi.core.exception import ObtainAccessTokenException
 
         try:

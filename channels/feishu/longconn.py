@@ -81,7 +81,7 @@ class LongConnection:
         try:
             await client._connect()
         except ClientException as e:
-            raise ConnectionRefused(f"{e.code}: {e.msg}") from None
+            raise ConnectionRefused(str(e) or type(e).__name__) from None
         except Exception as e:  # the endpoint or the WebSocket unreachable: the runner retries
             await client._disconnect()
             raise ConnectionLost(str(e) or type(e).__name__) from None
