@@ -383,9 +383,14 @@ class FakeFeishu:
         path = "/" + request.match_info["tail"]
         body: Any = None
         if request.content_type.startswith("multipart/"):
-            form = await request.post()
-            body = {k: (v if isinstance(v, str) else {"filename": v.filename, "data": v.file.read()})
-                    for k, v in form.items()}
+            body = {}
+            reader = await request.multipart()
+            async for part in reader:  # type: ignore[union-attr]
+                data = bytes(await part.read(decode=False))  # type: ignore[union-attr]
+                if part.filename or part.name == "file":  # type: ignore[union-attr]
+                    body[part.name] = {"filename": part.filename, "data": data}  # type: ignore[union-attr]
+                else:
+                    body[part.name] = data.decode()  # type: ignore[union-attr]
         elif request.can_read_body:  # the SDK's requests calls send JSON without naming it
             try:
                 body = json.loads(await request.read())
