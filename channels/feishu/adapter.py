@@ -148,7 +148,7 @@ class FeishuAdapter(PlatformAdapter):
     def _on_message(self, data: Any) -> None:
         """The SDK's handler: returns once the kit has the message durably (raising: Feishu redelivers)."""
         message = incoming(data.event or {}, self.bot_open_id, self._commands(),
-                           reply_in_thread=self.settings.reply_in_thread)
+                           reply_in_thread=self.settings.reply_in_thread, fetch=self._download)
         if message is None:
             return
         assert self._loop is not None
@@ -162,6 +162,15 @@ class FeishuAdapter(PlatformAdapter):
                 message = dataclasses.replace(message, sender=Sender(user_id=message.sender.user_id, username=name,
                                                                      display=name))
         await self.kit.receive(message)
+
+    async def _download(self, message_id: str, key: str, kind: str) -> bytes:
+        """A file or image a person sent (im/v1/messages/:id/resources/:key, scope `im:resource`)."""
+        from lark_oapi.api.im.v1 import GetMessageResourceRequest
+
+        api = self._client()
+        response = await api.call(api.client.im.v1.message_resource.get, GetMessageResourceRequest.builder()
+                                  .message_id(message_id).file_key(key).type(kind).build(), whole=True)
+        return response.file.read() if response.file is not None else b""
 
     async def _name(self, open_id: str) -> str:
         """The user's name (contact API, scope `contact:user.base:readonly`); empty when the app may not read

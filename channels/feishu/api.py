@@ -46,8 +46,9 @@ class FeishuApi:
         self.client = (lark.Client.builder().app_id(app_id).app_secret(app_secret).domain(domain)
                        .timeout(timeout).log_level(lark.LogLevel.WARNING).build())
 
-    async def call(self, method: Callable[[Any], Any], request: Any) -> Any:
-        """One SDK call (`client.im.v1.message.create` and the like) in a thread; its `data`, or ApiError."""
+    async def call(self, method: Callable[[Any], Any], request: Any, *, whole: bool = False) -> Any:
+        """One SDK call (`client.im.v1.message.create` and the like) in a thread; its `data` (`whole`: the
+        response itself, for a download), or ApiError."""
         import requests
         from lark_oapi.core.exception import ObtainAccessTokenException
 
@@ -61,7 +62,7 @@ class FeishuApi:
             raw = getattr(response, "raw", None)
             raise ApiError(int(response.code or 0), str(response.msg or ""), int(getattr(raw, "status_code", 0) or 0),
                            _retry_after(getattr(raw, "headers", None)))
-        return response.data
+        return response if whole else response.data
 
     async def request(self, method: str, uri: str) -> dict[str, Any]:
         """A call the SDK has no typed request for (`GET /open-apis/bot/v3/info`), with the tenant token."""

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, Awaitable, Callable
 
-from clawgate.channels.kit import Incoming, Sender
+from clawgate.channels.kit import Incoming, IncomingFile, Sender
 
 PLACEHOLDER = re.compile(r"@_user_\d+")
+# (message id, resource key, "image" | "file") -> the bytes, through im/v1/messages/:id/resources/:key
+Fetch = Callable[[str, str, str], Awaitable[bytes]]
 
 
 def _post_text(content: dict[str, Any]) -> str:
@@ -50,8 +52,28 @@ def message_text(msg_type: str, content: str) -> str | None:
     return None
 
 
+def attachments(message_id: str, msg_type: str, content: str, fetch: Fetch) -> tuple[IncomingFile, ...]:
+    """The file an image, file, audio or video message carries (fetched only once the sender is admitted)."""
+    try:
+        data = json.loads(content or "{}")
+    except ValueError:
+        return ()
+    if not isinstance(data, dict):
+        return ()
+    if msg_type == "image" and data.get("image_key"):
+        key, resource, kind, name = str(data["image_key"]), "image", "image", "image.png"
+    elif msg_type in ("file", "audio", "media") and data.get("file_key"):
+        key, resource = str(data["file_key"]), "file"
+        kind = "voice" if msg_type == "audio" else "file"
+        name = str(data.get("file_name") or ("voice.opus" if msg_type == "audio" else "file"))
+    else:
+        return ()
+    return (IncomingFile(name=name, size=None, mime=None, kind=kind,  # type: ignore[arg-type]
+                         fetch=lambda: fetch(message_id, key, resource)),)
+
+
 def incoming(event: dict[str, Any], bot_open_id: str, commands: frozenset[str], *,
-             reply_in_thread: bool = False) -> Incoming | None:
+             reply_in_thread: bool = False, fetch: Fetch | None = None) -> Incoming | None:
     """The kit's Incoming for one `im.message.receive_v1` event's `event` object, or None."""
     message = event.get("message") or {}
     sender = event.get("sender") or {}
@@ -81,6 +103,8 @@ def incoming(event: dict[str, Any], bot_open_id: str, commands: frozenset[str], 
     thread = root if message.get("thread_id") and root else None
     if thread is None and reply_in_thread and not private:
         thread = str(message["message_id"])
+    files = attachments(str(message["message_id"]), str(message.get("message_type") or ""),
+                        str(message.get("content") or ""), fetch) if fetch is not None else ()
     return Incoming(
         message_id=str(message["message_id"]),
         chat_id=str(message["chat_id"]),
@@ -89,7 +113,8 @@ def incoming(event: dict[str, Any], bot_open_id: str, commands: frozenset[str], 
         text=text or "",
         addressed=addressed,
         thread_id=thread,
+        files=files,
         sender_is_bot=sender.get("sender_type") not in (None, "user"),
-        unreadable=text is None,
+        unreadable=text is None and not files,
         metadata={"feishu_chat_type": message.get("chat_type"), "feishu_create_time": message.get("create_time")},
     )

@@ -158,6 +158,24 @@ def test_a_cron_result_and_a_file_reach_a_feishu_chat(fs_daemon, feishu: FakeFei
     assert "Here it is." in [plain(m) for m in said(feishu, chat)]  # the caption, escaped as plain text
 
 
+def test_files_people_send_are_saved_and_one_over_the_limit_refused(fs_daemon, feishu: FakeFeishu,
+                                                                          owner: User,
+                                                                          fake_model: FakeAnthropic) -> None:
+    daemon = fs_daemon(max_file_bytes=1000)
+    chat = feishu.p2p_chat(owner)
+    fake_model.enqueue(text("got the file"))
+    feishu.write_file(owner, chat, "notes.txt", b"remember the milk\n")
+    wait_until(lambda: "got the file" in said(feishu, chat), "the answer", describe=daemon.log_text)
+    saved = wait_until(lambda: list((daemon.workspace / "inbox").rglob("*notes*")), "the saved file")
+    assert [p.read_bytes() for p in saved] == [b"remember the milk\n"]
+    assert len(feishu.calls_to("GET", "/im/v1/messages/")) == 1
+    feishu.write_file(owner, chat, "big.bin", b"x" * 5000)
+    wait_until(lambda: len(said(feishu, chat)) >= 2, "the refusal", describe=daemon.log_text)
+    assert "too large" in plain(said(feishu, chat)[1])
+    # Feishu's event gives no size: the file is fetched, then refused, and nothing of it kept
+    assert not list((daemon.workspace / "inbox").rglob("*big*"))
+
+
 def test_refused_credentials_fail_the_channel_with_the_fix_and_doctor_says_so(daemon_factory,
                                                                              feishu: FakeFeishu) -> None:
     wrong = "w" * 32

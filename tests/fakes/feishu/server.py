@@ -6,7 +6,8 @@ HTTP (JSON answers `{"code", "msg", …}`, code 0 for success):
 - `GET /open-apis/bot/v3/info`; `GET /open-apis/contact/v3/users/{open_id}?user_id_type=open_id` (a name); `POST /open-apis/im/v1/messages?receive_id_type=chat_id`, `POST
   …/messages/{id}/reply` (`reply_in_thread`), `PUT …/messages/{id}` (edit text/post), `PATCH
   …/messages/{id}` (a card's content), `DELETE …/messages/{id}`, `POST /open-apis/im/v1/files`
-  (multipart). Each checks the bearer tenant_access_token: a wrong one is HTTP 400 with
+  (multipart), `GET …/messages/{id}/resources/{key}?type=file|image` (what a person sent). Each
+  checks the bearer tenant_access_token: a wrong one is HTTP 400 with
   `{"code": 99991663, "msg": "Invalid access token for authorization…"}`; an injected rate limit is HTTP
   429 `{"code": 99991400}` with `x-ogw-ratelimit-reset`; an injected refusal is 230002 (bot not in chat).
 - `POST /callback/ws/endpoint` (`{"AppID", "AppSecret"}`): the long connection's WebSocket URL with
@@ -110,6 +111,8 @@ class FakeFeishu:
         self.deliveries: list[str] = []  # event ids, each time one was sent
         self._frames: dict[str, str] = {}  # a frame's message_id -> event_id
         self._failures: list[_Refusal] = []
+        self.files: dict[str, dict[str, Any]] = {}  # file_key -> {"name", "data"}: what the bot uploaded
+        self.resources: dict[tuple[str, str], tuple[str, bytes]] = {}  # (message id, key) -> (type, bytes)
         self._sockets: list[web.WebSocketResponse] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -219,6 +222,25 @@ class FakeFeishu:
                              "update_time": str(int(message.at * 1000)), "chat_id": chat_id,
                              "chat_type": chat["type"], "message_type": "text", "content": message.content,
                              **({"mentions": mentions} if mentions else {})}}
+        return self.deliver("im.message.receive_v1", event)
+
+    def write_file(self, user: User, chat_id: str, name: str, data: bytes, *, image: bool = False) -> dict[str, Any]:
+        """`user` sends a file (or an image) in `chat_id`: a `file` / `image` message whose content names a
+        key the bot downloads with im/v1/messages/:id/resources/:key."""
+        key = new_id("img_v3_" if image else "file_v3_")
+        content = json.dumps({"image_key": key} if image else {"file_key": key, "file_name": name})
+        with self._lock:
+            chat = self.chats[chat_id]
+            message = Message(new_id("om_"), chat_id, user.open_id, "image" if image else "file", content,
+                              at=time.time())
+            self.messages.append(message)
+            self.resources[(message.id, key)] = ("image" if image else "file", data)
+        event = {"sender": {"sender_id": {"open_id": user.open_id, "union_id": user.union_id, "user_id": ""},
+                            "sender_type": "user", "tenant_key": TENANT},
+                 "message": {"message_id": message.id, "root_id": "", "parent_id": "", "thread_id": "",
+                             "create_time": str(int(message.at * 1000)), "update_time": str(int(message.at * 1000)),
+                             "chat_id": chat_id, "chat_type": chat["type"], "message_type": message.msg_type,
+                             "content": content}}
         return self.deliver("im.message.receive_v1", event)
 
     def deliver(self, event_type: str, event: dict[str, Any]) -> dict[str, Any]:
@@ -424,7 +446,7 @@ class FakeFeishu:
         if not ok:
             raise _Refusal(400, BAD_TOKEN["code"], BAD_TOKEN["msg"])
 
-    def _route(self, method: str, path: str, body: dict[str, Any], query: Any) -> web.Response:
+    def _route(self, method: str, path: str, body: dict[str, Any], query: Any) -> web.StreamResponse:
         parts = path.strip("/").split("/")
         if method == "GET" and path == "/bot/v3/info":
             return web.json_response({"code": 0, "msg": "ok", "bot": {
@@ -439,6 +461,13 @@ class FakeFeishu:
                 raise _Refusal(400, 41050, "no user authority error")
             return web.json_response({"code": 0, "msg": "success", "data": {"user": {
                 "open_id": user.open_id, "union_id": user.union_id, "name": user.name}}})
+        if method == "GET" and parts[:3] == ["im", "v1", "messages"] and len(parts) == 6 and parts[4] == "resources":
+            with self._lock:
+                found = self.resources.get((parts[3], parts[5]))
+            if found is None or query.get("type") != found[0]:
+                raise _Refusal(400, 234003, "File not in msg.")
+            return web.Response(body=found[1], content_type="application/octet-stream",
+                                headers={"Content-Disposition": f'attachment; filename="{parts[5]}"'})
         if parts[:3] == ["im", "v1", "messages"]:
             if method == "POST" and len(parts) == 3:
                 if query.get("receive_id_type") != "chat_id":
@@ -472,7 +501,6 @@ class FakeFeishu:
             upload = body.get("file") or {}
             key = new_id("file_v3_")
             with self._lock:
-                self.files = getattr(self, "files", {})
                 self.files[key] = {"name": body.get("file_name"), "data": upload.get("data", b"")}
             return web.json_response({"code": 0, "msg": "success", "data": {"file_key": key}})
         raise _Refusal(404, 404, "404 page not found")
