@@ -67,14 +67,37 @@ def test_threads_and_reply_in_thread() -> None:
     assert started is not None and started.thread_id == "om_1"
 
 
-def test_rich_text_is_read_and_an_image_is_unreadable() -> None:
+def test_rich_text_is_read_and_a_sticker_is_unreadable() -> None:
     post = json.dumps({"title": "Plan", "content": [[{"tag": "at", "user_id": "@_user_1"}, {"tag": "text", "text": " step one"}],
                                                     [{"tag": "a", "text": "the doc", "href": "https://x"}]]})
     found = incoming(event(post, msg_type="post", mentions=[mention("@_user_1", BOT, "clawbot")]), BOT, COMMANDS)
     assert found is not None and found.addressed and found.text == "Plan\nstep one\nthe doc"
-    image = incoming(event(json.dumps({"image_key": "img_1"}), chat_type="p2p", msg_type="image"), BOT, COMMANDS)
-    assert image is not None and image.unreadable
+    sticker = incoming(event(json.dumps({"file_key": "s_1"}), chat_type="p2p", msg_type="sticker"), BOT, COMMANDS)
+    assert sticker is not None and sticker.unreadable
     assert message_text("text", "not json") is None
+
+
+async def test_a_file_image_or_voice_message_carries_its_resource() -> None:
+    fetched: list[tuple[str, str, str]] = []
+
+    async def fetch(message_id: str, key: str, kind: str) -> bytes:
+        fetched.append((message_id, key, kind))
+        return b"data"
+
+    sent = incoming(event(json.dumps({"file_key": "file_v3_1", "file_name": "notes.txt"}), chat_type="p2p",
+                          msg_type="file"), BOT, COMMANDS, fetch=fetch)
+    assert sent is not None and not sent.unreadable and sent.text == ""
+    [attached] = sent.files
+    assert (attached.name, attached.kind) == ("notes.txt", "file") and fetched == []  # nothing fetched yet
+    assert await attached.fetch() == b"data" and fetched == [("om_1", "file_v3_1", "file")]
+    image = incoming(event(json.dumps({"image_key": "img_v3_1"}), chat_type="p2p", msg_type="image"), BOT, COMMANDS,
+                     fetch=fetch)
+    assert image is not None and image.files[0].kind == "image"
+    await image.files[0].fetch()
+    assert fetched[-1] == ("om_1", "img_v3_1", "image")
+    voice = incoming(event(json.dumps({"file_key": "file_v3_2", "duration": 2000}), chat_type="p2p",
+                           msg_type="audio"), BOT, COMMANDS, fetch=fetch)
+    assert voice is not None and voice.files[0].kind == "voice"
 
 
 def test_an_answer_can_mention_nobody() -> None:
