@@ -133,7 +133,7 @@ class FeishuAdapter(PlatformAdapter):
             raise ChannelUnavailable(f"Feishu long connection lost ({e})") from None
 
     async def disconnect(self) -> None:
-        self.api = None
+        """Nothing to release: the long connection ends with run(), and API calls hold no connection."""
 
     def status(self) -> dict[str, Any]:
         facts: dict[str, Any] = {"server": self.settings.url()}
@@ -146,16 +146,17 @@ class FeishuAdapter(PlatformAdapter):
         return frozenset(name.lstrip("/").lower() for name, _ in (*self.kit.command_names(), *KIT_COMMANDS))
 
     def _on_message(self, data: Any) -> None:
-        """The SDK's handler: returns once the kit has the message durably (raising: Feishu redelivers)."""
-        message = incoming(data.event or {}, self.bot_open_id, self._commands(),
-                           reply_in_thread=self.settings.reply_in_thread, fetch=self._download)
+        """The SDK's handler, on its thread: returns once the kit has the message durably (raising: Feishu
+        delivers it again). Everything else runs on the daemon's loop."""
+        assert self._loop is not None
+        asyncio.run_coroutine_threadsafe(self._take(data.event or {}), self._loop).result(RECEIVE_TIMEOUT)
+
+    async def _take(self, event: dict[str, Any]) -> None:
+        """In a group, the sender is named to the model by their Feishu name (events carry only the open_id)."""
+        message = incoming(event, self.bot_open_id, self._commands(), reply_in_thread=self.settings.reply_in_thread,
+                           fetch=self._download)
         if message is None:
             return
-        assert self._loop is not None
-        asyncio.run_coroutine_threadsafe(self._take(message), self._loop).result(RECEIVE_TIMEOUT)
-
-    async def _take(self, message: Incoming) -> None:
-        """In a group, the sender named to the model by their Feishu name (events carry only the open_id)."""
         if not message.private and message.addressed:
             name = await self._name(message.sender.user_id)
             if name:
@@ -188,23 +189,29 @@ class FeishuAdapter(PlatformAdapter):
         return self._names.get(open_id, "")
 
     def _on_card(self, data: Any) -> Any:
-        """A card button: counts when its value carries the prompt's own secret; the kit admits owners only.
-        The answer is a toast shown to the presser."""
+        """The SDK's card callback, on its thread: the answer is a toast shown to the presser."""
         from lark_oapi.event.callback.model.p2_card_action_trigger import P2CardActionTriggerResponse
 
-        event = data.event
-        value = (event.action.value if event and event.action else None) or {}
+        assert self._loop is not None
+        line = asyncio.run_coroutine_threadsafe(self._pressed(data.event), self._loop).result(RECEIVE_TIMEOUT)
+        return P2CardActionTriggerResponse({"toast": {"type": "info" if line else "error",
+                                                      "content": line or "Unknown prompt."}})
+
+    async def _pressed(self, event: Any) -> str:
+        """A card button counts when its value carries the prompt's own secret (Feishu names the presser; the
+        kit admits owners only); "" for a press of no prompt of ours."""
+        value = (event.action.value if event is not None and event.action is not None else None) or {}
         approval_id, given = str(value.get("clawgate_approval") or ""), str(value.get("secret") or "")
         expected = self.kit.store.kv_get(f"approval_secret:{approval_id}") if approval_id else None
         if not expected or not hmac.compare_digest(expected.encode(), given.encode()):
-            return P2CardActionTriggerResponse({"toast": {"type": "error", "content": "Unknown prompt."}})
+            return ""
         open_id = str(getattr(event.operator, "open_id", "") or "")
+        if not open_id:
+            return ""
         chat = str(getattr(event.context, "open_chat_id", "") or "") or None
-        assert self._loop is not None
-        line = asyncio.run_coroutine_threadsafe(
-            self.kit.approval_answer(approval_id, Sender(user_id=open_id), bool(value.get("approve")), chat_id=chat),
-            self._loop).result(RECEIVE_TIMEOUT)
-        return P2CardActionTriggerResponse({"toast": {"type": "info", "content": line or "Done."}})
+        line = await self.kit.approval_answer(approval_id, Sender(user_id=open_id), bool(value.get("approve")),
+                                              chat_id=chat)
+        return line or "Done."
 
     # -- sending ----------------------------------------------------------------------------
     def render(self, markdown: str) -> list[str]:
