@@ -183,7 +183,11 @@ def test_refused_credentials_fail_the_channel_with_the_fix_and_doctor_says_so(da
     daemon = daemon_factory(section(enabled=True, domain=feishu.url, app_id=APP_ID, app_secret=wrong))
 
     def row() -> dict[str, Any]:
-        return next(r for r in json.loads(daemon.cli("channels", "--json").stdout) if r["name"] == "feishu")
+        listed = daemon.cli("channels", "--json")
+        try:  # the CLI may answer before the daemon's control socket is up: asked again
+            return next(r for r in json.loads(listed.stdout) if r["name"] == "feishu")
+        except ValueError:
+            return {"state": f"no answer: {listed.stderr.strip()}"}
 
     wait_until(lambda: row()["state"] == "failed", "the channel failed", describe=daemon.log_text)
     assert "refused the app's credentials" in row()["reason"] and "app_secret" in row()["reason"]
