@@ -93,7 +93,12 @@ def test_a_group_is_mention_only_and_answered_in_a_thread(fs_daemon, feishu: Fak
     assert reply.parent_id == asked and reply.thread_id  # a thread on the message that mentioned the bot
     assert "among ourselves" not in json.dumps(fake_model.requests)
     turn = json.dumps(fake_model.requests[-1]["messages"][-1])
-    assert f"(id {owner.open_id})" in turn  # named to the model by the open_id Feishu vouches for
+    assert f"@owner (id {owner.open_id})" in turn  # named by the open_id Feishu vouches for, and the name
+    feishu.write(owner, group, "and then?", mention=True, root_id=asked, thread_id=reply.thread_id)  # in the thread
+    wait_until(lambda: len(said(feishu, group)) == 2, "the answer in the thread", describe=daemon.log_text)
+    later = answers(feishu, group)[1]
+    assert later.root_id == asked and later.thread_id == reply.thread_id  # it stays in the thread
+    assert "what is new?" in json.dumps(fake_model.requests[-1]["messages"])  # one conversation: the thread's
 
 
 def test_identity_is_the_open_id_never_the_name(fs_daemon, feishu: FakeFeishu, owner: User) -> None:

@@ -524,7 +524,10 @@ class FakeFeishu:
         root = thread = ""
         if parent is not None:
             root = parent.root_id or parent.id
-            thread = parent.thread_id or (("omt_" + secrets.token_hex(8)) if body.get("reply_in_thread") else "")
+            if body.get("reply_in_thread") and not parent.thread_id:  # the message becomes a thread's root
+                with self._lock:
+                    parent.thread_id = "omt_" + secrets.token_hex(8)
+            thread = parent.thread_id
         with self._lock:
             message = Message(new_id("om_"), chat_id, self.app_id, msg_type, content,
                               parent_id=parent.id if parent else "", root_id=root, thread_id=thread, at=time.time())
