@@ -18,7 +18,7 @@ import asyncio
 import logging
 import threading
 from concurrent.futures import Future
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 LOST_POLL_SECONDS = 0.5  # how often the connection is checked for having gone away
 
@@ -60,11 +60,18 @@ class LongConnection:
     """One account's event stream. `handler` is the SDK's EventDispatcherHandler."""
 
     def __init__(self, app_id: str, app_secret: str, domain: str, handler: Any) -> None:
+        self._settings = (app_id, app_secret, domain)
+        self._handler = handler
+        self._future: Future[None] | None = None
+
+    def _client(self) -> Any:
+        """The SDK's client, made on the long connection's loop: it starts a cache-clearing task on the loop
+        it is made on, and its lock belongs there too."""
         import lark_oapi as lark
 
-        self._client = lark.ws.Client(app_id, app_secret, event_handler=handler, domain=domain,
-                                      log_level=lark.LogLevel.WARNING, auto_reconnect=False)
-        self._future: Future[None] | None = None
+        app_id, app_secret, domain = self._settings
+        return lark.ws.Client(app_id, app_secret, event_handler=self._handler, domain=domain,
+                              log_level=lark.LogLevel.WARNING, auto_reconnect=False)
 
     async def run(self) -> None:
         """Until cancelled or the connection is lost (ConnectionLost) or refused (ConnectionRefused)."""
@@ -77,7 +84,7 @@ class LongConnection:
     async def _hold(self) -> None:
         from lark_oapi.ws.exception import ClientException
 
-        client = self._client
+        client = self._client()
         try:
             await client._connect()
         except ClientException as e:
@@ -94,8 +101,3 @@ class LongConnection:
             ping.cancel()
             await client._disconnect()
 
-
-def call_in_loop(loop: asyncio.AbstractEventLoop, make: Callable[[], Awaitable[Any]], timeout: float) -> Any:
-    """Run a coroutine on the daemon's loop from the SDK's thread and wait for its result (the handler's
-    outcome is what Feishu is told)."""
-    return asyncio.run_coroutine_threadsafe(make(), loop).result(timeout)  # type: ignore[arg-type]
