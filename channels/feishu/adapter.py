@@ -26,7 +26,6 @@ from clawgate.channels.kit import (
     ChannelKit,
     ChannelUnavailable,
     DeliveryError,
-    Incoming,
     PlatformAdapter,
     Sender,
     Target,
