@@ -31,6 +31,9 @@ from tests.fakes.dingtalk import CLIENT_SECRET as DINGTALK_SECRET  # noqa: E402
 from tests.fakes.dingtalk import FakeDingTalk, Sent  # noqa: E402
 from tests.fakes.echochat import EchoChatServer  # noqa: E402
 from tests.fakes.googlechat import PROJECT_NUMBER, FakeGoogleChat  # noqa: E402
+from tests.fakes.feishu import APP_ID as FEISHU_APP_ID  # noqa: E402
+from tests.fakes.feishu import APP_SECRET as FEISHU_APP_SECRET  # noqa: E402
+from tests.fakes.feishu import FakeFeishu  # noqa: E402
 from tests.fakes.mattermost import BOT_TOKEN as MATTERMOST_TOKEN  # noqa: E402
 from tests.fakes.mattermost import FakeMattermost  # noqa: E402
 from tests.fakes.signal import BOT_NUMBER, FakeSignalCli  # noqa: E402
@@ -297,6 +300,42 @@ class DingTalkPlatform(Platform):
         self.fake.stop()
 
 
+class FeishuPlatform(Platform):
+    """The Feishu adapter (lark-oapi) against the fake Open Platform: events over the long connection's
+    protobuf frames, replies through im/v1/messages."""
+
+    name = "feishu"
+
+    def __init__(self) -> None:
+        super().__init__()
+        platform = self
+
+        class Timed(FakeFeishu):
+            def _create(self, chat_id: str, body: dict[str, Any], **kw: Any) -> Any:
+                content = json.loads(str(body.get("content") or "{}"))
+                for paragraph in (content.get("zh_cn") or {}).get("content") or []:
+                    platform.saw("".join(str(el.get("text") or "") for el in paragraph))
+                return super()._create(chat_id, body, **kw)
+
+        self.fake = Timed().start()
+        self.chats: dict[int, tuple[Any, str]] = {}
+
+    def env(self) -> dict[str, str]:
+        section = {"ENABLED": "true", "APP_ID": FEISHU_APP_ID, "APP_SECRET": FEISHU_APP_SECRET,
+                   "DOMAIN": self.fake.url, "DM_POLICY": "open"}
+        return {f"CLAWGATE_CHANNELS__FEISHU__{k}": v for k, v in section.items()}
+
+    def inject(self, chat: int, text: str) -> None:
+        if chat not in self.chats:
+            user = self.fake.add_user(f"bench{chat}")
+            self.chats[chat] = (user, self.fake.p2p_chat(user))
+        wait(lambda: self.fake.connected() and 1.0, 60)  # an event is sent to the connection open now
+        self.fake.write(*self.chats[chat], text)
+
+    def close(self) -> None:
+        self.fake.stop()
+
+
 class EchoChatPlatform(Platform):
     """The example third-party channel (tests/plugins/echochat), installed with pip for the run."""
 
@@ -455,7 +494,7 @@ PLATFORMS: dict[str, Callable[[], Platform]] = {"telegram": TelegramPlatform, "d
                                                 "email": EmailPlatform, "signal": SignalPlatform, "mattermost": MattermostPlatform,
                                                 "echochat": EchoChatPlatform, "whatsapp": WhatsAppPlatform,
                                                 "googlechat": GoogleChatPlatform, "dingtalk": DingTalkPlatform,
-                                                "teams": TeamsPlatform}
+                                                "teams": TeamsPlatform, "feishu": FeishuPlatform}
 
 
 def measure(make: Callable[[], Platform], chats: int) -> tuple[list[float], list[float]]:
