@@ -12,7 +12,10 @@ import os
 import sys
 from typing import Sequence
 
-from clawgate.config.loader import ConfigError
+from clawgate.config.entry_point_scan import one_entry_point_scan
+
+with one_entry_point_scan():  # pydantic's plugin lookup at its first model
+    from clawgate.config.loader import ConfigError
 
 from .. import __version__
 from .errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE, CliError, report
