@@ -12,7 +12,8 @@ with its own harness:
 - daemon CPU per message over `--messages` messages each opening a new session, and over as many
   in sessions that already exist (each had 10 messages before), against the zero-latency fake model.
 
-Usage: python bench/startup_versus.py [--rev main] [--rounds 4] [--messages 200]
+Usage: python bench/startup_versus.py [--rev main] [--rounds 4] [--messages 200] [--start-only]
+(--start-only: start-up alone, so many rounds fit in a minute: `--start-only --rounds 10`)
 """
 
 from __future__ import annotations
@@ -59,17 +60,19 @@ with tempfile.TemporaryDirectory() as home:
     ready_ms = (time.perf_counter() - started) * 1000
     proc = psutil.Process(daemon.proc.pid)
     ready_cpu = cpu(proc)
+    rss = new_cpu = existing_cpu = 0.0
     try:
-        rss = settled(daemon.proc.pid)
-        asyncio.run(chats(daemon.url, [f"warm-{i}" for i in range(20)]))
-        kept = [f"kept-{i % (messages // 10)}" for i in range(messages)]
-        asyncio.run(chats(daemon.url, kept))  # 10 messages in each before they are measured
-        before = cpu(proc)
-        asyncio.run(chats(daemon.url, [f"new-{i}" for i in range(messages)]))
-        new_cpu = (cpu(proc) - before) / messages
-        before = cpu(proc)
-        asyncio.run(chats(daemon.url, kept))
-        existing_cpu = (cpu(proc) - before) / messages
+        if messages:  # 0: --start-only
+            rss = settled(daemon.proc.pid)
+            asyncio.run(chats(daemon.url, [f"warm-{i}" for i in range(20)]))
+            kept = [f"kept-{i % (messages // 10)}" for i in range(messages)]
+            asyncio.run(chats(daemon.url, kept))  # 10 messages in each before they are measured
+            before = cpu(proc)
+            asyncio.run(chats(daemon.url, [f"new-{i}" for i in range(messages)]))
+            new_cpu = (cpu(proc) - before) / messages
+            before = cpu(proc)
+            asyncio.run(chats(daemon.url, kept))
+            existing_cpu = (cpu(proc) - before) / messages
     finally:
         daemon.kill()
 print(json.dumps({"code": str(Path(clawgate.gateway.__file__).resolve().parent.parent), "ready_ms": ready_ms,
@@ -101,8 +104,12 @@ def main() -> int:
     parser.add_argument("--rev", default="main")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--messages", type=int, default=200)
+    parser.add_argument("--start-only", action="store_true",
+                        help="only start-up to ready (wall and CPU): a round is a start of each tree, seconds not minutes")
     args = parser.parse_args()
-    if args.messages < 10:
+    if args.start_only:
+        args.messages = 0
+    elif args.messages < 10:
         raise SystemExit("--messages must be at least 10 (the existing sessions get 10 messages each first)")
     fake, fake_url = start_fake_model()
     runs: dict[str, list[dict[str, float]]] = {"this tree": [], args.rev: []}
@@ -126,12 +133,12 @@ def main() -> int:
     print(f"\nthis tree vs {args.rev}, median of {args.rounds} alternating rounds, load {os.getloadavg()[0]:.1f} after")
     print(f"| measure | this tree | {args.rev} | this tree lower in |")
     print("|---|---|---|---|")
-    for key, label, unit in FIGURES:
+    for key, label, unit in FIGURES[:2] if args.start_only else FIGURES:
         new = statistics.median(r[key] for r in runs["this tree"])
         old_value = statistics.median(r[key] for r in runs[args.rev])
         wins = sum(a[key] < b[key] for a, b in zip(runs["this tree"], runs[args.rev]))
         print(f"| {label} | {new:.1f} {unit} | {old_value:.1f} {unit} | {wins} of {args.rounds} rounds |")
-    for name, rs in runs.items():
+    for name, rs in runs.items() if not args.start_only else ():
         ratio = statistics.median(r["new_session_cpu_ms"] / r["existing_session_cpu_ms"] for r in rs)
         print(f"{name}: a new session's message costs {ratio:.2f}x the CPU of one in an existing session (median)")
     return 0

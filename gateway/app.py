@@ -43,7 +43,7 @@ from . import __version__, chat_channels, fleet
 from .api import build_methods
 from .dispatcher import Dispatcher
 from .instance import remove_pid_file
-from .runtime import event_loop_name, settle_heap
+from .runtime import collect_from_now, event_loop_name, settle_heap
 from .server import GatewayServer
 from .wiring import (State, build_approvals, build_conversation, build_model, build_producers, build_services,
                      build_state, build_supervision, hook_pipeline, install_hooks)
@@ -179,6 +179,7 @@ class App:
             host = self.settings.gateway.host
             print(f"clawgate gateway ready on ws://{host}:{self.server.port} (provider: {self.provider.name})",
                   flush=True)
+            collect_from_now()  # off while starting (gateway/cli/__init__.py)
             loop.run_in_executor(None, _warm, getattr(self.provider, "warm", None))
             if self.unconfigured:
                 log.warning("no model provider configured: set ANTHROPIC_API_KEY and restart; chats will be told how")

@@ -11,7 +11,10 @@ milliseconds, each time a stall of every session). Once started they are frozen 
 collector's view (`gc.freeze`), and young collections run less often: the objects alive in the
 middle of a busy message are the same whether the collector looks 700 or 10,000 allocations
 apart, so looking less often costs less in total. Memory still goes back at once for everything
-without cycles (reference counting); only cyclic garbage waits a little longer.
+without cycles (reference counting); only cyclic garbage waits a little longer. The start itself
+runs with the collector off (the imports make almost no cyclic garbage, and collecting while they
+load walks the same new objects again and again); it is turned on, after a first freeze, at the
+ready line.
 """
 
 from __future__ import annotations
@@ -54,6 +57,13 @@ def run(main: Coroutine[Any, Any, T], choice: EventLoopChoice = "auto") -> T:
 def event_loop_name() -> str:
     """'uvloop' or 'asyncio': the loop running now (the `status` method reports it)."""
     return type(asyncio.get_running_loop()).__module__.split(".")[0]
+
+
+def collect_from_now() -> None:
+    """The collector back on after a start that ran without it (gateway/cli/__init__.py): what the start
+    built is frozen first, so the first young collection does not walk all of it at once on the event loop."""
+    gc.freeze()
+    gc.enable()
 
 
 def settle_heap() -> None:

@@ -18,6 +18,7 @@ files contain.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -34,8 +35,6 @@ from ..session import Record, record_problem
 RecordFilter = Callable[[list[Record]], list[Record]]
 
 CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
-TOKEN = re.compile(rf"[{CJK}]+|[^\W{CJK}]+")
-CJK_START = re.compile(rf"[{CJK}]")
 SNIPPET = 240
 log = logging.getLogger(__name__)
 # Terms arrive space-joined from tokenize(); "_" and all of \w stay inside a term, diacritics kept.
@@ -43,10 +42,18 @@ _COLUMNS = "body, file UNINDEXED, line UNINDEXED, seq UNINDEXED, text UNINDEXED"
 _TOKENIZER = "unicode61 remove_diacritics 0 tokenchars '_'"
 
 
+@functools.cache
+def _patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """A term, and a CJK run's start: compiled by the first search, not at import (the negated Unicode
+    classes take about 9 ms to compile)."""
+    return re.compile(rf"[{CJK}]+|[^\W{CJK}]+"), re.compile(rf"[{CJK}]")
+
+
 def tokenize(text: str) -> list[str]:
     out: list[str] = []
-    for token in TOKEN.findall(text.lower()):
-        if CJK_START.match(token):
+    term, cjk_start = _patterns()
+    for token in term.findall(text.lower()):
+        if cjk_start.match(token):
             out.extend([token] if len(token) == 1 else [token[i:i + 2] for i in range(len(token) - 1)])
         else:
             out.append(token)

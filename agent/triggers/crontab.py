@@ -14,7 +14,6 @@ from __future__ import annotations
 from datetime import datetime, tzinfo
 from functools import lru_cache
 
-from cronsim import CronSim, CronSimError
 
 CRON_HINT = "use 5 fields 'minute hour day month day-of-week', e.g. '0 9 * * mon-fri', or a macro like @daily"
 REBOOT = "@reboot"
@@ -107,6 +106,8 @@ def canonical(expr: str) -> str:
         result = " ".join(_field(f, name) for f, name in zip(fields, FIELDS))
     except CrontabError as exc:
         raise CrontabError(str(exc).replace("invalid cron expression:", f"invalid cron expression {expr!r}:")) from None
+    from cronsim import CronSim, CronSimError  # by the first cron expression read, not at the daemon's start
+
     try:
         CronSim(result, _EPOCH)
     except CronSimError as exc:
@@ -128,6 +129,8 @@ def next_fire(expr: str, zone: tzinfo, t: float) -> float | None:
     minute that does (02:30 -> 03:00). Jobs that run every hour or more often follow real time:
     they fire in both passes of a repeated hour and not in a skipped one."""
     fields = canonical(expr)
+    from cronsim import CronSim
+
     it = CronSim(fields, datetime.fromtimestamp(t, zone))
     # Started inside a repeated hour's second pass, a fixed-time job can be given the first pass,
     # which lies before `t`: step on (at most a few times) to the first one after it.

@@ -47,9 +47,13 @@ def _serve(paths: Any, settings: Any) -> int:
     from clawgate.agent.core.statedb import StateUnavailable
     from clawgate.agent.fleet.errors import FleetUnavailable
 
+    from clawgate.config.entry_point_scan import one_entry_point_scan
+
     from .. import runtime
-    from ..app import App
     from ..logs import setup_logging
+
+    with one_entry_point_scan():  # apscheduler's plugin lookups (three) answered from the scan pydantic's made
+        from ..app import App
 
     log = settings.log
     setup_logging(log.level, file=paths.log_file if log.file else None, max_bytes=log.file_max_bytes,
