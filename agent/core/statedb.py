@@ -25,6 +25,11 @@ from .schema import STATE, Schema, SchemaTooNew, migrate, refuse_newer
 
 log = logging.getLogger(__name__)
 BUSY_TIMEOUT_MS = 5000
+# How long an open keeps trying while other processes hold the file. One statement waits
+# BUSY_TIMEOUT_MS, but under the rollback journal (a fleet on a network filesystem) a process that
+# commits again and again can starve another's reads past it: a starting daemon tries again rather
+# than stopping while the rest of its fleet is busy.
+OPEN_PATIENCE_SECONDS = 20.0
 # sqlite3 error codes that mean "the bytes are damaged", as opposed to "cannot use it now".
 _CORRUPT_CODES = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
 
@@ -46,7 +51,7 @@ def open_state_db(path: Path, *, fsync: bool = True, repair: bool = True, schema
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        return _open(path, fsync, schema, migrate_schema)
+        return _open_patiently(path, fsync, schema, migrate_schema)
     except sqlite3.DatabaseError as exc:
         if not _is_corrupt(exc):
             raise StateUnavailable(_unavailable(path, exc)) from None
@@ -67,6 +72,25 @@ def open_state_db(path: Path, *, fsync: bool = True, repair: bool = True, schema
     except OSError as exc:
         raise StateUnavailable(f"cannot open state database {path}: {exc.strerror or exc}; check the folder's "
                                "permissions, free disk space and open-file limit") from None
+
+
+def _open_patiently(path: Path, fsync: bool, schema: Schema, migrate_schema: bool) -> sqlite3.Connection:
+    """`_open`, tried again while the file is only busy (never on any other error)."""
+    deadline = time.monotonic() + OPEN_PATIENCE_SECONDS
+    while True:
+        try:
+            return _open(path, fsync, schema, migrate_schema)
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.1)
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "locked" in str(exc) or "busy" in str(exc)
 
 
 def _open(path: Path, fsync: bool, schema: Schema, migrate_schema: bool) -> sqlite3.Connection:

@@ -45,6 +45,7 @@ def _hold_lock(path: Path) -> subprocess.Popen[str]:
 
 def test_a_locked_database_is_reported_and_left_in_place(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(statedb, "BUSY_TIMEOUT_MS", 300)
+    monkeypatch.setattr(statedb, "OPEN_PATIENCE_SECONDS", 1.0)
     path = tmp_path / "clawgate.db"
     _rollback_journal_db(path)
     holder = _hold_lock(path)
