@@ -40,7 +40,7 @@ def identity(jid: Any) -> str:
 def sender_jid(source: Any) -> Any:
     """The sender's phone JID when WhatsApp gives it, else the JID the message came from (a LID)."""
     sender = source.Sender
-    if sender.Server == LID_SERVER and source.HasField("SenderAlt") and source.SenderAlt.Server == PHONE_SERVER:
+    if sender.Server == LID_SERVER and source.SenderAlt.User and source.SenderAlt.Server == PHONE_SERVER:
         return source.SenderAlt
     return sender
 
@@ -109,7 +109,8 @@ def classify(event: Any, me: Me, sent: Callable[[str], bool], download: Download
         return None  # the account's own messages to others (sent from the phone): not for the agent
     who = f"{me.number}@{PHONE_SERVER}" if source.IsFromMe else jid_text(sender_jid(source))
     user_id = me.number if source.IsFromMe else identity(sender_jid(source))
-    sender = Sender(user_id=user_id, username=None, display=info.Pushname or None)
+    # the number is also the name people know a WhatsApp user by (as Signal's adapter does); a LID has none
+    sender = Sender(user_id=user_id, username=user_id if user_id.isdigit() else None, display=info.Pushname or None)
     chat_id = jid_text(chat)
     message = _inner(event.Message)
     if message.HasField("reactionMessage"):

@@ -22,7 +22,7 @@ def _quote(quoted: Any) -> Any:
     from neonize.proto.waE2E.WAWebProtobufsE2E_pb2 import ContextInfo
 
     source = quoted.Info.MessageSource
-    sender = source.SenderAlt if source.Sender.Server == "lid" and source.HasField("SenderAlt") else source.Sender
+    sender = source.SenderAlt if source.Sender.Server == "lid" and source.SenderAlt.User else source.Sender
     return ContextInfo(stanzaID=quoted.Info.ID, participant=f"{sender.User}@{sender.Server}",
                        quotedMessage=quoted.Message)
 

@@ -116,6 +116,10 @@ class FakeWhatsAppLinked:
     def stop(self) -> None:
         listener, self._listener = self._listener, None
         if listener is not None:
+            try:
+                listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread: close() alone would not
+            except OSError:
+                pass
             listener.close()
         for account in self.accounts.values():
             for conn in list(account.conns):
@@ -228,7 +232,7 @@ class FakeWhatsAppLinked:
         """The phone removed this linked device: no session from now on, and a connected one is told."""
         found = self.account(account)
         found.linked = False
-        self._push(account, LoggedOutEv(OnConnect=False, Reason=401))
+        self._push(account, LoggedOutEv(OnConnect=False, Reason=2))
 
     def scan(self, account: str = "default") -> None:
         """The phone scanned the QR code (or typed the pairing code): the device is linked."""
