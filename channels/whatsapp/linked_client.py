@@ -90,6 +90,9 @@ def open_client(path: Path, name: str, log: logging.Logger | None = None) -> Lin
     except ImportError:
         raise NeonizeMissing("WhatsApp mode = \"linked\" needs neonize: pip install 'clawgate[whatsapp-linked]'") \
             from None
+    # neonize warns at every connect that ffmpeg is missing; only its media conversions (stickers, video
+    # thumbnails) need it, and clawgate uses none (documents go up as they are, media comes down as bytes)
+    logging.getLogger("neonize.utils.ffmpeg").setLevel(logging.ERROR)
     return NewClient(str(path), uuid=name)  # type: ignore[return-value]
 
 
