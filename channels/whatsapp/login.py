@@ -74,13 +74,16 @@ async def link(show: Callable[[str], None], account: str = "default", phone: str
                                       + qr_text(code.decode()))
         elif not shown_code.is_set():  # the server is ready: ask for a pairing code for the number
             shown_code.set()
-            try:
-                pairing = client.PairPhone(digits, True)
-            except Exception as exc:
-                settle(ChannelAuthError(f"WhatsApp refused a pairing code for {digits}: {exc}"))
-                return
-            loop.call_soon_threadsafe(show, f"On the phone: WhatsApp → Linked devices → Link a device → Link with "
-                                      f"phone number instead, and type {pairing}")
+            threading.Thread(target=pair_phone, args=(digits,), daemon=True).start()  # not on neonize's thread
+
+    def pair_phone(number: str) -> None:
+        try:
+            pairing = client.PairPhone(number, True)
+        except Exception as exc:
+            settle(ChannelAuthError(f"WhatsApp refused a pairing code for {number}: {exc}"))
+            return
+        loop.call_soon_threadsafe(show, f"On the phone: WhatsApp → Linked devices → Link a device → Link with "
+                                  f"phone number instead, and type {pairing}")
 
     def on_pair(_client: Any, event: Any) -> None:
         if event.Error:

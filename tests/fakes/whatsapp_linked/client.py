@@ -34,6 +34,7 @@ from neonize.utils.enum import ChatPresence, ChatPresenceMedia, ClientName, Clie
 from tests.fakes.whatsapp_linked.wire import SERVER_VARIABLE, Lines, pack, send_line, unpack
 
 RECONNECT_SECONDS = 0.3
+QR_CODE = -1  # the QR callback's turn on the callback thread (neonize calls it outside its event codes)
 
 
 def _server() -> tuple[str, int]:
@@ -122,12 +123,12 @@ class FakeNewClient:
         if hello is None:
             sock.close()
             return
-        if hello["op"] == "qr":  # no linked session: whatsmeow offers pairing codes
+        self._sock = sock
+        if hello["op"] == "qr":  # no linked session: whatsmeow offers pairing codes, on another thread than the reader
             for code in hello["codes"]:
-                self.event._qr(self, code.encode())
+                self._events.put((0, QR_CODE, code.encode()))
         else:
             self.me = unpack(Device, hello["me"])
-        self._sock = sock
         if hello["op"] == "welcome":
             self._events.put((0, EVENT_TO_INT[ConnectedEv], ConnectedEv()))
         try:
@@ -151,7 +152,7 @@ class FakeNewClient:
         """neonize's CallbackFunction: one thread, one event at a time, the handler's return awaited."""
         while (item := self._events.get()) is not None:
             seq, code, event = item
-            handler = self.event.list_func.get(code)
+            handler = self.event.list_func.get(code) if code != QR_CODE else self.event._qr
             if handler is not None:
                 handler(self, event)
             if seq:
