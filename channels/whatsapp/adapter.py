@@ -29,23 +29,15 @@ from clawgate.channels.kit import (
     Sender,
     Target,
 )
-from clawgate.channels.kit.markdown import hard_split, split_markdown
 from clawgate.channels.kit.probe import ProbeResult, logged_in, refused, unreachable, wrong_base_url
 from clawgate.channels.whatsapp.events import button_id, incoming_of, press_of
-from clawgate.channels.whatsapp.format import to_whatsapp
+from clawgate.channels.whatsapp.format import MAX_CHARS, MAX_FILE_BYTES, render_chunks
 from clawgate.channels.whatsapp.graph import NETWORK, WINDOW_CODES, Graph, GraphError, delivery_error
 from clawgate.channels.whatsapp.settings import WhatsAppSettings
 from clawgate.channels.whatsapp.webhook import WebhookReceiver
 from clawgate.channels.whatsapp.window import ServiceWindow
 
-MAX_CHARS = 4096  # a text message's body
-SPLIT_AT = 3_600  # Markdown per piece, leaving room for the markers conversion adds
 BODY_CHARS = 1024  # an interactive message's body
-MAX_FILE_BYTES = 100 * 1024 * 1024  # a document's limit on the Cloud API
-
-
-def _utf16(text: str) -> int:
-    return len(text.encode("utf-16-le")) // 2
 
 
 def _secret(value: SecretStr | None) -> str:
@@ -70,21 +62,6 @@ def _credentials(s: WhatsAppSettings) -> tuple[str, str, str]:
 def _graph(s: WhatsAppSettings) -> Graph:
     return Graph(token=_secret(s.access_token), base_url=s.base_url, version=s.api_version,
                  phone_number_id=s.phone_number_id)
-
-
-def render_chunks(markdown: str, limit: int = SPLIT_AT) -> list[str]:
-    """Markdown as WhatsApp messages of at most MAX_CHARS each: split on the Markdown first, then each piece
-    converted; a piece the markers made too long is split smaller (no formatting spans two messages)."""
-    out: list[str] = []
-    for piece in split_markdown(markdown, limit, measure=_utf16):
-        text = to_whatsapp(piece)
-        if _utf16(text) <= MAX_CHARS:
-            out.extend([text] if text.strip() else [])
-        elif limit <= 250:
-            out.extend(hard_split(text, MAX_CHARS, _utf16))
-        else:
-            out.extend(render_chunks(piece, limit // 2))
-    return out
 
 
 class WhatsAppAdapter(PlatformAdapter):

@@ -16,6 +16,8 @@ from typing import Any
 
 import pyromark
 
+from clawgate.channels.kit.markdown import hard_split, split_markdown
+
 _OPTIONS = (pyromark.Options.ENABLE_TABLES | pyromark.Options.ENABLE_STRIKETHROUGH
             | pyromark.Options.ENABLE_TASKLISTS)
 _MARKS = {"Strong": "*", "Emphasis": "_", "Strikethrough": "~"}
@@ -158,3 +160,27 @@ def to_whatsapp(markdown: str) -> str:
         elif "TaskListMarker" in event:
             writer.line.append("☑ " if event["TaskListMarker"] else "☐ ")
     return writer.result()
+
+
+MAX_CHARS = 4096  # a text message's body
+SPLIT_AT = 3_600  # Markdown per piece, leaving room for the markers conversion adds
+MAX_FILE_BYTES = 100 * 1024 * 1024  # a document's limit (the Cloud API's; a linked device sends the same)
+
+
+def _utf16(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+def render_chunks(markdown: str, limit: int = SPLIT_AT) -> list[str]:
+    """Markdown as WhatsApp messages of at most MAX_CHARS each: split on the Markdown first, then each piece
+    converted; a piece the markers made too long is split smaller (no formatting spans two messages)."""
+    out: list[str] = []
+    for piece in split_markdown(markdown, limit, measure=_utf16):
+        text = to_whatsapp(piece)
+        if _utf16(text) <= MAX_CHARS:
+            out.extend([text] if text.strip() else [])
+        elif limit <= 250:
+            out.extend(hard_split(text, MAX_CHARS, _utf16))
+        else:
+            out.extend(render_chunks(piece, limit // 2))
+    return out

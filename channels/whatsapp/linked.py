@@ -39,7 +39,7 @@ from clawgate.channels.kit import (
 )
 from clawgate.channels.kit.adapter import AdapterKit
 from clawgate.channels.kit.probe import ProbeResult, logged_in
-from clawgate.channels.whatsapp.adapter import MAX_CHARS, MAX_FILE_BYTES, render_chunks
+from clawgate.channels.whatsapp.format import MAX_CHARS, MAX_FILE_BYTES, render_chunks
 from clawgate.channels.whatsapp.linked_client import (
     LinkedClient,
     NeonizeMissing,
@@ -113,7 +113,7 @@ class LinkedAdapter(PlatformAdapter):
 
     async def connect(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._closing.clear()
+        self._closing = threading.Event()  # a new one per session: an old session's handler keeps its own
         self._logged_out, self._ending = False, ""
         prepare_session_dir(self.path)
         device = await asyncio.to_thread(stored_device, self.path)
@@ -163,7 +163,7 @@ class LinkedAdapter(PlatformAdapter):
         self._raise_ended("the connection ended")
 
     async def disconnect(self) -> None:
-        self._closing.set()
+        """Stop the session, letting the handler finish the message in hand (the loop still runs it)."""
         client, self.client = self.client, None
         if client is not None:
             for stop in (client.disconnect, client.stop):
@@ -174,6 +174,7 @@ class LinkedAdapter(PlatformAdapter):
         thread, self._thread = self._thread, None
         if thread is not None:
             await asyncio.to_thread(thread.join, 10)
+        self._closing.set()  # a handler still waiting (the join timed out) lets go
 
     def status(self) -> dict[str, Any]:
         facts: dict[str, Any] = {"mode": "linked", "session": str(self.path)}
@@ -209,11 +210,20 @@ class LinkedAdapter(PlatformAdapter):
             loop.call_soon_threadsafe(call)
 
     def _on_connected(self, client: LinkedClient, _event: Any) -> None:
+        self.me = self._me(client)
+
+        def connected() -> None:
+            self.kit.bot_name = self.me.number if self.me is not None else None
+            if self._connected is not None:
+                self._connected.set()
+            self.kit.report_problem(None)
+        self._threadsafe(connected)
+
+    @staticmethod
+    def _me(client: LinkedClient) -> Me:
+        """The account's number and LID (neonize sets `client.me` before the first event)."""
         me = getattr(client, "me", None) or client.get_me()
-        self.me = Me(number=str(me.JID.User), lid=str(me.LID.User) if me.HasField("LID") else "")
-        self.kit.bot_name = self.me.number
-        self._threadsafe(lambda: self._connected.set() if self._connected is not None else None)
-        self._problem(None)
+        return Me(number=str(me.JID.User), lid=str(me.LID.User))
 
     def _problem(self, problem: str | None) -> None:
         self._threadsafe(lambda: self.kit.report_problem(problem))
@@ -251,8 +261,9 @@ class LinkedAdapter(PlatformAdapter):
         future.cancel()
 
     async def _take(self, event: Any) -> None:
-        if self.me is None:
-            return
+        if self.me is None and self.client is not None:
+            self.me = await asyncio.to_thread(self._me, self.client)
+        assert self.me is not None
         found = classify(event, self.me, lambda mid: mid in self._sent, self._download)
         if found is None:
             return

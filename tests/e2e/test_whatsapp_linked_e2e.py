@@ -194,6 +194,9 @@ def test_two_linked_accounts_answer_each_through_its_own_number(wa: WhatsAppLink
     sessions = {p.parent.name for p in (daemon.home / "state/whatsapp").glob("*/session.db")} | \
         {p.name for p in (daemon.home / "state/whatsapp").iterdir()}
     assert {"home", "work"} <= sessions
+    _code, checks, _ = run_doctor(daemon)
+    assert checks["whatsapp.home"]["status"] == "ok" and "linked device" in checks["whatsapp.home"]["detail"]
+    assert checks["whatsapp.work"]["status"] == "ok", checks["whatsapp.work"]
 
 
 def test_login_shows_the_qr_code_until_the_phone_links_and_a_pairing_code_for_a_number(
