@@ -6,7 +6,8 @@ is written bold, a link as `text (url)` (WhatsApp makes the url clickable itself
 monospace block, and Markdown's backslash escapes are resolved by the parser, never passed on. A
 literal `*` `_` `~` left in text formats only in pairs at word boundaries, which the text rarely
 makes; inside a code block a third backtick in a row (which would end the block) is written
-`<U+0060>`, the notation of agent/core/visible.py.
+`<U+0060>`, the notation of agent/core/visible.py. `render_chunks` splits a reply into messages under
+WhatsApp's 4,096 characters, for both modes (Cloud API and linked device).
 """
 
 from __future__ import annotations

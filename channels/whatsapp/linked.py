@@ -90,6 +90,7 @@ class LinkedAdapter(PlatformAdapter):
         self._ending = ""  # why the session ended, as the line to show
         self._logged_out = False
         self._closing = threading.Event()
+        self._sessions = 0
         self._sent: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._quotes: collections.OrderedDict[str, Any] = collections.OrderedDict()  # id -> MessageEv
         self._last_in: dict[str, Any] = {}  # chat -> the latest MessageEv there (read receipts)
@@ -120,8 +121,9 @@ class LinkedAdapter(PlatformAdapter):
         if device is None:
             raise ChannelAuthError(f"WhatsApp: this linked device is not linked yet, or was logged out: "
                                    f"{login_line(self.account)}")
-        try:
-            client = open_client(self.path, f"clawgate-{self.kit.name}", self.kit.log)
+        self._sessions += 1  # neonize names each client in its Go registry, and a collected client's finalizer
+        try:  # stops the name it had: a new name per session, so an old client can never stop a new one
+            client = open_client(self.path, f"clawgate-{self.kit.name}-{self._sessions}", self.kit.log)
         except NeonizeMissing as exc:
             raise ChannelAuthError(f"WhatsApp: {exc}") from None
         self.client = client
@@ -138,7 +140,11 @@ class LinkedAdapter(PlatformAdapter):
             waiter.cancel()
             ender.cancel()
         if not self._connected.is_set():
-            self._raise_ended(f"WhatsApp did not answer within {CONNECT_SECONDS:.0f} s")
+            why = self._ending or f"WhatsApp did not answer within {CONNECT_SECONDS:.0f} s"
+            logged_out = self._logged_out
+            await self.disconnect()  # no half-open session left behind to reconnect on its own
+            self._ending, self._logged_out = why, logged_out
+            self._raise_ended(why)
         prepare_session_dir(self.path)  # whatsmeow wrote the database: its files user-only
         self.kit.log.info("connected to WhatsApp as linked device %s", device)
 
