@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # What each command needs, installed once and again only when pyproject.toml changes: `make run` the
 # daemon with its channels' libraries; `make test` that and the test extra (pytest, Synapse,
 # Playwright, ...). The test install covers the run install, so it marks both done.
-RUN_EXTRAS := discord,matrix,slack,email,signal,googlechat,dingtalk,teams,feishu
+RUN_EXTRAS := discord,matrix,slack,email,signal,googlechat,dingtalk,teams,feishu,whatsapp-linked
 RUN_STAMP := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
 # setuptools announces every editable install with a multi-line notice; that notice alone is hidden.

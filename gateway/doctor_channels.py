@@ -11,6 +11,7 @@ fleet / retrying / failed with the reason) is added to the same line.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from typing import Any, Callable
 
 from pydantic import BaseModel
@@ -98,16 +99,18 @@ def check_channels(paths: Paths, settings: Settings, offline: bool = False,
 
 async def _probe_all(wanted: dict[str, tuple[Any, BaseModel]]) -> dict[str, Any]:
     names = list(wanted)
-    results = await asyncio.gather(*(_probe_one(*wanted[name]) for name in names))
+    results = await asyncio.gather(*(_probe_one(*wanted[name], split_channel_name(name)[1]) for name in names))
     return dict(zip(names, results))
 
 
-async def _probe_one(cls: Any, model: BaseModel) -> Any:
+async def _probe_one(cls: Any, model: BaseModel, account: str = "default") -> Any:
     """The adapter's ProbeResult; a hang is a warning, a crash of the probe a failure (one line, no traceback)."""
     from clawgate.channels.kit.probe import ProbeResult
 
     try:
-        result = await asyncio.wait_for(cls.probe(model), PROBE_SECONDS)
+        # a probe that keeps state per account (WhatsApp's linked session) is told which one
+        extra = {"account": account} if "account" in inspect.signature(cls.probe).parameters else {}
+        result = await asyncio.wait_for(cls.probe(model, **extra), PROBE_SECONDS)
     except asyncio.TimeoutError:
         return ProbeResult("warn", f"no answer within {PROBE_SECONDS:.0f} s",
                            "check the network and the platform's address; the daemon retries with backoff")

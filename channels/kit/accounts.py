@@ -91,7 +91,10 @@ def check_distinct(cls: type[PlatformAdapter], accounts: list[tuple[Account, Bas
     if not identity:
         return
     seen: dict[tuple[Any, ...], str] = {}
+    own_session = getattr(cls, "session_per_account", None)  # the account's own state names the bot (a linked device)
     for account, settings in accounts:
+        if own_session is not None and own_session(settings):
+            continue
         key = tuple(_value(settings, field) for field in identity)
         if key in seen:
             raise AccountConfigError(

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import mimetypes
 import time
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 from pydantic import BaseModel, SecretStr
 
@@ -29,23 +29,15 @@ from clawgate.channels.kit import (
     Sender,
     Target,
 )
-from clawgate.channels.kit.markdown import hard_split, split_markdown
 from clawgate.channels.kit.probe import ProbeResult, logged_in, refused, unreachable, wrong_base_url
 from clawgate.channels.whatsapp.events import button_id, incoming_of, press_of
-from clawgate.channels.whatsapp.format import to_whatsapp
+from clawgate.channels.whatsapp.format import MAX_CHARS, MAX_FILE_BYTES, render_chunks
 from clawgate.channels.whatsapp.graph import NETWORK, WINDOW_CODES, Graph, GraphError, delivery_error
 from clawgate.channels.whatsapp.settings import WhatsAppSettings
 from clawgate.channels.whatsapp.webhook import WebhookReceiver
 from clawgate.channels.whatsapp.window import ServiceWindow
 
-MAX_CHARS = 4096  # a text message's body
-SPLIT_AT = 3_600  # Markdown per piece, leaving room for the markers conversion adds
 BODY_CHARS = 1024  # an interactive message's body
-MAX_FILE_BYTES = 100 * 1024 * 1024  # a document's limit on the Cloud API
-
-
-def _utf16(text: str) -> int:
-    return len(text.encode("utf-16-le")) // 2
 
 
 def _secret(value: SecretStr | None) -> str:
@@ -54,9 +46,6 @@ def _secret(value: SecretStr | None) -> str:
 
 def _credentials(s: WhatsAppSettings) -> tuple[str, str, str]:
     """(token, app secret, verify token), or one line naming the setting that is missing."""
-    if s.mode == "linked":
-        raise ChannelAuthError("WhatsApp: mode = \"linked\" (a linked device) is not available in this version: "
-                               "set [channels.whatsapp] mode = \"cloud\" with a Cloud API number (docs/whatsapp.md)")
     missing = [(name, how) for name, value, how in (
         ("access_token", _secret(s.access_token), "a System User token with whatsapp_business_messaging"),
         ("phone_number_id", s.phone_number_id, "the id shown under WhatsApp Manager → API Setup"),
@@ -75,21 +64,6 @@ def _graph(s: WhatsAppSettings) -> Graph:
                  phone_number_id=s.phone_number_id)
 
 
-def render_chunks(markdown: str, limit: int = SPLIT_AT) -> list[str]:
-    """Markdown as WhatsApp messages of at most MAX_CHARS each: split on the Markdown first, then each piece
-    converted; a piece the markers made too long is split smaller (no formatting spans two messages)."""
-    out: list[str] = []
-    for piece in split_markdown(markdown, limit, measure=_utf16):
-        text = to_whatsapp(piece)
-        if _utf16(text) <= MAX_CHARS:
-            out.extend([text] if text.strip() else [])
-        elif limit <= 250:
-            out.extend(hard_split(text, MAX_CHARS, _utf16))
-        else:
-            out.extend(render_chunks(piece, limit // 2))
-    return out
-
-
 class WhatsAppAdapter(PlatformAdapter):
     name: ClassVar[str] = "whatsapp"
     settings_model: ClassVar[type[WhatsAppSettings]] = WhatsAppSettings
@@ -97,6 +71,19 @@ class WhatsAppAdapter(PlatformAdapter):
     capabilities: ClassVar[Capabilities] = Capabilities(
         max_chars=MAX_CHARS, typing=True, buttons=True, files=True, max_file_bytes=MAX_FILE_BYTES,
         prompt_chars=BODY_CHARS)
+
+    @staticmethod
+    def session_per_account(settings: BaseModel) -> bool:
+        """A linked device is its account's own session (state/whatsapp/<account>/): two accounts never share one."""
+        return getattr(settings, "mode", "cloud") == "linked"
+
+    def __new__(cls, settings: WhatsAppSettings, kit: ChannelKit) -> Any:
+        """`mode = "linked"` is another transport on the same section (linked.py): the entry point builds it."""
+        if cls is WhatsAppAdapter and settings.mode == "linked":
+            from clawgate.channels.whatsapp.linked import LinkedAdapter
+
+            return LinkedAdapter(settings, kit)
+        return super().__new__(cls)
 
     def __init__(self, settings: WhatsAppSettings, kit: ChannelKit) -> None:  # type: ignore[override]
         super().__init__(settings, kit)
@@ -110,9 +97,26 @@ class WhatsAppAdapter(PlatformAdapter):
 
     # -- lifecycle --------------------------------------------------------------------------
     @classmethod
-    async def probe(cls, settings: BaseModel) -> ProbeResult:
-        """GET the business phone number with the token, as connect() does; nothing is sent."""
+    async def login(cls, settings: BaseModel, show: Callable[[str], None], account: str = "default",
+                    phone: str | None = None) -> str:
+        """Link clawgate as a device of a WhatsApp account (linked mode; login.py)."""
         assert isinstance(settings, WhatsAppSettings)
+        if settings.mode != "linked":
+            raise ChannelAuthError("WhatsApp: only mode = \"linked\" links a device; the Cloud API is set up with "
+                                   "its token in [channels.whatsapp] (docs/whatsapp.md)")
+        from clawgate.channels.whatsapp.login import link
+
+        return await link(show, account, phone)
+
+    @classmethod
+    async def probe(cls, settings: BaseModel, account: str = "default") -> ProbeResult:
+        """Cloud: GET the business phone number with the token, as connect() does; nothing is sent.
+        Linked: the session database says whether the device is linked (linked.py)."""
+        assert isinstance(settings, WhatsAppSettings)
+        if settings.mode == "linked":
+            from clawgate.channels.whatsapp.linked import LinkedAdapter
+
+            return await LinkedAdapter.probe(settings, account)
         try:
             _credentials(settings)
         except ChannelAuthError as exc:
@@ -296,7 +300,7 @@ class WhatsAppAdapter(PlatformAdapter):
     async def typing(self, target: Target) -> None:
         """Read ticks and "typing…" on the person's latest message (Meta shows it up to 25 s or until we answer)."""
         message_id = self._last_in.get(target.chat_id)
-        if not message_id or not self.settings.read_receipts or self._window.closed.get(target.chat_id):
+        if not message_id or self.settings.read_receipts is False or self._window.closed.get(target.chat_id):
             return
         try:
             await self._graph.read_and_typing(message_id, typing=True)

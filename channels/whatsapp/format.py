@@ -6,7 +6,8 @@ is written bold, a link as `text (url)` (WhatsApp makes the url clickable itself
 monospace block, and Markdown's backslash escapes are resolved by the parser, never passed on. A
 literal `*` `_` `~` left in text formats only in pairs at word boundaries, which the text rarely
 makes; inside a code block a third backtick in a row (which would end the block) is written
-`<U+0060>`, the notation of agent/core/visible.py.
+`<U+0060>`, the notation of agent/core/visible.py. `render_chunks` splits a reply into messages under
+WhatsApp's 4,096 characters, for both modes (Cloud API and linked device).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import re
 from typing import Any, Callable
 
 import pyromark
+
+from clawgate.channels.kit.markdown import hard_split, split_markdown
 
 _OPTIONS = (pyromark.Options.ENABLE_TABLES | pyromark.Options.ENABLE_STRIKETHROUGH
             | pyromark.Options.ENABLE_TASKLISTS)
@@ -160,3 +163,27 @@ def to_whatsapp(markdown: str, *, link: Callable[[str, str], str] | None = None)
         elif "TaskListMarker" in event:
             writer.line.append("☑ " if event["TaskListMarker"] else "☐ ")
     return writer.result()
+
+
+MAX_CHARS = 4096  # a text message's body
+SPLIT_AT = 3_600  # Markdown per piece, leaving room for the markers conversion adds
+MAX_FILE_BYTES = 100 * 1024 * 1024  # a document's limit (the Cloud API's; a linked device sends the same)
+
+
+def _utf16(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+def render_chunks(markdown: str, limit: int = SPLIT_AT) -> list[str]:
+    """Markdown as WhatsApp messages of at most MAX_CHARS each: split on the Markdown first, then each piece
+    converted; a piece the markers made too long is split smaller (no formatting spans two messages)."""
+    out: list[str] = []
+    for piece in split_markdown(markdown, limit, measure=_utf16):
+        text = to_whatsapp(piece)
+        if _utf16(text) <= MAX_CHARS:
+            out.extend([text] if text.strip() else [])
+        elif limit <= 250:
+            out.extend(hard_split(text, MAX_CHARS, _utf16))
+        else:
+            out.extend(render_chunks(piece, limit // 2))
+    return out

@@ -1,9 +1,9 @@
 """[channels.whatsapp]: the kit's access keys plus WhatsApp's own.
 
 `mode = "cloud"`: Meta's WhatsApp Business Platform (Cloud API): Meta POSTs signed webhooks to a
-listener here and replies go out through the Graph API. `mode = "linked"` (a linked device, as
-WhatsApp Web links) is named so a config can say it, and refused in one line: this build has no
-linked-device transport (docs/whatsapp.md).
+listener here and replies go out through the Graph API. `mode = "linked"`: clawgate is a linked device
+of a WhatsApp account (as WhatsApp Web links), through neonize (the `whatsapp-linked` extra); its
+session is kept under state/whatsapp/<account>/ (docs/whatsapp.md).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ class WhatsAppSettings(AccessSettings):
     """Secrets are SecretStr: never printed by a log line or an error message."""
 
     mode: Literal["cloud", "linked"] = Field("cloud", description=(
-        "cloud: the WhatsApp Business Platform's Cloud API; linked: a linked device (not in this build)"))
+        "cloud: the WhatsApp Business Platform's Cloud API; linked: a linked device of a WhatsApp account"))
     access_token: SecretStr | None = Field(None, description=(
         "cloud: a System User access token with whatsapp_business_messaging (EAA…)"))
     phone_number_id: str = Field("", pattern=r"^[0-9]*$", description=(
@@ -37,9 +37,10 @@ class WhatsAppSettings(AccessSettings):
     webhook_port: int = Field(8788, ge=0, le=65535, description="its port (0: any free port)")
     webhook_path: str = Field("/whatsapp/webhook", pattern=r"^/", description="the path of the Callback URL")
     rate_limit_retry_seconds: float = Field(60.0, gt=0, description=(
-        "how long to wait after Meta's rate-limit errors (130429, 131056, 80007), which carry no retry time"))
-    read_receipts: bool = Field(True, description=(
-        "mark a person's message read (blue ticks) with the typing indicator while the agent works"))
+        "how long to wait after a rate-limit error (cloud: Meta's 130429, 131056, 80007; linked: rate-overlimit), "
+        "which carries no retry time"))
+    read_receipts: bool | None = Field(None, description=(
+        "mark a person's message read (blue ticks) while the agent works; default: on in cloud mode, off linked"))
     check_seconds: float = Field(60.0, gt=0, description=(
         "how often the Graph API is asked whether it answers (webhooks alone cannot tell Meta is unreachable)"))
 
