@@ -1,0 +1,126 @@
+"""Webhooks in a fleet: every process listens on its own port (a load balancer in front spreads the
+calls), the delivery id makes the inbox take a delivery once fleet-wide, and the run happens on the
+worker holding the hook session's partition, whichever process took the call. Real daemons, a real
+redis-server, calls over HTTP (docs/hooks.md, "In a fleet")."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from typing import Any
+
+import httpx
+
+from clawgate.agent.fleet.keys import partition_of
+from tests.e2e.fleet.test_fleet_work import fleet_status
+from tests.fakes.anthropic_api import FakeAnthropic, Reply, last_user_text, text
+from tests.fleet_support import PARTITIONS, Fleet
+from tests.harness import DaemonProcess, free_port
+from tests.hooks_support import TOKEN, call_bearer
+from tests.waiting import DEFAULT_TIMEOUT, wait_past, wait_until
+
+CI = f'''
+[hooks.ci]
+token = "{TOKEN}"
+message = "CI says: {{{{ body.status }}}}"
+id_header = "X-GitHub-Delivery"
+'''
+SESSION = "hooks:ci"
+
+
+def start_two(fleet_factory) -> tuple[Fleet, DaemonProcess, DaemonProcess]:
+    """Two processes with the hook, each listening on a port of its own; (fleet, partition holder, the other)."""
+    fleet: Fleet = fleet_factory()
+    first = fleet.add(start=False, env={"CLAWGATE_GATEWAY__HOOKS_PORT": str(free_port())})
+    config = fleet.home / "config.toml"
+    config.write_text(config.read_text() + CI)
+    first.start()
+    fleet.add(env={"CLAWGATE_GATEWAY__HOOKS_PORT": str(free_port())})
+    r = fleet.spread(2)
+    node = fleet.holder(r, partition_of(SESSION, PARTITIONS))
+    assert node is not None
+    holder = fleet.by_node(node)
+    return fleet, holder, next(p for p in fleet.procs if p is not holder)
+
+
+def post(proc: DaemonProcess, name: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> httpx.Response:
+    return asyncio.run(call_bearer(proc, name, body, headers=headers))
+
+
+async def _history(proc: DaemonProcess) -> list[dict[str, Any]]:
+    async with proc.client() as client:
+        return (await client.request("chat.history", {"session": SESSION}))["messages"]
+
+
+def asked(fake: FakeAnthropic, words: str) -> int:
+    return sum(1 for r in fake.requests if words in last_user_text(r))
+
+
+def user_lines(fleet: Fleet) -> list[dict[str, Any]]:
+    log = fleet.home / "state/sessions" / "hooks%3Aci.jsonl"
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if log.exists() else []
+    return [line for line in lines if line.get("kind") == "user"]
+
+
+def test_the_same_delivery_sent_to_two_processes_runs_once_on_the_partition_holder(
+        fleet_factory, fake_model: FakeAnthropic) -> None:
+    fleet, holder, other = start_two(fleet_factory)
+    fake_model.enqueue_for("CI says: red", text("looking at the red build"))
+    # the sender retries through the load balancer, which picks the other process the second time
+    first = post(other, "ci", {"status": "red"}, headers={"X-GitHub-Delivery": "fleet-1"})
+    again = post(holder, "ci", {"status": "red"}, headers={"X-GitHub-Delivery": "fleet-1"})
+    assert first.status_code == 202 and first.json() == {"id": "hook:ci:fleet-1", "duplicate": False}
+    assert again.status_code == 202 and again.json() == {"id": "hook:ci:fleet-1", "duplicate": True}
+    # taken in by `other`, run by the worker holding hooks:ci's partition
+    wait_until(lambda: fleet_status(holder)["answered"] == 1, "the run answered on the partition's holder",
+               describe=fleet.logs)
+    wait_past(2.0)  # past the answer's bookkeeping: a second run would have reached the model by now
+    assert asked(fake_model, "CI says: red") == 1
+    assert fleet_status(other)["answered"] == 0
+    assert len(user_lines(fleet)) == 1
+
+
+def test_a_kill_after_the_202_runs_the_call_once_on_another_process(
+        fleet_factory, fake_model: FakeAnthropic) -> None:
+    release = threading.Event()
+    calls: list[str] = []
+
+    def held(body: dict[str, Any]) -> Reply:
+        said = last_user_text(body)
+        if "CI says" in said:
+            calls.append(said)
+            if len(calls) == 1:  # the first attempt hangs until its process is killed
+                release.wait(DEFAULT_TIMEOUT)
+        return text("handled the failed build")
+
+    fake_model.responder = held
+    fleet, holder, other = start_two(fleet_factory)
+    accepted = post(other, "ci", {"status": "failed"}, headers={"X-GitHub-Delivery": "crash-1"})
+    assert accepted.status_code == 202 and accepted.json()["duplicate"] is False
+    wait_until(lambda: calls, "the run to reach the model", describe=fleet.logs)
+    holder.kill()  # SIGKILL of the worker running it, after the sender got its 202
+    release.set()
+    # the survivor takes the partition over, claims the entry and runs it from the session log
+    wait_until(lambda: fleet_status(other)["answered"] >= 1, "the run answered by the survivor", describe=fleet.logs)
+    # the sender, never told twice, retries: still one delivery
+    again = post(other, "ci", {"status": "failed"}, headers={"X-GitHub-Delivery": "crash-1"})
+    assert again.json() == {"id": "hook:ci:crash-1", "duplicate": True}
+    wait_past(2.0)
+    assert len(calls) == 2  # the cut attempt and the one resumed elsewhere; the repeat ran nothing
+    assert fleet_status(other)["answered"] == 1
+    assert len(user_lines(fleet)) == 1
+    history = asyncio.run(_history(other))
+    answers = [m for m in history if m.get("role") == "assistant" and "handled the failed build" in json.dumps(m)]
+    assert len(answers) == 1, history
+
+
+def test_each_process_answers_hooks_on_its_own_port(fleet_factory) -> None:
+    """Both listeners are up (two processes on one host with one config would clash on one port)."""
+    fleet, holder, other = start_two(fleet_factory)
+    ports = {p.env["CLAWGATE_GATEWAY__HOOKS_PORT"] for p in (holder, other)}
+    assert len(ports) == 2
+    for proc in (holder, other):
+        assert post(proc, "ci", {"status": "ping"}).status_code == 202
+    wait_until(lambda: sum(fleet_status(p)["answered"] for p in fleet.procs) == 1, "one run for one body",
+               describe=fleet.logs)
