@@ -8,12 +8,16 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from email.message import EmailMessage
+from email.utils import make_msgid
 from typing import Any
 
 import httpx
 
 from clawgate.agent.fleet.keys import partition_of
+from tests.e2e.fleet.test_fleet_channels import imap_connections
 from tests.e2e.fleet.test_fleet_work import fleet_status
+from tests.email_servers import Dovecot, dovecot, unique_address  # noqa: F401  (fixture)
 from tests.fakes.anthropic_api import FakeAnthropic, Reply, last_user_text, text
 from tests.fleet_support import PARTITIONS, Fleet
 from tests.harness import DaemonProcess, free_port
@@ -124,3 +128,49 @@ def test_each_process_answers_hooks_on_its_own_port(fleet_factory) -> None:
         assert post(proc, "ci", {"status": "ping"}).status_code == 202
     wait_until(lambda: sum(fleet_status(p)["answered"] for p in fleet.procs) == 1, "one run for one body",
                describe=fleet.logs)
+
+
+def test_a_watched_mailbox_is_one_imap_login_per_fleet_and_moves_on_a_kill(fleet_factory, dovecot: Dovecot,
+                                                                           fake_model: FakeAnthropic) -> None:
+    """Mail push (a hook of kind imap) is a singleton: one process logs in and watches; the other does not
+    touch the mailbox; SIGKILL of the watcher moves the watch, and every new mail is one run."""
+    inbox = unique_address("fleet-invoices")
+    dovecot.add_user(inbox, "inbox-password-7")
+    imap = {"imap_host": "127.0.0.1", "imap_port": dovecot.port, "imap_tls": "none", "username": inbox,
+            "password": "inbox-password-7", "idle_seconds": 5}
+    table = ('\n[hooks.invoices]\nkind = "imap"\nmessage = "Mail about {{ body.subject }}"\n'
+             f"imap = {{ {', '.join(f'{k} = {json.dumps(v)}' for k, v in imap.items())} }}\n")
+    fleet: Fleet = fleet_factory()
+    first = fleet.add(start=False)
+    config = fleet.home / "config.toml"
+    config.write_text(config.read_text() + table)
+    first.start()
+    fleet.add()
+    fleet.spread(2)
+    watching = "hook invoices: watching INBOX"
+    watcher = wait_until(lambda: next((p for p in fleet.procs if watching in p.log_text()), None),
+                         "a process watching the mailbox", describe=fleet.logs)
+    other = next(p for p in fleet.procs if p is not watcher)
+    wait_past(1.1)  # INTERNALDATE has whole seconds: mail appended from now on is after the first start
+    dovecot.append(inbox, _mail("Invoice 1"))
+    wait_until(lambda: asked(fake_model, "Mail about Invoice 1") == 1, "the first mail's run", describe=fleet.logs)
+    assert imap_connections(other, dovecot.port) == 0 and watching not in other.log_text()
+
+    watcher.kill()
+    dovecot.append(inbox, _mail("Invoice 2"))  # while nobody watches: read by the next watcher
+    wait_until(lambda: watching in other.log_text(), "the survivor watching the mailbox", describe=fleet.logs)
+    dovecot.append(inbox, _mail("Invoice 3"))
+    wait_until(lambda: asked(fake_model, "Mail about Invoice 2") and asked(fake_model, "Mail about Invoice 3"),
+               "the later mails' runs", describe=fleet.logs)
+    wait_past(2.0)
+    assert [asked(fake_model, f"Mail about Invoice {n}") for n in (1, 2, 3)] == [1, 1, 1]
+
+
+def _mail(subject: str) -> bytes:
+    msg = EmailMessage()
+    msg["From"] = "billing@vendor.example"
+    msg["To"] = "me@example.test"
+    msg["Subject"] = subject
+    msg["Message-ID"] = make_msgid(domain="vendor.example")
+    msg.set_content("Please pay.")
+    return msg.as_bytes()
