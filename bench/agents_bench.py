@@ -7,7 +7,8 @@ binding per extra agent, one sent every message for the default agent, one every
 core_bench.py: sequential round trips spread over 20 sessions (so no history grows long), then 50
 sessions × 10 messages at once. The daemon's CPU time per message (all threads, from /proc) is the
 overhead figure; the wall round trips are beside it. The sides run in turn, round after round, and
-the best round of each is kept, so a burst of other work on the machine does not land on one side only.
+each cell is the median of the rounds with their range beside it, so a burst of other work on the
+machine does not land on one side only and the noise is in view.
 Usage: python bench/agents_bench.py [--messages N] [--rounds R]
 """
 
@@ -120,27 +121,32 @@ def main() -> None:
     finally:
         fake.terminate()
 
-    def best(side: str, key: str, high: bool) -> float:
+    def median(side: str, key: str) -> float:
+        return statistics.median(run[key] for run in runs[side])
+
+    def spread(side: str, key: str) -> str:
         values = [run[key] for run in runs[side]]
-        return max(values) if high else min(values)
+        return f"{min(values):.2f}-{max(values):.2f}"
 
     sides = list(SIDES)
     print(f"clawgate agents bench: 1 agent against 10 configured ({args.messages} sequential messages over "
-          f"{SESSIONS} sessions, then 50 sessions x 10 at once; best of {args.rounds} rounds, the sides in turn; "
-          "zero-latency fake model). cost: the worse of the two 10-agent sides over the 1-agent side")
+          f"{SESSIONS} sessions, then 50 sessions x 10 at once; {args.rounds} rounds, the sides in turn; "
+          "zero-latency fake model). Each cell: the median of the rounds (lowest-highest); cost: the worse "
+          "10-agent side's median over the 1-agent side's")
     width = 44
-    print(f"| {'measure':{width}} | " + " | ".join(f"{side:>26}" for side in sides) + f" | {'cost':>5} | {'target':>7} |")
-    print(f"|{'-' * (width + 2)}|" + "|".join("-" * 28 for _ in sides) + f"|{'-' * 7}|{'-' * 9}|")
+    print(f"| {'measure':{width}} | " + " | ".join(f"{side:>28}" for side in sides) + f" | {'cost':>5} | {'target':>7} |")
+    print(f"|{'-' * (width + 2)}|" + "|".join("-" * 30 for _ in sides) + f"|{'-' * 7}|{'-' * 9}|")
     for key, label, unit, high in (("cpu", "daemon CPU per message, sequential", "ms", False),
                                    ("p50", "round trip p50, sequential", "ms", False),
                                    ("p99", "round trip p99, sequential", "ms", False),
                                    ("cpu_load", "daemon CPU per message, 50 sessions at once", "ms", False),
                                    ("rate", "throughput, 50 sessions at once", "msg/s", True)):
-        values = [best(side, key, high) for side in sides]
+        values = [median(side, key) for side in sides]
         one, tens = values[0], values[1:]
         cost = (one / min(tens)) if high else (max(tens) / one)
         target = f"<= {TARGET:.2f}" if key in ("cpu", "cpu_load") else ""
-        print(f"| {label:{width}} | " + " | ".join(f"{v:>20.2f} {unit:>5}" for v in values) + f" | {cost:>5.2f} | {target:>7} |")
+        cells = [f"{v:.2f} {unit} ({spread(side, key)})" for v, side in zip(values, sides)]
+        print(f"| {label:{width}} | " + " | ".join(f"{c:>28}" for c in cells) + f" | {cost:>5.2f} | {target:>7} |")
 
 
 if __name__ == "__main__":
