@@ -33,16 +33,17 @@ id_header = "X-GitHub-Delivery"
 SESSION = "hooks:ci"
 
 
-def start_two(fleet_factory) -> tuple[Fleet, DaemonProcess, DaemonProcess]:
-    """Two processes with the hook, each listening on a port of its own; (fleet, partition holder, the other)."""
+def start_two(fleet_factory, tables: str = CI, session: str = SESSION) -> tuple[Fleet, DaemonProcess, DaemonProcess]:
+    """Two processes with the hook, each listening on a port of its own; (fleet, the holder of `session`'s
+    partition, the other)."""
     fleet: Fleet = fleet_factory()
     first = fleet.add(start=False, env={"CLAWGATE_GATEWAY__HOOKS_PORT": str(free_port())})
     config = fleet.home / "config.toml"
-    config.write_text(config.read_text() + CI)
+    config.write_text(config.read_text() + tables)
     first.start()
     fleet.add(env={"CLAWGATE_GATEWAY__HOOKS_PORT": str(free_port())})
     r = fleet.spread(2)
-    node = fleet.holder(r, partition_of(SESSION, PARTITIONS))
+    node = fleet.holder(r, partition_of(session, PARTITIONS))
     assert node is not None
     holder = fleet.by_node(node)
     return fleet, holder, next(p for p in fleet.procs if p is not holder)
@@ -117,6 +118,23 @@ def test_a_kill_after_the_202_runs_the_call_once_on_another_process(
     history = asyncio.run(_history(other))
     answers = [m for m in history if m.get("role") == "assistant" and "handled the failed build" in json.dumps(m)]
     assert len(answers) == 1, history
+
+
+def test_a_hook_of_another_agent_runs_on_its_sessions_partition_holder_as_that_agent(
+        fleet_factory, fake_model: FakeAnthropic) -> None:
+    """A hook naming an agent runs in that agent's session (`agent:work:hooks:ci`): its partition, so its
+    process, is computed from that key, and the run there uses the agent's model."""
+    tables = ('\n[agents.home]\ndefault = true\n[agents.work]\nmodel = "claude-work-model"\n'
+              + CI.replace("[hooks.ci]", '[hooks.ci]\nagent = "work"'))
+    fleet, holder, other = start_two(fleet_factory, tables, session="agent:work:hooks:ci")
+    accepted = post(other, "ci", {"status": "amber"}, headers={"X-GitHub-Delivery": "agent-1"})
+    assert accepted.status_code == 202 and accepted.json()["duplicate"] is False
+    wait_until(lambda: fleet_status(holder)["answered"] == 1, "the run answered on the partition's holder",
+               describe=fleet.logs)
+    [request] = [r for r in fake_model.requests if "CI says: amber" in last_user_text(r)]
+    assert request["model"] == "claude-work-model"
+    assert fleet_status(other)["answered"] == 0
+    assert (fleet.home / "state/sessions" / "agent%3Awork%3Ahooks%3Aci.jsonl").exists()
 
 
 def test_each_process_answers_hooks_on_its_own_port(fleet_factory) -> None:
