@@ -7,10 +7,10 @@ unknown hook 404, anything but POST 405; then, before any of the body is read, a
 budget of failed authentications 429, a wrong bearer token or a missing or malformed signature header
 401, a declared length over the hook's limit 413; then the body, read in bounded pieces (over the
 limit 413), a signature that does not match it 401 (a 401 is logged without anything of the body, at
-most once a minute per hook), a burst past the hook's rate 429 with Retry-After. A call is answered 202 {"id"} only once its message is in the
-inbox and flushed (`durable()`, as gateway/api/chat.py does): a crash after that runs it after the
-restart, a crash before leaves the sender without a 2xx, so it sends again; the same delivery id is
-one run either way. A storage failure answers 503 so the sender retries. The decisions themselves
+most once a minute per hook), a burst past the hook's rate 429 with Retry-After. A call is answered
+202 {"id"} only once its message is in the inbox and flushed (`durable()`, as gateway/api/chat.py
+does): a crash after that runs it after the restart, a crash before leaves the sender without a 2xx,
+so it sends again; the same delivery id is one run either way. A storage failure answers 503 so the sender retries. The decisions themselves
 are agent/triggers/hooks.py.
 """
 
@@ -141,9 +141,11 @@ class HooksServer:
         """The checks made on the request line and headers alone, before any of the body is read."""
         match = _PATH.match(request.path)
         hook = self.hooks.get(match.group(1)) if match else None
-        if hook is None:
-            raise HookRefused(404, "no such hook; the configured ones are [hooks.<name>] tables, called at /hooks/<name>")
-        if request.method != "POST":
+        if hook is None or request.method != "POST":
+            request[_HANG_UP] = True  # a scanner's body is not drained either
+            if hook is None:
+                raise HookRefused(404, "no such hook; the configured ones are [hooks.<name>] tables, called at "
+                                       "/hooks/<name>")
             raise HookRefused(405, "a hook is called with POST")
         # Nothing of the body is read before the headers show the caller may send one: an address past
         # its failed-authentication budget, a wrong bearer token, a missing or malformed signature

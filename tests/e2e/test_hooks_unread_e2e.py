@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from typing import Any
 
 from tests.harness import DaemonProcess
@@ -17,6 +18,7 @@ BEARER = f'[hooks.ci]\ntoken = "{TOKEN}"\nmax_body_bytes = 4096\n'
 SIGNED = f'[hooks.gh]\nhmac_secret = "{SECRET}"\nmax_body_bytes = 4096\n'
 STRIPE = f'[hooks.pay]\nhmac_secret = "{SECRET}"\nsignature_scheme = "stripe"\n'
 HELD = 2000  # the length each request declares and never sends
+HANG_UP_SECONDS = 5.0  # the daemon would linger 10 s draining a body; closing at once takes a loop turn
 
 
 class Answer:
@@ -47,8 +49,10 @@ def _read_answer(sock: socket.socket) -> Answer:
         chunk = sock.recv(65536)
         assert chunk, "the answer's body was cut"
         rest += chunk
-    # nothing more comes, and the daemon hangs up rather than wait for the body it was promised
-    closed = sock.recv(65536) == b""
+    # nothing more comes, and the daemon hangs up at once rather than wait for (or drain, for up to its
+    # 10 s lingering time) the body it was promised
+    answered = time.monotonic()
+    closed = sock.recv(65536) == b"" and time.monotonic() - answered < HANG_UP_SECONDS
     return Answer(int(status_line.split()[1]), headers, json.loads(rest or b"{}"), closed)
 
 
@@ -118,3 +122,14 @@ async def test_failed_authentications_are_limited_per_address_before_any_body_is
     # does not lock out the sender that holds it
     ok = await call_bearer(daemon, "ci", {"status": "still here"})
     assert ok.status_code == 202, ok.text
+
+
+def test_an_unknown_hook_or_a_wrong_method_is_answered_and_closed_without_the_body(hooks_daemon, fake_model) -> None:
+    daemon = hooks_daemon(BEARER)
+    unknown = held_request(daemon, "nope", {"Authorization": f"Bearer {TOKEN}"})
+    assert unknown.status == 404 and unknown.closed
+    port = int(daemon.env["CLAWGATE_GATEWAY__HOOKS_PORT"])
+    with socket.create_connection(("127.0.0.1", port), timeout=DEFAULT_TIMEOUT) as sock:
+        sock.sendall(f"PUT /hooks/ci HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {HELD}\r\n\r\n".encode())
+        wrong = _read_answer(sock)
+    assert wrong.status == 405 and wrong.headers["allow"] == "POST" and wrong.closed
