@@ -22,7 +22,7 @@ import logging
 import re
 import sqlite3
 import time
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from aiohttp import web
 
@@ -49,6 +49,8 @@ class HooksServer:
         self._runner: web.AppRunner | None = None
         self._refused: dict[str, tuple[float, int]] = {}  # hook -> (last logged, refusals not logged since)
         self.failures = FailedAuth()  # failed authentications per remote address, over every hook
+        # in a fleet (gateway/fleet.py): (name, per second, burst) -> seconds to wait, one bucket for all processes
+        self.shared_rate: Callable[[str, float, int], Awaitable[float]] | None = None
 
     @property
     def port(self) -> int:
@@ -111,7 +113,7 @@ class HooksServer:
         except HookRefused as refused:
             self._refusal(hook, refused.reason, request)
             raise
-        wait = hook.bucket.take(now)
+        wait = await self._take_rate(hook, now)
         if wait:
             self._record(hook, 429, note="rate limited")
             log.warning("hook %s: a call refused (429): more than %d at once or %g a minute", hook.name,
@@ -136,6 +138,17 @@ class HooksServer:
         log.info("hook %s: delivery %s %s", hook.name, delivery,
                  "accepted" if accepted else "was already accepted (a repeat); not run again")
         return 202, {"id": msg.id, "duplicate": not accepted}, {}
+
+    async def _take_rate(self, hook: Hook, now: float) -> float:
+        """The hook's burst and rate: the fleet's shared bucket where there is one, else this process's.
+        Redis away: this process's bucket, so a hook still has a limit (and still takes calls)."""
+        if self.shared_rate is not None:
+            try:
+                return await self.shared_rate(f"hook:{hook.name}", hook.bucket.rate, hook.bucket.burst)
+            except Exception as exc:  # noqa: BLE001 - any Redis failure: the local limit is the fallback
+                log.warning("hook %s: the fleet's rate limit is unreachable (%s); this process's own is used",
+                            hook.name, type(exc).__name__)
+        return hook.bucket.take(now)
 
     def _admit(self, request: web.Request) -> Hook:
         """The checks made on the request line and headers alone, before any of the body is read."""

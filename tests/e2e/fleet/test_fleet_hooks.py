@@ -137,6 +137,17 @@ def test_a_hook_of_another_agent_runs_on_its_sessions_partition_holder_as_that_a
     assert (fleet.home / "state/sessions" / "agent%3Awork%3Ahooks%3Aci.jsonl").exists()
 
 
+def test_a_hooks_burst_and_rate_hold_for_the_fleet_not_per_process(fleet_factory) -> None:
+    """Two processes together take the hook's `burst`, not twice it: the bucket is shared in Redis."""
+    limited = f'\n[hooks.small]\ntoken = "{TOKEN}"\nburst = 2\nrate_per_minute = 1\n'
+    fleet, holder, other = start_two(fleet_factory, CI + limited)
+    statuses = [post(proc, "small", {"n": n}).status_code for n, proc in enumerate((holder, other, holder, other))]
+    assert statuses == [202, 202, 429, 429], statuses
+    refused = post(other, "small", {"n": 9})
+    assert refused.status_code == 429 and int(refused.headers["Retry-After"]) >= 1
+    assert post(holder, "ci", {"status": "other hook"}).status_code == 202  # the limit is per hook
+
+
 def test_each_process_answers_hooks_on_its_own_port(fleet_factory) -> None:
     """Both listeners are up (two processes on one host with one config would clash on one port)."""
     fleet, holder, other = start_two(fleet_factory)
