@@ -8,7 +8,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 BENCHES = ["core_bench.py", "telegram_bench.py", "context_bench.py", "triggers_bench.py", "recovery_bench.py",
-           "checkpoint_bench.py", "session_bench.py", "drift_eval.py", "fleet.py", "browser_bench.py"]
+           "checkpoint_bench.py", "session_bench.py", "drift_eval.py", "fleet.py", "browser_bench.py",
+           "agents_bench.py"]
 
 
 def main() -> int:

@@ -19,7 +19,7 @@ import os
 import signal
 import sqlite3
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from clawgate.agent.bus.outbox_files import sweep
 from clawgate.agent.core.durability import Durability
@@ -125,6 +125,8 @@ class App:
         self.channels, self.chat_channels = build_channels(settings, self.services, self.server, state.db,
                                                            state.workspaces)
         self.hooks_server, self.mail_watches = build_hook_inputs(settings, self.services, state.db)
+        # a fleet's singleton lease (gateway/fleet.py): each watched mailbox is read by one process
+        self.mail_exclusive: Callable[[str, Callable[[], Awaitable[None]]], Awaitable[None]] | None = None
         self.dispatcher = Dispatcher(state.bus, self.channels, base_delay=settings.channels.delivery_retry_seconds)
         if isinstance(send_file := talk.tools.get("send_file"), SendFile):  # the tool refuses what a channel cannot take
             send_file.limits = file_limits(self.channels)
@@ -243,11 +245,17 @@ class App:
             await self.hooks_server.start()
             stack.push_async_callback(_quietly, "webhook listener stop", self.hooks_server.stop)
         if self.mail_watches:  # watched mailboxes (hooks of kind imap): new mail is input too
-            watching = [asyncio.create_task(w.run(), name=f"hook {w.hook.name}") for w in self.mail_watches]
+            watching = [asyncio.create_task(self._watch(w), name=f"hook {w.hook.name}") for w in self.mail_watches]
             stack.push_async_callback(_cancel_all, watching)
         self.triggers.start()  # last: overdue cron runs fire into a fully started daemon
         stack.callback(self.triggers.stop)
         self._write_pid(stack)
+
+    def _watch(self, watch: Any) -> Awaitable[None]:
+        """A watched mailbox is one IMAP login: in a fleet it runs where its singleton lease is held."""
+        if self.mail_exclusive is None:
+            return watch.run()
+        return self.mail_exclusive(f"hook-mail:{watch.hook.name}", watch.run)
 
     def recover(self, include: Callable[[str], bool] | None) -> None:
         """What a restart left behind, for the sessions `include` names (None: all, a lone process):

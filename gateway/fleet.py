@@ -94,6 +94,11 @@ def wire(app: "App", node: "FleetNode") -> "PartitionRecovery":
     app.background.index.share()  # each process keeps the entries of its partitions' sessions
     app.checkpoints.collect_grace_seconds = PRUNE_CLAIM_SECONDS  # others write snapshots while one collects
     app.loop.skip_if.append(lambda session, msg: node.bus.stale(msg.id))
+    app.mail_exclusive = node.singletons.hold  # a watched mailbox (hook of kind imap): one IMAP login per fleet
+    if app.hooks_server is not None:  # a hook's burst and rate hold for the fleet, not per process
+        from clawgate.agent.fleet.rates import SharedRate
+
+        app.hooks_server.shared_rate = SharedRate(node.r, node.keys).take
     for channel in app.channels.values():  # a chat channel's adapter reaches it through its kit
         channel.exclusive = node.singletons.hold
         if (kit := getattr(channel, "kit", None)) is not None:

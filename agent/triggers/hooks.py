@@ -39,6 +39,8 @@ MAX_TEXT = 20_000         # the rendered message is cut here (the request itself
 MAX_ID = 200              # a sender's delivery id longer than this is hashed
 RECENT = 10               # calls kept per hook for the status
 _PLAIN_ID = re.compile(rf"[\w.:@+=/-]{{1,{MAX_ID}}}", re.ASCII)
+_HEX_DIGEST = re.compile(r"[0-9a-fA-F]{64}")
+_GITHUB_SIGNATURE = re.compile(r"(?i:sha256)=[0-9a-fA-F]{64}")
 HIDDEN_HEADERS = ("authorization", "cookie", "proxy-authorization")  # never in the agent's message
 
 
@@ -69,6 +71,33 @@ class Bucket:
             self.tokens -= 1.0
             return 0.0
         return (1.0 - self.tokens) / self.rate
+
+
+class FailedAuth:
+    """Failed authentications per remote address, a token bucket each: `burst` failures at once, then
+    `per_minute`. An address past it is refused (429) before its request's body is read, so guessing
+    secrets costs the guesser time and the daemon nothing. At most `addresses` are tracked (the
+    longest-quiet forgotten first): a flood from many addresses cannot grow the table."""
+
+    def __init__(self, *, burst: int = 20, per_minute: float = 20.0, addresses: int = 4096) -> None:
+        self.burst, self.rate, self.addresses = burst, per_minute / 60.0, addresses
+        self._buckets: dict[str, Bucket] = {}
+
+    def wait(self, address: str, now: float) -> float:
+        """0 when `address` may still try, else the seconds until it may."""
+        bucket = self._buckets.get(address)
+        if bucket is None or bucket.tokens < 0:
+            return 0.0
+        tokens = min(float(self.burst), bucket.tokens + (now - bucket.at) * self.rate)
+        return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self.rate
+
+    def failed(self, address: str, now: float) -> None:
+        """One more failure of `address` (it moves to the end: the most recent)."""
+        bucket = self._buckets.pop(address, None) or Bucket(rate=self.rate, burst=self.burst)
+        bucket.take(now)
+        self._buckets[address] = bucket
+        while len(self._buckets) > self.addresses:
+            del self._buckets[next(iter(self._buckets))]
 
 
 @dataclass
@@ -145,13 +174,36 @@ def _hmac_hex(secret: str, payload: bytes) -> str:
     return hmac.new(secret.encode(), payload, hashlib.sha256).hexdigest()
 
 
-def verify(s: HookSettings, headers: Mapping[str, str], body: bytes, now: float) -> None:
-    """Raise HookRefused(401) unless the request carries the hook's secret; every comparison in constant time."""
+def precheck(s: HookSettings, headers: Mapping[str, str]) -> None:
+    """Raise HookRefused(401) for what the headers alone show, before a byte of the body is read: a
+    bearer call is decided here entirely; a signed call must carry a well-formed signature header
+    (its match with the body is `verify`'s, once the body is in). A caller without the secret so
+    never makes the daemon wait for, buffer or hash a body."""
     if s.token is not None:
         given = headers.get("Authorization", "")
         scheme, _, value = given.partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), s.token.encode()):
             raise HookRefused(401, "no valid bearer token")
+        return
+    signature = headers.get(s.header, "")
+    if not signature:
+        raise HookRefused(401, f"no {s.header} header")
+    if s.signature_scheme == "github":
+        if not _GITHUB_SIGNATURE.fullmatch(signature.strip()):
+            raise HookRefused(401, f"{s.header} is not sha256=<64 hex digits>")
+        return
+    parts = [p.strip().partition("=") for p in signature.split(",")]
+    stamps = [v for k, _, v in parts if k == "t"]
+    signed = [v for k, _, v in parts if k == "v1"]
+    if len(stamps) != 1 or not stamps[0].isascii() or not stamps[0].isdigit() or not signed \
+            or not all(_HEX_DIGEST.fullmatch(v) for v in signed):
+        raise HookRefused(401, f"{s.header} is not t=<time>,v1=<signature>")
+
+
+def verify(s: HookSettings, headers: Mapping[str, str], body: bytes, now: float) -> None:
+    """Raise HookRefused(401) unless the request carries the hook's secret; every comparison in constant time."""
+    if s.token is not None:
+        precheck(s, headers)  # a bearer token is all in the header
         return
     assert s.hmac_secret is not None
     signature = headers.get(s.header, "")

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from clawgate.agent.triggers.hooks import Bucket, HookRefused, build_hooks, delivery_id, inbound, parse_body, render, \
-    sign, verify
+from clawgate.agent.triggers.hooks import Bucket, FailedAuth, HookRefused, build_hooks, delivery_id, inbound, \
+    parse_body, precheck, render, sign, verify
 from clawgate.agent.trust.taint import Taint
 from clawgate.config.agents import Agent, AgentConfig, Roster
 from clawgate.config.hooks import HookSettings
@@ -193,3 +193,39 @@ def test_a_mailbox_hook_takes_an_imap_table_and_no_http_secret(tmp_path: Path) -
     (home / "config.toml").write_text(f'[hooks.mail]\nkind = "imap"\n{imap}\n')
     hook = build_hooks(load_settings(Paths(home), environ={}).hooks)["mail"]
     assert hook.public()["auth"] == "mailbox INBOX on 127.0.0.1" and hook.settings.secrets == ["pw-1"]
+
+
+@pytest.mark.parametrize("settings", [HookSettings(token=TOKEN), HookSettings(hmac_secret=SECRET),
+                                      HookSettings(hmac_secret=SECRET, signature_scheme="stripe")])
+def test_what_sign_writes_passes_the_header_check(settings: HookSettings) -> None:
+    precheck(settings, sign(settings, b'{"a": 1}', NOW))
+
+
+@pytest.mark.parametrize(("settings", "headers"), [
+    (HookSettings(token=TOKEN), {}),
+    (HookSettings(token=TOKEN), {"Authorization": f"Bearer {TOKEN}x"}),
+    (HookSettings(hmac_secret=SECRET), {}),
+    (HookSettings(hmac_secret=SECRET), {"X-Hub-Signature-256": "sha256=" + "a" * 63}),
+    (HookSettings(hmac_secret=SECRET), {"X-Hub-Signature-256": "sha256=" + "g" * 64}),
+    (HookSettings(hmac_secret=SECRET), {"X-Hub-Signature-256": "md5=" + "a" * 64}),
+    (HookSettings(hmac_secret=SECRET, signature_scheme="stripe"), {"Stripe-Signature": "t=1,v1=abc"}),
+    (HookSettings(hmac_secret=SECRET, signature_scheme="stripe"), {"Stripe-Signature": "t=1,t=2,v1=" + "a" * 64}),
+    (HookSettings(hmac_secret=SECRET, signature_scheme="stripe"), {"Stripe-Signature": "t=,v1=" + "a" * 64}),
+])
+def test_the_header_check_refuses_what_no_body_could_make_right(settings: HookSettings, headers: dict[str, str]) -> None:
+    with pytest.raises(HookRefused) as caught:
+        precheck(settings, headers)
+    assert caught.value.status == 401
+
+
+def test_failed_authentications_are_budgeted_per_address_and_the_table_stays_bounded() -> None:
+    failures = FailedAuth(burst=3, per_minute=6, addresses=2)
+    for _ in range(3):
+        assert failures.wait("10.0.0.1", NOW) == 0
+        failures.failed("10.0.0.1", NOW)
+    assert failures.wait("10.0.0.1", NOW) == pytest.approx(10.0)  # one failure back every 10 s
+    assert failures.wait("10.0.0.2", NOW) == 0  # another address is not held up
+    assert failures.wait("10.0.0.1", NOW + 10) == 0
+    failures.failed("10.0.0.2", NOW)
+    failures.failed("10.0.0.3", NOW)  # a third address: the longest quiet one is forgotten
+    assert failures.wait("10.0.0.1", NOW) == 0
