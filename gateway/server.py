@@ -65,10 +65,38 @@ class Admission:
                 b"Content-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
 
 
+METHOD_NOT_ALLOWED = (b"HTTP/1.1 405 Method Not Allowed\r\nAllow: GET\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                      b"Content-Length: 25\r\nConnection: close\r\n\r\nonly GET is served here.\n")
+
+
+def _method_of(first_bytes: bytes) -> bytes | None:
+    """The HTTP method a request starts with, when the first bytes show one (a token of capitals)."""
+    token, space, _ = first_bytes[:16].partition(b" ")
+    return token if space and token.isalpha() and token.isupper() else None
+
+
+class QuietHandshakeFailures(logging.Filter):
+    """websockets logs a handshake that never completed (a port scan, a client that hung up, a request that is
+    not HTTP) as an error with its traceback, and how depends on its version (one channel's SDK holds it below
+    16). Such a socket is no fault of the daemon: one debug line naming the cause, never a traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg != "opening handshake failed" or not record.exc_info:
+            return True
+        exc = record.exc_info[1]
+        cause = f"{exc}" + (f" ({exc.__cause__})" if exc is not None and exc.__cause__ else "")
+        record.msg, record.args = "gateway: a connection ended before its handshake: %s", (cause,)
+        record.exc_info, record.exc_text = None, None
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
 def _admitted_connections(admission: Admission) -> type[ServerConnection]:
     """websockets' connection class, counted by `admission` from the moment the socket is accepted."""
 
     class AdmittedConnection(ServerConnection):
+        _first_data = True
+
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(transport)
             if not admission.arrived(self):
@@ -76,6 +104,19 @@ def _admitted_connections(admission: Admission) -> type[ServerConnection]:
                 writer = cast(asyncio.WriteTransport, transport)
                 writer.write(admission.refusal())
                 writer.close()  # the handshake then ends at once (websockets sees the socket closed)
+
+        def data_received(self, data: bytes) -> None:
+            """A request that is not a GET is answered 405 here, whichever websockets version is installed
+            (before 16 it closed such a socket without an answer)."""
+            if self._first_data:
+                self._first_data = False
+                method = _method_of(data)
+                if method is not None and method != b"GET":
+                    writer = cast(asyncio.WriteTransport, self.transport)
+                    writer.write(METHOD_NOT_ALLOWED)
+                    writer.close()
+                    return
+            super().data_received(data)
 
         def connection_lost(self, exc: Exception | None) -> None:
             admission.done(self)
@@ -115,6 +156,9 @@ class GatewayServer:
         return self._server.sockets[0].getsockname()[1]
 
     async def start(self) -> None:
+        handshakes = logging.getLogger("websockets.server")
+        if not any(isinstance(f, QuietHandshakeFailures) for f in handshakes.filters):
+            handshakes.addFilter(QuietHandshakeFailures())
         self._server = await serve(
             self._serve, self.settings.host, self.settings.port,
             max_size=self.settings.max_frame_bytes,

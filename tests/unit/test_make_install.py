@@ -15,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-CHANNELS = {"discord", "matrix", "slack", "email", "signal"}
+CHANNELS = {"discord", "matrix", "slack", "email", "signal", "googlechat", "dingtalk", "teams", "feishu", "whatsapp-linked"}
 
 
 def installed_extras(target: str) -> set[str]:
