@@ -31,10 +31,36 @@ ALLOW_PYTHON = {"CLAWGATE_TOOLS__EXEC__ALLOWLIST": '["python3", "ls", "cat", "ec
 REAL_PYTHON_PATH = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
 
 
+# Ports handed to servers the tests start later (a daemon, a fake platform). Not from the kernel's ephemeral
+# range (net.ipv4.ip_local_port_range, 32768-60999 by default): a port found free there can be taken as the
+# source port of some outgoing connection before its server binds it ("port is in use by another program").
+# Each xdist worker walks its own slice of 10000-32767 in turn, so two workers never hand out the same port
+# and one worker hands a port out again only after all the others of its slice.
+_PORTS_LOW, _PORTS_HIGH, _SLICES = 10_000, 32_768, 16
+_next_port: list[int] = []
+
+
+def _port_slice() -> range:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    index = (int(worker) if worker.isdigit() else 0) % _SLICES
+    width = (_PORTS_HIGH - _PORTS_LOW) // _SLICES
+    return range(_PORTS_LOW + index * width, _PORTS_LOW + (index + 1) * width)
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    ports = _port_slice()
+    if not _next_port:
+        _next_port.append(ports.start + os.getpid() % len(ports))
+    for _ in range(len(ports)):
+        port = _next_port[0]
+        _next_port[0] = ports.start + (port + 1 - ports.start) % len(ports)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free loopback port in {ports.start}-{ports.stop - 1}")
 
 
 _initialised: list[Path] = []  # the home `clawgate init --yes` wrote for this session, once made
