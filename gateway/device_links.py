@@ -15,6 +15,7 @@ connection, or `channels.link.cancel` from it, stops it (the login's client is s
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import inspect
 import logging
 from dataclasses import dataclass
@@ -60,6 +61,9 @@ class DeviceLinks:
         if name in self._pairings:
             raise Conflict(f"{name} is already being linked (from another page): close that one or wait for it")
         login, model = self._login(channel, account)
+        if importlib.util.find_spec("segno") is None:  # before WhatsApp is asked: a code must be drawable
+            raise InvalidLink(f"drawing the QR code needs segno: pip install 'clawgate[{channel}]' "
+                              "(the signal and whatsapp-linked extras bring it)")
         extra: dict[str, Any] = {"account": account} if "account" in inspect.signature(login).parameters else {}
         task = asyncio.create_task(self._run(conn, name, login, model, extra), name=f"link:{name}")
         self._pairings[name] = _Pairing(conn, task)

@@ -20,6 +20,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from tests.conformance.platforms.whatsapp_linked import WhatsAppLinkedHarness
 from tests.e2e.test_web_e2e import browser, expect, logged_in, screenshot  # noqa: F401 (browser: a fixture)
+from tests.fakes.signal import FakeSignalCli
 from tests.fakes.whatsapp.reading import plain_of
 from tests.fakes.whatsapp_linked import BOT_NUMBER
 from tests.fakes.whatsapp_linked.server import FIRST_CODE
@@ -27,6 +28,15 @@ from tests.harness import TOKEN, DaemonProcess
 from tests.waiting import wait_until
 
 OWNER = WhatsAppLinkedHarness.owner
+
+
+RECORD_CODES = """() => {
+  window.__codes = [];
+  new MutationObserver(() => {
+    const img = document.querySelector('#link-view img.qr');
+    if (img && img.src && window.__codes[window.__codes.length - 1] !== img.src) window.__codes.push(img.src);
+  }).observe(document.querySelector('#link-view'), {childList: true, subtree: true, attributes: true});
+}"""
 
 
 def image_of(code: str) -> str:
@@ -168,3 +178,37 @@ def test_one_pairing_per_account_and_cancel_or_closing_the_page_stops_it(
         other.close()
     wait_until(lambda: not account.conns, "the login's connection closed with the client", describe=daemon.log_text)
     assert "Traceback" not in daemon.log_text()
+
+
+def test_signal_without_its_account_in_signal_cli_is_linked_from_the_page_and_starts(
+        browser, daemon_factory: Callable[..., DaemonProcess]) -> None:  # noqa: F811
+    """signal-cli holds no account of the configured number: the page links it (signal-cli's startLink URI
+    as the daemon's SVG, finishLink waiting for the phone) and the channel starts without a restart."""
+    with FakeSignalCli(keepalive_seconds=2.0) as signal:
+        signal.scanned.clear()  # the phone has not scanned yet: finishLink waits
+        env = {f"CLAWGATE_CHANNELS__SIGNAL__{k.upper()}": v for k, v in {
+            "ENABLED": "true", "ACCOUNT": signal.linked_number, "BASE_URL": signal.url,
+            "OWNER": json.dumps(["+15550100001"]), "RETRY_BASE_SECONDS": "0.05"}.items()}
+        daemon = daemon_factory(env)
+        wait_until(lambda: _state(daemon, "signal") == "failed", "the channel failed without its account",
+                   describe=daemon.log_text)
+        page = logged_in(browser, daemon)
+        row = page.locator('#channels li[data-channel="signal"]')
+        expect(row).to_contain_text("has no account")
+        page.evaluate(RECORD_CODES)
+        row.locator("button.link-device").click()
+        qr = page.locator("#link-view img.qr")
+        wait_until(lambda: signal.link_uri, "startLink asked")
+        expect(qr).to_have_attribute("src", image_of(str(signal.link_uri)))
+        expect(page.locator("#link-view .link-status")).to_contain_text("Link new device")
+        signal.scanned.set()
+        expect(page.locator("#link-view .link-status")).to_contain_text(f"Signal linked as {signal.linked_number}")
+        wait_until(lambda: _state(daemon, "signal") == "running", "the channel started", describe=daemon.log_text)
+        wait_until(lambda: signal.connected(signal.linked_number), "the linked account's event stream",
+                   describe=daemon.log_text)
+        owner = signal.add_person("owner", number="+15550100001")
+        signal.write(owner, "hello after linking", account=signal.linked_number)
+        wait_until(lambda: [m.message for m in signal.sent_to(owner.uuid)] == ["echo: hello after linking"],
+                   "the answer from the linked account", describe=daemon.log_text)
+        assert page.evaluate("window.__codes") == [image_of(str(signal.link_uri))]
+        assert str(signal.link_uri) not in daemon.log_text()

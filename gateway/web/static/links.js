@@ -1,5 +1,5 @@
 // The channels view: each chat channel's state, and "Link" for an account that needs its device linked
-// (WhatsApp in linked mode, never linked or logged out). Linking runs in the daemon (`channels.link`):
+// (WhatsApp in linked mode, never linked or logged out; Signal when signal-cli holds no such account). Linking runs in the daemon (`channels.link`):
 // the QR codes arrive as `link` events for this page only, as SVG images drawn by the daemon, each new
 // code replacing the last; closing the view (Cancel, or leaving the page) stops the pairing.
 
@@ -43,7 +43,7 @@ export class ChannelsPanel {
   async link(name) {
     if (this.linking) await this.cancel();
     this.linking = name;
-    this.status = el("p", { class: "link-status", role: "status", text: "Asking WhatsApp for a code…" });
+    this.status = el("p", { class: "link-status", role: "status", text: "Asking for a code…" });
     this.image = el("img", { class: "qr", alt: `QR code to link ${name}`, hidden: true });
     this.closeButton = el("button", { type: "button", class: "secondary", onclick: () => this.cancel(), text: "Cancel" });
     clear(this.view, el("h3", { text: `Link ${name}` }), this.image, this.status, this.closeButton);
@@ -61,7 +61,9 @@ export class ChannelsPanel {
     if (p.state === "qr" && typeof p.image === "string" && p.image.startsWith(SVG_URI)) {
       this.image.src = p.image;
       this.image.hidden = false;
-      this.status.textContent = "Scan with WhatsApp → Settings → Linked devices → Link a device. A new code comes every 20 seconds.";
+      this.status.textContent = p.channel.startsWith("signal")
+        ? "Scan it in Signal on the phone: Settings → Linked devices → Link new device."
+        : "Scan with WhatsApp → Settings → Linked devices → Link a device. A new code comes every 20 seconds.";
     } else if (p.state === "line") {
       this.status.textContent = p.text;
     } else if (p.state === "linked") {
