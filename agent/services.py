@@ -8,7 +8,7 @@ the daemon, so each consumer's reach is visible in its constructor, and a new co
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from clawgate.config.agents import Agent, Roster, UnknownAgent
 
@@ -26,7 +26,15 @@ if TYPE_CHECKING:
     from .usage.ledger import UsageLedger
 
 
-__all__ = ["Intake", "Services"]  # Intake is defined by the bus; consumers may keep reaching it here
+__all__ = ["DeviceLinking", "Intake", "Services"]
+
+
+class DeviceLinking(Protocol):
+    """Linking a chat platform's device (a WhatsApp QR code) from a gateway client: gateway/device_links.py."""
+
+    def start(self, conn: Any, channel: str, account: str) -> dict[str, Any]: ...
+
+    def cancel(self, conn: Any, channel: str, account: str) -> dict[str, Any]: ...  # Intake is defined by the bus; consumers may keep reaching it here
 
 
 @dataclass(frozen=True)
@@ -42,6 +50,7 @@ class Services:
     checkpoints: "CheckpointService"
     usage: "UsageLedger | None" = None  # token usage per day and session (the `usage` method)
     agents: Roster | None = None  # the agents and bindings (config/agents.py); None: the one agent of before
+    device_links: DeviceLinking | None = None  # `channels.link`: pairing a device from the web page
 
     def agent_key(self, session: str, agent: str | None) -> str:
         """The key of `session` of the agent named (None: the default agent, whose keys are plain);

@@ -41,6 +41,7 @@ from clawgate.workspace.users import Workspaces
 
 from . import __version__, chat_channels, fleet
 from .api import build_methods
+from .device_links import DeviceLinks
 from .dispatcher import Dispatcher
 from .instance import remove_pid_file
 from .runtime import collect_from_now, event_loop_name, settle_heap
@@ -124,6 +125,8 @@ class App:
         install_hooks(hook_pipeline(state, talk, watch, producers, self.server.on_event), state, talk)
         self.channels, self.chat_channels = build_channels(settings, self.services, self.server, state.db,
                                                            state.workspaces)
+        if isinstance(links := self.services.device_links, DeviceLinks):  # a linked account starts at once
+            links.runners = self.chat_channels.runners
         self.hooks_server, self.mail_watches = build_hook_inputs(settings, self.services, state.db)
         # a fleet's singleton lease (gateway/fleet.py): each watched mailbox is read by one process
         self.mail_exclusive: Callable[[str, Callable[[], Awaitable[None]]], Awaitable[None]] | None = None
@@ -202,6 +205,8 @@ class App:
             stack.push_async_callback(self.embedder.close)
         await self.server.start()
         stack.push_async_callback(self.server.stop)
+        if isinstance(links := self.services.device_links, DeviceLinks):
+            stack.push_async_callback(links.close)  # a pairing under way stops its login client
         for channel in self.channels.values():  # released last, after the final replies went out
             stack.push_async_callback(_quietly, f"channel {channel.name} close", channel.close)
         pruned = self.bus.prune(self.settings.state.keep_days)

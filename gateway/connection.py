@@ -38,6 +38,7 @@ class Connection:
         # The number of a session's latest reply (chat.send reports it: a client resumes from there).
         self.chat_seq: Callable[[str], int] = lambda session: 0
         self._held: list[str] | None = None  # events kept back while a request runs (hold/release)
+        self.on_close: list[Callable[[], None]] = []  # what this client started that ends with it (a pairing)
 
     def subscribe(self, session: str) -> None:
         """Receive this session's events from now on (and the replies it missed, see on_subscribe)."""

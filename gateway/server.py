@@ -23,7 +23,8 @@ from .web import StaticSite, page_origins, page_url
 
 log = logging.getLogger(__name__)
 EVENTS = ["chat", "agent", "approval", "task", "heartbeat", "cron", "drift", "reflection", "reflection_plan",
-          "reflection_exec", "checkpoint", "breaker_open", "breaker_close", "bg_job_start", "bg_job_end", "tick"]
+          "reflection_exec", "checkpoint", "breaker_open", "breaker_close", "bg_job_start", "bg_job_end", "tick",
+          "link"]  # link: a pairing's QR codes, to the client that asked only (gateway/device_links.py)
 # checkpoint service events -> the `checkpoint` event's action (docs/checkpoints.md)
 CHECKPOINT_ACTIONS = {"checkpoint": "created", "checkpoint_restored": "restored", "checkpoint_forked": "forked"}
 # replay: docs/checkpoints.md; subagent_start / subagent_end: docs/subagents.md
@@ -267,6 +268,8 @@ class GatewayServer:
             self._watch_all.discard(conn)
             conn.unsubscribe_all()
             writer.cancel()
+            for ended in conn.on_close:
+                ended()
 
     async def _dispatch(self, conn: Connection, data: str | bytes) -> str | None:
         try:

@@ -66,6 +66,7 @@ from clawgate.workspace.users import Workspaces
 from . import __version__
 from .agent_scope import (agent_identity, agent_place, allowed_tools, approval_mode, chat_of_agent, check_model,
                           exec_allowlist, person_root, token_budget)
+from .device_links import DeviceLinks
 from .home_setup import write_workspace
 from .limits import open_files_per_cache, raise_open_file_limit
 
@@ -360,7 +361,8 @@ def build_services(settings: Settings, state: State, approvals: ApprovalBroker, 
         commands.identity = agent_identity(state.roster, settings.agent)
     return Services(intake=state.bus, sessions=producers.sessions, tasks=tasks, approvals=approvals,
                     cron=producers.cron, events=state.events, status=status, commands=commands,
-                    checkpoints=talk.checkpoints, usage=state.usage, agents=state.roster)
+                    checkpoints=talk.checkpoints, usage=state.usage, agents=state.roster,
+                    device_links=DeviceLinks(settings.channels))
 
 
 # the loop's hooks: one table ------------------------------------------------------------------------

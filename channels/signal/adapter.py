@@ -60,6 +60,7 @@ class SignalAdapter(PlatformAdapter):
         self.me = Self(settings.account.strip(), None)
         self.version: str | None = None
         self.single = False  # signal-cli was started for one account (`-a NUMBER`)
+        self.needs_link = False  # signal-cli holds no such account: a gateway client may link it (channels.link)
 
     # -- lifecycle --------------------------------------------------------------------------
     @classmethod
@@ -82,15 +83,17 @@ class SignalAdapter(PlatformAdapter):
         return logged_in(f"signal-cli {version} serves {settings.account} ({len(accounts)} account(s) there)")
 
     @classmethod
-    async def login(cls, settings: BaseModel, show: Callable[[str], None]) -> str:
+    async def login(cls, settings: BaseModel, show: Callable[[str], None],
+                    qr: Callable[[str], None] | None = None) -> str:
         """Link signal-cli as a secondary device of a phone (`clawgate channels login signal`): startLink's
-        `sgnl://linkdevice` URI shown as a QR code, then finishLink waits for the phone to scan it.
-        Returns the line saying which number is linked and the setting to put it in."""
+        `sgnl://linkdevice` URI shown as a QR code (or handed as text to `qr`: a gateway client draws it),
+        then finishLink waits for the phone to scan it. Returns the line saying which number is linked and
+        the setting to put it in."""
         assert isinstance(settings, SignalSettings)
         rpc = SignalRpc(settings.url(), "", timeout=settings.request_timeout_seconds)
         try:
             uri = str((await rpc.call("startLink", account=False) or {}).get("deviceLinkUri") or "")
-            show(link_qr(uri))
+            qr(uri) if qr is not None else show(link_qr(uri))
             show("Scan it in Signal on the phone: Settings → Linked devices → Link new device (waiting up to 5 minutes).")
             linked = await rpc.call("finishLink", account=False, timeout=LINK_WAIT_SECONDS, deviceLinkUri=uri,
                                     deviceName=settings.link_device_name)
@@ -104,11 +107,18 @@ class SignalAdapter(PlatformAdapter):
         finally:
             await rpc.close()
         number = str((linked or {}).get("number") or "")
+        if qr is not None and number == settings.account.strip():
+            return f"Signal linked as {number}"
         return (f"linked: signal-cli now holds {number}; set [channels.signal] account = \"{number}\" "
                 "and restart clawgate")
 
     async def connect(self) -> None:
-        self.version, accounts = await _check(self.rpc, self.settings)
+        try:
+            self.version, accounts = await _check(self.rpc, self.settings)
+        except NoAccount:
+            self.needs_link = True
+            raise
+        self.needs_link = False
         self.single = accounts is None
         if self.single:  # `daemon -a NUMBER`: every call is that account's, and it takes no `account` parameter
             self.rpc.account = ""
@@ -138,7 +148,8 @@ class SignalAdapter(PlatformAdapter):
                 await self._on_event(event)
         except RpcError as e:
             if e.code == 400:
-                raise ChannelAuthError(_no_account(self.settings)) from None
+                self.needs_link = True
+                raise NoAccount(_no_account(self.settings)) from None
             raise ChannelUnavailable(f"signal-cli event stream refused: {e}") from None
         except (*NETWORK, TimeoutError) as e:
             raise ChannelUnavailable(f"signal-cli event stream lost ({e or type(e).__name__}); {START_HINT}") from None
@@ -148,7 +159,7 @@ class SignalAdapter(PlatformAdapter):
         await self.rpc.close()
 
     def status(self) -> dict[str, Any]:
-        facts: dict[str, Any] = {"bot": self.me.number, "signal_cli": self.settings.url()}
+        facts: dict[str, Any] = {"bot": self.me.number, "signal_cli": self.settings.url(), "needsLink": self.needs_link}
         if self.version:
             facts["version"] = self.version
         return facts
@@ -253,6 +264,10 @@ def _moved(style: str, by: int) -> str:
     return f"{int(start) + by}:{length}:{kind}"
 
 
+class NoAccount(ChannelAuthError):
+    """signal-cli holds no account of the configured number: linking one (channels login) is the fix."""
+
+
 def _no_account(settings: SignalSettings) -> str:
     return (f"signal-cli at {settings.url()} has no account {settings.account}: link one with "
             "`clawgate channels login signal` or register the number with signal-cli, then set "
@@ -282,7 +297,7 @@ async def _check(rpc: SignalRpc, settings: SignalSettings) -> tuple[str, list[st
         raise ChannelUnavailable(f"signal-cli at {settings.url()} answered: {e}; {START_HINT}") from None
     numbers = [str(a.get("number")) for a in accounts or [] if isinstance(a, dict)]
     if settings.account.strip() not in numbers:
-        raise ChannelAuthError(f"Signal: {_no_account(settings)}")
+        raise NoAccount(f"Signal: {_no_account(settings)}")
     return str((version or {}).get("version") or "unknown"), numbers
 
 

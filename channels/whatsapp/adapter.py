@@ -98,15 +98,16 @@ class WhatsAppAdapter(PlatformAdapter):
     # -- lifecycle --------------------------------------------------------------------------
     @classmethod
     async def login(cls, settings: BaseModel, show: Callable[[str], None], account: str = "default",
-                    phone: str | None = None) -> str:
-        """Link clawgate as a device of a WhatsApp account (linked mode; login.py)."""
+                    phone: str | None = None, qr: Callable[[str], None] | None = None) -> str:
+        """Link clawgate as a device of a WhatsApp account (linked mode; login.py). `qr` takes each code as
+        text (a gateway client draws it) instead of the terminal QR code in `show`."""
         assert isinstance(settings, WhatsAppSettings)
         if settings.mode != "linked":
             raise ChannelAuthError("WhatsApp: only mode = \"linked\" links a device; the Cloud API is set up with "
                                    "its token in [channels.whatsapp] (docs/whatsapp.md)")
         from clawgate.channels.whatsapp.login import link
 
-        return await link(show, account, phone)
+        return await link(show, account, phone, qr)
 
     @classmethod
     async def probe(cls, settings: BaseModel, account: str = "default") -> ProbeResult:

@@ -95,6 +95,7 @@ class LinkedAdapter(PlatformAdapter):
         self._quotes: collections.OrderedDict[str, Any] = collections.OrderedDict()  # id -> MessageEv
         self._last_in: dict[str, Any] = {}  # chat -> the latest MessageEv there (read receipts)
         self._read: set[str] = set()
+        self.needs_link = False  # no linked session (never linked, or logged out): a gateway client may link it
 
     def singleton_name(self) -> str:
         """Per account: every linked account has mode "linked" and no phone number id, so the account names it."""
@@ -118,6 +119,7 @@ class LinkedAdapter(PlatformAdapter):
         self._logged_out, self._ending = False, ""
         prepare_session_dir(self.path)
         device = await asyncio.to_thread(stored_device, self.path)
+        self.needs_link = device is None
         if device is None:
             raise ChannelAuthError(f"WhatsApp: this linked device is not linked yet, or was logged out: "
                                    f"{login_line(self.account)}")
@@ -159,6 +161,7 @@ class LinkedAdapter(PlatformAdapter):
 
     def _raise_ended(self, why: str) -> None:
         if self._logged_out:
+            self.needs_link = True
             raise ChannelAuthError(f"WhatsApp logged this linked device out ({self._ending or 'from the phone'}): "
                                    f"{login_line(self.account)}")
         raise ChannelUnavailable(f"WhatsApp: {self._ending or why}")
@@ -183,7 +186,7 @@ class LinkedAdapter(PlatformAdapter):
         self._closing.set()  # a handler still waiting (the join timed out) lets go
 
     def status(self) -> dict[str, Any]:
-        facts: dict[str, Any] = {"mode": "linked", "session": str(self.path)}
+        facts: dict[str, Any] = {"mode": "linked", "session": str(self.path), "needsLink": self.needs_link}
         if self.me is not None:
             facts["bot"] = self.me.number
         return facts

@@ -6,6 +6,9 @@ which neonize itself depends on) for WhatsApp → Linked devices → Link a devi
 pairing code WhatsApp returns for that number is shown instead, to type under "Link with phone number".
 Once the phone confirms (PairStatusEv) and the session is up (ConnectedEv) the session database is
 left in state/whatsapp/<account>/ (0600) and the daemon uses it from its next start.
+
+A gateway client (the web page, gateway/device_links.py) passes `qr`: each code is handed to it as
+text instead (it draws its own image), and a device already linked is an error rather than a line.
 """
 
 from __future__ import annotations
@@ -46,13 +49,17 @@ def phone_digits(phone: str) -> str:
     return digits
 
 
-async def link(show: Callable[[str], None], account: str = "default", phone: str | None = None) -> str:
+async def link(show: Callable[[str], None], account: str = "default", phone: str | None = None,
+               qr: Callable[[str], None] | None = None) -> str:
     path = session_path(Paths.from_env().state, account)
     prepare_session_dir(path)
     linked = await asyncio.to_thread(stored_device, path)
     if linked is not None:
-        return (f"WhatsApp: already linked as {linked} ({path}); to link another phone, unlink this device on "
-                f"the phone (Linked devices) or remove {path.parent}, then run this again")
+        line = (f"WhatsApp: already linked as {linked} ({path}); to link another phone, unlink this device on "
+                f"the phone (Linked devices) or remove {path.parent}, then link again")
+        if qr is not None:
+            raise ChannelAuthError(line)
+        return line
     digits = phone_digits(phone) if phone else None
     try:
         client = open_client(path, f"clawgate-login-{account}")
@@ -69,7 +76,9 @@ async def link(show: Callable[[str], None], account: str = "default", phone: str
         loop.call_soon_threadsafe(apply)
 
     def on_qr(_client: Any, code: bytes) -> None:
-        if digits is None:
+        if digits is None and qr is not None:
+            loop.call_soon_threadsafe(qr, code.decode())
+        elif digits is None:
             loop.call_soon_threadsafe(show, "Scan with WhatsApp → Settings → Linked devices → Link a device:\n"
                                       + qr_text(code.decode()))
         elif not shown_code.is_set():  # the server is ready: ask for a pairing code for the number
@@ -119,6 +128,8 @@ async def link(show: Callable[[str], None], account: str = "default", phone: str
         await asyncio.to_thread(thread.join, 10)
         prepare_session_dir(path)
     which = "" if account == "default" else f" (account {account})"
+    if qr is not None:
+        return f"WhatsApp linked as +{number}{which}"
     return (f"WhatsApp linked as {number}{which}; the session is in {path}. Put mode = \"linked\" and your "
             f"number in owner in [channels.whatsapp], then start the daemon")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from clawgate.agent.services import Services
 
 from ..methods import REGISTRY, MethodTable
-from . import agents, approvals, chat, checkpoints, cron, sessions, status, tasks, usage  # noqa: F401  (registration)
+from . import agents, approvals, chat, checkpoints, cron, links, sessions, status, tasks, usage  # noqa: F401  (registration)
 
 
 def build_methods(services: Services) -> MethodTable:

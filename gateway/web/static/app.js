@@ -5,6 +5,7 @@ import { Gateway } from "./gateway.js";
 import { ChatView } from "./chat.js";
 import { ApprovalsPanel, CronPanel, SessionsPanel, StatusPanel, TasksPanel } from "./panels.js";
 import { CheckpointsPanel } from "./checkpoints.js";
+import { ChannelsPanel } from "./links.js";
 
 const TOKEN_KEY = "clawgate.token";
 const NOTICE_KEY = "clawgate.notice"; // why the last session ended, shown at the login
@@ -50,6 +51,7 @@ async function start(token) {
     new CronPanel(gateway, main, options),
     sessions,
     checkpoints,
+    new ChannelsPanel(gateway, main, options),
     new StatusPanel(gateway, main, options),
   ];
   const refreshAll = () => Promise.all(panels.map((panel) => panel.refresh()));

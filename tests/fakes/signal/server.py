@@ -88,6 +88,8 @@ class FakeSignalCli:
         self._clock = itertools.count(int(time.time() * 1000))
         self.link_uri: str | None = None
         self.linked_number = "+15550000099"  # the number finishLink links (the phone that scans)
+        self.scanned = threading.Event()  # finishLink answers once the phone scanned (at once unless held)
+        self.scanned.set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
@@ -271,6 +273,8 @@ class FakeSignalCli:
         params = body.get("params") or {}
         with self._lock:
             self.calls.append(Call(str(body["method"]), dict(params), time.monotonic()))
+        if body["method"] == "finishLink":  # signal-cli's finishLink blocks until the phone scans
+            await asyncio.get_running_loop().run_in_executor(None, self.scanned.wait, 300)
         try:
             result = self._call(str(body["method"]), dict(params))
         except _RpcFailure as f:

@@ -133,7 +133,10 @@ class FakeNewClient:
             self._events.put((0, EVENT_TO_INT[ConnectedEv], ConnectedEv()))
         try:
             while (line := lines.read()) is not None:
-                if line["op"] == "event":
+                if line["op"] == "qr":  # the next pairing code, while no phone linked this device
+                    for code in line["codes"]:
+                        self._events.put((0, QR_CODE, code.encode()))
+                elif line["op"] == "event":
                     cls = INT_TO_EVENT[line["code"]]
                     self._events.put((line["seq"], line["code"], unpack(cls, line["data"])))
                     if cls is ConnectedEv:

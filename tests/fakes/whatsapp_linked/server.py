@@ -39,6 +39,7 @@ BOT_NUMBER = "15550009999"
 BOT_LID = "880000000001"
 GROUP = "120363000000000001@g.us"
 PHONE = "s.whatsapp.net"
+FIRST_CODE = "2@fake-ref-0,fake-noise,fake-identity,fake-adv"  # what WhatsApp offers first to a device linking
 
 
 def jid(text: str) -> JID:
@@ -160,7 +161,7 @@ class FakeWhatsAppLinked:
                     account = self.account(name)
                     account.conns.append(conn)
                     if not account.linked:
-                        send_line(conn, {"op": "qr", "codes": ["2@fake-ref-1,fake-noise,fake-identity,fake-adv"]})
+                        send_line(conn, {"op": "qr", "codes": [FIRST_CODE]})
                         continue
                     with lock:
                         send_line(conn, {"op": "welcome", "me": pack(self._device(account))})
@@ -233,6 +234,16 @@ class FakeWhatsAppLinked:
         found = self.account(account)
         found.linked = False
         self._push(account, LoggedOutEv(OnConnect=False, Reason=2))
+
+    def rotate(self, account: str = "default") -> str:
+        """WhatsApp offers the next pairing code (about every 20 s) to each connection still waiting to link."""
+        code = f"2@fake-ref-{next(self._seq)},fake-noise,fake-identity,fake-adv"
+        for conn in list(self.account(account).conns):
+            try:
+                send_line(conn, {"op": "qr", "codes": [code]})
+            except OSError:
+                pass
+        return code
 
     def scan(self, account: str = "default") -> None:
         """The phone scanned the QR code (or typed the pairing code): the device is linked."""

@@ -1,0 +1,214 @@
+"""Linking WhatsApp (linked mode) from the web page: the real daemon with the fake of neonize's client
+(tests/fakes/whatsapp_linked) and the fake WhatsApp here, the page in headless Chromium.
+
+The daemon runs the same pairing as `clawgate channels login whatsapp`; the page shows each code WhatsApp
+offers as the daemon's SVG, the next one when it rotates, then "linked", and the account's channel starts
+without a restart. The codes reach the page that asked and nobody else (another owner client, the log);
+one pairing per account; Cancel or closing the page stops the login's connection to WhatsApp.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any, Callable, Iterator
+
+import pytest
+import segno
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import ClientConnection, connect
+
+from tests.conformance.platforms.whatsapp_linked import WhatsAppLinkedHarness
+from tests.e2e.test_web_e2e import browser, expect, logged_in, screenshot  # noqa: F401 (browser: a fixture)
+from tests.fakes.signal import FakeSignalCli
+from tests.fakes.whatsapp.reading import plain_of
+from tests.fakes.whatsapp_linked import BOT_NUMBER
+from tests.fakes.whatsapp_linked.server import FIRST_CODE
+from tests.harness import TOKEN, DaemonProcess
+from tests.waiting import wait_until
+
+OWNER = WhatsAppLinkedHarness.owner
+
+
+RECORD_CODES = """() => {
+  window.__codes = [];
+  new MutationObserver(() => {
+    const img = document.querySelector('#link-view img.qr');
+    if (img && img.src && window.__codes[window.__codes.length - 1] !== img.src) window.__codes.push(img.src);
+  }).observe(document.querySelector('#link-view'), {childList: true, subtree: true, attributes: true});
+}"""
+
+
+def image_of(code: str) -> str:
+    """The QR code as the page must show it: segno's SVG of exactly that code."""
+    return str(segno.make(code, error="l").svg_data_uri(scale=6, border=4))
+
+
+class OwnerClient:
+    """Another gateway client with the token (the owner's CLI or a second page): every frame it receives."""
+
+    def __init__(self, daemon: DaemonProcess) -> None:
+        self.ws: ClientConnection = connect(f"ws://127.0.0.1:{daemon.port}/")
+        self.frames: list[dict[str, Any]] = []
+        self.ids = 0
+        self.ws.send(json.dumps({"type": "req", "id": "c0", "method": "connect",
+                                 "params": {"auth": {"token": TOKEN}, "subscribe": "*"}}))
+        assert json.loads(self.ws.recv(timeout=30))["ok"]
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        try:
+            for data in self.ws:
+                self.frames.append(json.loads(data))
+        except ConnectionClosed:
+            pass
+
+    def call(self, method: str, **params: Any) -> dict[str, Any]:
+        self.ids += 1
+        ident = f"c{self.ids}"
+        self.ws.send(json.dumps({"type": "req", "id": ident, "method": method, "params": params}))
+        return wait_until(lambda: next((f for f in self.frames if f.get("id") == ident), None), f"the answer to {method}")
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        return [f["payload"] for f in self.frames if f.get("type") == "event" and f.get("event") == name]
+
+    def close(self) -> None:
+        self.ws.close()
+
+
+@pytest.fixture
+def wa() -> Iterator[WhatsAppLinkedHarness]:
+    harness = WhatsAppLinkedHarness()
+    harness.start()
+    try:
+        yield harness
+    finally:
+        harness.close()
+
+
+@pytest.fixture
+def unlinked(wa: WhatsAppLinkedHarness, daemon_factory: Callable[..., DaemonProcess]) -> DaemonProcess:
+    """A daemon whose WhatsApp account (linked mode) has never been linked: its channel failed, asking for it."""
+    wa.fake.account().linked = False
+    daemon = daemon_factory(wa.env(owner=[OWNER], dm_policy="allowlist", retry_base_seconds=0.05))
+    wait_until(lambda: _state(daemon) == "failed", "the unlinked channel failed", describe=daemon.log_text)
+    return daemon
+
+
+def _state(daemon: DaemonProcess, name: str = "whatsapp") -> str:
+    rows = json.loads(daemon.cli("channels", "--json").stdout)
+    return str(next((r for r in rows if r["name"] == name), {}).get("state"))
+
+
+def test_the_page_shows_each_code_until_the_phone_links_and_the_channel_starts_without_a_restart(
+        browser, wa: WhatsAppLinkedHarness, unlinked: DaemonProcess) -> None:  # noqa: F811
+    daemon, fake = unlinked, wa.fake
+    other = OwnerClient(daemon)  # another owner client, watching every session: it must see no code
+    try:
+        page = logged_in(browser, daemon)
+        row = page.locator('#channels li[data-channel="whatsapp"]')
+        expect(row).to_contain_text("not linked yet")
+        row.locator("button.link-device").click()
+        qr = page.locator("#link-view img.qr")
+        expect(qr).to_have_attribute("src", image_of(FIRST_CODE))
+        expect(qr).to_be_visible()
+        expect(page.locator("#link-view .link-status")).to_contain_text("Linked devices")
+        screenshot(page, "link-whatsapp-qr")
+        rotated = fake.rotate()  # WhatsApp's next code, about 20 s later
+        expect(qr).to_have_attribute("src", image_of(rotated))
+        assert image_of(rotated) != image_of(FIRST_CODE)
+
+        fake.scan()  # the phone scanned it
+        status = page.locator("#link-view .link-status")
+        expect(status).to_contain_text(f"WhatsApp linked as +{BOT_NUMBER}")
+        expect(status).to_contain_text("Its channel is starting")
+        expect(qr).to_be_hidden()
+        wait_until(lambda: _state(daemon) == "running", "the channel started", describe=daemon.log_text)
+        expect(row).to_contain_text("running")
+        expect(row.locator("button.link-device")).to_have_count(0)
+        screenshot(page, "link-whatsapp-linked")
+
+        fake.text(OWNER, "hello after linking")
+        wait_until(lambda: [plain_of(s.text) for s in fake.to(f"{OWNER}@s.whatsapp.net")] == ["echo: hello after linking"],
+                   "the answer through the newly linked device", describe=daemon.log_text)
+        assert not page.errors, page.errors  # type: ignore[attr-defined]
+    finally:
+        other.close()
+    assert not other.events("link") and "fake-ref" not in json.dumps(other.frames)
+    log = daemon.log_text()
+    assert "fake-ref" not in log and "data:image" not in log and "linking whatsapp: linked" in log
+
+
+def test_one_pairing_per_account_and_cancel_or_closing_the_page_stops_it(
+        browser, wa: WhatsAppLinkedHarness, unlinked: DaemonProcess) -> None:  # noqa: F811
+    daemon, account = unlinked, wa.fake.account()
+    other = OwnerClient(daemon)
+    try:
+        page = logged_in(browser, daemon)
+        link = page.locator('#channels li[data-channel="whatsapp"] button.link-device')
+        link.click()
+        expect(page.locator("#link-view img.qr")).to_have_attribute("src", image_of(FIRST_CODE))
+        assert len(account.conns) == 1  # the login's connection to WhatsApp
+        busy = other.call("channels.link", channel="whatsapp")
+        assert not busy["ok"] and busy["error"]["code"] == "conflict" and "already being linked" in busy["error"]["message"]
+        theirs = other.call("channels.link.cancel", channel="whatsapp")
+        assert not theirs["ok"] and theirs["error"]["code"] == "conflict"
+
+        page.locator("#link-view button", has_text="Cancel").click()
+        expect(page.locator("#link-view")).to_be_hidden()
+        wait_until(lambda: not account.conns, "the login's connection closed after Cancel", describe=daemon.log_text)
+
+        link.click()
+        expect(page.locator("#link-view img.qr")).to_have_attribute("src", image_of(FIRST_CODE))
+        page.close()  # leaving the page closes its connection: the pairing stops with it
+        wait_until(lambda: not account.conns, "the login's connection closed with the page", describe=daemon.log_text)
+
+        started = other.call("channels.link", channel="whatsapp")  # free again; now its codes come to this client
+        assert started["ok"] and started["payload"] == {"channel": "whatsapp", "state": "started"}
+        wait_until(lambda: other.events("link"), "the code to the client that asked")
+        (event,) = other.events("link")
+        assert event == {"channel": "whatsapp", "state": "qr", "image": image_of(FIRST_CODE)}
+        for params, code, words in (({"channel": "whatsapp", "account": "nope"}, "not_found", "no account nope"),
+                                    ({"channel": "telegram"}, "not_found", "no [channels.telegram]"),
+                                    ({"channel": "whatsapp", "account": "../x"}, "invalid_params", "account")):
+            answer = other.call("channels.link", **params)
+            assert not answer["ok"] and answer["error"]["code"] == code and words in answer["error"]["message"], answer
+    finally:
+        other.close()
+    wait_until(lambda: not account.conns, "the login's connection closed with the client", describe=daemon.log_text)
+    assert "Traceback" not in daemon.log_text()
+
+
+def test_signal_without_its_account_in_signal_cli_is_linked_from_the_page_and_starts(
+        browser, daemon_factory: Callable[..., DaemonProcess]) -> None:  # noqa: F811
+    """signal-cli holds no account of the configured number: the page links it (signal-cli's startLink URI
+    as the daemon's SVG, finishLink waiting for the phone) and the channel starts without a restart."""
+    with FakeSignalCli(keepalive_seconds=2.0) as signal:
+        signal.scanned.clear()  # the phone has not scanned yet: finishLink waits
+        env = {f"CLAWGATE_CHANNELS__SIGNAL__{k.upper()}": v for k, v in {
+            "ENABLED": "true", "ACCOUNT": signal.linked_number, "BASE_URL": signal.url,
+            "OWNER": json.dumps(["+15550100001"]), "RETRY_BASE_SECONDS": "0.05"}.items()}
+        daemon = daemon_factory(env)
+        wait_until(lambda: _state(daemon, "signal") == "failed", "the channel failed without its account",
+                   describe=daemon.log_text)
+        page = logged_in(browser, daemon)
+        row = page.locator('#channels li[data-channel="signal"]')
+        expect(row).to_contain_text("has no account")
+        page.evaluate(RECORD_CODES)
+        row.locator("button.link-device").click()
+        qr = page.locator("#link-view img.qr")
+        wait_until(lambda: signal.link_uri, "startLink asked")
+        expect(qr).to_have_attribute("src", image_of(str(signal.link_uri)))
+        expect(page.locator("#link-view .link-status")).to_contain_text("Link new device")
+        signal.scanned.set()
+        expect(page.locator("#link-view .link-status")).to_contain_text(f"Signal linked as {signal.linked_number}")
+        wait_until(lambda: _state(daemon, "signal") == "running", "the channel started", describe=daemon.log_text)
+        wait_until(lambda: signal.connected(signal.linked_number), "the linked account's event stream",
+                   describe=daemon.log_text)
+        owner = signal.add_person("owner", number="+15550100001")
+        signal.write(owner, "hello after linking", account=signal.linked_number)
+        wait_until(lambda: [m.message for m in signal.sent_to(owner.uuid)] == ["echo: hello after linking"],
+                   "the answer from the linked account", describe=daemon.log_text)
+        assert page.evaluate("window.__codes") == [image_of(str(signal.link_uri))]
+        assert str(signal.link_uri) not in daemon.log_text()
