@@ -216,6 +216,7 @@ def _connection(settings: IrcSettings, log: Any) -> IrcConnection:
                          ca_file=settings.tls_ca_file,
                          nick=settings.nick, username=settings.username, realname=settings.realname,
                          sasl_username=settings.sasl_username, sasl_password=secret, server_password=server,
+                         certfile=settings.tls_certfile, keyfile=settings.tls_keyfile,
                          burst=settings.flood_burst, rate=settings.flood_lines_per_second,
                          timeout=settings.timeout_seconds, log=log or logging.getLogger("clawgate.channels.irc"))
 
@@ -223,6 +224,9 @@ def _connection(settings: IrcSettings, log: Any) -> IrcConnection:
 def _fix(settings: IrcSettings) -> str:
     if settings.sasl_password:
         return "check [channels.irc] sasl_username / sasl_password (the bot's services account)"
+    if settings.tls_certfile:
+        return ("check [channels.irc] tls_certfile / tls_keyfile, and that the certificate's fingerprint is on the "
+                "bot's account (NickServ CERT ADD)")
     return "check [channels.irc] nick and nickserv_password / server_password"
 
 
