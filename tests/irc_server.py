@@ -25,6 +25,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -262,9 +263,11 @@ class IrcUser:
     nick: str
     password: str | None = None  # SASL PLAIN as the account `nick`
     lines: list[str] = field(default_factory=list)
+    on_line: Callable[[str], None] | None = None  # called on the reader thread with each line (the bench's clock)
 
     def __enter__(self) -> "IrcUser":
         self.sock = socket.create_connection(("127.0.0.1", self.network.port), timeout=30)
+        self.sock.settimeout(None)  # the reader waits as long as the person is quiet (a timeout would end it)
         self._stop = False
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -311,6 +314,8 @@ class IrcUser:
                 if line.startswith("PING"):
                     self.send("PONG" + line[4:])
                 self.lines.append(line)
+                if self.on_line is not None:
+                    self.on_line(line)
 
     def send(self, line: str) -> None:
         self.sock.sendall(line.encode() + b"\r\n")
