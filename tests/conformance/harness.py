@@ -91,6 +91,9 @@ class PlatformHarness(ABC):
     def acknowledged(self, event: Event) -> bool:
         """The daemon acknowledged `event` to the platform (cursor past it, envelope acked)."""
 
+    # A platform without messages of several lines (IRC): what the bot sends as one message arrives as several
+    # lines, in order, and `replies` gives one entry per line; the suite then reads a message as those lines.
+    lines_not_messages: bool = False
     ack_window: float = 2.0  # seconds within which an unblocked daemon acknowledges an event
     # Cases (test function names) that do not apply to the platform, each with why (mail has no groups):
     # the suite is not generated for them (tests/conformance/conftest.py), rather than skipped.
