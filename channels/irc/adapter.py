@@ -20,7 +20,8 @@ from typing import Any, ClassVar
 from pydantic import BaseModel
 
 from clawgate.channels.irc.client import AuthRefused, IrcConnection, Lost
-from clawgate.channels.irc.protocol import Message, addressed_text, casefold, ctcp, line, split_bytes, text_budget
+from clawgate.channels.irc.protocol import (UNKNOWN_PREFIX_TAIL, Message, addressed_text, casefold, ctcp, line,
+                                           split_bytes, text_budget)
 from clawgate.channels.irc.render import MAX_CHARS, render
 from clawgate.channels.irc.settings import IrcSettings
 from clawgate.channels.kit import (
@@ -42,8 +43,6 @@ UNAUTHENTICATED = "~"  # the id prefix of a sender the server vouches for no acc
 NOT_LOGGED_IN = ("This bot knows people by their services account, and you are not logged in to one: "
                  "identify to NickServ (or connect with SASL) and write again.")
 VERSION_REPLY = "clawgate"
-# the longest user@host a server may show for us before we learnt ours from our JOIN: 10 + ~ + 63
-UNKNOWN_PREFIX_TAIL = "~" + "u" * 10 + "@" + "h" * 63
 _UNSENDABLE = str.maketrans({"\r": " ", "\0": None, "\x01": None})
 
 

@@ -40,8 +40,6 @@ class IrcHarness(PlatformHarness):
         "test_a_permanent_error_is_not_retried": "an IRC server refuses no PRIVMSG synchronously (a 401 comes "
                                                  "later, tied to no line)",
         "test_a_status_line_quotes_arguments_readably_escaped_and_short": "IRC cannot edit a message: no status line",
-        "test_an_approval_prompt_shows_the_whole_command_as_it_is": "IRC shows no code blocks and keeps no message "
-                                                                    "boundary: the prompt's parts cannot be read back",
     }
 
     def __init__(self) -> None:
@@ -131,7 +129,30 @@ class IrcHarness(PlatformHarness):
         return [line for before in self._told.get(user, []) for line in self._lines(user)[before:before + 1]]
 
     def approval_view(self, chat: str) -> list[Shown]:
-        raise AssertionError("not read back on IRC (not_applicable)")
+        """The prompt's lines as a person reads them: a message starts at a line with 🔐; the command is the lines
+        under each `The command…:` label up to the next label or `Why`, each part's lines joined by line breaks and
+        the parts without a break, as the labels say."""
+        view: list[list[str]] = []
+        for text in self._lines(chat):
+            if text.startswith("🔐"):
+                view.append([])
+            if view:
+                view[-1].append(text)
+        out = []
+        for lines in view:
+            parts: list[list[str]] = []
+            in_command = False
+            for text in lines:
+                if text.startswith("The command"):
+                    parts.append([])
+                    in_command = True
+                elif text.startswith(("Why", "No answer", "Answer", "🔐")):
+                    in_command = False
+                elif in_command:
+                    parts[-1].append(text)
+            code = "".join("\n".join(part) for part in parts)
+            out.append(Shown("\n".join(lines), code, any("/approve " in text for text in lines)))
+        return out
 
     # failures ---------------------------------------------------------------------------------------------
     def send_attempts(self) -> list[float]:
