@@ -22,7 +22,7 @@ from pydantic import BaseModel
 from clawgate.channels.irc.client import AuthRefused, IrcConnection, Lost
 from clawgate.channels.irc.protocol import (UNKNOWN_PREFIX_TAIL, Message, addressed_text, casefold, ctcp, line,
                                            split_bytes, text_budget)
-from clawgate.channels.irc.render import MAX_CHARS, render
+from clawgate.channels.irc.render import MAX_CHARS, line_bytes, render
 from clawgate.channels.irc.settings import IrcSettings
 from clawgate.channels.kit import (
     Capabilities,
@@ -172,7 +172,8 @@ class IrcAdapter(PlatformAdapter):
 
     # -- sending ------------------------------------------------------------------------------
     def render(self, markdown: str) -> list[str]:
-        return render(markdown)
+        connection = self.connection
+        return render(markdown, line_bytes(connection.prefix if connection is not None else None))
 
     def _recipient(self, chat_id: str) -> str:
         if chat_id[:1] in "#&!+":

@@ -2,7 +2,7 @@
 
 No I/O here. IRC has no message of several lines: a chunk is sent as one PRIVMSG per line, and a line
 longer than one PRIVMSG carries is wrapped. A wrap a person cannot tell from a line break of the text, so
-`render` wraps lines itself (at LINE_BYTES, what one PRIVMSG carries in the worst case) and ends a chunk at
+`render` wraps lines itself (at what one PRIVMSG to the longest target carries, the adapter says) and ends a chunk at
 each wrap: text that must be read exactly as one message (an approval prompt's command, which the kit
 cuts into labelled parts until each fits one chunk: ChannelKit's fits) then never has a wrap inside.
 """
@@ -13,21 +13,26 @@ from clawgate.channels.irc.protocol import UNKNOWN_PREFIX_TAIL, split_bytes, tex
 from clawgate.channels.kit.markdown import split_markdown, to_plain
 
 MAX_CHARS = 1_200  # one chunk: a few IRC lines, so a chunk retried after a lost connection repeats little
-# text bytes of one PRIVMSG from a 30-character nick, before the server told us our user@host, to a 30-character
-# target; the adapter cuts again by the real budget (a longer channel name)
-LINE_BYTES = text_budget("n" * 30 + "!" + UNKNOWN_PREFIX_TAIL, "PRIVMSG", "t" * 30)
+LONGEST_TARGET = "t" * 64  # the longest channel name most networks allow (CHANNELLEN); nicks are shorter
 
 
-def render(markdown: str) -> list[str]:
+def line_bytes(own_prefix: str | None) -> int:
+    """Text bytes of one PRIVMSG to any target, sent as `own_prefix` (nick!user@host, once the server showed it to
+    us by our JOIN); without it, as the longest nick!user@host."""
+    return text_budget(own_prefix or "n" * 30 + "!" + UNKNOWN_PREFIX_TAIL, "PRIVMSG", LONGEST_TARGET)
+
+
+def render(markdown: str, budget: int | None = None) -> list[str]:
     """Chunks of plain text, blank lines dropped (an empty PRIVMSG is an error on IRC), each line one PRIVMSG;
-    a line too long for one is wrapped and each wrap ends a chunk."""
+    a line over `budget` bytes (default: line_bytes(None)) is wrapped and each wrap ends a chunk."""
+    budget = budget or line_bytes(None)
     out: list[str] = []
     for piece in split_markdown(markdown, MAX_CHARS):
         chunk: list[str] = []
         for row in to_plain(piece).splitlines():
             if not row.strip():
                 continue
-            *wrapped, last = split_bytes(row, LINE_BYTES)
+            *wrapped, last = split_bytes(row, budget)
             for part in wrapped:
                 out.append("\n".join([*chunk, part]))
                 chunk = []
