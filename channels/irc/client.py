@@ -179,10 +179,13 @@ class IrcConnection:
                 self.account = message.param(2)
             elif message.command == "903":
                 await self.send("CAP END", paced=False)
-            elif message.command in ("902", "904", "905", "906", "908"):
+            elif message.command == "908":  # RPL_SASLMECHS before the 904: what the server offers instead
+                offered["sasl"] = message.param(1)
+            elif message.command in ("902", "904", "905", "906"):
                 if self.mechanism == "EXTERNAL":
                     raise AuthRefused(f"{self.host} refused the SASL EXTERNAL log-in by the certificate {self.certfile}: "
-                                      f"{message.params[-1]} (add its fingerprint to the bot's account: NickServ CERT ADD)")
+                                      f"{message.params[-1]} (add its fingerprint to the bot's account: NickServ CERT ADD"
+                                      + (f"; the server offers {offered['sasl']})" if offered.get("sasl") else ")"))
                 raise AuthRefused(f"{self.host} refused the SASL log-in as {self.sasl_username or self.wanted_nick}: "
                                   f"{message.params[-1]}")
             elif message.command in ("432", "433", "436"):  # nick taken or invalid: take another one for now
