@@ -112,6 +112,14 @@ class PlatformHarness(ABC):
     def replies(self, chat: str) -> list[str]:
         """Plain text of what the bot sent to `chat`, in order, without transient status lines."""
 
+    def first_reply(self, chat: str) -> str:
+        """The first message the bot sent to `chat` as a person reads it; where messages arrive as several lines
+        (lines_not_messages), every line so far, in order."""
+        replies = self.replies(chat)
+        if self.lines_not_messages:
+            return "\n".join(replies)
+        return replies[0] if replies else ""
+
     @abstractmethod
     def formats(self, chat: str) -> list[set[str]]:
         """Per message the bot sent to `chat`, the formatting it carries: "bold", "italic", "code", "pre"."""
