@@ -6,7 +6,7 @@ Per channel, 100 chats, one message each, one at a time, through the real `clawg
 - delivery: from the fake model answering to the platform receiving the reply (outbox, dispatcher,
   render, send).
 The fake model (in this process, zero latency, echo) and the platforms' fake servers share the machine's
-cores with the daemon; email runs against real servers (Dovecot, aiosmtpd). Add a channel by adding a Platform below. Usage:
+cores with the daemon; email runs against real servers (Dovecot, aiosmtpd), IRC against a real InspIRCd with Anope. Add a channel by adding a Platform below. Usage:
 .venv/bin/python bench/channels.py [--chats 100] [--only telegram]
 """
 
@@ -489,12 +489,70 @@ class EmailPlatform(Platform):
         self.dovecot.stop()
 
 
+class IrcPlatform(Platform):
+    """A real IRC network (InspIRCd + Anope, tests/irc_server.py) and one socket client per chat, each on its own
+    nick; a reply is seen when the person's client reads the bot's PRIVMSG. The bot's flood pacing is lifted
+    (burst 100, 100 lines/s): the default one line per 2 s is the network's rule, not the channel's overhead."""
+
+    name = "irc"
+    bot = "clawbench"
+
+    def __init__(self) -> None:
+        super().__init__()
+        from tests.irc_server import IrcNetwork
+
+        self.network = IrcNetwork().start()
+        self.people: dict[int, Any] = {}
+        self.online = False
+
+    def prepare(self, chats: int) -> None:
+        from tests.irc_server import IrcUser
+
+        def heard(line: str) -> None:
+            rest = line.split(" ", 1)[1] if line.startswith("@") else line
+            if rest.startswith(f":{self.bot}!") and " PRIVMSG " in rest:
+                self.saw(rest.split(" :", 1)[1])
+
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(16) as pool:  # the server takes about a second to register each client
+            joined = pool.map(lambda chat: IrcUser(self.network, f"person{chat}", on_line=heard).__enter__(),
+                              range(chats + 1))
+            self.people = dict(enumerate(joined))
+
+    def env(self) -> dict[str, str]:
+        values = {"enabled": "true", "host": "127.0.0.1", "port": str(self.network.port), "tls": "false",
+                  "nick": self.bot, "dm_policy": "open", "flood_burst": "100", "flood_lines_per_second": "100"}
+        return {f"CLAWGATE_CHANNELS__IRC__{k.upper()}": v for k, v in values.items()}
+
+    def inject(self, chat: int, text: str) -> None:
+        person = self.people[chat]
+        if not self.online:  # a PRIVMSG to a nick not yet on the network is refused (401): wait for the bot
+            def bot_on() -> float | None:
+                before = len(person.lines)
+                person.send(f"ISON {self.bot}")
+                deadline = time.monotonic() + 2
+                while time.monotonic() < deadline:
+                    if any(" 303 " in ln and self.bot in ln.split(" :", 1)[-1] for ln in person.lines[before:]):
+                        return 1.0
+                    time.sleep(0.05)
+                return None
+            wait(bot_on, 120)
+            self.online = True
+        person.say(self.bot, text)
+
+    def close(self) -> None:
+        for person in self.people.values():
+            person.__exit__()
+        self.network.stop()
+
+
 PLATFORMS: dict[str, Callable[[], Platform]] = {"telegram": TelegramPlatform, "discord": DiscordPlatform,
                                                 "slack": SlackPlatform, "matrix": MatrixPlatform,
                                                 "email": EmailPlatform, "signal": SignalPlatform, "mattermost": MattermostPlatform,
                                                 "echochat": EchoChatPlatform, "whatsapp": WhatsAppPlatform,
                                                 "googlechat": GoogleChatPlatform, "dingtalk": DingTalkPlatform,
-                                                "teams": TeamsPlatform, "feishu": FeishuPlatform}
+                                                "teams": TeamsPlatform, "feishu": FeishuPlatform, "irc": IrcPlatform}
 
 
 def measure(make: Callable[[], Platform], chats: int) -> tuple[list[float], list[float]]:

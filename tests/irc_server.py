@@ -3,7 +3,8 @@
 Why these two: Debian packages no IRC server with accounts built in (its `ergo` is a chemistry
 program), and accounts are what the channel's security rests on. InspIRCd 3 gives SASL (forwarded to
 services), the IRCv3 `account-tag`, `msgid` and `account-notify`; Anope's NickServ keeps the accounts
-(REGISTER, IDENTIFY, SASL PLAIN), in a flat file in the temp dir, so they survive a restart. Both run
+(REGISTER, IDENTIFY, SASL PLAIN, and SASL EXTERNAL by a client certificate's fingerprint: m_sslinfo
+on the TLS port, Anope's ns_cert), in a flat file in the temp dir, so they survive a restart. Both run
 from configs generated here, linked over a loopback server port; `make test` installs the packages
 (`make irc-server`), otherwise the tests fail with one line naming them.
 
@@ -17,12 +18,14 @@ import pwd
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -42,7 +45,8 @@ INSPIRCD_CONF = """\
 <bind address="127.0.0.1" port="{link_port}" type="servers">
 <module name="ssl_gnutls">
 <sslprofile name="tests" provider="gnutls" certfile="{root}/cert.pem" keyfile="{root}/key.pem" dhfile=""
-            hash="sha256" requestclientcert="no">
+            hash="sha256" requestclientcert="yes">
+<module name="sslinfo">
 <bind address="127.0.0.1" port="{tls_port}" type="clients" sslprofile="tests">
 <connect name="main" allow="*" timeout="60" pingfreq="120" hardsendq="1M" softsendq="100000" recvq="16000"
          threshold="100000" commandrate="100000" fakelag="off" localmax="1000" globalmax="1000"
@@ -203,12 +207,52 @@ class IrcNetwork:
         self.halt()
         shutil.rmtree(self.root, ignore_errors=True)
 
-    def register(self, nick: str, password: str) -> None:
-        """An account named `nick` (NickServ REGISTER from a client of that nick)."""
-        with IrcUser(self, nick) as user:
-            user.send(f"PRIVMSG NickServ :REGISTER {password}")
-            user.wait_for(lambda line: "NickServ" in line.split(" ", 1)[0] and "registered" in line,
-                          f"NickServ to register {nick}")
+    def register(self, nick: str, password: str, certificate: tuple[Path, Path] | None = None) -> None:
+        """An account named `nick` (NickServ REGISTER from a client of that nick). With `certificate` (cert, key)
+        the client connects over TLS with it and adds its fingerprint to the account (NickServ CERT ADD, which
+        takes only the certificate in use), so it logs in by SASL EXTERNAL from then on."""
+        if certificate is None:
+            with IrcUser(self, nick) as user:
+                user.send(f"PRIVMSG NickServ :REGISTER {password}")
+                user.wait_for(lambda line: "NickServ" in line.split(" ", 1)[0] and "registered" in line,
+                              f"NickServ to register {nick}")
+            return
+        context = ssl.create_default_context(cafile=str(self.cert))
+        context.load_cert_chain(str(certificate[0]), str(certificate[1]))
+        with socket.create_connection(("127.0.0.1", self.tls_port), timeout=60) as raw, \
+                context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            said: list[str] = []
+
+            def until(what: str) -> None:
+                buffer = b""
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    buffer += tls.recv(65536)
+                    *lines, buffer = buffer.split(b"\r\n")
+                    for line in (ln.decode("utf-8", "replace") for ln in lines):
+                        said.append(line)
+                        if line.startswith("PING"):
+                            tls.sendall(b"PONG" + line[4:].encode() + b"\r\n")
+                        if what in line:
+                            return
+                raise AssertionError(f"no {what!r} from the server: {said[-10:]}")
+
+            tls.sendall(f"NICK {nick}\r\nUSER {nick} 0 * :{nick}\r\n".encode())
+            until(" 001 ")
+            tls.sendall(f"PRIVMSG NickServ :REGISTER {password}\r\n".encode())
+            until(" 900 ")
+            tls.sendall(b"PRIVMSG NickServ :CERT ADD\r\n")
+            until("added to")  # "Fingerprint <fp> added to nick <nick>'s certificate list."
+            tls.sendall(b"QUIT :bye\r\n")
+
+
+def client_certificate(folder: Path, name: str) -> tuple[Path, Path]:
+    """A self-signed client certificate and its key (openssl CLI): what a bot logs in with by SASL EXTERNAL."""
+    cert, key = folder / f"{name}-cert.pem", folder / f"{name}-key.pem"
+    openssl = shutil.which("openssl") or "openssl"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "2", "-subj", f"/CN={name}"], check=True, capture_output=True, timeout=60)
+    return cert, key
 
 
 @dataclass
@@ -219,9 +263,11 @@ class IrcUser:
     nick: str
     password: str | None = None  # SASL PLAIN as the account `nick`
     lines: list[str] = field(default_factory=list)
+    on_line: Callable[[str], None] | None = None  # called on the reader thread with each line (the bench's clock)
 
     def __enter__(self) -> "IrcUser":
         self.sock = socket.create_connection(("127.0.0.1", self.network.port), timeout=30)
+        self.sock.settimeout(None)  # the reader waits as long as the person is quiet (a timeout would end it)
         self._stop = False
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -268,6 +314,8 @@ class IrcUser:
                 if line.startswith("PING"):
                     self.send("PONG" + line[4:])
                 self.lines.append(line)
+                if self.on_line is not None:
+                    self.on_line(line)
 
     def send(self, line: str) -> None:
         self.sock.sendall(line.encode() + b"\r\n")

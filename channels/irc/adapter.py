@@ -20,8 +20,9 @@ from typing import Any, ClassVar
 from pydantic import BaseModel
 
 from clawgate.channels.irc.client import AuthRefused, IrcConnection, Lost
-from clawgate.channels.irc.protocol import Message, addressed_text, casefold, ctcp, line, split_bytes, text_budget
-from clawgate.channels.irc.render import MAX_CHARS, render
+from clawgate.channels.irc.protocol import (UNKNOWN_PREFIX_TAIL, Message, addressed_text, casefold, ctcp, line,
+                                           split_bytes, text_budget)
+from clawgate.channels.irc.render import MAX_CHARS, line_bytes, render
 from clawgate.channels.irc.settings import IrcSettings
 from clawgate.channels.kit import (
     Capabilities,
@@ -42,8 +43,6 @@ UNAUTHENTICATED = "~"  # the id prefix of a sender the server vouches for no acc
 NOT_LOGGED_IN = ("This bot knows people by their services account, and you are not logged in to one: "
                  "identify to NickServ (or connect with SASL) and write again.")
 VERSION_REPLY = "clawgate"
-# the longest user@host a server may show for us before we learnt ours from our JOIN: 10 + ~ + 63
-UNKNOWN_PREFIX_TAIL = "~" + "u" * 10 + "@" + "h" * 63
 _UNSENDABLE = str.maketrans({"\r": " ", "\0": None, "\x01": None})
 
 
@@ -173,7 +172,8 @@ class IrcAdapter(PlatformAdapter):
 
     # -- sending ------------------------------------------------------------------------------
     def render(self, markdown: str) -> list[str]:
-        return render(markdown)
+        connection = self.connection
+        return render(markdown, line_bytes(connection.prefix if connection is not None else None))
 
     def _recipient(self, chat_id: str) -> str:
         if chat_id[:1] in "#&!+":
@@ -216,6 +216,7 @@ def _connection(settings: IrcSettings, log: Any) -> IrcConnection:
                          ca_file=settings.tls_ca_file,
                          nick=settings.nick, username=settings.username, realname=settings.realname,
                          sasl_username=settings.sasl_username, sasl_password=secret, server_password=server,
+                         certfile=settings.tls_certfile, keyfile=settings.tls_keyfile,
                          burst=settings.flood_burst, rate=settings.flood_lines_per_second,
                          timeout=settings.timeout_seconds, log=log or logging.getLogger("clawgate.channels.irc"))
 
@@ -223,6 +224,9 @@ def _connection(settings: IrcSettings, log: Any) -> IrcConnection:
 def _fix(settings: IrcSettings) -> str:
     if settings.sasl_password:
         return "check [channels.irc] sasl_username / sasl_password (the bot's services account)"
+    if settings.tls_certfile:
+        return ("check [channels.irc] tls_certfile / tls_keyfile, and that the certificate's fingerprint is on the "
+                "bot's account (NickServ CERT ADD)")
     return "check [channels.irc] nick and nickserv_password / server_password"
 
 

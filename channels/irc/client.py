@@ -1,4 +1,4 @@
-"""One IRC connection: asyncio streams, CAP negotiation, SASL PLAIN, NickServ, paced sending.
+"""One IRC connection: asyncio streams, CAP negotiation, SASL PLAIN or EXTERNAL, NickServ, paced sending.
 
 Why the protocol directly rather than a library: what the channel needs is small (CAP LS 302, SASL
 PLAIN, the `account-tag` and `msgid` tags, JOIN, PRIVMSG, PING) and the maintained asyncio libraries
@@ -54,11 +54,15 @@ class TokenBucket:
 class IrcConnection:
     def __init__(self, host: str, port: int, *, tls: bool, tls_verify: bool, ca_file: str | None, nick: str,
                  username: str, realname: str, sasl_username: str | None, sasl_password: str | None, server_password: str | None,
-                 burst: int, rate: float, timeout: float, log: logging.Logger | logging.LoggerAdapter) -> None:  # type: ignore[type-arg]
+                 burst: int, rate: float, timeout: float, log: logging.Logger | logging.LoggerAdapter,  # type: ignore[type-arg]
+                 certfile: str | None = None, keyfile: str | None = None) -> None:
         self.host, self.port, self.tls, self.tls_verify, self.ca_file = host, port, tls, tls_verify, ca_file
         self.wanted_nick, self.nick, self.username, self.realname = nick, nick, username, realname
         self.sasl_username, self.sasl_password, self.server_password = sasl_username, sasl_password, server_password
         self.timeout, self.log = timeout, log
+        self.certfile, self.keyfile = certfile, keyfile
+        # PLAIN with a password; EXTERNAL with a client certificate (the server vouches for its fingerprint)
+        self.mechanism = "PLAIN" if sasl_password else "EXTERNAL" if certfile else None
         self.bucket = TokenBucket(burst, rate)
         self.caps: set[str] = set()
         self.account: str | None = None  # the account we are logged in as (900 RPL_LOGGEDIN)
@@ -74,6 +78,13 @@ class IrcConnection:
             context = ssl.create_default_context(cafile=self.ca_file)
             if not self.tls_verify:
                 context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+            if self.certfile:
+                try:
+                    context.load_cert_chain(self.certfile, self.keyfile)
+                except (OSError, ssl.SSLError) as exc:
+                    raise AuthRefused(f"the client certificate {self.certfile} could not be loaded "
+                                      f"({getattr(exc, 'strerror', None) or exc}): check tls_certfile / tls_keyfile "
+                                      "(PEM, the key unencrypted)") from None
         self.reader, self.writer = await asyncio.wait_for(
             asyncio.open_connection(self.host, self.port, ssl=context, limit=READ_LIMIT), self.timeout)
 
@@ -118,38 +129,45 @@ class IrcConnection:
 
     # -- registration -------------------------------------------------------------------------
     async def register(self) -> None:
-        """CAP LS 302, REQ what we use, SASL PLAIN when configured, NICK/USER, up to 001 (welcome)."""
+        """CAP LS 302, REQ what we use, SASL (PLAIN or EXTERNAL) when configured, NICK/USER, up to 001 (welcome)."""
         deadline = time.monotonic() + self.timeout
         if self.server_password:
             await self.send(line("PASS", self.server_password), paced=False)
         await self.send("CAP LS 302", paced=False)
         await self.send(line("NICK", self.nick), paced=False)
         await self.send(line("USER", self.username, "0", "*", self.realname), paced=False)
-        offered: set[str] = set()
+        offered: dict[str, str] = {}  # capability -> its value (sasl=PLAIN,EXTERNAL)
         while True:
             message = await self.read(max(1.0, deadline - time.monotonic()))
             sub = message.param(1).upper()
             if message.command == "CAP" and sub == "LS":
-                offered |= {item.split("=", 1)[0] for item in message.params[-1].split()}
+                offered.update(item.partition("=")[::2] for item in message.params[-1].split())
                 if message.param(2) == "*":  # more LS lines follow
                     continue
                 wanted = [cap for cap in WANTED_CAPS if cap in offered]
-                if self.sasl_password and "sasl" not in offered:
+                if self.mechanism and "sasl" not in offered:
                     # services split from the server take SASL away for a while: retried, the fix named
                     raise Lost(f"{self.host} offers no SASL now (services away?); if it never does, "
                                "log in with nickserv_password instead")
+                mechanisms = offered.get("sasl", "")
+                if self.mechanism and mechanisms and self.mechanism not in mechanisms.upper().split(","):
+                    raise AuthRefused(f"{self.host} does not offer SASL {self.mechanism} (only {mechanisms}): "
+                                      + ("use sasl_password" if self.mechanism == "EXTERNAL" else "use tls_certfile"))
                 if wanted:
                     await self.send(line("CAP", "REQ", " ".join(wanted)), paced=False)
                 else:
                     await self.send("CAP END", paced=False)
             elif message.command == "CAP" and sub == "ACK":
                 self.caps |= set(message.params[-1].split())
-                if "sasl" in self.caps and self.sasl_password:
-                    await self.send("AUTHENTICATE PLAIN", paced=False)
+                if "sasl" in self.caps and self.mechanism:
+                    await self.send(line("AUTHENTICATE", self.mechanism), paced=False)
                 else:
                     await self.send("CAP END", paced=False)
             elif message.command == "CAP" and sub == "NAK":
                 await self.send("CAP END", paced=False)
+            elif message.command == "AUTHENTICATE" and message.param(0) == "+" and self.mechanism == "EXTERNAL":
+                # the account is the one the certificate's fingerprint was added to: nothing to name
+                await self.send("AUTHENTICATE +", paced=False)
             elif message.command == "AUTHENTICATE" and message.param(0) == "+":
                 user = self.sasl_username or self.wanted_nick
                 token = base64.b64encode(f"{user}\0{user}\0{self.sasl_password}".encode()).decode()
@@ -161,7 +179,13 @@ class IrcConnection:
                 self.account = message.param(2)
             elif message.command == "903":
                 await self.send("CAP END", paced=False)
-            elif message.command in ("902", "904", "905", "906", "908"):
+            elif message.command == "908":  # RPL_SASLMECHS before the 904: what the server offers instead
+                offered["sasl"] = message.param(1)
+            elif message.command in ("902", "904", "905", "906"):
+                if self.mechanism == "EXTERNAL":
+                    raise AuthRefused(f"{self.host} refused the SASL EXTERNAL log-in by the certificate {self.certfile}: "
+                                      f"{message.params[-1]} (add its fingerprint to the bot's account: NickServ CERT ADD"
+                                      + (f"; the server offers {offered['sasl']})" if offered.get("sasl") else ")"))
                 raise AuthRefused(f"{self.host} refused the SASL log-in as {self.sasl_username or self.wanted_nick}: "
                                   f"{message.params[-1]}")
             elif message.command in ("432", "433", "436"):  # nick taken or invalid: take another one for now

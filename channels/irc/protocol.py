@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 LINE_LIMIT = 512  # bytes, CR-LF included, tags not counted
+# the longest user@host a server may show for us before we learnt ours from our JOIN: 10 + ~ + 63
+UNKNOWN_PREFIX_TAIL = "~" + "u" * 10 + "@" + "h" * 63
 _UNESCAPE = {":": ";", "s": " ", "\\": "\\", "r": "\r", "n": "\n"}
 CTCP = "\x01"
 
@@ -128,5 +130,5 @@ def addressed_text(text: str, nick: str) -> str | None:
     return None
 
 
-__all__ = ["CTCP", "LINE_LIMIT", "Message", "addressed_text", "casefold", "ctcp", "line", "parse", "split_bytes",
+__all__ = ["CTCP", "LINE_LIMIT", "UNKNOWN_PREFIX_TAIL", "Message", "addressed_text", "casefold", "ctcp", "line", "parse", "split_bytes",
            "text_budget"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from clawgate.channels.kit import AccessSettings
 
@@ -17,6 +17,10 @@ class IrcSettings(AccessSettings):
     tls_verify: bool = Field(True, description="check the server's certificate")
     tls_ca_file: str | None = Field(None, description=(
         "a CA bundle to trust instead of the system's (a private network with its own CA)"))
+    tls_certfile: str | None = Field(None, description=(
+        "the bot's client certificate (PEM): SASL EXTERNAL logs in by it, once its fingerprint is added to the "
+        "account (NickServ CERT ADD); no password kept"))
+    tls_keyfile: str | None = Field(None, description="the certificate's private key (default: in tls_certfile)")
     nick: str = Field("clawgate", min_length=1, max_length=30, description="the bot's nick")
     username: str = Field("clawgate", min_length=1, description="the ident part of nick!user@host")
     realname: str = Field("clawgate agent", description="shown in WHOIS")
@@ -29,6 +33,21 @@ class IrcSettings(AccessSettings):
     flood_lines_per_second: float = Field(0.5, gt=0, le=100, description="lines per second after the burst")
     timeout_seconds: float = Field(30.0, gt=0, description="connecting, logging in and joining, each at most")
     idle_seconds: float = Field(120.0, gt=0, description="a silent server is PINGed after this, dropped after twice")
+
+    @model_validator(mode="after")
+    def _certificate_needs_tls(self) -> "IrcSettings":
+        if self.tls_certfile and not self.tls:
+            raise ValueError("tls_certfile is a TLS client certificate: set tls = true (and the TLS port) to use it")
+        if self.tls_keyfile and not self.tls_certfile:
+            raise ValueError("tls_keyfile is set without tls_certfile: set tls_certfile to the certificate")
+        return self
+
+    @property
+    def sasl_mechanism(self) -> str | None:
+        """PLAIN with a password, else EXTERNAL with a client certificate, else no SASL."""
+        if self.sasl_password:
+            return "PLAIN"
+        return "EXTERNAL" if self.tls_certfile else None
 
     @field_validator("channels")
     @classmethod

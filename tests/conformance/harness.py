@@ -91,6 +91,9 @@ class PlatformHarness(ABC):
     def acknowledged(self, event: Event) -> bool:
         """The daemon acknowledged `event` to the platform (cursor past it, envelope acked)."""
 
+    # A platform without messages of several lines (IRC): what the bot sends as one message arrives as several
+    # lines, in order, and `replies` gives one entry per line; the suite then reads a message as those lines.
+    lines_not_messages: bool = False
     ack_window: float = 2.0  # seconds within which an unblocked daemon acknowledges an event
     # Cases (test function names) that do not apply to the platform, each with why (mail has no groups):
     # the suite is not generated for them (tests/conformance/conftest.py), rather than skipped.
@@ -108,6 +111,14 @@ class PlatformHarness(ABC):
     @abstractmethod
     def replies(self, chat: str) -> list[str]:
         """Plain text of what the bot sent to `chat`, in order, without transient status lines."""
+
+    def first_reply(self, chat: str) -> str:
+        """The first message the bot sent to `chat` as a person reads it; where messages arrive as several lines
+        (lines_not_messages), every line so far, in order."""
+        replies = self.replies(chat)
+        if self.lines_not_messages:
+            return "\n".join(replies)
+        return replies[0] if replies else ""
 
     @abstractmethod
     def formats(self, chat: str) -> list[set[str]]:

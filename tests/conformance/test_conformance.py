@@ -104,9 +104,8 @@ def test_the_access_matrix(platform: PlatformHarness, channel_daemon, fake_model
     # an unpaired stranger in private gets a pairing code, and nothing reaches the model
     platform.send_dm(platform.stranger, "hello, who are you?")
     stranger = platform.dm_chat(platform.stranger)
-    wait_until(lambda: platform.replies(stranger), "the pairing reply")
-    assert re.search(r"\b[A-Z2-9]{8}\b", platform.replies(stranger)[0])
-    assert f"clawgate pairing approve {platform.name}" in platform.replies(stranger)[0]
+    wait_until(lambda: f"clawgate pairing approve {platform.name}" in platform.first_reply(stranger), "the pairing reply")
+    assert re.search(r"\b[A-Z2-9]{8}\b", platform.first_reply(stranger))
     # a group message without a mention is not for the bot; with one it is answered
     group = platform.group_chat()
     quiet = platform.send_group(platform.owner, "just chatting among ourselves", mention=False)

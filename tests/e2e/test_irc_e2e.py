@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
@@ -16,7 +17,7 @@ import pytest
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
 from tests.e2e.test_doctor import run_doctor
 from tests.harness import DaemonProcess
-from tests.irc_server import IrcNetwork, IrcUser
+from tests.irc_server import IrcNetwork, IrcUser, client_certificate
 from tests.waiting import wait_until
 
 BOT, BOT_PASSWORD = "clawbot", "bot-password-1"
@@ -187,3 +188,56 @@ def test_a_logged_in_stranger_gets_a_pairing_code_and_nothing_reaches_the_model(
         code = re.search(r"clawgate pairing approve irc ([A-Z2-9]{8})", said)
         assert code and code.group(1) in said.split("\n")  # the code on a line of its own, as the kit wrote it
     assert not fake_model.requests
+
+
+def test_sasl_external_logs_the_bot_in_by_its_certificate_and_names_the_setting_when_refused(
+        daemon_factory, network: IrcNetwork, tmp_path: Path) -> None:
+    cert, key = client_certificate(tmp_path, "certbot")
+    network.register("certbot", "certbot-password-1", (cert, key))  # the password is never given to the bot
+    env = section(enabled=True, host="127.0.0.1", port=network.tls_port, tls=True, tls_ca_file=str(network.cert),
+                  nick="certbot", tls_certfile=str(cert), tls_keyfile=str(key), owner=[OWNER],
+                  retry_base_seconds=0.05)
+    daemon = daemon_factory(env)
+    wait_until(lambda: channel_row(daemon)["state"] == "running", "the channel logged in by certificate",
+               describe=daemon.log_text, timeout=120)
+    code, checks, _ = run_doctor(daemon, env=env)
+    assert checks["irc"]["status"] == "ok" and "account certbot" in checks["irc"]["detail"], checks["irc"]
+    with IrcUser(network, OWNER, OWNER_PASSWORD) as boss:
+        boss.say("certbot", "who are you logged in as?")
+        wait_until(lambda: boss.received("certbot") == ["echo: who are you logged in as?"], "the answer",
+                   describe=daemon.log_text)
+    # a certificate on no account: refused by services, the fix named
+    stray_cert, stray_key = client_certificate(tmp_path, "stray")
+    code, checks, _ = run_doctor(daemon, env={**env, **section(tls_certfile=str(stray_cert), tls_keyfile=str(stray_key))})
+    assert checks["irc"]["status"] == "fail" and "SASL EXTERNAL" in checks["irc"]["detail"], checks["irc"]
+    assert "CERT ADD" in checks["irc"]["detail"] + checks["irc"]["fix"] and code == 1
+    # a file that is no certificate: named, not retried as a network problem
+    code, checks, _ = run_doctor(daemon, env={**env, **section(tls_certfile=str(tmp_path / "missing.pem"))})
+    assert checks["irc"]["status"] == "fail" and "tls_certfile" in checks["irc"]["detail"], checks["irc"]
+
+
+def test_the_account_is_read_per_message_so_logging_in_and_out_mid_conversation_counts_at_once(
+        irc_daemon, network: IrcNetwork, fake_model: FakeAnthropic) -> None:
+    """Why no WHOX / account-notify cache: the server tags each line with the account its sender is logged in to
+    when it relays it, so a log-in or log-out counts from the next line on, with no window where a cache is stale."""
+    daemon = irc_daemon()
+    with IrcUser(network, OWNER) as boss:  # the owner's nick, not (yet) logged in
+        boss.say(BOT, "before logging in")
+        wait_until(lambda: any("not logged in" in ln for ln in boss.received(BOT)), "the request to log in",
+                   describe=daemon.log_text)
+        boss.say("NickServ", f"IDENTIFY {OWNER_PASSWORD}")
+        boss.wait_for(lambda ln: " 900 " in ln, "logged in to the account")
+        boss.say(BOT, "now logged in")
+        wait_until(lambda: "echo: now logged in" in boss.received(BOT), "the owner answered", describe=daemon.log_text)
+        boss.say("NickServ", "LOGOUT")
+        boss.wait_for(lambda ln: " 901 " in ln, "logged out")
+        boss.say(BOT, "after logging out")
+        boss.say("NickServ", f"IDENTIFY {OWNER_PASSWORD}")
+        boss.wait_for(lambda _: sum(" 900 " in ln for ln in list(boss.lines)) == 2, "logged in again")
+        boss.say(BOT, "back again")
+        # the server relays one sender's lines in order: once this is answered, the line before it was read
+        wait_until(lambda: "echo: back again" in boss.received(BOT), "the owner answered again",
+                   describe=daemon.log_text)
+    requests = json.dumps(fake_model.requests)
+    assert "now logged in" in requests and "back again" in requests
+    assert "before logging in" not in requests and "after logging out" not in requests

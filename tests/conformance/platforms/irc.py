@@ -2,8 +2,10 @@
 and one socket client per person, each logged in to its own services account by SASL (`owner`, `friend`,
 `stranger`: the account names are the ids), all three in the test channel.
 
-What the bot sent is read from those clients: a reply is one PRIVMSG line (IRC has no messages of
-several lines). IRC has no acknowledgement and no redelivery, so the cases about those do not apply.
+What the bot sent is read from those clients: IRC has no messages of several lines, so a message the bot
+sends arrives as several PRIVMSG lines, in order (`lines_not_messages`), and `replies` gives the lines.
+IRC has no acknowledgement and no redelivery, so the cases about those do not apply; a channel line counts
+as handed over once the server relayed it to another member.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class IrcHarness(PlatformHarness):
     name = "irc"
     max_chars = 1_200
     buttons = False
+    lines_not_messages = True  # a message of several lines arrives as that many PRIVMSGs, in order
     owner, friend, stranger = "owner", "friend", "stranger"
     not_applicable = {
         "test_a_duplicate_event_is_answered_once": "an IRC server never delivers a line twice: there is no "
@@ -37,10 +40,6 @@ class IrcHarness(PlatformHarness):
         "test_a_permanent_error_is_not_retried": "an IRC server refuses no PRIVMSG synchronously (a 401 comes "
                                                  "later, tied to no line)",
         "test_a_status_line_quotes_arguments_readably_escaped_and_short": "IRC cannot edit a message: no status line",
-        "test_the_access_matrix": "a pairing reply is several lines and IRC keeps no message boundary to read it back "
-                                  "as one; strangers are covered by tests/e2e/test_irc_e2e.py",
-        "test_an_approval_prompt_shows_the_whole_command_as_it_is": "IRC shows no code blocks and keeps no message "
-                                                                    "boundary: the prompt's parts cannot be read back",
     }
 
     def __init__(self) -> None:
@@ -94,7 +93,11 @@ class IrcHarness(PlatformHarness):
         raise AssertionError("IRC never redelivers a line (not_applicable)")
 
     def acknowledged(self, event: Any) -> bool:
-        raise AssertionError("IRC has no acknowledgement (not_applicable)")
+        """IRC acknowledges nothing: a channel line (`event` is its text) counts once the server relayed it to
+        another member (`friend`), so to the bot as well. The server relays one sender's lines in order, so a
+        later line the bot answers was read after this one."""
+        friend = self.people[self.friend]
+        return any(f" PRIVMSG {CHANNEL} :{event}" in ln and f":{self.owner}!" in ln for ln in list(friend.lines))
 
     # what the bot sent ------------------------------------------------------------------------------------
     def dm_chat(self, user: str) -> str:
@@ -126,7 +129,30 @@ class IrcHarness(PlatformHarness):
         return [line for before in self._told.get(user, []) for line in self._lines(user)[before:before + 1]]
 
     def approval_view(self, chat: str) -> list[Shown]:
-        raise AssertionError("not read back on IRC (not_applicable)")
+        """The prompt's lines as a person reads them: a message starts at a line with 🔐; the command is the lines
+        under each `The command…:` label up to the next label or `Why`, each part's lines joined by line breaks and
+        the parts without a break, as the labels say."""
+        view: list[list[str]] = []
+        for text in self._lines(chat):
+            if text.startswith("🔐"):
+                view.append([])
+            if view:
+                view[-1].append(text)
+        out = []
+        for lines in view:
+            parts: list[list[str]] = []
+            in_command = False
+            for text in lines:
+                if text.startswith("The command"):
+                    parts.append([])
+                    in_command = True
+                elif text.startswith(("Why", "No answer", "Answer", "🔐")):
+                    in_command = False
+                elif in_command:
+                    parts[-1].append(text)
+            code = "".join("\n".join(part) for part in parts)
+            out.append(Shown("\n".join(lines), code, any("/approve " in text for text in lines)))
+        return out
 
     # failures ---------------------------------------------------------------------------------------------
     def send_attempts(self) -> list[float]:
