@@ -160,7 +160,7 @@ def make_provider(settings: Settings, *, on_breaker: OnChange | None = None) -> 
 def build_model(settings: Settings, state: State, provider: Provider | None = None) -> tuple[MeteredProvider, bool]:
     """The configured providers (or the one given, in tests), metered for usage; True when none is configured."""
     model = provider or make_provider(settings, on_breaker=lambda kind, fields: state.events.emit(kind, **fields))
-    return (MeteredProvider(model, state.usage, refuse=token_budget(state.roster, state.usage)),
+    return (MeteredProvider(model, state.usage, budget=token_budget(state.roster, state.usage)),
             isinstance(model, UnconfiguredProvider))
 
 
