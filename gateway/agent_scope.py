@@ -186,6 +186,18 @@ def token_budget(roster: Roster, ledger: UsageLedger) -> TokenBudget | None:
     return budget if budget.limits else None
 
 
+def heartbeat_deliver(roster: Roster, default_session: str) -> dict[str, tuple[str, str]]:
+    """Each agent's heartbeat session -> (the setting's name, where its heartbeat's news goes): its own
+    `heartbeat_deliver`, else "last" for another agent than the default (the default agent's, unset,
+    follows `heartbeat.deliver` and is not listed)."""
+    out: dict[str, tuple[str, str]] = {}
+    for agent in roster.agents.values():
+        target = agent.config.heartbeat_deliver or (None if agent.default else "last")
+        if target is not None:
+            out[agent.session_key(default_session)] = (f"agents.{agent.id}.heartbeat_deliver", target)
+    return out
+
+
 def check_model(roster: Roster, agent: AgentSettings, daemon_model: str | None,
                 own: Literal["drift_model", "completeness_model"]) -> Callable[[str], str]:
     """The model of drift control's reflections or of the completeness check on a session's run: its agent's

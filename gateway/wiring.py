@@ -65,7 +65,7 @@ from clawgate.workspace.users import Workspaces
 
 from . import __version__
 from .agent_scope import (agent_identity, agent_place, allowed_tools, approval_mode, chat_of_agent, check_model,
-                          exec_allowlist, person_root, token_budget)
+                          exec_allowlist, heartbeat_deliver, person_root, token_budget)
 from .home_setup import write_workspace
 from .limits import open_files_per_cache, raise_open_file_limit
 
@@ -337,7 +337,8 @@ def build_producers(paths: Paths, settings: Settings, state: State, talk: Conver
     heartbeat = Heartbeat(settings.heartbeat, workspace=state.workspace.root, tasks=state.tasks,
                           sessions=state.sessions, bus=state.bus, events=state.events, busy=sessions.busy,
                           agents={agent.session_key(settings.heartbeat.session): agent.workspace  # each its own
-                                  for agent in state.roster.agents.values() if not agent.default})
+                                  for agent in state.roster.agents.values() if not agent.default},
+                          agent_deliver=heartbeat_deliver(state.roster, settings.heartbeat.session))
     triggers = Triggers(cron=cron, heartbeat=heartbeat, cron_settings=settings.cron,
                         heartbeat_settings=settings.heartbeat)
     return Producers(sessions=sessions, cron=cron, heartbeat=heartbeat, triggers=triggers, subagents=subagents, mcp=mcp)
