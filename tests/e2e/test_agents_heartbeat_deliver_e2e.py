@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests.fakes.anthropic_api import FakeAnthropic, last_user_text, text
+from tests.fakes.anthropic_api import FakeAnthropic, Reply, last_user_text, text
 from tests.fakes.telegram_api import FakeTelegram
 from tests.harness import DaemonProcess
 from tests.telegram_support import replies
@@ -57,10 +57,12 @@ def test_each_agents_heartbeat_news_reaches_its_owners_last_chat_or_its_own_targ
     sessions = daemon.home / "state" / "sessions"
     assert (sessions / f"agent%3Awork%3Atelegram.work%3A{GUEST}.jsonl").exists()
 
-    def news(body: dict) -> object:
+    echo = fake_model.responder
+
+    def news(body: dict) -> Reply:
         asked = last_user_text(body)
         if "[heartbeat]" not in asked:
-            return text("echo: " + asked)
+            return echo(body)
         return text("WORK NEWS: the plants need water" if "office plants" in asked else "OPS NEWS: backups are stale")
     fake_model.responder = news
     for agent, line in (("work", "- water the office plants"), ("ops", "- check last night's backups")):

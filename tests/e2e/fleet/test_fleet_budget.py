@@ -22,13 +22,15 @@ PER_CALL = 300  # 200 in, 100 out: two calls per process (600) stay under the bu
 CHATS = range(7100, 7140)
 
 
-def start_fleet(fleet_factory, home: FakeTelegram, work: FakeTelegram) -> Fleet:
+def start_fleet(fleet_factory, home: FakeTelegram, work: FakeTelegram, work_settings: str,
+                env: dict[str, str] | None = None) -> Fleet:
+    """Two processes; agent `work` (with `work_settings`, TOML lines) bound to the work bot's account."""
     fleet: Fleet = fleet_factory({**telegram_env(home),
                                   "CLAWGATE_CHANNELS__TELEGRAM__ACCOUNTS__WORK__TOKEN": work.token,
-                                  "CLAWGATE_CHANNELS__TELEGRAM__ACCOUNTS__WORK__BASE_URL": work.base_url})
+                                  "CLAWGATE_CHANNELS__TELEGRAM__ACCOUNTS__WORK__BASE_URL": work.base_url, **(env or {})})
     first = fleet.add(start=False)
     with (fleet.home / "config.toml").open("a", encoding="utf-8") as out:
-        out.write(f'\n[agents.home]\ndefault = true\n[agents.work]\ndaily_tokens = {BUDGET}\n'
+        out.write(f'\n[agents.home]\ndefault = true\n[agents.work]\n{work_settings}\n'
                   '\n[[bindings]]\nagent = "work"\nmatch = { channel = "telegram", account = "work" }\n')
     first.start()
     fleet.add()
@@ -38,7 +40,7 @@ def start_fleet(fleet_factory, home: FakeTelegram, work: FakeTelegram) -> Fleet:
 
 def test_an_agents_daily_tokens_hold_for_the_whole_fleet(fleet_factory, fake_model: FakeAnthropic) -> None:
     with FakeTelegram(HOME_TOKEN, "home_bot") as home, FakeTelegram(WORK_TOKEN, "work_bot") as work:
-        fleet = start_fleet(fleet_factory, home, work)
+        fleet = start_fleet(fleet_factory, home, work, f"daily_tokens = {BUDGET}")
         r = redis.Redis.from_url(fleet.redis_url, decode_responses=True)
         holders = fleet.holders(r)
         chat_of: dict[str, int] = {}
