@@ -141,7 +141,7 @@ def problem(agents: Mapping[str, AgentConfig], bindings: list[Binding],
                     "write e.g. \"telegram:123456\" (any account) or \"telegram.work:123456\" (one account)")
         if unapplied:
             return (f"agents.{ident}.{unapplied[0]} is not applied yet: in this version each agent has its own "
-                    "workspace, model, tool policy, owners and daily_tokens, but they share [agent]'s other settings; "
+                    "workspace, model, tool policy, owners, daily_tokens and heartbeat_deliver, but they share [agent]'s other settings; "
                     "remove it")
     defaults = [ident for ident, agent in agents.items() if agent.default]
     if agents and len(defaults) != 1:
