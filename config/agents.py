@@ -141,8 +141,8 @@ def problem(agents: Mapping[str, AgentConfig], bindings: list[Binding],
                     "write e.g. \"telegram:123456\" (any account) or \"telegram.work:123456\" (one account)")
         if unapplied:
             return (f"agents.{ident}.{unapplied[0]} is not applied yet: in this version each agent has its own "
-                    "workspace, model, tool policy, owners, daily_tokens and heartbeat_deliver, but they share [agent]'s other settings; "
-                    "remove it")
+                    "workspace, model, tool policy, owners, daily_tokens and heartbeat_deliver, but they share "
+                    "[agent]'s other settings; remove it")
     defaults = [ident for ident, agent in agents.items() if agent.default]
     if agents and len(defaults) != 1:
         which = "none is marked" if not defaults else f"{', '.join(defaults)} are all marked"

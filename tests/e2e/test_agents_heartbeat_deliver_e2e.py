@@ -77,4 +77,5 @@ def test_each_agents_heartbeat_news_reaches_its_owners_last_chat_or_its_own_targ
     assert "OPS NEWS: backups are stale" not in replies(work, OWNER)
     assert not home.sent  # the default agent's bot says nothing of the other agents' heartbeats
     # the beats ran in each agent's heartbeat session, as before
-    assert (sessions / "agent%3Awork%3Aheartbeat.jsonl").exists() and (sessions / "agent%3Aops%3Aheartbeat.jsonl").exists()
+    for agent in ("work", "ops"):
+        assert (sessions / f"agent%3A{agent}%3Aheartbeat.jsonl").exists()

@@ -25,7 +25,8 @@ def _heartbeat(root: Path, target: str) -> Heartbeat:
     work.mkdir(exist_ok=True)
     (work / "HEARTBEAT.md").write_text("- water the plants\n")
     return Heartbeat(HeartbeatSettings(), workspace=root, tasks=TaskStore(root / "tasks", fsync=False),
-                     sessions=SessionManager(root / "sessions", fsync=False), bus=SqliteBus.open(root / "db", fsync=False),
+                     sessions=SessionManager(root / "sessions", fsync=False),
+                     bus=SqliteBus.open(root / "db", fsync=False),
                      events=EventHub(), busy=lambda s: False, agents={WORK_BEAT: work},
                      agent_deliver={WORK_BEAT: ("agents.work.heartbeat_deliver", target)})
 
@@ -65,6 +66,7 @@ def test_an_explicit_target_or_none(tmp_path: Path, target: str, expected: objec
 
 
 def test_a_bad_target_is_refused_at_start_naming_the_setting(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"^agents\.work\.heartbeat_deliver: invalid delivery target 'pigeon:1'") as err:
+    refused = r"^agents\.work\.heartbeat_deliver: invalid delivery target 'pigeon:1'"
+    with pytest.raises(ConfigError, match=refused) as err:
         _heartbeat(tmp_path, "pigeon:1")
     assert "\n" not in str(err.value)
