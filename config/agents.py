@@ -60,6 +60,10 @@ class AgentConfig(_Section):
     daily_tokens: int | None = Field(None, ge=1, description=(
         "tokens per day (as `clawgate usage` counts them) its sessions may use before its model calls are "
         "refused until the next day; default: no limit"))
+    heartbeat_deliver: str | None = Field(None, min_length=1, description=(
+        "where its heartbeat's news (a HEARTBEAT.md beat's reply that is not HEARTBEAT_OK) goes: \"last\" (the "
+        "chat its owner last talked to it from), a target like \"telegram.work:123456\", or \"none\"; default: "
+        "\"last\", and for the default agent heartbeat.deliver"))
     owners: list[str] | None = Field(None, description=(
         "who owns this agent (\"<channel>:<user id>\"); default: each channel's owners"))
     tools: AgentToolPolicy = Field(default_factory=AgentToolPolicy)
@@ -92,7 +96,7 @@ class Binding(_Section):
 # The keys of [agents.<id>] the daemon applies today; the others are refused at load rather than read and
 # ignored (docs/agents.md).
 APPLIED = frozenset({"default", "name", "workspace", "model", "max_tokens", "fallback_models", "tools", "owners",
-                     "daily_tokens", "drift_model", "completeness_model"})
+                     "daily_tokens", "drift_model", "completeness_model", "heartbeat_deliver"})
 
 # The order of specificity: a binding setting an earlier key beats one that does not, whatever else.
 SPECIFICITY = ("peer", "room", "roles", "guild", "team", "account", "channel")
@@ -137,8 +141,8 @@ def problem(agents: Mapping[str, AgentConfig], bindings: list[Binding],
                     "write e.g. \"telegram:123456\" (any account) or \"telegram.work:123456\" (one account)")
         if unapplied:
             return (f"agents.{ident}.{unapplied[0]} is not applied yet: in this version each agent has its own "
-                    "workspace, model, tool policy, owners and daily_tokens, but they share [agent]'s other settings; "
-                    "remove it")
+                    "workspace, model, tool policy, owners, daily_tokens and heartbeat_deliver, but they share "
+                    "[agent]'s other settings; remove it")
     defaults = [ident for ident, agent in agents.items() if agent.default]
     if agents and len(defaults) != 1:
         which = "none is marked" if not defaults else f"{', '.join(defaults)} are all marked"

@@ -5,8 +5,10 @@ agent they answer as before several agents existed."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Awaitable, Callable, Literal, Protocol
 
 from clawgate.agent.context.builder import AgentView
 from clawgate.agent.mcp.tool import McpTool
@@ -16,6 +18,17 @@ from clawgate.agent.usage.ledger import UsageLedger
 from clawgate.config.agents import AGENT_PREFIX, AgentConfig, Place, Roster, agent_id_of, split_workspace
 from clawgate.config.schema import AgentSettings
 from clawgate.workspace.users import Workspaces
+
+log = logging.getLogger(__name__)
+SHARED_TIMEOUT = 2.0  # a Redis that does not answer in this long counts as away for this call
+
+
+class SharedCount(Protocol):
+    """A count the fleet shares (agent/fleet/counters.py `SharedCounter`)."""
+
+    async def get(self, name: str) -> int: ...
+
+    async def add(self, name: str, amount: int) -> int: ...
 
 
 def person_root(workspaces: Workspaces, where: str) -> Path:
@@ -112,26 +125,77 @@ def agent_identity(roster: Roster, agent: AgentSettings) -> Callable[[str], tupl
     return identity
 
 
-def token_budget(roster: Roster, ledger: UsageLedger) -> Callable[[str], str | None] | None:
-    """Why a session may not call the model now: its agent's `daily_tokens` are spent for today (the ledger's
-    count of its sessions' calls, sub-agents', cron's and heartbeat's included), else None. None when no agent
-    sets a budget. A call already running finishes; the next one is refused in one line."""
-    limits = {(None if a.default else a.id): (a.id, a.config.daily_tokens)
-              for a in roster.agents.values() if a.config.daily_tokens}
-    if not limits:
-        return None
+class TokenBudget:
+    """Why a session may not call the model now: its agent's `daily_tokens` are spent for today (the count of
+    its sessions' calls, sub-agents', cron's and heartbeat's included), else None. A call already running
+    finishes; the next one is refused in one line.
 
-    def refuse(session_key: str) -> str | None:
+    Alone, the count is the ledger's (the day's stored totals at start plus this process's calls). In a
+    fleet `shared` holds the fleet's count in Redis, one counter per agent per local day, added to after
+    each call and read before each one; the larger of it and the ledger's is used (a Redis that lost the
+    day's key still has the stored totals behind it). Redis away: the ledger's count, and one warning."""
+
+    def __init__(self, roster: Roster, ledger: UsageLedger) -> None:
+        self.ledger = ledger
+        self.limits = {(None if a.default else a.id): (a.id, a.config.daily_tokens)
+                       for a in roster.agents.values() if a.config.daily_tokens}
+        self.shared: SharedCount | None = None
+        self._shared_away = False
+
+    def _name(self, ident: str | None) -> str:
+        return f"tokens:{self.limits[ident][0]}:{self.ledger.current_day()}"
+
+    async def refuse(self, session_key: str) -> str | None:
         ident = agent_id_of(session_key)
-        if ident not in limits:
+        if ident not in self.limits:
             return None
-        name, limit = limits[ident]
-        used = ledger.agent_today(ident)
+        name, limit = self.limits[ident]
+        used = self.ledger.agent_today(ident)
+        if self.shared is not None:
+            fleet = await self._shared(self.shared.get(self._name(ident)))
+            used = max(used, fleet or 0)
         if used < limit:
             return None
         return (f"Agent {name!r} has used its daily token budget ({used} of {limit} tokens today, "
                 f"agents.{name}.daily_tokens); it answers again tomorrow, or the owner raises the limit.")
-    return refuse
+
+    async def spent(self, session_key: str, tokens: int) -> None:
+        ident = agent_id_of(session_key)
+        if self.shared is not None and ident in self.limits and tokens > 0:
+            await self._shared(self.shared.add(self._name(ident), tokens))
+
+    async def _shared(self, call: Awaitable[int]) -> int | None:
+        """The fleet counter's answer, or None (and one warning until it answers again) when Redis is away."""
+        try:
+            value = await asyncio.wait_for(call, SHARED_TIMEOUT)
+        except Exception as exc:  # noqa: BLE001 - any Redis failure: this process's own count is the fallback
+            if not self._shared_away:
+                log.warning("the fleet's token count is unreachable (%s); each agent's daily_tokens is checked "
+                            "against this process's own count until Redis answers", type(exc).__name__)
+            self._shared_away = True
+            return None
+        if self._shared_away:
+            log.info("the fleet's token count answers again")
+            self._shared_away = False
+        return value
+
+
+def token_budget(roster: Roster, ledger: UsageLedger) -> TokenBudget | None:
+    """The token budget of the agents, or None when no agent sets `daily_tokens`."""
+    budget = TokenBudget(roster, ledger)
+    return budget if budget.limits else None
+
+
+def heartbeat_deliver(roster: Roster, default_session: str) -> dict[str, tuple[str, str]]:
+    """Each agent's heartbeat session -> (the setting's name, where its heartbeat's news goes): its own
+    `heartbeat_deliver`, else "last" for another agent than the default (the default agent's, unset,
+    follows `heartbeat.deliver` and is not listed)."""
+    out: dict[str, tuple[str, str]] = {}
+    for agent in roster.agents.values():
+        target = agent.config.heartbeat_deliver or (None if agent.default else "last")
+        if target is not None:
+            out[agent.session_key(default_session)] = (f"agents.{agent.id}.heartbeat_deliver", target)
+    return out
 
 
 def check_model(roster: Roster, agent: AgentSettings, daemon_model: str | None,

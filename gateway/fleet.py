@@ -22,6 +22,8 @@ from clawgate.channels.base import Channel
 from clawgate.channels.gateway_chat import GatewayChatChannel
 from clawgate.config.schema import Settings
 
+from .agent_scope import TokenBudget
+
 if TYPE_CHECKING:
     from clawgate.agent.checkpoints import CheckpointService
     from clawgate.agent.fleet.node import FleetNode
@@ -99,6 +101,10 @@ def wire(app: "App", node: "FleetNode") -> "PartitionRecovery":
         from clawgate.agent.fleet.rates import SharedRate
 
         app.hooks_server.shared_rate = SharedRate(node.r, node.keys).take
+    if isinstance(budget := app.provider.budget, TokenBudget):  # an agent's daily_tokens: for the fleet, not per process
+        from clawgate.agent.fleet.counters import SharedCounter
+
+        budget.shared = SharedCounter(node.r, node.keys)
     for channel in app.channels.values():  # a chat channel's adapter reaches it through its kit
         channel.exclusive = node.singletons.hold
         if (kit := getattr(channel, "kit", None)) is not None:

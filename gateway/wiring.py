@@ -65,7 +65,7 @@ from clawgate.workspace.users import Workspaces
 
 from . import __version__
 from .agent_scope import (agent_identity, agent_place, allowed_tools, approval_mode, chat_of_agent, check_model,
-                          exec_allowlist, person_root, token_budget)
+                          exec_allowlist, heartbeat_deliver, person_root, token_budget)
 from .device_links import DeviceLinks
 from .home_setup import write_workspace
 from .limits import open_files_per_cache, raise_open_file_limit
@@ -161,7 +161,7 @@ def make_provider(settings: Settings, *, on_breaker: OnChange | None = None) -> 
 def build_model(settings: Settings, state: State, provider: Provider | None = None) -> tuple[MeteredProvider, bool]:
     """The configured providers (or the one given, in tests), metered for usage; True when none is configured."""
     model = provider or make_provider(settings, on_breaker=lambda kind, fields: state.events.emit(kind, **fields))
-    return (MeteredProvider(model, state.usage, refuse=token_budget(state.roster, state.usage)),
+    return (MeteredProvider(model, state.usage, budget=token_budget(state.roster, state.usage)),
             isinstance(model, UnconfiguredProvider))
 
 
@@ -338,7 +338,8 @@ def build_producers(paths: Paths, settings: Settings, state: State, talk: Conver
     heartbeat = Heartbeat(settings.heartbeat, workspace=state.workspace.root, tasks=state.tasks,
                           sessions=state.sessions, bus=state.bus, events=state.events, busy=sessions.busy,
                           agents={agent.session_key(settings.heartbeat.session): agent.workspace  # each its own
-                                  for agent in state.roster.agents.values() if not agent.default})
+                                  for agent in state.roster.agents.values() if not agent.default},
+                          agent_deliver=heartbeat_deliver(state.roster, settings.heartbeat.session))
     triggers = Triggers(cron=cron, heartbeat=heartbeat, cron_settings=settings.cron,
                         heartbeat_settings=settings.heartbeat)
     return Producers(sessions=sessions, cron=cron, heartbeat=heartbeat, triggers=triggers, subagents=subagents, mcp=mcp)

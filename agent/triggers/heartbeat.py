@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from clawgate.agent.bus import InboundMessage
+from clawgate.config.agents import agent_id_of
 from clawgate.config.loader import ConfigError
 from clawgate.workspace.fdpath import locate, read_all
 
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 ACK = "HEARTBEAT_OK"
+LAST = "last"
+LAST_CHAT_LOOKS = 20  # sessions read (most recent first) looking for the owner's last chat
 PROMPT = (
     "[heartbeat] A scheduled check-in; nobody wrote. Continue the unfinished work below, one step at a "
     "time, and record progress in the task as you verify it. If there is nothing to do right now, "
@@ -119,9 +122,12 @@ class Heartbeat:
     def __init__(self, settings: "HeartbeatSettings", *, workspace: Path, tasks: "TaskStore",
                  sessions: "SessionManager", bus: "MessageBus", events: "EventHub",
                  busy: Callable[[str], bool], clock: Callable[[], float] = time.time,
-                 agents: Mapping[str, Path] | None = None) -> None:
+                 agents: Mapping[str, Path] | None = None,
+                 agent_deliver: Mapping[str, tuple[str, str]] | None = None) -> None:
         """`agents`: every other agent's heartbeat session (`agent:<id>:heartbeat`) and its workspace, whose
-        HEARTBEAT.md drives that session's beats as the default agent's drives `settings.session`'s."""
+        HEARTBEAT.md drives that session's beats as the default agent's drives `settings.session`'s.
+        `agent_deliver`: an agent's heartbeat session -> (the setting's name, its `heartbeat_deliver`): where
+        that session's replies go ("last": the chat the agent's owner last talked to it from)."""
         self.settings = settings
         self.workspace = workspace
         self.checklists: dict[str, Path] = {settings.session: workspace, **(agents or {})}
@@ -138,6 +144,12 @@ class Heartbeat:
             self._deliver = parse_deliver(settings.deliver) if self._fixed else None
         except CronError as exc:  # a channel that is not installed, or a chat id it cannot have
             raise ConfigError(f"heartbeat.deliver: {exc}") from None
+        self._agent_deliver: dict[str, str | None] = {}
+        for session, (setting, target) in (agent_deliver or {}).items():
+            try:
+                self._agent_deliver[session] = LAST if target.strip().lower() == LAST else parse_deliver(target)
+            except CronError as exc:
+                raise ConfigError(f"{setting}: {exc}") from None
         self._progress: dict[str, _Progress] = {}
         self._last_beat: dict[str, str] = {}
         self.ticks = 0
@@ -224,12 +236,29 @@ class Heartbeat:
                      " and HEARTBEAT.md" if checklist else "", session)
 
     def _target(self, session: str) -> dict[str, str] | None:
-        """Where a heartbeat reply goes: configured for the default agent's heartbeat session, else the session's
-        last chat (another agent's heartbeat session has none of its own: its replies stay in its history)."""
+        """Where a heartbeat reply goes: an agent's heartbeat session's by its `heartbeat_deliver`; the default
+        agent's by `heartbeat.deliver`; else (a task's session, "last") the session's last chat."""
+        if session in self._agent_deliver:
+            target = self._agent_deliver[session]
+            return self._owners_last_chat(session) if target == LAST else resolve_deliver(target, session)
         if session == self.settings.session and self._fixed:
             return resolve_deliver(self._deliver, session)
         origin = self.sessions.get(session).last_origin() if self.sessions.exists(session) else None
         return dict(origin) if origin else None  # a copy: the message must not share the session's record
+
+    def _owners_last_chat(self, beat_session: str) -> dict[str, str] | None:
+        """The chat the owner of a heartbeat session's agent last talked to it from: the agent's most recently
+        written session whose last person heard from is the owner and was in a chat. Never a guest's chat: the
+        news of the owner's checklist is the owner's. None (history only) until the owner has talked to it."""
+        agent = agent_id_of(beat_session)
+        recent = sorted((s for s in self.sessions.summaries()
+                         if s["key"] != beat_session and not s["key"].startswith("sub-")
+                         and agent_id_of(s["key"]) == agent), key=lambda s: s["updatedAt"], reverse=True)
+        for summary in recent[:LAST_CHAT_LOOKS]:
+            other = self.sessions.get(summary["key"])
+            if other.acts_for_owner() and (origin := other.last_origin()):
+                return dict(origin)  # a copy: the message must not share the session's record
+        return None
 
     def _read_heartbeat_file(self, root: Path) -> str:
         """An agent's HEARTBEAT.md through its workspace's folder descriptors: a link out reads as empty, and a

@@ -21,7 +21,7 @@ import heapq
 import logging
 import sqlite3
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from clawgate.config.agents import agent_id_of
 
@@ -45,6 +45,11 @@ def _add(into: Counts, delta: Counts) -> None:
 
 def _tokens(counts: Counts) -> int:
     return sum(counts[key] for key in TOKENS)
+
+
+def usage_tokens(usage: dict[str, Any]) -> int:
+    """The tokens one call's usage counts for, as `record` counts them."""
+    return sum(value for key in TOKENS if isinstance(value := usage.get(key), int) and value > 0)
 
 
 class UsageLedger:
@@ -132,6 +137,10 @@ class UsageLedger:
         best = heapq.nlargest(n, self.by_session.items(), key=lambda item: _tokens(item[1]))
         return [{"session": key, **counts, "today": self.session_today(key)} for key, counts in best]
 
+    def current_day(self) -> str:
+        """The day calls are counted for now (the host's local date)."""
+        return self._today()
+
     def agent_today(self, agent: str | None) -> int:
         """Tokens the sessions of an agent (None: the default agent) used today."""
         return self.day_agents.get(agent, 0) if self.day == self._today() else 0
@@ -149,16 +158,24 @@ class UsageLedger:
         return out
 
 
-class MeteredProvider:
-    """Counts each call's usage in the ledger; everything else is the wrapped provider's. `refuse`: why a
-    session may not call the model now (its agent's daily_tokens spent, gateway/agent_scope.py), or None;
-    checked before every call of the session's runs, its checks and summaries included."""
+class Budget(Protocol):
+    """Who may call the model now (gateway/agent_scope.py `TokenBudget`): asked before every call of a
+    session, told each call's tokens after it. Async, so a fleet can keep the count in Redis."""
 
-    def __init__(self, inner: Provider, ledger: UsageLedger,
-                 refuse: Callable[[str], str | None] | None = None) -> None:
+    async def refuse(self, session: str) -> str | None: ...
+
+    async def spent(self, session: str, tokens: int) -> None: ...
+
+
+class MeteredProvider:
+    """Counts each call's usage in the ledger; everything else is the wrapped provider's. `budget`: why a
+    session may not call the model now (its agent's daily_tokens spent), or None; checked before every call
+    of the session's runs, its checks and summaries included, and told each call's tokens."""
+
+    def __init__(self, inner: Provider, ledger: UsageLedger, budget: Budget | None = None) -> None:
         self.inner = inner
         self.ledger = ledger
-        self.refuse = refuse
+        self.budget = budget
 
     @property
     def name(self) -> str:
@@ -171,10 +188,12 @@ class MeteredProvider:
         if request.session_key:
             _run_session.set(request.session_key)  # this task's later session-less calls count here too
         session = request.session_key or _run_session.get()
-        if self.refuse is not None and (reason := self.refuse(session)) is not None:
+        if self.budget is not None and (reason := await self.budget.refuse(session)) is not None:
             raise ProviderError(reason, cause="daily token budget spent")
         response = await self.inner.complete(request, on_text)
         self.ledger.record(session, response.usage)
+        if self.budget is not None:
+            await self.budget.spent(session, usage_tokens(response.usage))
         return response
 
     async def close(self) -> None:
