@@ -1,0 +1,253 @@
+"""Microsoft Teams, Google Chat, Feishu and DingTalk in a fleet: each account's connection (Feishu's long
+connection, DingTalk's Stream WebSocket, the Teams and Google Chat HTTP listeners) is held by one process,
+the other forwards its sends to it, and a SIGKILL of the holder moves it: messages sent just before and
+while no process holds it are answered once each. Feishu and DingTalk deliver again what was not
+acknowledged, on the next connection; the Bot Connector and Google's event sender POST again until
+answered, and the next holder listens on the same port (docs/fleet.md, "Webhook channels").
+Real daemons, the real SDKs against the fakes in tests/fakes/, a real redis-server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from tempfile import mkdtemp
+from typing import Any, Callable
+
+import pytest
+import redis
+
+from clawgate.agent.fleet.keys import partition_of
+from tests.conformance.platforms.feishu import markdown_of
+from tests.e2e.fleet.test_fleet_channels import spread, status
+from tests.fakes.dingtalk import CLIENT_SECRET, FakeDingTalk
+from tests.fakes.feishu import APP_ID as FEISHU_APP_ID
+from tests.fakes.feishu import APP_SECRET as FEISHU_APP_SECRET
+from tests.fakes.feishu import FakeFeishu
+from tests.fakes.googlechat import PROJECT_NUMBER, FakeGoogleChat
+from tests.fakes.googlechat import plain_of as chat_plain
+from tests.fakes.teams import FakeTeams
+from tests.fakes.teams import plain_of as teams_plain
+from tests.fleet_support import LEASE_SECONDS, PARTITIONS, Fleet
+from tests.harness import free_port
+from tests.waiting import wait_past, wait_until
+
+STATUS = ("⚙️", "⏳")
+
+
+def section(channel: str, values: dict[str, Any]) -> dict[str, str]:
+    prefix = f"CLAWGATE_CHANNELS__{channel.upper()}__"
+    return {prefix + k.upper(): v if isinstance(v, str) else json.dumps(v) for k, v in values.items()}
+
+
+class World:
+    """One platform's fake, as the test sees it: people writing, the bot's answers, its open connections."""
+
+    name = ""
+    listens = False  # an HTTP endpoint the platform POSTs to (else a connection the daemon opens)
+
+    def env(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def person(self, n: int) -> str:
+        """A new person's private chat with the bot (its id as the session key has it)."""
+        raise NotImplementedError
+
+    def write(self, chat: str, text: str) -> None:
+        raise NotImplementedError
+
+    def answers(self, chat: str) -> list[str]:
+        raise NotImplementedError
+
+    def connections(self) -> int:
+        """Open connections to the platform (the long-connection channels)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class TeamsWorld(World):
+    name, listens = "teams", True
+
+    def __init__(self) -> None:
+        self.fake = FakeTeams().start()
+        self.people: dict[str, Any] = {}
+
+    def env(self) -> dict[str, str]:
+        port = free_port()  # every process is told the same port; only the connection's holder listens on it
+        self.fake.endpoint = f"http://127.0.0.1:{port}/api/messages"
+        return section("teams", {"app_id": self.fake.app_id, "app_password": self.fake.app_password,
+                                 "listen_port": port, "openid_metadata_url": self.fake.openid_url,
+                                 "token_url": self.fake.token_url, "dm_policy": "open", "retry_base_seconds": 0.05})
+
+    def person(self, n: int) -> str:
+        person = self.fake.add_person(f"person{n}")
+        self.people[person.personal_chat] = person
+        return str(person.personal_chat)
+
+    def write(self, chat: str, text: str) -> None:
+        self.fake.say(self.people[chat], chat, text)
+
+    def answers(self, chat: str) -> list[str]:
+        return [teams_plain(s.text) for s in self.fake.sent_to(chat)
+                if not s.cards and not teams_plain(s.versions[0]).startswith(STATUS)]
+
+    def close(self) -> None:
+        self.fake.stop()
+
+
+class GoogleChatWorld(World):
+    name, listens = "googlechat", True
+
+    def __init__(self) -> None:
+        self.fake = FakeGoogleChat()
+        self.fake.start()
+        self.people: dict[str, Any] = {}
+        self.folder = Path(mkdtemp(prefix="googlechat-key-"))
+
+    def env(self) -> dict[str, str]:
+        port = free_port()
+        self.fake.endpoint_url = f"http://127.0.0.1:{port}/googlechat/events"
+        key = self.folder / "key.json"
+        key.write_text(json.dumps(self.fake.key()))
+        return section("googlechat", {"credentials_file": str(key), "audience": PROJECT_NUMBER,
+                                      "base_url": self.fake.base_url, "certs_url": self.fake.certs_url,
+                                      "listen_port": port, "dm_policy": "open", "retry_base_seconds": 0.05})
+
+    def person(self, n: int) -> str:
+        user = self.fake.add_user(f"Person {n}")
+        self.people[user.dm] = user
+        return str(user.dm)
+
+    def write(self, chat: str, text: str) -> None:
+        self.fake.write(self.people[chat], chat, text)
+
+    def answers(self, chat: str) -> list[str]:
+        return [chat_plain(s.text) for s in self.fake.sent_to(chat)
+                if not s.text.startswith(("🔐", *STATUS)) and not s.viewer]
+
+    def close(self) -> None:
+        self.fake.stop()
+
+
+class FeishuWorld(World):
+    name = "feishu"
+
+    def __init__(self) -> None:
+        self.fake = FakeFeishu().__enter__()
+        self.people: dict[str, Any] = {}
+
+    def env(self) -> dict[str, str]:
+        return section("feishu", {"enabled": True, "domain": self.fake.url, "app_id": FEISHU_APP_ID,
+                                  "app_secret": FEISHU_APP_SECRET, "dm_policy": "open", "retry_base_seconds": 0.05})
+
+    def person(self, n: int) -> str:
+        user = self.fake.add_user(f"person{n}")
+        chat = self.fake.p2p_chat(user)
+        self.people[chat] = user
+        return chat
+
+    def write(self, chat: str, text: str) -> None:
+        self.fake.write(self.people[chat], chat, text)
+
+    def answers(self, chat: str) -> list[str]:
+        return [markdown_of(m) for m in self.fake.sent_to(chat)
+                if m.msg_type == "post" and not markdown_of(m).startswith(STATUS)]
+
+    def connections(self) -> int:
+        with self.fake._lock:
+            return len(self.fake._sockets)
+
+    def close(self) -> None:
+        self.fake.__exit__(None, None, None)
+
+
+class DingTalkWorld(World):
+    name = "dingtalk"
+
+    def __init__(self) -> None:
+        self.fake = FakeDingTalk().__enter__()
+        self.people: dict[str, Any] = {}
+
+    def env(self) -> dict[str, str]:
+        return section("dingtalk", {"enabled": True, "base_url": self.fake.url, "client_id": self.fake.client_id,
+                                    "client_secret": CLIENT_SECRET, "dm_policy": "open", "retry_base_seconds": 0.05})
+
+    def person(self, n: int) -> str:
+        person = self.fake.add_person(f"person{n}")
+        self.people[person.staff_id] = person
+        return str(person.staff_id)
+
+    def write(self, chat: str, text: str) -> None:
+        self.fake.write(self.people[chat], text)
+
+    def answers(self, chat: str) -> list[str]:
+        return [s.text for s in self.fake.sent_to(chat) if s.via != "card" and not s.text.startswith(STATUS)]
+
+    def connections(self) -> int:
+        with self.fake._lock:
+            return len(self.fake._sockets)
+
+    def close(self) -> None:
+        self.fake.__exit__(None, None, None)
+
+
+WORLDS: dict[str, Callable[[], World]] = {"teams": TeamsWorld, "googlechat": GoogleChatWorld,
+                                           "feishu": FeishuWorld, "dingtalk": DingTalkWorld}
+
+
+@pytest.fixture(params=list(WORLDS))
+def world(request: pytest.FixtureRequest) -> Iterator[World]:
+    made = WORLDS[request.param]()
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+def lease_of(fleet: Fleet, r: "redis.Redis", channel: str) -> str | None:
+    keys = list(r.scan_iter(match=f"{fleet.prefix}:lease:s:{channel}:*"))
+    assert len(keys) <= 1, keys  # one account, one connection lease
+    value = r.get(keys[0]) if keys else None
+    return value.split("|")[0] if value else None
+
+
+def test_one_connection_for_the_fleet_moves_on_a_kill_and_each_message_is_answered_once(
+        fleet_factory, world: World) -> None:
+    fleet, r, holder = spread(fleet_factory, world.env(), world.name, channel=world.name)
+    other = next(p for p in fleet.procs if p is not holder)
+    if not world.listens:
+        wait_until(lambda: world.connections() == 1, "the holder's connection", describe=fleet.logs)
+
+    # people write privately (each chat its own session) until one chat is run by the standby process
+    chats: list[str] = []
+    for n in range(24):
+        chat = world.person(n)
+        chats.append(chat)
+        world.write(chat, f"question {n}")
+        if fleet.holder(r, partition_of(f"{world.name}:{chat}", PARTITIONS)) == other.node:  # type: ignore[attr-defined]
+            break
+    else:
+        raise AssertionError("no chat fell in the standby process's partitions")
+    wait_until(lambda: all(world.answers(c) for c in chats), "an answer in every chat", describe=fleet.logs)
+    for n, chat in enumerate(chats):
+        assert world.answers(chat) == [f"echo: question {n}"]
+    assert status(other)["fleetCalls"]["forwarded"] > 0  # the standby's turn went out through the holder
+
+    # one message just before the kill (taken in or not: either way answered once), one while no one holds it
+    before, during = world.person(100), world.person(101)
+    world.write(before, "sent before the kill")
+    holder.kill()
+    world.write(during, "sent while no process held the connection")
+    wait_until(lambda: lease_of(fleet, r, world.name) == other.node,  # type: ignore[attr-defined]
+               "the standby process holding the connection", timeout=LEASE_SECONDS + 60, describe=fleet.logs)
+    wait_until(lambda: status(other)["channelStates"][world.name].get("state") == "running",
+               "the new holder's channel running", describe=fleet.logs)
+    wait_until(lambda: world.answers(before) and world.answers(during), "both messages answered",
+               timeout=LEASE_SECONDS + 90, describe=fleet.logs)
+    wait_past(3.0)  # a copy delivered again, or a reply sent twice, would show by now
+    assert world.answers(before) == ["echo: sent before the kill"]
+    assert world.answers(during) == ["echo: sent while no process held the connection"]
+    if not world.listens:
+        assert world.connections() == 1  # the dead holder's connection is gone, the new one alone
