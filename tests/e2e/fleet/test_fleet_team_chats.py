@@ -1,9 +1,10 @@
 """Microsoft Teams, Google Chat, Feishu and DingTalk in a fleet: each account's connection (Feishu's long
-connection, DingTalk's Stream WebSocket, the Teams and Google Chat HTTP listeners) is held by one process,
-the other forwards its sends to it, and a SIGKILL of the holder moves it: messages sent just before and
-while no process holds it are answered once each. Feishu and DingTalk deliver again what was not
-acknowledged, on the next connection; the Bot Connector and Google's event sender POST again until
-answered, and the next holder listens on the same port (docs/fleet.md, "Webhook channels").
+connection, DingTalk's Stream WebSocket) is held by one process, the other forwards its sends to it, and a
+SIGKILL of the holder moves it: messages sent just before and while no process holds it are answered once
+each (Feishu and DingTalk deliver again what was not acknowledged, on the next connection). Teams and Google
+Chat POST to an HTTP endpoint, and every process listens on it: a SIGKILL of one loses nothing, the POST
+the dead one no longer answers is sent again (as the fakes do) and taken by another
+(docs/fleet.md, "HTTP endpoints").
 Real daemons, the real SDKs against the fakes in tests/fakes/, a real redis-server."""
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from tests.fakes.googlechat import plain_of as chat_plain
 from tests.fakes.teams import FakeTeams
 from tests.fakes.teams import plain_of as teams_plain
 from tests.fleet_support import LEASE_SECONDS, PARTITIONS, Fleet
-from tests.harness import free_port
+from tests.harness import DaemonProcess, free_port
 from tests.waiting import wait_past, wait_until
 
 STATUS = ("⚙️", "⏳")
@@ -197,13 +198,22 @@ WORLDS: dict[str, Callable[[], World]] = {"teams": TeamsWorld, "googlechat": Goo
                                            "feishu": FeishuWorld, "dingtalk": DingTalkWorld}
 
 
-@pytest.fixture(params=list(WORLDS))
-def world(request: pytest.FixtureRequest) -> Iterator[World]:
-    made = WORLDS[request.param]()
+def make_world(name: str) -> Iterator[World]:
+    made = WORLDS[name]()
     try:
         yield made
     finally:
         made.close()
+
+
+@pytest.fixture(params=["feishu", "dingtalk"])
+def connected_world(request: pytest.FixtureRequest) -> Iterator[World]:
+    yield from make_world(request.param)
+
+
+@pytest.fixture(params=["teams", "googlechat"])
+def listening_world(request: pytest.FixtureRequest) -> Iterator[World]:
+    yield from make_world(request.param)
 
 
 def lease_of(fleet: Fleet, r: "redis.Redis", channel: str) -> str | None:
@@ -213,41 +223,82 @@ def lease_of(fleet: Fleet, r: "redis.Redis", channel: str) -> str | None:
     return value.split("|")[0] if value else None
 
 
-def test_one_connection_for_the_fleet_moves_on_a_kill_and_each_message_is_answered_once(
-        fleet_factory, world: World) -> None:
-    fleet, r, holder = spread(fleet_factory, world.env(), world.name, channel=world.name)
-    other = next(p for p in fleet.procs if p is not holder)
-    if not world.listens:
-        wait_until(lambda: world.connections() == 1, "the holder's connection", describe=fleet.logs)
-
-    # people write privately (each chat its own session) until one chat is run by the standby process
+def chats_on_every_process(world: World, fleet: Fleet, r: "redis.Redis") -> list[str]:
+    """People write privately (each chat its own session) until every process runs one of the chats; each
+    is answered once."""
     chats: list[str] = []
-    for n in range(24):
+    nodes = {p.node for p in fleet.procs}  # type: ignore[attr-defined]
+    for n in range(48):
         chat = world.person(n)
         chats.append(chat)
         world.write(chat, f"question {n}")
-        if fleet.holder(r, partition_of(f"{world.name}:{chat}", PARTITIONS)) == other.node:  # type: ignore[attr-defined]
+        nodes.discard(fleet.holder(r, partition_of(f"{world.name}:{chat}", PARTITIONS)))
+        if not nodes:
             break
     else:
-        raise AssertionError("no chat fell in the standby process's partitions")
+        raise AssertionError(f"no chat fell in the partitions of {nodes}")
     wait_until(lambda: all(world.answers(c) for c in chats), "an answer in every chat", describe=fleet.logs)
     for n, chat in enumerate(chats):
         assert world.answers(chat) == [f"echo: question {n}"]
-    assert status(other)["fleetCalls"]["forwarded"] > 0  # the standby's turn went out through the holder
+    return chats
 
-    # one message just before the kill (taken in or not: either way answered once), one while no one holds it
+
+def answered_once_around_a_kill(world: World, fleet: Fleet, killed: DaemonProcess,
+                                moved: Callable[[], None]) -> None:
+    """One message just before the SIGKILL (taken in by the killed process or not: answered once either way),
+    one right after it; `moved` waits for the fleet to have taken over what the killed process held."""
     before, during = world.person(100), world.person(101)
     world.write(before, "sent before the kill")
-    holder.kill()
-    world.write(during, "sent while no process held the connection")
-    wait_until(lambda: lease_of(fleet, r, world.name) == other.node,  # type: ignore[attr-defined]
-               "the standby process holding the connection", timeout=LEASE_SECONDS + 60, describe=fleet.logs)
-    wait_until(lambda: status(other)["channelStates"][world.name].get("state") == "running",
-               "the new holder's channel running", describe=fleet.logs)
+    killed.kill()
+    world.write(during, "sent right after the kill")
+    moved()
     wait_until(lambda: world.answers(before) and world.answers(during), "both messages answered",
                timeout=LEASE_SECONDS + 90, describe=fleet.logs)
     wait_past(3.0)  # a copy delivered again, or a reply sent twice, would show by now
     assert world.answers(before) == ["echo: sent before the kill"]
-    assert world.answers(during) == ["echo: sent while no process held the connection"]
-    if not world.listens:
-        assert world.connections() == 1  # the dead holder's connection is gone, the new one alone
+    assert world.answers(during) == ["echo: sent right after the kill"]
+
+
+def test_one_connection_per_account_moves_on_a_kill_and_each_message_is_answered_once(
+        fleet_factory, connected_world: World) -> None:
+    world = connected_world
+    fleet, r, holder = spread(fleet_factory, world.env(), world.name, channel=world.name)
+    other = next(p for p in fleet.procs if p is not holder)
+    wait_until(lambda: world.connections() == 1, "the holder's connection", describe=fleet.logs)
+    chats_on_every_process(world, fleet, r)
+    assert status(other)["fleetCalls"]["forwarded"] > 0  # the standby's turns went out through the holder
+
+    def moved() -> None:
+        wait_until(lambda: lease_of(fleet, r, world.name) == other.node,  # type: ignore[attr-defined]
+                   "the standby process holding the connection", timeout=LEASE_SECONDS + 60, describe=fleet.logs)
+        wait_until(lambda: status(other)["channelStates"][world.name].get("state") == "running",
+                   "the new holder's channel running", describe=fleet.logs)
+
+    answered_once_around_a_kill(world, fleet, holder, moved)
+    assert world.connections() == 1  # the dead holder's connection is gone, the new one alone
+
+
+def test_every_process_listens_and_a_kill_loses_nothing(fleet_factory, listening_world: World) -> None:
+    """Teams and Google Chat POST to an HTTP endpoint: every process of the fleet listens on it (one host:
+    the same port, shared by the kernel) and sends its own replies; nothing is held, nothing moves."""
+    world = listening_world
+    fleet: Fleet = fleet_factory(world.env())
+    for _ in range(2):
+        fleet.add()
+    r = fleet.spread(2)
+    for proc in fleet.procs:
+        wait_until(lambda: status(proc)["channelStates"][world.name].get("state") == "running",
+                   f"{world.name} listening on {proc.node}", describe=fleet.logs)  # type: ignore[attr-defined]
+    chats_on_every_process(world, fleet, r)
+    assert not list(r.scan_iter(match=f"{fleet.prefix}:lease:s:{world.name}:*"))  # no connection lease
+    survivor, killed = fleet.procs
+    assert status(survivor)["fleetCalls"]["forwarded"] == 0  # each process sent its own replies
+    listening_since = status(survivor)["channelStates"][world.name]["since"]
+
+    def moved() -> None:  # the killed process's partitions: their messages wait in Redis for a new holder
+        wait_until(lambda: set(fleet.holders(r).values()) == {survivor.node},  # type: ignore[attr-defined]
+                   "the survivor holding every partition", timeout=LEASE_SECONDS + 60, describe=fleet.logs)
+
+    answered_once_around_a_kill(world, fleet, killed, moved)
+    # the survivor's listener took the POSTs the dead one no longer could, without reconnecting
+    assert status(survivor)["channelStates"][world.name]["since"] == listening_since
