@@ -20,6 +20,7 @@ import redis
 
 from clawgate.agent.fleet.keys import partition_of
 from tests.conformance.platforms.feishu import markdown_of
+from tests.conformance.platforms.googlechat import _buttons, _param
 from tests.e2e.fleet.test_fleet_channels import spread, status
 from tests.fakes.dingtalk import CLIENT_SECRET, FakeDingTalk
 from tests.fakes.feishu import APP_ID as FEISHU_APP_ID
@@ -29,6 +30,7 @@ from tests.fakes.googlechat import PROJECT_NUMBER, FakeGoogleChat
 from tests.fakes.googlechat import plain_of as chat_plain
 from tests.fakes.teams import FakeTeams
 from tests.fakes.teams import plain_of as teams_plain
+from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
 from tests.fleet_support import LEASE_SECONDS, PARTITIONS, Fleet
 from tests.harness import DaemonProcess, free_port
 from tests.waiting import wait_past, wait_until
@@ -64,6 +66,19 @@ class World:
         """Open connections to the platform (the long-connection channels)."""
         raise NotImplementedError
 
+    # the HTTP-endpoint channels
+    def owner(self, chat: str) -> dict[str, str]:
+        """Settings making the person of `chat` the bot's owner."""
+        raise NotImplementedError
+
+    def listen_on(self, port: int) -> dict[str, str]:
+        """A process's own setting of the endpoint's port; the platform POSTs there from now on."""
+        raise NotImplementedError
+
+    def approve(self, chat: str) -> None:
+        """The person of `chat` presses Approve on the prompt there (once it was sent)."""
+        raise NotImplementedError
+
     def close(self) -> None:
         raise NotImplementedError
 
@@ -93,6 +108,18 @@ class TeamsWorld(World):
     def answers(self, chat: str) -> list[str]:
         return [teams_plain(s.text) for s in self.fake.sent_to(chat)
                 if not s.cards and not teams_plain(s.versions[0]).startswith(STATUS)]
+
+    def owner(self, chat: str) -> dict[str, str]:
+        return section("teams", {"owner": [self.people[chat].aad_object_id]})
+
+    def listen_on(self, port: int) -> dict[str, str]:
+        self.fake.endpoint = f"http://127.0.0.1:{port}/api/messages"
+        return section("teams", {"listen_port": port})
+
+    def approve(self, chat: str) -> None:
+        prompt = wait_until(lambda: next((s for s in self.fake.sent_to(chat) if s.cards), None), "the approval card")
+        approve = next(a["data"] for a in prompt.cards[0]["actions"] if a["title"] == "Approve")
+        self.fake.say(self.people[chat], chat, "", value=approve, reply_to=prompt.id)
 
     def close(self) -> None:
         self.fake.stop()
@@ -127,6 +154,20 @@ class GoogleChatWorld(World):
     def answers(self, chat: str) -> list[str]:
         return [chat_plain(s.text) for s in self.fake.sent_to(chat)
                 if not s.text.startswith(("🔐", *STATUS)) and not s.viewer]
+
+    def owner(self, chat: str) -> dict[str, str]:
+        return section("googlechat", {"owner": [self.people[chat].name.removeprefix("users/")]})
+
+    def listen_on(self, port: int) -> dict[str, str]:
+        self.fake.endpoint_url = f"http://127.0.0.1:{port}/googlechat/events"
+        return section("googlechat", {"listen_port": port})
+
+    def approve(self, chat: str) -> None:
+        def button() -> tuple[Any, dict[str, Any]] | None:
+            return next(((sent, b) for sent in self.fake.sent_to(chat) for b in _buttons(sent)
+                         if _param(b, "approve") == "true"), None)
+        sent, approve = wait_until(button, "the approval card")
+        self.fake.click(self.people[chat], sent, approve)
 
     def close(self) -> None:
         self.fake.stop()
@@ -302,3 +343,29 @@ def test_every_process_listens_and_a_kill_loses_nothing(fleet_factory, listening
     answered_once_around_a_kill(world, fleet, killed, moved)
     # the survivor's listener took the POSTs the dead one no longer could, without reconnecting
     assert status(survivor)["channelStates"][world.name]["since"] == listening_since
+
+
+def test_an_approval_asked_on_one_process_is_pressed_on_another(fleet_factory, listening_world: World,
+                                                                fake_model: FakeAnthropic) -> None:
+    """The run's process sends its prompt itself; the press reaches another process (each listens on a port
+    of its own here, so the test says which), which takes the owner's answer and relays it to the run."""
+    world = listening_world
+    chat = world.person(0)
+    fleet: Fleet = fleet_factory({**world.env(), **world.owner(chat)})
+    ports = [free_port() for _ in range(2)]
+    for port in ports:
+        fleet.add(env=world.listen_on(port))
+    r = fleet.spread(2)
+    for proc in fleet.procs:
+        wait_until(lambda: status(proc)["channelStates"][world.name].get("state") == "running",
+                   f"{world.name} listening on {proc.node}", describe=fleet.logs)  # type: ignore[attr-defined]
+    runs_on = fleet.holder(r, partition_of(f"{world.name}:{chat}", PARTITIONS))
+    elsewhere = next(i for i, p in enumerate(fleet.procs) if p.node != runs_on)  # type: ignore[attr-defined]
+    world.listen_on(ports[elsewhere])  # the message and the press arrive at the process not running the turn
+    fake_model.enqueue(tool_use("exec", {"argv": ["touch", "approved.txt"]}), text("Created approved.txt."))
+    world.write(chat, "make a file")
+    world.approve(chat)
+    wait_until(lambda: "Created approved.txt." in world.answers(chat), "the approved run's answer",
+               describe=fleet.logs)
+    assert (fleet.home / "workspace/approved.txt").exists()
+    assert all(status(p)["fleetCalls"]["forwarded"] == 0 for p in fleet.procs)  # each sent its own
