@@ -7,7 +7,7 @@ Per channel, 100 chats, one message each, one at a time, through the real `clawg
   render, send).
 The fake model (in this process, zero latency, echo) and the platforms' fake servers share the machine's
 cores with the daemon; email runs against real servers (Dovecot, aiosmtpd), IRC against a real InspIRCd with Anope. Add a channel by adding a Platform below. Usage:
-.venv/bin/python bench/channels.py [--chats 100] [--only telegram]
+.venv/bin/python bench/channels.py [--chats 100] [--only telegram,teams]
 """
 
 from __future__ import annotations
@@ -608,11 +608,16 @@ def wait(check: Callable[[], float | None], timeout: float) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chats", type=int, default=100)
-    parser.add_argument("--only", choices=sorted(PLATFORMS), action="append")
+    parser.add_argument("--only", action="append", metavar="NAME[,NAME…]",
+                        help="channels to measure, repeated or comma-separated: " + ", ".join(sorted(PLATFORMS)))
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    only = [name.strip() for value in args.only or [] for name in value.split(",") if name.strip()]
+    unknown = sorted(set(only) - set(PLATFORMS))
+    if unknown:
+        parser.error(f"--only: no channel named {', '.join(unknown)}; choose from {', '.join(sorted(PLATFORMS))}")
     rows = {}
-    for name in args.only or list(PLATFORMS):
+    for name in only or list(PLATFORMS):
         intake, delivery = measure(PLATFORMS[name], args.chats)
         rows[name] = {"intake_p50": pct(intake, 0.5), "intake_p99": pct(intake, 0.99),
                       "delivery_p50": pct(delivery, 0.5), "delivery_p99": pct(delivery, 0.99), "chats": args.chats}

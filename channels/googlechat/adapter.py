@@ -74,6 +74,9 @@ class GoogleChatAdapter(PlatformAdapter):
     settings_model: ClassVar[type[GoogleChatSettings]] = GoogleChatSettings
     # A Cloud project holds one Chat app, and its audience (the project number, or the endpoint URL) names it
     account_fields: ClassVar[tuple[str, ...]] = ("audience",)
+    # plain HTTPS both ways: in a fleet every process listens (events taken in are durable and deduplicated
+    # fleet-wide) and calls the Chat API itself; no connection to hold (docs/fleet.md)
+    exclusive_connection: ClassVar[bool] = False
     capabilities: ClassVar[Capabilities] = Capabilities(max_chars=MAX_CHARS, edit=True, threads=True, buttons=True)
 
     def __init__(self, settings: GoogleChatSettings, kit: ChannelKit) -> None:  # type: ignore[override]
@@ -131,7 +134,7 @@ class GoogleChatAdapter(PlatformAdapter):
 
             verifier = BearerVerifier(s, timeout=s.request_timeout_seconds)
             listener = EventListener(host=s.listen_host, port=s.listen_port, path=s.path, verifier=verifier,
-                                     handler=self._on_event, log=self.kit.log)
+                                     handler=self._on_event, log=self.kit.log, reuse_port=self.kit.in_fleet)
             try:
                 await listener.start()
             except OSError as e:

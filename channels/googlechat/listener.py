@@ -4,7 +4,8 @@ A request whose bearer token does not verify (forged, expired, for another audie
 never parsed; the log names the sender's address and why, nothing of the body or the token. A verified
 event is answered once the handler returned, i.e. once the kit made it durable: `{}` (the reply goes out
 later through the API) or a message for Chat to post (the answer to a button press). One not handled
-within `ack_seconds` is answered 503, and the handling goes on (the kit drops a second copy).
+within `ack_seconds` is answered 503, and the handling goes on (the kit drops a second copy). In a fleet
+every process listens, on one host on the same port (`reuse_port`: the kernel spreads the connections).
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ MAX_BODY = 1024 * 1024  # an event is text and ids; attachments come by referenc
 
 class EventListener:
     def __init__(self, *, host: str, port: int, path: str, verifier: BearerVerifier, handler: EventHandler,
-                 log: logging.Logger, ack_seconds: float = 10.0) -> None:
+                 log: logging.Logger, ack_seconds: float = 10.0, reuse_port: bool = False) -> None:
         self.host, self.port, self.path = host, port, path
         self._verifier = verifier
         self._handler = handler
         self._log = log
         self._ack_seconds = ack_seconds
+        self._reuse_port = reuse_port
         self._runner: web.AppRunner | None = None
         self._pending: set[asyncio.Task[Any]] = set()
 
@@ -42,7 +44,7 @@ class EventListener:
         app.router.add_post(self.path, self._event)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
+        site = web.TCPSite(self._runner, self.host, self.port, reuse_port=self._reuse_port or None)
         try:
             await site.start()
         except OSError:

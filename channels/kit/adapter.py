@@ -118,6 +118,11 @@ class AdapterKit(Protocol):
     exclusive: Callable[[str, Callable[[], Awaitable[None]]], Awaitable[None]]
 
     @property
+    def in_fleet(self) -> bool:
+        """This process is one of a fleet's (docs/fleet.md)."""
+        ...
+
+    @property
     def markdown(self) -> ModuleType:
         """clawgate.channels.kit.markdown (split_markdown, to_plain, escape), for render()."""
         ...

@@ -85,6 +85,11 @@ class ChannelKit:
                                        edit=caps.edit)
 
     @property
+    def in_fleet(self) -> bool:
+        """This process is one of a fleet's (an HTTP listener then shares its port with the fleet's others)."""
+        return self.forward is not None
+
+    @property
     def remote(self) -> bool:
         """Platform calls go to another process: a fleet, a once-per-bot connection, held elsewhere."""
         return self.forward is not None and self.adapter.exclusive_connection and not self.holding

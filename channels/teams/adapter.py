@@ -68,6 +68,9 @@ class TeamsAdapter(PlatformAdapter):
     name: ClassVar[str] = "teams"
     settings_model: ClassVar[type[TeamsSettings]] = TeamsSettings
     account_fields: ClassVar[tuple[str, ...]] = ("app_id",)
+    # plain HTTPS both ways: in a fleet every process listens (activities taken in are durable and
+    # deduplicated fleet-wide) and sends its own replies; no connection to hold (docs/fleet.md)
+    exclusive_connection: ClassVar[bool] = False
     capabilities: ClassVar[Capabilities] = Capabilities(
         max_chars=MAX_CHARS, edit=True, typing=True, buttons=True, threads=True, prompt_chars=PROMPT_CHARS)
 
@@ -143,7 +146,7 @@ class TeamsAdapter(PlatformAdapter):
             raise ChannelUnavailable(f"Teams: Microsoft's endpoints unreachable ({e or type(e).__name__})") from None
         self._connectors = Connectors(self._tokens, s.request_timeout_seconds)
         listener = ActivityListener(host=s.listen_host, port=s.listen_port, path=s.path, auth=self._auth,
-                                    handler=self._on_activity, log=self.kit.log)
+                                    handler=self._on_activity, log=self.kit.log, reuse_port=self.kit.in_fleet)
         try:
             await listener.start()
         except OSError as e:

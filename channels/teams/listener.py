@@ -4,7 +4,8 @@ A POST counts only with a bearer token that verifies (auth.InboundAuth) for the 
 serviceUrl: anything else is answered 401, and the log names only the caller's address and why (never
 the body or the token). A verified activity is answered 200 only once the handler returned, i.e. once
 the kit made it durable; one not done within `ack_seconds` is answered 503 so the Connector sends it
-again, and the intake drops the copy; the handling itself goes on.
+again, and the intake drops the copy; the handling itself goes on. In a fleet every process listens,
+on one host on the same port (`reuse_port`: the kernel spreads the connections over them).
 """
 
 from __future__ import annotations
@@ -26,12 +27,13 @@ MAX_BODY = 1024 * 1024  # an activity is text and references; Teams' own limit i
 
 class ActivityListener:
     def __init__(self, *, host: str, port: int, path: str, auth: InboundAuth, handler: Handler,
-                 log: logging.Logger, ack_seconds: float = 10.0) -> None:
+                 log: logging.Logger, ack_seconds: float = 10.0, reuse_port: bool = False) -> None:
         self._host, self._path = host, path
         self._auth = auth
         self._handler = handler
         self._log = log
         self._ack_seconds = ack_seconds
+        self._reuse_port = reuse_port
         self._runner: web.AppRunner | None = None
         self._pending: set[asyncio.Task[Any]] = set()
         self.port = port
@@ -45,7 +47,7 @@ class ActivityListener:
         app.router.add_post(self._path, self._activity)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self.port)
+        site = web.TCPSite(self._runner, self._host, self.port, reuse_port=self._reuse_port or None)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
