@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import random
 import re
 import secrets
 import shutil
@@ -14,6 +15,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import deque
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import AsyncIterator
@@ -34,33 +36,26 @@ REAL_PYTHON_PATH = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('P
 # Ports handed to servers the tests start later (a daemon, a fake platform). Not from the kernel's ephemeral
 # range (net.ipv4.ip_local_port_range, 32768-60999 by default): a port found free there can be taken as the
 # source port of some outgoing connection before its server binds it ("port is in use by another program").
-# Each xdist worker walks its own slice of 10000-32767 in turn, so two workers never hand out the same port
-# and one worker hands a port out again only after all the others of its slice.
-_PORTS_LOW, _PORTS_HIGH, _SLICES = 10_000, 32_768, 16
-_next_port: list[int] = []
-
-
-def _port_slice() -> range:
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
-    index = (int(worker) if worker.isdigit() else 0) % _SLICES
-    width = (_PORTS_HIGH - _PORTS_LOW) // _SLICES
-    return range(_PORTS_LOW + index * width, _PORTS_LOW + (index + 1) * width)
+# Picked at random below it, never one this process handed out lately: several processes pick at once (xdist
+# workers, fleets, helper scripts), and random picks from 22,000 ports rarely meet where cursors walking a
+# range in step would meet again and again.
+_PORTS = range(10_000, 32_768)
+_handed: deque[int] = deque(maxlen=512)
 
 
 def free_port() -> int:
-    ports = _port_slice()
-    if not _next_port:
-        _next_port.append(ports.start + os.getpid() % len(ports))
-    for _ in range(len(ports)):
-        port = _next_port[0]
-        _next_port[0] = ports.start + (port + 1 - ports.start) % len(ports)
+    for _ in range(1000):
+        port = random.choice(_PORTS)
+        if port in _handed:
+            continue
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return port
-    raise RuntimeError(f"no free loopback port in {ports.start}-{ports.stop - 1}")
+        _handed.append(port)
+        return port
+    raise RuntimeError(f"no free loopback port in {_PORTS.start}-{_PORTS.stop - 1}")
 
 
 _initialised: list[Path] = []  # the home `clawgate init --yes` wrote for this session, once made
