@@ -11,6 +11,7 @@ import pytest
 
 from tests.e2e.fleet.test_fleet_channels import spread, status
 from tests.e2e.test_irc_e2e import BOT, BOT_PASSWORD, OWNER, OWNER_PASSWORD, section
+from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fleet_support import LEASE_SECONDS
 from tests.irc_server import IrcNetwork, IrcUser
 from tests.waiting import wait_until
@@ -42,8 +43,8 @@ def bot_connections(network: IrcNetwork) -> tuple[int, int]:
     return now, most
 
 
-def test_one_connection_for_the_fleet_and_it_moves_when_its_holder_is_killed(fleet_factory,
-                                                                              network: IrcNetwork) -> None:
+def test_one_connection_for_the_fleet_and_it_moves_when_its_holder_is_killed(
+        fleet_factory, network: IrcNetwork, fake_model: FakeAnthropic) -> None:
     env = section(enabled=True, host="127.0.0.1", port=network.port, tls=False, nick=BOT, sasl_password=BOT_PASSWORD,
                   owner=[OWNER], retry_base_seconds=0.05)
     with IrcUser(network, OWNER, OWNER_PASSWORD) as boss:
@@ -58,9 +59,10 @@ def test_one_connection_for_the_fleet_and_it_moves_when_its_holder_is_killed(fle
         lease = f"{fleet.prefix}:lease:s:irc:*"
         wait_until(lambda: [(r.get(k) or "").split("|")[0] for k in r.scan_iter(match=lease)] == [other.node],  # type: ignore[attr-defined]
                    "the survivor holding the connection lease", timeout=LEASE_SECONDS + 60, describe=fleet.logs)
-        wait_until(lambda: status(other)["channelStates"]["irc"]["state"] == "running" and bot_connections(network)[0] == 1,
-                   "the survivor's bot on the network", describe=fleet.logs)
+        wait_until(lambda: status(other)["channelStates"]["irc"]["state"] == "running"
+                   and bot_connections(network)[0] == 1, "the survivor's bot on the network", describe=fleet.logs)
         boss.say(BOT, "after the kill")
         wait_until(lambda: len(boss.received(BOT)) >= 2, "the DM after the kill answered", describe=fleet.logs)
         assert boss.received(BOT) == ["echo: before the kill", "echo: after the kill"]
+        assert len(fake_model.requests) == 2  # each DM ran once, none again on the survivor
         assert bot_connections(network) == (1, 1), network.log()  # never two bot connections at once
