@@ -52,8 +52,10 @@ class MailWatch:
     def __init__(self, hook: Hook, settings: EmailSettings, intake: Intake, store: ChannelStore, *,
                  clock: Callable[[], float] = time.time) -> None:
         self.hook, self.settings, self.intake, self.store, self.clock = hook, settings, intake, store, clock
-        # mail delivered before the first start is not a trigger
-        self.started = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+        # Mail delivered before the first start is not a trigger. INTERNALDATE has whole seconds, so mail of
+        # the start's own second cannot be told apart: it counts as before (a mailbox that was full when the
+        # watch was set up never floods the agent); from the next second on, mail is new.
+        self.started = dt.datetime.now(dt.timezone.utc).replace(microsecond=0) + dt.timedelta(seconds=1)
         self.state = "starting"
 
     async def run(self) -> None:
