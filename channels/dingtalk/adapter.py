@@ -15,6 +15,7 @@ only for the card's own unguessable outTrackId and only from an owner (the kit d
 
 from __future__ import annotations
 
+import contextlib
 import asyncio
 import dataclasses
 import json
@@ -168,10 +169,8 @@ class DingTalkAdapter(PlatformAdapter):
     async def disconnect(self) -> None:
         client, self.client = self.client, None
         if client is not None and client.websocket is not None:
-            try:
+            with contextlib.suppress(Exception):  # closing a socket that may be half gone
                 await client.websocket.close()
-            except Exception:  # noqa: BLE001 - closing a socket that may be half gone
-                pass
         await self.api.close()
 
     def status(self) -> dict[str, Any]:
@@ -200,12 +199,10 @@ class DingTalkAdapter(PlatformAdapter):
         stored = self.kit.store.kv_get(f"webhook:{chat}")
         if not stored:
             return None
-        try:
+        with contextlib.suppress(ValueError, KeyError, TypeError):  # a stored record from another version
             hook = json.loads(stored)
             if time.time() * 1000 < int(hook["expires_ms"]) - self.settings.webhook_margin_seconds * 1000:
                 return str(hook["url"])
-        except (ValueError, KeyError, TypeError):
-            pass
         return None
 
     async def _pressed(self, user_id: str, track: str, actions: list[str]) -> str:

@@ -41,7 +41,7 @@ from clawgate.channels.feishu.settings import FeishuSettings
 if importlib.util.find_spec("lark_oapi") is None:  # the channel is an extra: say how to get it (the registry shows it)
     raise ImportError("the Feishu channel needs lark-oapi; install it with: pip install 'clawgate[feishu]'")
 
-# A rich-text message or card holds 30 KB of JSON, and the SDK sends non-ASCII as \uXXXX (6 bytes a character):
+# A rich-text message or card holds 30 KB of JSON, and the SDK writes each non-ASCII character as a 6-byte \u escape:
 # 4,000 characters stay under it with room for the frame, and read well on a phone.
 MAX_CHARS = 4000
 MAX_FILE_BYTES = 30 * 1024 * 1024  # im/v1/files accepts up to 30 MB

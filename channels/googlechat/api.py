@@ -12,6 +12,7 @@ applied (`SentMaybe`).
 
 from __future__ import annotations
 
+import contextlib
 import asyncio
 from dataclasses import dataclass
 from typing import Any
@@ -131,7 +132,5 @@ class ChatApi:
     def close(self) -> None:
         client, self._client = self._client, None
         if client is not None:
-            try:
+            with contextlib.suppress(Exception):  # closing a session that failed to open: nothing to release
                 client.transport.close()
-            except Exception:  # closing a session that failed to open: nothing to release
-                pass
