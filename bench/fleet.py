@@ -348,7 +348,7 @@ def main() -> None:
             finally:
                 fleet.stop()
             rows.append((f"failover after SIGKILL, p50 of {args.kills} (lease {args.lease:g} s)",
-                         f"{statistics.median(times):.1f} s", f"< lease + 5 s"))
+                         f"{statistics.median(times):.1f} s", "< lease + 5 s"))
             rows.append(("  the same, p99", f"{pct(times, 0.99):.1f} s", ""))
         except _Done:
             pass  # the parts asked for with --only have run
