@@ -7,12 +7,15 @@ person's client reads what Synapse delivered to it.
 from __future__ import annotations
 
 import json
+import sqlite3
+import threading
+from collections import Counter
 
 from tests.harness import DaemonProcess
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
 from tests.matrix_support import Human, humans, log_tail, matrix_bot, mx_daemon  # noqa: F401
 from tests.telegram_support import user_texts
-from tests.waiting import wait_past
+from tests.waiting import wait_past, wait_until
 
 NOTICE = "m.notice"
 
@@ -89,6 +92,12 @@ def test_a_risky_tool_in_a_room_is_approved_by_the_owners_reaction_and_a_cron_re
 
 def test_kill_during_a_burst_of_50_then_every_message_is_answered_once(
         mx_daemon, matrix_bot, humans, fake_model) -> None:
+    """The kill lands while the model is answering 'burst 5' and the rest of the first 20 wait in the inbox.
+
+    Where a kill lands decides what may be asked again: a model call whose answer had not been recorded
+    yet is asked again after the restart (the answer never existed for the daemon), and nothing else is.
+    The kill is placed in such a call on purpose; at a random moment it sometimes landed in one (then the
+    repeated request looked like an extra model call) and sometimes did not."""
     # timeline_limit 10: the restart's first /sync leaves messages out, which the adapter must page back for
     daemon = mx_daemon(dm_policy="open", timeline_limit=10)
     alice = humans("alice")
@@ -96,11 +105,16 @@ def test_kill_during_a_burst_of_50_then_every_message_is_answered_once(
     room = alice.dm(bot)
     alice.send(room, "warm up")
     alice.wait(lambda: bot_notices(alice, room, bot), "the warm-up answer", describe=log_tail(daemon))
+    cut = threading.Event()  # the fake sends the first words of the answer to 'burst 5', then waits
+    fake_model.enqueue_for("burst 5", text("echo: burst 5", hold=cut))
     sent = [f"burst {i}" for i in range(50)]
     for body in sent[:20]:
         alice.send(room, body)
-    alice.wait(lambda: len(bot_notices(alice, room, bot)) >= 3, "the burst to be under way")
+    wait_until(lambda: "burst 5" in asked_texts(fake_model), "the model to be answering 'burst 5'",
+               describe=log_tail(daemon))
+    wait_until(lambda: accepted(daemon) == 21, "the first 20 messages in the inbox", describe=log_tail(daemon))
     daemon.kill()
+    cut.set()  # the answer's rest goes to a dead connection
     for body in sent[20:]:
         alice.send(room, body)
     daemon.start()
@@ -110,11 +124,32 @@ def test_kill_during_a_burst_of_50_then_every_message_is_answered_once(
     wait_past(1.0)  # a duplicate would follow within the dispatcher's first retry
     answers = bot_notices(alice, room, bot)
     assert sorted(answers) == sorted(want), [a for a in answers if answers.count(a) > 1]
-    asked = [user_texts(r)[-1] for r in fake_model.requests]
-    assert sorted(asked) == sorted(["warm up", *sent])
+    # 'burst 5' and the 14 behind it were accepted and unanswered at the kill: processed again on start
+    assert any("recovered 15 unanswered message(s)" in line for line in daemon.output), daemon.log_text()
+    # one model call per message; the call the kill cut is the one asked again, as the same request
+    asked, expected = Counter(asked_texts(fake_model)), Counter(["warm up", *sent, "burst 5"])
+    assert asked == expected, {"asked more often": dict(asked - expected), "asked less often": dict(expected - asked)}
+    first, again = [r["messages"] for r in fake_model.requests if user_texts(r)[-1] == "burst 5"]
+    assert again == first
     # the restart logged in as the same device (its id kept), which is what lets the homeserver recognise a resend
     devices = matrix_bot.devices()
     assert len([d for d in devices if d.get("display_name") == "clawgate"]) == 1, devices
+
+
+def asked_texts(fake_model: FakeAnthropic) -> list[str]:
+    """What the person typed last in each model request: one per model call made for a message."""
+    return [user_texts(r)[-1] for r in fake_model.requests]
+
+
+def accepted(daemon: DaemonProcess) -> int:
+    """Messages in the daemon's inbox (accepted, answered or not), read from its state database."""
+    db = sqlite3.connect(daemon.home / "state/clawgate.db", timeout=1, isolation_level=None)
+    try:
+        return int(db.execute("SELECT count(*) FROM inbox").fetchone()[0])
+    except sqlite3.OperationalError:  # busy for a moment: ask again
+        return -1
+    finally:
+        db.close()
 
 
 def test_an_encrypted_dm_is_read_and_answered_encrypted(mx_daemon, matrix_bot, humans, fake_model, tmp_path) -> None:
