@@ -27,13 +27,12 @@ from typing import Any, Awaitable, Callable
 from aiohttp import web
 
 from clawgate.agent.bus import Intake
+from clawgate.channels.listener import READ_SECONDS, HttpListener
 from clawgate.agent.triggers.hooks import Call, FailedAuth, Hook, HookRefused, delivery_id, inbound, parse_body, \
     precheck, render, retry_after, verify
 from clawgate.config.loader import ConfigError
 
 log = logging.getLogger("clawgate.hooks")
-READ_SECONDS = 30.0
-LINGER_SECONDS = 10.0
 REFUSAL_LOG_SECONDS = 60.0  # a flood of bad calls is one log line per hook per this, with a count
 CHUNK_BYTES = 64 * 1024  # the body is read in pieces of at most this, never past the limit by more than a byte
 _HANG_UP = "clawgate.hooks.hang_up"  # set on a request refused before its body: answer, then close unread
@@ -46,7 +45,7 @@ class HooksServer:
         self.hooks, self.intake = hooks, intake
         self.host, self._want_port = host, port
         self.clock, self.read_seconds = clock, read_seconds
-        self._runner: web.AppRunner | None = None
+        self._listener: HttpListener | None = None
         self._refused: dict[str, tuple[float, int]] = {}  # hook -> (last logged, refusals not logged since)
         self.failures = FailedAuth()  # failed authentications per remote address, over every hook
         # in a fleet (gateway/fleet.py): (name, per second, burst) -> seconds to wait, one bucket for all processes
@@ -54,35 +53,28 @@ class HooksServer:
 
     @property
     def port(self) -> int:
-        assert self._runner is not None
-        return int(self._runner.addresses[0][1])
+        assert self._listener is not None
+        return self._listener.port
 
     async def start(self) -> None:
         largest = max(h.settings.max_body_bytes for h in self.hooks.values())
         app = web.Application(client_max_size=largest)
         app.router.add_route("*", "/{tail:.*}", self._serve, expect_handler=self._expect)
-        app.on_response_prepare.append(_no_server_header)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False, keepalive_timeout=self.read_seconds,
-                               lingering_time=min(LINGER_SECONDS, self.read_seconds))
-        await runner.setup()
+        listener = HttpListener(app, host=self.host, port=self._want_port, read_seconds=self.read_seconds)
         try:
-            await web.TCPSite(runner, self.host, self._want_port).start()
+            await listener.start()
         except OSError as exc:
-            await runner.cleanup()
             if exc.errno == errno.EADDRINUSE:
                 raise ConfigError(f"config error: gateway.hooks_port {self._want_port} is in use by another program; "
                                   "set another (CLAWGATE_GATEWAY__HOOKS_PORT)") from None
             raise
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner = runner
+        self._listener = listener
         log.info("webhooks listening on http://%s:%d/hooks/<name> (%s)", self.host, self.port, ", ".join(sorted(self.hooks)))
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        if self._listener is not None:
+            await self._listener.close()
+            self._listener = None
 
     async def _serve(self, request: web.Request) -> web.Response:
         try:
@@ -260,8 +252,3 @@ def _refusal_response(refused: HookRefused) -> web.Response:
         headers["Allow"] = "POST"
     return web.json_response({"error": refused.reason if refused.status != 401 else "unauthorized"},
                              status=refused.status, headers=headers)
-
-
-async def _no_server_header(request: web.Request, response: web.StreamResponse) -> None:
-    """A public endpoint does not tell scanners which HTTP library (and version) answers it."""
-    response.headers.popall("Server", None)

@@ -34,9 +34,9 @@ from clawgate.channels.kit import (
     Target,
     Unconfirmed,
 )
-from clawgate.channels.kit.markdown import hard_split, split_markdown
+from clawgate.channels.kit.markdown import render_in_pieces
+from clawgate.channels.kit.marks import MarkerStyle, label_then_url, to_markers
 from clawgate.channels.kit.probe import ProbeResult, logged_in, refused, unreachable, wrong_base_url
-from clawgate.channels.whatsapp.format import to_whatsapp
 
 MAX_CHARS = 4096  # a message's text (the Chat API's limit)
 SPLIT_AT = 3_600  # Markdown per piece, leaving room for the markers and links conversion adds
@@ -45,28 +45,22 @@ AUDIENCE_FIX = ("the app's authentication audience from the Chat API's Configura
 
 
 def _link(label: str, url: str) -> str:
-    return f"<{url}|{label}>"
+    """Chat's `<url|label>`; a link whose label is its url is left for Chat to make clickable."""
+    return f"<{url}|{label}>" if url and label.strip() and label != url else label_then_url(label, url)
+
+
+GOOGLE_CHAT = MarkerStyle(link=_link)
 
 
 def to_chat(markdown: str) -> str:
     """One piece of Markdown in Chat's formatting. `<users/…>` is Chat's mention syntax (`<users/all>`
     notifies everyone): one the model wrote is shown as text, never a mention."""
-    return to_whatsapp(markdown, link=_link).replace("<users/", "‹users/")
+    return to_markers(markdown, GOOGLE_CHAT).replace("<users/", "‹users/")
 
 
-def render_chunks(markdown: str, limit: int = SPLIT_AT) -> list[str]:
-    """Markdown as messages of at most MAX_CHARS: split on the Markdown, each piece converted; a piece the
-    markers made too long is split smaller (no formatting spans two messages)."""
-    out: list[str] = []
-    for piece in split_markdown(markdown, limit):
-        text = to_chat(piece)
-        if len(text) <= MAX_CHARS:
-            out.extend([text] if text.strip() else [])
-        elif limit <= 250:
-            out.extend(hard_split(text, MAX_CHARS))
-        else:
-            out.extend(render_chunks(piece, limit // 2))
-    return out
+def render_chunks(markdown: str) -> list[str]:
+    """Markdown as messages of at most MAX_CHARS (no formatting spans two messages)."""
+    return [text for text, _ in render_in_pieces(markdown, to_chat, MAX_CHARS, SPLIT_AT)]
 
 
 class GoogleChatAdapter(PlatformAdapter):

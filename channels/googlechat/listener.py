@@ -18,6 +18,7 @@ from typing import Any, Awaitable, Callable
 from aiohttp import web
 
 from clawgate.channels.googlechat.auth import BearerVerifier, Refused
+from clawgate.channels.listener import HttpListener
 
 EventHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 MAX_BODY = 1024 * 1024  # an event is text and ids; attachments come by reference
@@ -32,7 +33,7 @@ class EventListener:
         self._log = log
         self._ack_seconds = ack_seconds
         self._reuse_port = reuse_port
-        self._runner: web.AppRunner | None = None
+        self._listener: HttpListener | None = None
         self._pending: set[asyncio.Task[Any]] = set()
 
     @property
@@ -42,21 +43,14 @@ class EventListener:
     async def start(self) -> None:
         app = web.Application(client_max_size=MAX_BODY)
         app.router.add_post(self.path, self._event)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_port=self._reuse_port or None)
-        try:
-            await site.start()
-        except OSError:
-            await self._runner.cleanup()
-            self._runner = None
-            raise
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        listener = HttpListener(app, host=self.host, port=self.port, reuse_port=self._reuse_port)
+        self.port = await listener.start()
+        self._listener = listener
 
     async def close(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        if self._listener is not None:
+            await self._listener.close()
+            self._listener = None
 
     async def _event(self, request: web.Request) -> web.Response:
         try:

@@ -176,4 +176,26 @@ def fence(text: str) -> str:
     return f"{marks}\n{text}\n{marks}"
 
 
-__all__ = ["escape", "fence", "hard_split", "split_markdown", "to_plain"]
+
+
+def render_in_pieces(markdown: str, convert: Callable[[str], str], max_chars: int, split_at: int,
+                     measure: Callable[[str], int] = len) -> list[tuple[str, str]]:
+    """A reply as messages of at most `max_chars` of `convert`ed text, each with the Markdown it came from:
+    split on the Markdown first (`split_at` leaves room for what conversion adds), then each piece
+    converted on its own, so no formatting spans two messages; a piece conversion made too long is split
+    smaller, and a single unbroken run is cut by length as the last resort."""
+    out: list[tuple[str, str]] = []
+    for piece in split_markdown(markdown, split_at, measure=measure):
+        text = convert(piece)
+        if not text.strip():
+            continue
+        if measure(text) <= max_chars:
+            out.append((text, piece))
+        elif split_at <= 250:
+            out.extend((part, part) for part in hard_split(text, max_chars, measure))
+        else:
+            out.extend(render_in_pieces(piece, convert, max_chars, split_at // 2, measure))
+    return out
+
+
+__all__ = ["escape", "fence", "hard_split", "render_in_pieces", "split_markdown", "to_plain"]

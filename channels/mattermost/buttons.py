@@ -15,6 +15,8 @@ from typing import Any, Awaitable, Callable
 
 from aiohttp import web
 
+from clawgate.channels.listener import HttpListener
+
 Answer = Callable[[str, str, bool, str], Awaitable[str]]  # (approval id, user id, approved, channel) -> line
 MAX_BODY = 64 * 1024
 
@@ -40,19 +42,19 @@ class ActionListener:
         self.host, self.port = parse_listen(listen)
         self._secret_of = secret_of
         self._answer = answer
-        self._runner: web.AppRunner | None = None
+        self._listener: HttpListener | None = None
 
     async def start(self) -> None:
         app = web.Application(client_max_size=MAX_BODY)
         app.router.add_post(self.path, self._press)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, self.host, self.port).start()
+        listener = HttpListener(app, host=self.host, port=self.port)
+        self.port = await listener.start()
+        self._listener = listener
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        if self._listener is not None:
+            await self._listener.close()
+            self._listener = None
 
     async def _press(self, request: web.Request) -> web.Response:
         try:

@@ -19,6 +19,7 @@ from urllib.parse import parse_qs
 from aiohttp import web
 from slack_sdk.signature import SignatureVerifier
 
+from clawgate.channels.listener import HttpListener
 from clawgate.channels.slack.socket import EnvelopeHandler
 
 
@@ -32,7 +33,7 @@ class HttpReceiver:
         self._handler = handler
         self._log = log
         self._ack_seconds = ack_seconds
-        self._runner: web.AppRunner | None = None
+        self._listener: HttpListener | None = None
         self._pending: set[asyncio.Task[Any]] = set()
         self.port = port
 
@@ -43,16 +44,14 @@ class HttpReceiver:
     async def start(self) -> None:
         app = web.Application(client_max_size=1024 * 1024)
         app.router.add_post(self._path, self._handle)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._port)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        listener = HttpListener(app, host=self._host, port=self._port)
+        self.port = await listener.start()
+        self._listener = listener
 
     async def close(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        if self._listener is not None:
+            await self._listener.close()
+            self._listener = None
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()

@@ -19,6 +19,7 @@ from aiohttp import web
 from microsoft_agents.activity import Activity
 from pydantic import ValidationError
 
+from clawgate.channels.listener import HttpListener
 from clawgate.channels.teams.auth import NETWORK, InboundAuth, Refused, ServiceError
 
 Handler = Callable[[Activity, dict[str, Any]], Awaitable[None]]
@@ -34,7 +35,7 @@ class ActivityListener:
         self._log = log
         self._ack_seconds = ack_seconds
         self._reuse_port = reuse_port
-        self._runner: web.AppRunner | None = None
+        self._listener: HttpListener | None = None
         self._pending: set[asyncio.Task[Any]] = set()
         self.port = port
 
@@ -45,16 +46,13 @@ class ActivityListener:
     async def start(self) -> None:
         app = web.Application(client_max_size=MAX_BODY)
         app.router.add_post(self._path, self._activity)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self.port, reuse_port=self._reuse_port or None)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._listener = HttpListener(app, host=self._host, port=self.port, reuse_port=self._reuse_port)
+        self.port = await self._listener.start()
 
     async def close(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        if self._listener is not None:
+            await self._listener.close()
+            self._listener = None
 
     async def _activity(self, request: web.Request) -> web.Response:
         try:

@@ -16,7 +16,7 @@ from typing import Any
 
 from markdown_it import MarkdownIt
 
-from clawgate.channels.kit.markdown import hard_split, split_markdown
+from clawgate.channels.kit.markdown import render_in_pieces
 
 MAX_CHARS = 4000  # rendered HTML per message: Teams takes ~100 KB, long walls are unreadable in its client
 SPLIT_AT = 3000  # Markdown per piece, leaving room for the tags rendering adds
@@ -47,20 +47,9 @@ class Chunk(str):
         return chunk
 
 
-def render_chunks(markdown: str, limit: int = SPLIT_AT) -> list[str]:
+def render_chunks(markdown: str) -> list[str]:
     """Split on the Markdown first, then render each piece; a piece the tags made too long is split smaller."""
-    out: list[str] = []
-    for piece in split_markdown(markdown, limit, measure=_utf16):
-        html = to_html(piece)
-        if not html.strip():
-            continue
-        if _utf16(html) <= MAX_CHARS:
-            out.append(Chunk(html, piece))
-        elif limit <= 250:
-            out.extend(Chunk(part, part) for part in hard_split(html, MAX_CHARS, _utf16))
-        else:
-            out.extend(render_chunks(piece, limit // 2))
-    return out
+    return [Chunk(html, source) for html, source in render_in_pieces(markdown, to_html, MAX_CHARS, SPLIT_AT, _utf16)]
 
 
 def approval_card(approval_id: str, secret: str) -> dict[str, Any]:

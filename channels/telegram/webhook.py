@@ -26,10 +26,10 @@ from typing import Awaitable, Callable
 from aiohttp import web
 from telegram import Bot, Update
 
+from clawgate.channels.listener import READ_SECONDS, HttpListener
+
 log = logging.getLogger("clawgate.telegram")
 MAX_BODY = 1024 * 1024
-READ_SECONDS = 30.0
-LINGER_SECONDS = 10.0  # aiohttp's default lingering_time
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 
 
@@ -44,39 +44,22 @@ class WebhookServer:
         self.bot, self.handle = bot, handle
         self.read_seconds = read_seconds
         self.host, self.path, self.secret = host, path or "/", secret
-        self._want_port = port
-        self._runner: web.AppRunner | None = None
         self._order = asyncio.Lock()
-
-    @property
-    def port(self) -> int:
-        assert self._runner is not None
-        return int(self._runner.addresses[0][1])
-
-    async def start(self) -> None:
         # One catch-all route, so the checks below run in a fixed order for every path and method.
         app = web.Application(client_max_size=MAX_BODY)
         app.router.add_route("*", "/{tail:.*}", self._serve)
-        app.on_response_prepare.append(_no_server_header)
-        # aiohttp's keep-alive timer also runs while a request's headers arrive and is not reset by
-        # each byte: a client trickling its headers is closed after read_seconds. After a refusal, the
-        # unread rest of a body is drained (so the client reads the status, not a reset) for at most
-        # aiohttp's 10 s, and never longer than the body's own read deadline.
-        runner = web.AppRunner(app, access_log=None, handle_signals=False, keepalive_timeout=self.read_seconds,
-                               lingering_time=min(LINGER_SECONDS, self.read_seconds))
-        await runner.setup()
-        try:
-            await web.TCPSite(runner, self.host, self._want_port).start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner = runner
+        self._listener = HttpListener(app, host=host, port=port, read_seconds=read_seconds)
+
+    @property
+    def port(self) -> int:
+        return self._listener.port
+
+    async def start(self) -> None:
+        await self._listener.start()
         log.info("webhook listening on %s:%d%s", self.host, self.port, self.path)
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        await self._listener.close()
 
     async def _serve(self, request: web.Request) -> web.Response:
         status = await self._decide(request)
@@ -116,8 +99,3 @@ class WebhookServer:
             except Exception as exc:
                 log.exception("update %d could not be handled (%s); skipped", update.update_id, exc)
         return 200
-
-
-async def _no_server_header(request: web.Request, response: web.StreamResponse) -> None:
-    """A public endpoint does not tell scanners which HTTP library (and version) answers it."""
-    response.headers.popall("Server", None)

@@ -20,6 +20,8 @@ from typing import Any, Awaitable, Callable
 
 from aiohttp import web
 
+from clawgate.channels.listener import HttpListener
+
 PayloadHandler = Callable[[dict[str, Any]], Awaitable[None]]
 MAX_BODY = 3 * 1024 * 1024  # Meta batches at most 1,000 updates per POST; text only, media come by id
 
@@ -42,7 +44,7 @@ class WebhookReceiver:
         self._handler = handler
         self._log = log
         self._ack_seconds = ack_seconds
-        self._runner: web.AppRunner | None = None
+        self._listener: HttpListener | None = None
         self._pending: set[asyncio.Task[Any]] = set()
         self.port = port
 
@@ -54,16 +56,14 @@ class WebhookReceiver:
         app = web.Application(client_max_size=MAX_BODY)
         app.router.add_get(self._path, self._verify_subscription)
         app.router.add_post(self._path, self._deliver)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self.port)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        listener = HttpListener(app, host=self._host, port=self.port)
+        self.port = await listener.start()
+        self._listener = listener
 
     async def close(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        if self._listener is not None:
+            await self._listener.close()
+            self._listener = None
 
     async def _verify_subscription(self, request: web.Request) -> web.Response:
         query = request.query
