@@ -100,6 +100,15 @@ def site(path: str, port: int) -> tuple[int, dict[str, str], bytes]:
     if path == "/popups":
         return html("<title>Popups</title><a href='/one' target='_blank'>first</a> "
                     "<a href='/two' target='_blank'>second</a>")
+    if path == "/leave":
+        return html(f"<title>Leave</title><a href='/stay'>here</a> <a href='http://localhost:{port}/away'>elsewhere</a>"
+                    f"<form action='http://localhost:{port}/sent'><input name=q aria-label=Query>"
+                    "<button>Send</button></form>"
+                    f"<button type=button onclick=\"location.href='http://localhost:{port}/scripted'\">Script</button>")
+    if path == "/prefilled":  # the page (or a kept login) filled the password in
+        return html("<title>Welcome back</title><form action='/signed-in'><input name=user aria-label=User value=ada>"
+                    "<input type=password name=pass aria-label=Password value=page-filled>"
+                    "<button>Sign in</button></form>")
     if path == "/set-cookie":
         return 200, {"content-type": "text/html", "set-cookie": "session=owner-secret; Path=/"}, b"<p>set</p>"
     return html(f"<title>Page</title><p>path {path}</p>")
@@ -421,3 +430,45 @@ async def test_a_posted_form_reaches_the_server_through_the_proxy(rig: Rig) -> N
         server.shutdown()
         server.server_close()
     assert posted == [b"note=milk+%26+eggs"] and "title: Saved" in done and "saved note=milk+%26+eggs" in done
+
+
+async def test_a_click_or_a_submit_to_another_host_asks_as_navigate_does(rig: Rig) -> None:
+    with web_page(site) as (port, hits):
+        await rig.ok(action="navigate", url=f"http://127.0.0.1:{port}/leave")
+        snap = await rig.ok(action="snapshot")
+        assert rig.ctx.taint.tainted  # the page's text is in the run
+        for args in ({"action": "click", "ref": ref(snap, 'link "elsewhere"')},
+                     {"action": "click", "ref": ref(snap, 'button "Send"')},
+                     {"action": "type", "ref": ref(snap, 'textbox "Query"'), "text": "secrets", "submit": True}):
+            denied = await rig.call(**args)
+            assert denied.status == "denied", (args, denied.content)
+            assert "opens localhost, a host this run has not contacted" in denied.content, denied.content
+        # a script taking the page elsewhere cannot be foreseen: the navigation is stopped and said
+        scripted = await rig.call(action="click", ref=ref(snap, 'button "Script"'))
+        assert scripted.is_error and f"went on to http://localhost:{port}/scripted" in scripted.content, scripted.content
+        assert "navigate to it" in scripted.content
+        assert not [hit for hit in hits if hit.startswith(("/away", "/sent", "/scripted"))], hits
+        await rig.ok(action="navigate", url=f"http://127.0.0.1:{port}/leave")
+        stay = await rig.ok(action="click", ref=ref(await rig.ok(action="snapshot"), 'link "here"'))  # the same site
+        assert "path /stay" in await rig.ok(action="snapshot") and stay
+        await rig.ok(action="navigate", url=f"http://127.0.0.1:{port}/leave")
+        rig.broker.mode = "allow"  # the owner approves the click: the page opens, as an approved navigate does
+        away = await rig.ok(action="click", ref=ref(await rig.ok(action="snapshot"), 'link "elsewhere"'))
+        assert f"http://localhost:{port}/away" in away and "/away" in hits, away
+
+
+async def test_submitting_a_form_that_holds_a_password_asks(rig: Rig) -> None:
+    with web_page(site) as (port, hits):
+        await rig.ok(action="navigate", url=f"http://127.0.0.1:{port}/prefilled")
+        snap = await rig.ok(action="snapshot")
+        for args in ({"action": "click", "ref": ref(snap, 'button "Sign in"')},
+                     {"action": "type", "ref": ref(snap, 'textbox "User"'), "text": "ada", "submit": True},
+                     {"action": "press", "ref": ref(snap, 'textbox "User"'), "key": "Enter"}):
+            denied = await rig.call(**args)
+            assert denied.status == "denied", (args, denied.content)
+            assert "submitting a form that holds a password (field pass) on 127.0.0.1" in denied.content
+        assert not [hit for hit in hits if hit.startswith("/signed-in")], hits
+        assert not (await rig.call(action="type", ref=ref(snap, 'textbox "User"'), text="bob")).is_error  # no submit
+        rig.broker.mode = "allow"
+        signed = await rig.ok(action="click", ref=ref(snap, 'button "Sign in"'))
+        assert "/signed-in?user=bob&pass=page-filled" in hits, (hits, signed)

@@ -80,6 +80,7 @@ class PersonContext:
     workspace: Any = None  # the WorkspaceGuard of the person's latest call: where downloads go
     reported: int = 0  # gate.refused lines already told to the model
     who: str = ""  # "" the owner, "<channel>:<id>" a guest
+    signed_in: set[str] = field(default_factory=set)  # sites the owner approved sending a password to
 
     def page(self) -> Any:
         self.pages = [p for p in self.pages if not p.is_closed()]
