@@ -12,9 +12,12 @@ import os
 import re
 import shutil
 import signal
+import tempfile
 import threading
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Iterator
 
 import pytest
 
@@ -472,3 +475,74 @@ async def test_submitting_a_form_that_holds_a_password_asks(rig: Rig) -> None:
         rig.broker.mode = "allow"
         signed = await rig.ok(action="click", ref=ref(snap, 'button "Sign in"'))
         assert "/signed-in?user=bob&pass=page-filled" in hits, (hits, signed)
+
+
+@contextmanager
+def endless_download() -> Iterator[tuple[int, dict[str, Any]]]:
+    """A page on 127.0.0.1 whose link downloads 512 MiB slowly (no announced size); says how much was sent
+    and whether the browser hung up before the end."""
+    seen: dict[str, Any] = {"sent": 0, "cut": threading.Event(), "done": False}
+    stop = threading.Event()
+    chunk = b"x" * 65536
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path != "/endless.bin":
+                body = b"<title>Big</title><a href='/endless.bin'>everything</a>"
+                self.send_response(200)
+                self.send_header("content-type", "text/html")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
+            self.send_response(200)
+            self.send_header("content-type", "application/octet-stream")
+            self.send_header("content-disposition", 'attachment; filename="endless.bin"')
+            self.end_headers()
+            try:
+                for _ in range(8192):
+                    if stop.wait(0.01):
+                        return
+                    self.wfile.write(chunk)
+                    seen["sent"] += len(chunk)
+                seen["done"] = True
+            except OSError:
+                seen["cut"].set()
+
+        def log_message(self, *args: Any) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1], seen
+    finally:
+        stop.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+async def test_a_download_past_the_limit_is_stopped_while_it_runs(rig: Rig) -> None:
+    said: list[str] = []
+    with endless_download() as (port, seen):
+        said.append(await rig.ok(action="navigate", url=f"http://127.0.0.1:{port}/"))
+        person = rig.tool.host.contexts[""]
+        watch = await person.context.new_cdp_session(person.page())  # to learn the download's id, as Chromium names it
+        await watch.send("Page.enable")
+        guids: list[str] = []
+        watch.on("Page.downloadWillBegin", lambda event: guids.append(event["guid"]))
+        said.append(await rig.ok(action="click", ref=ref(await rig.ok(action="snapshot"), 'link "everything"')))
+
+        async def reported() -> bool:
+            said.append(await rig.ok(action="tabs"))
+            return any("stopped at" in line for line in said)
+        await wait_until_async(reported, "the download stopped at the limit", describe=lambda: said[-1])
+        await wait_until_async(lambda: seen["cut"].is_set(), "the browser hanging up on the download")
+        assert not seen["done"] and seen["sent"] < 512 * 2**20
+    [line] = [line for line in "\n".join(said).splitlines() if "endless.bin" in line and "stopped at" in line]
+    assert "over tools.browser.download_max_bytes (4096); nothing of it was kept" in line, line
+    assert not (rig.ctx.workspace.root / "downloads").exists() or not list((rig.ctx.workspace.root / "downloads").iterdir())
+    assert guids and not [path for guid in guids
+                          for path in Path(tempfile.gettempdir()).glob(f"playwright-artifacts-*/{guid}*")]
