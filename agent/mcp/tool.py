@@ -131,7 +131,7 @@ class McpTool(Tool):
         link = self.link(ctx)
         if args._gate == "elsewhere" or link is None:
             raise ToolError(f"the MCP server '{self.server}' does not run for this agent",
-                            f"the owner can list it in the agent's tools.mcp_servers")
+                            "the owner can list it in the agent's tools.mcp_servers")
         if args._gate != "run":
             raise ToolError(args._down or f"MCP server '{self.server}' is down", "try again later")
         result = await link.call(self.remote, args.model_extra or {})
