@@ -262,6 +262,7 @@ class Roster:
 
     agents: Mapping[str, Agent]
     bindings: tuple[Binding, ...] = ()
+    heartbeat_deliver: str = "last"  # [heartbeat] deliver: the default agent's when it sets no heartbeat_deliver
 
     @property
     def default(self) -> Agent:
@@ -283,6 +284,15 @@ class Roster:
         rules apply to nothing, so it is refused by `get`)."""
         ident, _ = agent_of_key(key)
         return self.get(ident)
+
+    def heartbeat_target(self, agent: Agent) -> tuple[str, str]:
+        """Where `agent`'s heartbeat news goes and the setting that decides it ("default" when none does), as
+        the heartbeat delivers it (gateway/agent_scope.py `heartbeat_deliver`): shown by `clawgate agents list`."""
+        if agent.config.heartbeat_deliver:
+            return agent.config.heartbeat_deliver, f"agents.{agent.id}.heartbeat_deliver"
+        if agent.default:
+            return self.heartbeat_deliver, "heartbeat.deliver"
+        return "last", "default"
 
     def refusal(self, session_key: str, named: str | None) -> str | None:
         """Why a client acting for the agent `named` (None: a client that named none, which acts for the

@@ -245,7 +245,7 @@ def agents_of(paths: Paths, settings: Settings) -> dict[str, Agent]:
 
 def roster_of(paths: Paths, settings: Settings) -> Roster:
     """The agents and bindings a daemon routes by (config/agents.py)."""
-    return Roster(agents_of(paths, settings), tuple(settings.bindings))
+    return Roster(agents_of(paths, settings), tuple(settings.bindings), settings.heartbeat.deliver)
 
 
 def load(home: Path | None = None, environ: Mapping[str, str] | None = None) -> tuple[Paths, Settings]:

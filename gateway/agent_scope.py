@@ -8,14 +8,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Awaitable, Callable, Literal, Protocol
+from typing import Awaitable, Callable, Iterable, Literal, Protocol
 
 from clawgate.agent.context.builder import AgentView
 from clawgate.agent.mcp.tool import McpTool
 from clawgate.agent.session import SessionManager
 from clawgate.agent.tools import ToolRegistry
 from clawgate.agent.usage.ledger import UsageLedger
-from clawgate.config.agents import AGENT_PREFIX, AgentConfig, Place, Roster, agent_id_of, split_workspace
+from clawgate.config.agents import AGENT_PREFIX, Agent, AgentConfig, Place, Roster, agent_id_of, split_workspace
 from clawgate.config.schema import AgentSettings
 from clawgate.workspace.users import Workspaces
 
@@ -66,11 +66,33 @@ def chat_of_agent(roster: Roster, sessions: SessionManager) -> Callable[[str, st
     return may_post
 
 
+def uses_mcp_server(agent: Agent, server: str) -> bool:
+    """Whether `agent` may be offered tools of the MCP server `server`, as `allowed_tools` decides: its
+    `mcp_servers` names it, or (without that list) its `allow` names one of its tools (`mcp_<server>_…`),
+    or (without either) it is the default agent."""
+    own, listed = agent.config.tools.mcp_servers, agent.config.tools.allow
+    if own is not None:
+        return server in own
+    if listed is not None:
+        return any(name.startswith(f"mcp_{server}_") for name in listed)
+    return agent.default
+
+
+def mcp_users(roster: Roster, servers: Iterable[str]) -> dict[str, list[tuple[str | None, Path]]]:
+    """Per MCP server, the agents that use it (the default agent first), each with the id its session keys
+    carry and its workspace: agent/mcp/manager.py starts the server in each one's own workspace."""
+    return {server: [(None if agent.default else agent.id, agent.workspace)
+                     for agent in sorted(roster.agents.values(), key=lambda a: not a.default)
+                     if uses_mcp_server(agent, server)]
+            for server in servers}
+
+
 def allowed_tools(roster: Roster, registry: ToolRegistry) -> Callable[[str, str], bool]:
     """Whether a session's agent may use a tool: its `[agents.<id>.tools] allow` list where it has one; an MCP
     server's tool only where the agent's `mcp_servers` names that server (where it sets them). Without either,
-    every tool, but for another agent than the default no MCP server's (they run in the default agent's
-    workspace, docs/mcp.md, so they would reach its files). A session of an agent no longer configured: none."""
+    every tool, but for another agent than the default no MCP server's (a server is somebody else's program:
+    an agent gets one only by naming it). Each agent's calls go to the server's process in its own workspace
+    (`mcp_users`). A session of an agent no longer configured: none."""
     allow = {ident: None if a.config.tools.allow is None else frozenset(a.config.tools.allow)
              for ident, a in roster.agents.items()}
     servers = {ident: None if a.config.tools.mcp_servers is None else frozenset(a.config.tools.mcp_servers)

@@ -65,7 +65,7 @@ from clawgate.workspace.users import Workspaces
 
 from . import __version__
 from .agent_scope import (agent_identity, agent_place, allowed_tools, approval_mode, chat_of_agent, check_model,
-                          exec_allowlist, heartbeat_deliver, person_root, token_budget)
+                          exec_allowlist, heartbeat_deliver, mcp_users, person_root, token_budget)
 from .device_links import DeviceLinks
 from .home_setup import write_workspace
 from .limits import open_files_per_cache, raise_open_file_limit
@@ -334,7 +334,8 @@ def build_producers(paths: Paths, settings: Settings, state: State, talk: Conver
                           events=state.events, pending=paths.subagents, fsync=settings.state.fsync)
     if settings.subagents.enabled:
         talk.tools.add(Spawn(subagents))
-    mcp = McpManager(settings.mcp, talk.tools, workspace=state.workspace.root, logs=paths.logs)
+    mcp = McpManager(settings.mcp, talk.tools, workspace=state.workspace.root, logs=paths.logs,
+                     users=mcp_users(state.roster, settings.mcp.servers))  # each agent's in its own workspace
     heartbeat = Heartbeat(settings.heartbeat, workspace=state.workspace.root, tasks=state.tasks,
                           sessions=state.sessions, bus=state.bus, events=state.events, busy=sessions.busy,
                           agents={agent.session_key(settings.heartbeat.session): agent.workspace  # each its own

@@ -15,9 +15,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Mapping, Protocol
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
+
+from clawgate.config.agents import agent_id_of
 
 from ..tools.base import Tool, ToolContext, ToolError
 from ..trust.untrusted import wrap_untrusted
@@ -29,7 +31,7 @@ NAME_MAX = 64  # the Messages API: ^[a-zA-Z0-9_-]{1,64}$
 DESCRIPTION_CAP = 2000
 _INVALID = re.compile(r"[^A-Za-z0-9_-]")
 
-Gate = Literal["run", "guest", "down"]
+Gate = Literal["run", "guest", "down", "elsewhere"]
 
 
 class ServerLink(Protocol):
@@ -77,10 +79,13 @@ class McpTool(Tool):
     Arguments = McpArgs
 
     def __init__(self, *, name: str, server: str, remote: str, description: str, schema: dict[str, Any],
-                 settings: "McpServerSettings", connection: ServerLink) -> None:
+                 settings: "McpServerSettings", connection: ServerLink,
+                 by_agent: Mapping[str | None, ServerLink] | None = None) -> None:
+        """`by_agent`: the server's process of each agent that uses it (manager.py), by the id in its session
+        keys (None the default agent); a call goes to its own agent's, never another's. None: `connection`."""
         self.name = name  # type: ignore[misc]  (per instance: one class serves every server tool)
         self.server, self.remote = server, remote
-        self.settings, self.connection = settings, connection
+        self.settings, self.connection, self.by_agent = settings, connection, by_agent
         self.read_only = settings.is_read_only(remote)
         self.side_effects = not self.read_only  # type: ignore[misc]
         text = " ".join((description or "").split())[:DESCRIPTION_CAP] or "(no description)"
@@ -94,11 +99,21 @@ class McpTool(Tool):
     def summarize(self, args: Any) -> str:
         return f"MCP server '{self.server}': {self.remote} {json.dumps(args.model_extra or {}, ensure_ascii=False)}"
 
+    def link(self, ctx: ToolContext) -> ServerLink | None:
+        """The server's process of the calling run's agent (None: that agent does not use this server)."""
+        if self.by_agent is None:
+            return self.connection
+        return self.by_agent.get(agent_id_of(ctx.session_key))
+
     def needs_approval(self, args: Any, ctx: ToolContext) -> str | None:
         if not ctx.owner and not self.settings.guests:
             args._gate = "guest"
             return None  # refused in run: no point asking the owner about a call guests may not make
-        down = self.connection.down_message()
+        link = self.link(ctx)
+        if link is None:
+            args._gate = "elsewhere"
+            return None
+        down = link.down_message()
         if down:
             args._gate, args._down = "down", down
             return None
@@ -113,9 +128,13 @@ class McpTool(Tool):
             raise ToolError(f"the tools of MCP server '{self.server}' are for the owner only",
                             "do this another way, or ask the owner (they can allow guests with "
                             f"mcp.servers.{self.server}.guests = true)")
+        link = self.link(ctx)
+        if args._gate == "elsewhere" or link is None:
+            raise ToolError(f"the MCP server '{self.server}' does not run for this agent",
+                            "the owner can list it in the agent's tools.mcp_servers")
         if args._gate != "run":
             raise ToolError(args._down or f"MCP server '{self.server}' is down", "try again later")
-        result = await self.connection.call(self.remote, args.model_extra or {})
+        result = await link.call(self.remote, args.model_extra or {})
         text = render_result(result)
         wrapped = wrap_untrusted(f"mcp {self.server}.{self.remote}", text)
         if getattr(result, "is_error", False):

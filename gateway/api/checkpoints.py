@@ -22,6 +22,7 @@ class CheckpointList(Params):
 
 class CheckpointId(Params):
     id: str = Field(min_length=1, max_length=64)
+    agent: AgentName = None
 
 
 class CheckpointRestore(Params):
@@ -45,6 +46,7 @@ async def checkpoints_list(services: Services, conn: Connection, p: CheckpointLi
 
 @method("checkpoints.show", CheckpointId, "one checkpoint: what the agent knew and did, what a restore changes")
 async def checkpoints_show(services: Services, conn: Connection, p: CheckpointId) -> dict[str, Any]:
+    services.check_agent(services.checkpoints.get(p.id).session, p.agent)  # what it knew is its agent's
     return services.checkpoints.show(p.id)
 
 

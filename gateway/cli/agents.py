@@ -44,9 +44,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.json:
         print_json({**view, "daemon": live, "configChanged": stale})
         return 0
-    rows: list[tuple[str, ...]] = [("AGENT", "DEFAULT", "WORKSPACE", "BINDINGS")]
+    rows: list[tuple[str, ...]] = [("AGENT", "DEFAULT", "HEARTBEAT", "WORKSPACE", "BINDINGS")]
     for agent in view["agents"]:
-        rows.append((agent["id"], "yes" if agent["default"] else "", agent["workspace"],
+        rows.append((agent["id"], "yes" if agent["default"] else "", agent.get("heartbeatDeliver", "?"), agent["workspace"],
                      "; ".join(text.split(" <- ", 1)[1] for text in agent["bindings"]) or "-"))
     print_table(rows)
     _stale_note(live, stale)

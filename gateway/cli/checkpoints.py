@@ -28,7 +28,7 @@ def _offline(call: str, *args: Any, **kwargs: Any) -> Any:
 
 def _offline_across(call: str, checkpoint_id: str, agent: str | None, *args: Any, target: str | None = None,
                     **kwargs: Any) -> Any:
-    """`_offline` for restore and fork: first the daemon's rule that a checkpoint of another agent's session is
+    """`_offline` for show, restore and fork: first the daemon's rule that a checkpoint of another agent's session is
     reached only by naming that agent (config/agents.py `Roster.refusal`), for the checkpoint and the new session."""
     from clawgate.agent.core.errors import DomainError
     from clawgate.config.agents import UnknownAgent
@@ -74,7 +74,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    payload = gateway_or_offline("checkpoints.show", {"id": args.id}, _offline("show", args.id)).payload
+    params = {"id": args.id, **({"agent": args.agent} if args.agent else {})}
+    payload = gateway_or_offline("checkpoints.show", params, _offline_across("show", args.id, args.agent)).payload
     if args.json:
         print_json(payload)
         return 0
@@ -155,7 +156,8 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--task")
     p.add_argument("--limit", type=int, default=200)
     p.add_argument("--agent", help="the agent whose --session it is (default: the default agent)")
-    subcommand(csub, "show", "what the agent knew and did at a checkpoint", cmd_show, "id", json=True)
+    p = subcommand(csub, "show", "what the agent knew and did at a checkpoint", cmd_show, "id", json=True)
+    p.add_argument("--agent", help="the agent whose checkpoint it is (default: the default agent)")
     p = subcommand(csub, "restore", "go back to a checkpoint (the later history is kept as a branch)", cmd_restore,
                    "id", json=True)
     p.add_argument("--mode", choices=["conversation", "files", "both"], default="both")

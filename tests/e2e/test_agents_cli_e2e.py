@@ -42,3 +42,22 @@ def test_agents_are_added_bound_listed_and_refused_in_one_line_with_and_without_
         "clawgate: no agent 'nobody' in config.toml; `clawgate agents list` shows them"
     status = json.loads(daemon.cli("status", "--json").stdout)
     assert status["agents"] == ["main", "work"]
+
+
+def test_agents_list_names_where_each_agents_heartbeat_news_goes(
+        daemon_factory: Callable[..., DaemonProcess]) -> None:
+    agents = {"home": {"default": True}, "work": {}, "ops": {"heartbeat_deliver": "gateway:ops-news"}}
+    daemon = daemon_factory({"CLAWGATE_AGENTS": json.dumps(agents), "CLAWGATE_HEARTBEAT__DELIVER": "none"})
+    expected = [("home", "none", "heartbeat.deliver"), ("work", "last", "default"),
+                ("ops", "gateway:ops-news", "agents.ops.heartbeat_deliver")]
+    live = json.loads(daemon.cli("agents", "list", "--json").stdout)
+    assert live["daemon"] is True
+    assert [(a["id"], a["heartbeatDeliver"], a["heartbeatDeliverSetting"]) for a in live["agents"]] == expected
+    table = daemon.cli("agents", "list").stdout.splitlines()
+    assert table[0].split() == ["AGENT", "DEFAULT", "HEARTBEAT", "WORKSPACE", "BINDINGS"]
+    assert [line.split()[:3] for line in table[1:4]] == [["home", "yes", "none"], ["work", "last", str(
+        daemon.home / "agents" / "work" / "workspace")], ["ops", "gateway:ops-news", str(
+            daemon.home / "agents" / "ops" / "workspace")]]
+    daemon.terminate()
+    offline = json.loads(daemon.cli("agents", "list", "--json").stdout)
+    assert offline["daemon"] is False and offline["agents"] == live["agents"]

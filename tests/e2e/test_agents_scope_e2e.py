@@ -1,5 +1,5 @@
 """What a client that names no agent may do, and who an agent's guests ask, end to end through the real daemon:
-a checkpoint of agent `work` is restored or forked only by naming `work` (over the gateway and with
+a checkpoint of agent `work` is shown, restored or forked only by naming `work` (over the gateway and with
 `clawgate checkpoints --agent`); a guest's risky call in `work`, which names its own owners, is asked of
 those owners in their private chat, not of the channel's owners."""
 
@@ -46,15 +46,21 @@ async def test_another_agents_checkpoint_is_reached_only_by_naming_its_agent(
         assert all(cp["session"] == "agent:work:main" for cp in work_cps)
         # a client naming no agent acts for the default one: a bare id or a bare `agent:work:` key never crosses
         for method, params in (("checkpoints.restore", {"id": first, "confirm": True}),
+                               ("checkpoints.show", {"id": first}),
+                               ("checkpoints.show", {"id": first, "agent": "home"}),
                                ("checkpoints.fork", {"id": first}),
                                ("checkpoints.fork", {"id": home_cps[0]["id"], "session": "agent:work:stolen"})):
             with pytest.raises(Exception) as info:
                 await client.request(method, params)
-            assert "belongs to agent" in str(info.value) and "name it" in str(info.value), (method, info.value)
+            assert "belongs to" in str(info.value) and "name it" in str(info.value), (method, info.value)
         assert (work_space / "plan.txt").read_text() == "v1"
         assert not (daemon.home / "state" / "sessions" / "agent%3Awork%3Astolen.jsonl").exists()
 
         # naming the agent is the owner's explicit act: it works
+        shown = await client.request("checkpoints.show", {"id": first, "agent": "work"})
+        assert shown["checkpoint"]["session"] == "agent:work:main"
+        home_shown = await client.request("checkpoints.show", {"id": home_cps[0]["id"]})
+        assert home_shown["checkpoint"]["session"] == "main"
         restored = await client.request("checkpoints.restore", {"id": first, "agent": "work", "confirm": True})
         assert restored["restored"] and not (work_space / "plan.txt").exists()
         forked = await client.request("checkpoints.fork", {"id": first, "agent": "work", "session": "branch"})
@@ -67,6 +73,11 @@ async def test_another_agents_checkpoint_is_reached_only_by_naming_its_agent(
     refused = daemon.cli("checkpoints", "fork", first)
     assert refused.returncode != 0 and "belongs to agent 'work'" in refused.stderr + refused.stdout
     assert "Traceback" not in refused.stderr
+    refused = daemon.cli("checkpoints", "show", first)
+    assert refused.returncode != 0 and "belongs to agent 'work'" in refused.stderr + refused.stdout
+    assert "Traceback" not in refused.stderr and refused.stderr.count("\n") == 1, refused.stderr
+    shown = daemon.cli("checkpoints", "show", first, "--agent", "work")
+    assert shown.returncode == 0 and "session agent:work:main" in shown.stdout, shown.stderr
     done = daemon.cli("checkpoints", "fork", first, "--agent", "work", "--session", "cli-branch")
     assert done.returncode == 0, done.stderr
     assert "agent:work:cli-branch" in done.stdout
@@ -75,6 +86,10 @@ async def test_another_agents_checkpoint_is_reached_only_by_naming_its_agent(
     daemon.terminate()
     refused = daemon.cli("checkpoints", "restore", first, "--yes")
     assert refused.returncode != 0 and "belongs to agent 'work'" in refused.stderr + refused.stdout, refused
+    refused = daemon.cli("checkpoints", "show", first, "--json")
+    assert refused.returncode != 0 and "belongs to agent 'work'" in refused.stderr + refused.stdout, refused
+    shown = daemon.cli("checkpoints", "show", first, "--agent", "work", "--json")
+    assert shown.returncode == 0 and json.loads(shown.stdout)["checkpoint"]["id"] == first, shown.stderr
     offline = daemon.cli("checkpoints", "fork", first, "--agent", "work", "--session", "offline-branch")
     assert offline.returncode == 0, offline.stderr
     assert (daemon.home / "state" / "sessions" / "agent%3Awork%3Aoffline-branch.jsonl").exists()

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from tests.drift_support import CHECK, check, is_side
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
 from tests.fakes.anthropic.request_text import tool_results
-from tests.harness import DaemonProcess
+from tests.harness import ROOT, DaemonProcess
 from tests.mcp_support import mcp_status, stdio_server_env
 
 
@@ -90,3 +90,29 @@ async def test_the_completeness_check_of_an_agents_run_uses_that_agents_model(
     assert models["work"] == "claude-check-9"  # its own completeness_model
     assert models["ops"] == "claude-ops-3"  # no completeness_model: its own model, not the daemon's
     assert models["home"] not in ("claude-check-9", "claude-ops-3", "claude-work-7")
+
+
+async def test_each_agents_mcp_server_runs_in_that_agents_workspace(
+        daemon_factory: Callable[..., DaemonProcess], fake_model: FakeAnthropic, tmp_path) -> None:
+    agents = {"home": {"default": True}, "work": {"tools": {"mcp_servers": ["fake"]}}, "ops": {}}
+    server = stdio_server_env(tmp_path, cwd=None, read_only_tools=["where"],
+                              env={"PYTHONPATH": str(ROOT), "FAKE_MCP_WHERE": "1"})
+    daemon = daemon_factory({**server, "CLAWGATE_AGENTS": json.dumps(agents)})
+    entry = await mcp_status(daemon)
+    assert entry["state"] == "up" and entry["agents"] == {"": "up", "work": "up"}, entry
+    seen: dict[str, str] = {}
+    bodies: dict[str, dict] = {}
+    async with daemon.client() as client:
+        for agent in ("work", "home", "ops"):
+            fake_model.enqueue(tool_use("mcp_fake_where", {}), text(f"{agent} asked"))
+            named = {} if agent == "home" else {"agent": agent}
+            assert (await client.chat("where?", session="main", **named))["text"] == f"{agent} asked"
+            bodies[agent] = fake_model.requests[-1]
+            [seen[agent]] = tool_results([bodies[agent]])
+    work_space = (daemon.home / "agents" / "work" / "workspace").resolve()
+    assert f"cwd={work_space}\n" in seen["work"] + "\n", seen["work"]
+    assert f"cwd={daemon.workspace.resolve()}\n" in seen["home"] + "\n", seen["home"]
+    # ops lists no server: it is offered none, and a call anyway reaches no agent's server
+    assert not [t["name"] for t in bodies["ops"]["tools"] if t["name"].startswith("mcp_")]
+    assert "is not one of this agent's tools" in seen["ops"] and "cwd=" not in seen["ops"], seen["ops"]
+    assert {t["name"] for t in bodies["work"]["tools"]} >= {"mcp_fake_where", "mcp_fake_add"}

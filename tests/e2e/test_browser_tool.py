@@ -12,9 +12,12 @@ import os
 import re
 import shutil
 import signal
+import tempfile
 import threading
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Iterator
 
 import pytest
 
@@ -100,6 +103,15 @@ def site(path: str, port: int) -> tuple[int, dict[str, str], bytes]:
     if path == "/popups":
         return html("<title>Popups</title><a href='/one' target='_blank'>first</a> "
                     "<a href='/two' target='_blank'>second</a>")
+    if path == "/leave":
+        return html(f"<title>Leave</title><a href='/stay'>here</a> <a href='http://localhost:{port}/away'>elsewhere</a>"
+                    f"<form action='http://localhost:{port}/sent'><input name=q aria-label=Query>"
+                    "<button>Send</button></form>"
+                    f"<button type=button onclick=\"location.href='http://localhost:{port}/scripted'\">Script</button>")
+    if path == "/prefilled":  # the page (or a kept login) filled the password in
+        return html("<title>Welcome back</title><form action='/signed-in'><input name=user aria-label=User value=ada>"
+                    "<input type=password name=pass aria-label=Password value=page-filled>"
+                    "<button>Sign in</button></form>")
     if path == "/set-cookie":
         return 200, {"content-type": "text/html", "set-cookie": "session=owner-secret; Path=/"}, b"<p>set</p>"
     return html(f"<title>Page</title><p>path {path}</p>")
@@ -421,3 +433,116 @@ async def test_a_posted_form_reaches_the_server_through_the_proxy(rig: Rig) -> N
         server.shutdown()
         server.server_close()
     assert posted == [b"note=milk+%26+eggs"] and "title: Saved" in done and "saved note=milk+%26+eggs" in done
+
+
+async def test_a_click_or_a_submit_to_another_host_asks_as_navigate_does(rig: Rig) -> None:
+    with web_page(site) as (port, hits):
+        await rig.ok(action="navigate", url=f"http://127.0.0.1:{port}/leave")
+        snap = await rig.ok(action="snapshot")
+        assert rig.ctx.taint.tainted  # the page's text is in the run
+        for args in ({"action": "click", "ref": ref(snap, 'link "elsewhere"')},
+                     {"action": "click", "ref": ref(snap, 'button "Send"')},
+                     {"action": "type", "ref": ref(snap, 'textbox "Query"'), "text": "secrets", "submit": True}):
+            denied = await rig.call(**args)
+            assert denied.status == "denied", (args, denied.content)
+            assert "opens localhost, a host this run has not contacted" in denied.content, denied.content
+        # a script taking the page elsewhere cannot be foreseen: the navigation is stopped and said
+        scripted = await rig.call(action="click", ref=ref(snap, 'button "Script"'))
+        assert scripted.is_error and f"went on to http://localhost:{port}/scripted" in scripted.content, scripted.content
+        assert "navigate to it" in scripted.content
+        assert not [hit for hit in hits if hit.startswith(("/away", "/sent", "/scripted"))], hits
+        await rig.ok(action="navigate", url=f"http://127.0.0.1:{port}/leave")
+        stay = await rig.ok(action="click", ref=ref(await rig.ok(action="snapshot"), 'link "here"'))  # the same site
+        assert "path /stay" in await rig.ok(action="snapshot") and stay
+        await rig.ok(action="navigate", url=f"http://127.0.0.1:{port}/leave")
+        rig.broker.mode = "allow"  # the owner approves the click: the page opens, as an approved navigate does
+        away = await rig.ok(action="click", ref=ref(await rig.ok(action="snapshot"), 'link "elsewhere"'))
+        assert f"http://localhost:{port}/away" in away and "/away" in hits, away
+
+
+async def test_submitting_a_form_that_holds_a_password_asks(rig: Rig) -> None:
+    with web_page(site) as (port, hits):
+        await rig.ok(action="navigate", url=f"http://127.0.0.1:{port}/prefilled")
+        snap = await rig.ok(action="snapshot")
+        for args in ({"action": "click", "ref": ref(snap, 'button "Sign in"')},
+                     {"action": "type", "ref": ref(snap, 'textbox "User"'), "text": "ada", "submit": True},
+                     {"action": "press", "ref": ref(snap, 'textbox "User"'), "key": "Enter"}):
+            denied = await rig.call(**args)
+            assert denied.status == "denied", (args, denied.content)
+            assert "submitting a form that holds a password (field pass) on 127.0.0.1" in denied.content
+        assert not [hit for hit in hits if hit.startswith("/signed-in")], hits
+        assert not (await rig.call(action="type", ref=ref(snap, 'textbox "User"'), text="bob")).is_error  # no submit
+        rig.broker.mode = "allow"
+        signed = await rig.ok(action="click", ref=ref(snap, 'button "Sign in"'))
+        assert "/signed-in?user=bob&pass=page-filled" in hits, (hits, signed)
+
+
+@contextmanager
+def endless_download() -> Iterator[tuple[int, dict[str, Any]]]:
+    """A page on 127.0.0.1 whose link downloads 512 MiB slowly (no announced size); says how much was sent
+    and whether the browser hung up before the end."""
+    seen: dict[str, Any] = {"sent": 0, "cut": threading.Event(), "done": False}
+    stop = threading.Event()
+    chunk = b"x" * 65536
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path != "/endless.bin":
+                body = b"<title>Big</title><a href='/endless.bin'>everything</a>"
+                self.send_response(200)
+                self.send_header("content-type", "text/html")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
+            self.send_response(200)
+            self.send_header("content-type", "application/octet-stream")
+            self.send_header("content-disposition", 'attachment; filename="endless.bin"')
+            self.end_headers()
+            try:
+                for _ in range(8192):
+                    if stop.wait(0.01):
+                        return
+                    self.wfile.write(chunk)
+                    seen["sent"] += len(chunk)
+                seen["done"] = True
+            except OSError:
+                seen["cut"].set()
+
+        def log_message(self, *args: Any) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1], seen
+    finally:
+        stop.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+async def test_a_download_past_the_limit_is_stopped_while_it_runs(rig: Rig) -> None:
+    said: list[str] = []
+    with endless_download() as (port, seen):
+        said.append(await rig.ok(action="navigate", url=f"http://127.0.0.1:{port}/"))
+        person = rig.tool.host.contexts[""]
+        watch = await person.context.new_cdp_session(person.page())  # to learn the download's id, as Chromium names it
+        await watch.send("Page.enable")
+        guids: list[str] = []
+        watch.on("Page.downloadWillBegin", lambda event: guids.append(event["guid"]))
+        said.append(await rig.ok(action="click", ref=ref(await rig.ok(action="snapshot"), 'link "everything"')))
+
+        async def reported() -> bool:
+            said.append(await rig.ok(action="tabs"))
+            return any("stopped at" in line for line in said)
+        await wait_until_async(reported, "the download stopped at the limit", describe=lambda: said[-1])
+        await wait_until_async(lambda: seen["cut"].is_set(), "the browser hanging up on the download")
+        assert not seen["done"] and seen["sent"] < 512 * 2**20
+    [line] = [line for line in "\n".join(said).splitlines() if "endless.bin" in line and "stopped at" in line]
+    assert "over tools.browser.download_max_bytes (4096); nothing of it was kept" in line, line
+    assert not (rig.ctx.workspace.root / "downloads").exists() or not list((rig.ctx.workspace.root / "downloads").iterdir())
+    assert guids and not [path for guid in guids
+                          for path in Path(tempfile.gettempdir()).glob(f"playwright-artifacts-*/{guid}*")]

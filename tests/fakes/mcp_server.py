@@ -14,6 +14,8 @@ Switches (files, so a test can flip them while the daemon runs):
   list that changes across a restart).
 - $FAKE_MCP_TASKS=1: two more tools, `long_report` declared with `execution.taskSupport`
   "required" (callable only as an MCP task) and `quick_report` with "optional".
+- $FAKE_MCP_WHERE=1: one more tool, `where`, answering the server's working folder (which workspace
+  the daemon started it in).
 
 Run: `python -m tests.fakes.mcp_server` (stdio) or `... --http PORT [--token T]` (streamable
 HTTP on 127.0.0.1; with --token every request must carry `Authorization: Bearer T`).
@@ -94,6 +96,12 @@ def build() -> MCPServer:
             return f"short report on {topic}"
 
         server.task_support = {"long_report": "required", "quick_report": "optional"}
+
+    if os.environ.get("FAKE_MCP_WHERE") == "1":
+        @server.tool()
+        def where() -> str:
+            """The folder this server runs in."""
+            return f"cwd={os.getcwd()}"
 
     @server.tool()
     async def grow(ctx: Context) -> str:

@@ -80,6 +80,9 @@ class PersonContext:
     workspace: Any = None  # the WorkspaceGuard of the person's latest call: where downloads go
     reported: int = 0  # gate.refused lines already told to the model
     who: str = ""  # "" the owner, "<channel>:<id>" a guest
+    signed_in: set[str] = field(default_factory=set)  # sites the owner approved sending a password to
+    downloading: dict[str, str] = field(default_factory=dict)  # Chromium's download guid -> its URL
+    stopped: dict[str, tuple[str, int]] = field(default_factory=dict)  # guid -> (URL, bytes) of one stopped at the limit
 
     def page(self) -> Any:
         self.pages = [p for p in self.pages if not p.is_closed()]
@@ -144,6 +147,7 @@ class BrowserHost:
         self.contexts: dict[str, PersonContext] = {}
         self.crashed = False
         self._sweeper: asyncio.Task[None] | None = None
+        self._devtools: Any = None  # a browser-wide DevTools session: stops downloads past the limit
 
     @property
     def pid(self) -> int | None:
@@ -256,17 +260,69 @@ class BrowserHost:
             return
         person.pages.append(page)
         page.on("download", lambda download: asyncio.ensure_future(self._download(person, download)))
+        asyncio.ensure_future(self._watch_downloads(person, page))
+
+    async def _watch_downloads(self, person: PersonContext, page: Any) -> None:
+        """Hold each download of `page` to tools.browser.download_max_bytes while it runs: Chromium reports its
+        progress over the DevTools protocol (the page's Page.downloadProgress, its announced size or the bytes
+        so far), and one past the limit is cancelled (Browser.cancelDownload), its partial file removed by
+        Chromium. Progress comes a few times a second: a fast one may pass the limit by that much before it
+        stops; `_download` checks the size again at the end."""
+        limit = self.settings.download_max_bytes
+        try:
+            session = await person.context.new_cdp_session(page)
+            await session.send("Page.enable")
+            context_id = (await session.send("Target.getTargetInfo"))["targetInfo"].get("browserContextId")
+        except Exception as exc:  # a page closed at once: nothing of it to watch
+            log.debug("browser: download limit not watched on a page: %s", exc)
+            return
+
+        def began(event: dict[str, Any]) -> None:
+            person.downloading[str(event.get("guid"))] = str(event.get("url", ""))
+
+        def progressed(event: dict[str, Any]) -> None:
+            guid = str(event.get("guid"))
+            if event.get("state") != "inProgress":
+                person.downloading.pop(guid, None)
+                return
+            over = max(int(event.get("receivedBytes") or 0), int(event.get("totalBytes") or 0))
+            if over > limit and guid not in person.stopped:
+                person.stopped[guid] = (person.downloading.get(guid, ""), int(event.get("receivedBytes") or 0))
+                asyncio.ensure_future(self._cancel_download(guid, context_id))
+
+        session.on("Page.downloadWillBegin", began)
+        session.on("Page.downloadProgress", progressed)
+
+    async def _cancel_download(self, guid: str, context_id: str | None) -> None:
+        try:
+            if self._devtools is None:
+                self._devtools = await self._browser.new_browser_cdp_session()
+            await self._devtools.send("Browser.cancelDownload",
+                                      {"guid": guid, **({"browserContextId": context_id} if context_id else {})})
+        except Exception as exc:  # a browser gone: the download went with it
+            log.warning("browser: could not stop a download past the limit: %s", exc)
 
     async def _download(self, person: PersonContext, download: Any) -> None:
-        """A finished download goes to the person's workspace under downloads/ (bigger than the limit: deleted)."""
+        """A finished download goes to the person's workspace under downloads/ (bigger than the limit: deleted;
+        one stopped at the limit while running is said so, nothing of it kept)."""
         url = download.url
+        limit = self.settings.download_max_bytes
         try:
             path = await download.path()
             size = os.path.getsize(path)
         except Exception as exc:
-            person.downloads.append(f"download of {url} failed: {str(exc).splitlines()[0][:200] if str(exc) else exc}")
+            cut = next((person.stopped.pop(guid)[1] for guid, (source, _) in list(person.stopped.items())
+                        if source == url), None)
+            if cut is not None:
+                person.downloads.append(f"download of {url} stopped at {cut} bytes: over "
+                                        f"tools.browser.download_max_bytes ({limit}); nothing of it was kept")
+            else:
+                person.downloads.append(f"download of {url} failed: {str(exc).splitlines()[0][:200] if str(exc) else exc}")
+            with contextlib.suppress(Exception):
+                await download.delete()
             return
-        limit = self.settings.download_max_bytes
+        for guid in [g for g, (source, _) in person.stopped.items() if source == url]:
+            person.stopped.pop(guid)  # finished before the stop reached it: judged by its size below
         try:
             if size > limit:
                 person.downloads.append(f"download of {url} deleted: {size} bytes is over tools.browser.download_max_bytes ({limit})")
@@ -336,7 +392,7 @@ class BrowserHost:
         self._sweeper = None
         for who in list(self.contexts):
             await self.close_person(who)
-        browser, self._browser = self._browser, None
+        browser, self._browser, self._devtools = self._browser, None, None
         if browser is not None:
             with contextlib.suppress(Exception):
                 await browser.close()

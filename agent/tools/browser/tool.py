@@ -17,6 +17,7 @@ Trust, as for web_fetch and exec:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from typing import TYPE_CHECKING, Any, Literal
@@ -41,8 +42,23 @@ Action = Literal["navigate", "snapshot", "click", "type", "select", "press", "ho
 NEEDS_REF = {"click", "type", "select", "hover", "upload"}
 # Actions after which a site may have set cookies (kept when tools.browser.keep_logins is on).
 SETS_STATE = {"navigate", "click", "type", "select", "press", "back", "forward", "tab_open"}
+# Actions after which the page itself may go to another site (a link, a submit, a script): fenced in a tainted run.
+FENCED = {"click", "type", "select", "press"}
 REF = r"^(f\d+)?e\d+$"  # e12, or f2e12 in a frame / another page
 SHOT_FOLDER = "browser"
+# Where an action on an element would take the page, read before it is done: the link it follows, or the form
+# it submits (a submit button clicked; Enter in a field) with the form's target and whether a password field of
+# it holds a value. Our own fixed script (not the model's, so allow_javascript does not apply).
+WHERE_TO = """(el, submitting) => {
+  const link = el.closest && el.closest('a[href]');
+  if (link && !submitting) return {url: link.href, password: null};
+  const form = el.form || (el.closest && el.closest('form'));
+  const submits = el.matches && el.matches('button:not([type]), button[type=submit], input[type=submit], input[type=image]');
+  if (!form || (!submitting && !submits)) return {url: null, password: null};
+  const url = submits && el.hasAttribute('formaction') ? el.formAction : form.action;
+  const held = [...form.querySelectorAll('input[type=password]')].find((input) => input.value);
+  return {url, password: held ? (held.name || held.id || held.getAttribute('aria-label') || 'password') : null};
+}"""
 
 
 def _host(url: str) -> str:
@@ -75,6 +91,9 @@ class Browser(Tool):
         tab: int | None = Field(None, ge=0, le=100)
         path: str | None = Field(None, max_length=500)
         _approve_host: str | None = PrivateAttr(default=None)
+        _leads_to: str | None = PrivateAttr(default=None)  # the other host a click or a submit would open
+        _password_on: str | None = PrivateAttr(default=None)  # the site a submit would send a held password to
+        _typing_password: str | None = PrivateAttr(default=None)  # the site whose password field is typed into
 
     def __init__(self, settings: "BrowserSettings", host: BrowserHost | None = None,
                  state_folder: "Path | None" = None) -> None:
@@ -86,15 +105,51 @@ class Browser(Tool):
     async def needs_approval(self, args: Arguments, ctx: ToolContext) -> str | None:  # type: ignore[override]
         if args.action in ("navigate", "tab_open") and args.url:
             return await self._private_reason(args, ctx)
+        reasons = []
         if args.action == "type" and args.ref:
-            return await self._password_reason(args, ctx)
-        return None
+            reasons.append(await self._password_reason(args, ctx))
+        if args.action in ("click", "type", "press"):
+            reasons.extend(await self._leaving_reasons(args, ctx))
+        return "; ".join(reason for reason in reasons if reason) or None
 
-    async def _private_reason(self, args: Arguments, ctx: ToolContext) -> str | None:
-        if not args.url.lower().startswith(("http://", "https://")):  # type: ignore[union-attr]
+    async def _leaving_reasons(self, args: Arguments, ctx: ToolContext) -> list[str | None]:
+        """A click on a link or a submit button, or Enter in a form, opens another page: its host is judged as
+        a `navigate` to it is (a private one asks here, one the run has not contacted asks in `lasting_effect`
+        when the run is tainted), and a form holding a password (filled by the page or a kept login) asks
+        before it is sent. The navigation itself is fenced in `_fenced`, for what a page's script does."""
+        submitting = args.action == "press" or (args.action == "type" and args.submit)
+        if args.action == "press" and (args.key or "").split("+")[-1] != "Enter":
+            return []
+        person = self.host.contexts.get(ctx.user)
+        if person is None or (args.action == "type" and not args.submit):
+            return []
+        try:
+            page = person.page()
+            if args.ref:
+                found = await page.locator(f"aria-ref={args.ref}").evaluate(WHERE_TO, submitting, timeout=2000)
+            else:  # a key pressed goes to the focused element
+                focused = await page.evaluate_handle("document.activeElement")
+                found = await focused.evaluate(WHERE_TO, submitting)
+        except Exception:  # a stale ref: run reports it
+            return []
+        url, here = str(found.get("url") or ""), _host(page.url)
+        reasons: list[str | None] = []
+        if found.get("password") and here not in person.signed_in:
+            args._password_on = here
+            reasons.append(f"submitting a form that holds a password (field {escape_source(found['password'])}) on "
+                           f"{escape_source(here or page.url)}: approve only if you want the agent to sign in there")
+        target = _host(url)
+        if url.lower().startswith(("http://", "https://")) and target and target != here:
+            args._leads_to = target
+            reasons.append(await self._private_reason(args, ctx, url))
+        return reasons
+
+    async def _private_reason(self, args: Arguments, ctx: ToolContext, url: str | None = None) -> str | None:
+        url = url or args.url or ""
+        if not url.lower().startswith(("http://", "https://")):
             return None  # run refuses it
         try:
-            target = await check_url(args.url, self.host.resolve or system_resolve)  # type: ignore[arg-type]
+            target = await check_url(url, self.host.resolve or system_resolve)
         except FetchProblem:
             return None
         person = self.host.contexts.get(ctx.user)
@@ -102,7 +157,7 @@ class Browser(Tool):
         if target.private is None or target.host.lower() in allowed:
             return None
         args._approve_host = target.host.lower()
-        return (f"the browser would open {escape_source(args.url)}, a non-public address: {target.private}. "  # type: ignore[arg-type]
+        return (f"the browser would open {escape_source(url)}, a non-public address: {target.private}. "
                 "Approve only if you want the agent to use that service (its pages may then load from it)")
 
     async def _password_reason(self, args: Arguments, ctx: ToolContext) -> str | None:
@@ -118,6 +173,7 @@ class Browser(Tool):
             return None
         if (kind or "").lower() != "password":
             return None
+        args._typing_password = _host(page.url)
         return (f"typing into the password field {escape_source(label or args.ref or '')} on "
                 f"{escape_source(_host(page.url) or page.url)}: approve only if you want the agent to sign in there")
 
@@ -126,6 +182,8 @@ class Browser(Tool):
             host = _host(args.url)
             if host and host not in ctx.taint.hosts:
                 return f"opens {escape_source(host)}, a host this run has not contacted (its URL can carry data out)"
+        if args._leads_to and args._leads_to not in ctx.taint.hosts:  # a click or a submit leaving the site
+            return f"opens {escape_source(args._leads_to)}, a host this run has not contacted (its URL can carry data out)"
         if args.action == "upload" and args.path:
             return f"uploads the workspace file {escape_source(args.path)} to a web page"
         return None
@@ -144,8 +202,17 @@ class Browser(Tool):
 
         person = await self.host.person(ctx.user)
         person.workspace = ctx.workspace  # type: ignore[attr-defined]
+        if ctx.approved:  # what the owner's yes covered, for this person's browser and this run
+            if args._approve_host:
+                person.gate.allowed_hosts.add(args._approve_host)
+            if args._leads_to:
+                ctx.taint.hosts.add(args._leads_to)
+            for signed in (args._password_on, args._typing_password):
+                if signed is not None:
+                    person.signed_in.add(signed)
         try:
-            said = await getattr(self, f"_{args.action}")(person, args, ctx)
+            act = getattr(self, f"_{args.action}")(person, args, ctx)
+            said = await (self._fenced(person, ctx, act) if args.action in FENCED and ctx.taint.tainted else act)
         except PlaywrightTimeout as exc:
             raise ToolError(f"{args.action} did not finish in time: {_first_line(exc)}",
                             "snapshot to see the page as it is; the page may still be loading or the ref is hidden") from None
@@ -158,6 +225,40 @@ class Browser(Tool):
         if args.action in SETS_STATE:
             await self.host.keep_state(person)
         return said + self._news(person, ctx)
+
+    async def _fenced(self, person: PersonContext, ctx: ToolContext, act: Any) -> str:
+        """`act`, with the page's own navigations (a link, a submit, a script) held to the hosts this run has
+        contacted and the current one: one elsewhere is stopped and said, so it is made with `navigate`, which
+        asks the owner (what `_leaving_reasons` could not foresee, e.g. a script setting location)."""
+        try:
+            allowed = set(ctx.taint.hosts) | {_host(person.page().url)}
+        except ToolError:
+            act.close()  # never started
+            raise
+        stopped: list[str] = []
+
+        async def fence(route: Any, request: Any) -> None:
+            try:
+                top = request.is_navigation_request() and request.frame.parent_frame is None
+            except Exception:  # a service worker's request: not a page's navigation
+                top = False
+            url = request.url
+            if top and url.lower().startswith(("http://", "https://")) and _host(url) not in allowed:
+                stopped.append(url)
+                await route.abort("blockedbyclient")
+            else:
+                await route.fallback()
+
+        await person.context.route("**/*", fence)
+        try:
+            said = await act
+        finally:
+            with contextlib.suppress(Exception):
+                await person.context.unroute("**/*", fence)
+        if stopped:
+            raise ToolError(f"the page went on to {escape_source(stopped[0])}, a host this run has not contacted; "
+                            "it was not opened", "navigate to it if the task needs it (the owner is asked)")
+        return said
 
     @staticmethod
     def _fix(args: Arguments) -> str:

@@ -17,7 +17,7 @@ function label(cp) {
 }
 
 // The agent a session key belongs to, as config/agents.py `agent_id_of` reads it (a sub-agent's by its
-// parent's key): named in restore and fork, since the daemon refuses another agent's checkpoint to a
+// parent's key): named in show, restore and fork, since the daemon refuses another agent's checkpoint to a
 // client naming none. {} for the default agent's plain keys.
 function agentOf(key) {
   while (key.startsWith("sub-") && key.includes("@")) key = key.slice(key.indexOf("@") + 1);
@@ -168,7 +168,7 @@ export class CheckpointsPanel {
     const row = () => this.list.querySelector(`.checkpoint[data-id="${CSS.escape(id)}"] .cp-details`);
     if (!row()) return;
     try {
-      const shown = await this.gateway.request("checkpoints.show", { id });
+      const shown = await this.gateway.request("checkpoints.show", { id, ...agentOf(this.session) });
       const node = row();
       if (!node || this.opened !== id) return; // closed (or another opened) meanwhile
       const key = JSON.stringify(shown);

@@ -147,3 +147,36 @@ def test_bad_server_configs_are_one_line_errors_without_secrets(tmp_path, env, e
         load(tmp_path, env)
     line = str(raised.value)
     assert expected in line and "\n" not in line and "sekrit" not in line
+
+
+async def test_each_agents_call_goes_to_its_own_process_and_never_to_anothers(tmp_path) -> None:
+    home, work = FakeConnection(), FakeConnection()
+    server = McpServerSettings(command="x", read_only_tools=["*"])
+    tool = McpTool(name="mcp_srv_do", server="srv", remote="do", description="Does it.", schema={"type": "object"},
+                   settings=server, connection=home, by_agent={None: home, "work": work})  # type: ignore[dict-item]
+    reg = registry(tool, "deny")
+
+    def of(session: str) -> ToolContext:
+        return ToolContext(session_key=session, channel="gateway", chat_id=session, sender_id="u", run_id="r",
+                           workspace=WorkspaceGuard(tmp_path), owner=True)
+    for session in ("main", "agent:work:main", "sub-1a2b@agent:work:main", "agent:ops:main"):
+        await reg.execute({"id": "1", "name": "mcp_srv_do", "input": {"n": 1}}, of(session))
+    assert len(home.calls) == 1 and len(work.calls) == 2  # a sub-agent's call goes to its parent's agent's
+    refused = await reg.execute({"id": "2", "name": "mcp_srv_do", "input": {}}, of("agent:ops:main"))
+    assert refused.is_error and "does not run for this agent" in refused.content
+    assert len(home.calls) == 1 and len(work.calls) == 2
+
+
+def test_a_server_runs_once_per_agent_that_uses_it_unless_it_is_shared(tmp_path) -> None:
+    settings = McpSettings(servers={"own": McpServerSettings(command="x"),
+                                    "fixed": McpServerSettings(command="x", cwd=str(tmp_path)),
+                                    "unused": McpServerSettings(command="x")})
+    users = {"own": [(None, tmp_path / "home"), ("work", tmp_path / "work")],
+             "fixed": [(None, tmp_path / "home"), ("work", tmp_path / "work")], "unused": []}
+    manager = McpManager(settings, ToolRegistry([], events=EventHub()), workspace=tmp_path / "home",
+                         logs=tmp_path / "logs", users=users)
+    own = manager.by_agent["own"]
+    assert own[None].cwd == tmp_path / "home" and own["work"].cwd == tmp_path / "work" and own[None] is not own["work"]
+    assert manager.by_agent["fixed"][None] is manager.by_agent["fixed"]["work"]  # its own cwd: one for all
+    assert "unused" not in manager.connections and manager.status()["unused"]["state"].startswith("unused")
+    assert manager.status()["own"]["agents"] == {"": "starting", "work": "starting"}
