@@ -15,6 +15,7 @@ REST calls go through `client.http` with ids only, so a reply never depends on d
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import io
 import json
 import logging
@@ -123,6 +124,11 @@ def delivery_error(exc: BaseException, what: str) -> DeliveryError:
 
 
 _NETWORK = (aiohttp.ClientError, OSError, asyncio.TimeoutError)
+
+
+def _nonce(send_key: str) -> str:
+    """A reply part's send_key as a Discord nonce (at most 25 characters)."""
+    return hashlib.sha256(send_key.encode()).hexdigest()[:25]
 answer_interactions_at_own_base()
 
 
@@ -468,7 +474,9 @@ class DiscordAdapter(PlatformAdapter):
         if target.reply_to and target.reply_to.isdigit() and target.reply_to not in self._pending:
             reference = {"message_id": target.reply_to, "channel_id": str(self._channel(target)),
                          "fail_if_not_exists": False}  # a deleted question still gets its answer
-        return await self._send(target, "a message", content=text, message_reference=reference)
+        # Discord returns the message it already made for a nonce it saw from this bot in the last minutes
+        nonce = _nonce(target.send_key) if target.send_key else None
+        return await self._send(target, "a message", content=text, message_reference=reference, nonce=nonce)
 
     async def _answer_command(self, pending: _Pending, text: str) -> str | None:
         """The placeholder replaced by the first chunk, later chunks as follow-ups; None if the token expired."""

@@ -50,11 +50,17 @@ class Capabilities:
 
 @dataclass(frozen=True)
 class Target:
-    """Where a message goes. `reply_to` is set on the first chunk of a reply only (the message it answers)."""
+    """Where a message goes. `reply_to` is set on the first chunk of a reply only (the message it answers).
+
+    `send_key` is the same for every attempt at sending one part of one reply, across restarts: a
+    platform with an idempotency key (Matrix's transaction id, Mattermost's `pending_post_id`, Discord's
+    enforced nonce) is given it, so a part sent again after a crash between the send and its record is
+    recognised by the platform instead of posted twice. None for what is not a reply's part."""
 
     chat_id: str
     thread_id: str | None = None
     reply_to: str | None = None
+    send_key: str | None = None
 
 
 @dataclass(frozen=True)

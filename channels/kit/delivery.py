@@ -11,7 +11,10 @@ go either. A chunk the platform refuses as too large (`too_large`: the adapter's
 e.g. encryption grew it) is split in halves and each half sent, down to a sixteenth. A send that may have reached the platform
 (Unconfirmed) counts as sent: a duplicate is the failure users complain about most. How many
 chunks went out is recorded, so a reply sent again (after a failure or a restart) resumes after
-the last sent chunk. The dispatcher acknowledges the outbox row only when this returned.
+the last sent chunk. The dispatcher acknowledges the outbox row only when this returned. What no
+record can close is a crash after the platform took a part and before that was written down: each
+part carries a `send_key` stable across restarts, and where the platform has an idempotency key the
+adapter passes it on, so the part sent again is not a second message (docs/channels.md).
 """
 
 from __future__ import annotations
@@ -75,8 +78,9 @@ class Delivery:
         for index, chunk in enumerate(chunks):
             if index < done:
                 continue
+            part = replace(target, send_key=f"{msg.id}:{index}")
             try:
-                await self.send_fitting(target if index == 0 else replace(target, reply_to=None), chunk)
+                await self.send_fitting(part if index == 0 else replace(part, reply_to=None), chunk)
             except Unconfirmed as exc:
                 self.log.warning("reply %s part %d/%d unconfirmed (%s); not resent, to avoid a duplicate",
                                  msg.id, index + 1, len(chunks), exc)
@@ -100,8 +104,10 @@ class Delivery:
             self.log.warning("a part of %d characters was refused as too large (%s); sending it as %d smaller parts",
                              len(source), exc, len(parts))
         for number, part in enumerate(parts):
+            key = f"{target.send_key}.{number}" if target.send_key else None
+            where = replace(target, send_key=key) if number == 0 else replace(target, reply_to=None, send_key=key)
             try:
-                await self.send_fitting(target if number == 0 else replace(target, reply_to=None), part, depth + 1)
+                await self.send_fitting(where, part, depth + 1)
             except Unconfirmed as exc:
                 self.log.warning("a smaller part unconfirmed (%s); not resent, to avoid a duplicate", exc)
 
@@ -109,7 +115,7 @@ class Delivery:
         """The user's notice of a permanent failure: tried once, never itself followed by another."""
         try:
             for chunk in self.adapter.render(undelivered_notice(msg, exc)):
-                await self.send_fitting(replace(target, reply_to=None), chunk)
+                await self.send_fitting(replace(target, reply_to=None, send_key=None), chunk)
         except (DeliveryError, Unconfirmed) as failed:
             self.log.warning("the notice that reply %s was not delivered could not be sent either: %s", msg.id, failed)
 

@@ -435,9 +435,12 @@ class MatrixAdapter(PlatformAdapter):
 
     @staticmethod
     def _txn_id(target: Target, text: str) -> str | None:
-        """The first chunk of a reply gets a transaction id derived from the message it answers: sent again
-        after a crash (sent, but not yet recorded as sent), the homeserver recognises it and stores no second
-        event (transaction ids are kept per device for a day). Other messages get a fresh one."""
+        """A part of a reply gets a transaction id derived from its send_key (or, without one, the first part
+        from the message it answers): sent again after a crash (sent, but not yet recorded as sent), the
+        homeserver recognises it and stores no second event (transaction ids are kept per device for a
+        day). Other messages get a fresh one."""
+        if target.send_key:
+            return "cg" + hashlib.sha256(f"{target.chat_id}\0{target.send_key}".encode()).hexdigest()[:40]
         if target.reply_to is None:
             return None
         key = "\0".join((target.chat_id, target.thread_id or "", target.reply_to, text))

@@ -239,6 +239,24 @@ def test_two_bot_accounts_each_answer_their_own_server(daemon_factory, mattermos
         assert rows["mattermost"]["state"] == rows["mattermost.work"]["state"] == "running", rows
 
 
+def test_an_answer_the_server_took_just_before_a_kill_is_not_posted_again(
+        mm_daemon, mattermost: FakeMattermost, owner: User) -> None:
+    """Killed after Mattermost stored the answer and before its HTTP answer came back (so nothing recorded
+    it as sent), the daemon sends the answer again after the restart, with the same pending_post_id: the
+    server returns the post it made instead of making a second (its deduplicateCreatePost)."""
+    daemon = mm_daemon()
+    dm = mattermost.dm_channel(owner)
+    mattermost.hold_post_answers()
+    mattermost.write(owner, dm, "hello")
+    wait_until(lambda: said(mattermost, dm) == ["echo: hello"], "the answer stored by the server")
+    daemon.kill()
+    mattermost.release_post_answers()
+    daemon.start()
+    wait_until(lambda: mattermost.post_calls("echo: hello") == 2, "the answer sent again after the restart",
+               describe=daemon.log_text)
+    assert said(mattermost, dm) == ["echo: hello"]
+
+
 def test_a_mention_posted_while_the_daemon_was_down_is_answered_after_it_starts(
         mm_daemon, mattermost: FakeMattermost, owner: User, fake_model: FakeAnthropic) -> None:
     daemon = mm_daemon()

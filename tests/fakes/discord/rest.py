@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 JSONDict = dict[str, Any]
 API_PREFIX = "/api/v10"
 UPLOAD_LIMIT = 10 * 1024 * 1024  # bots' default per-request upload limit
+NONCE_MAX = 25  # "up to 25 characters"
+NONCE_WINDOW_SECONDS = 300.0  # enforce_nonce's "past few minutes"
 COMMAND_NAME = re.compile(r"^[-_\w]{1,32}$")
 
 
@@ -59,6 +61,7 @@ class Rest:
     def __init__(self, fake: FakeDiscord) -> None:
         self.fake = fake
         self.injected: list[Injected] = []
+        self._nonces: dict[tuple[str, str], tuple[float, JSONDict]] = {}  # (author, nonce) -> (when, message)
         s = r"(\d+)"
         self.routes: list[tuple[str, re.Pattern[str], Any, bool]] = []  # method, path, handler, needs bot auth
         for method, path, handler, auth in [
@@ -255,6 +258,9 @@ class Rest:
             raise form_error(["content"], "STRING_TYPE_CONVERT", "Could not interpret value as string.")
         if content is not None and len(content) > P.MAX_CONTENT:
             raise form_error(["content"], "BASE_TYPE_MAX_LENGTH", f"Must be {P.MAX_CONTENT} or fewer in length.")
+        nonce = body.get("nonce")
+        if nonce is not None and len(str(nonce)) > NONCE_MAX:
+            raise form_error(["nonce"], "BASE_TYPE_MAX_LENGTH", f"Must be {NONCE_MAX} or fewer in length.")
         embeds = body.get("embeds") or []
         if len(embeds) > 10:
             raise form_error(["embeds"], "BASE_TYPE_MAX_LENGTH", "Must be 10 or fewer in length.")
@@ -312,7 +318,16 @@ class Rest:
     async def create_message(self, call: RestCall, channel_id: str) -> tuple[int, Any]:
         channel = self._channel(channel_id)
         body = self._check_message_body(call.json, call.files, creating=True)
+        # enforce_nonce: "checked for uniqueness in the past few minutes. If another message was created by
+        # the same author with the same nonce, that message will be returned and no new message will be created."
+        key = (self.fake.bot_user["id"], str(body["nonce"])) if body.get("nonce") and body.get("enforce_nonce") else None
+        if key is not None:
+            seen = self._nonces.get(key)
+            if seen is not None and time.monotonic() - seen[0] < NONCE_WINDOW_SECONDS:
+                return 200, seen[1]
         message = self._build_message(channel, body, call.files)
+        if key is not None:
+            self._nonces[key] = (time.monotonic(), message)
         await self.fake._store_and_dispatch(message)
         return 200, message
 

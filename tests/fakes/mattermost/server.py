@@ -34,6 +34,7 @@ from aiohttp import WSMsgType, web
 BOT_TOKEN = "bottoken" + "x" * 18
 BOT_USERNAME = "clawbot"
 MAX_MESSAGE = 16383
+PENDING_POST_TTL_SECONDS = 30.0  # the server's pendingPostIDsCacheTTL
 TEAM_ID = "t" * 26
 
 
@@ -105,6 +106,9 @@ class FakeMattermost:
         self._failures: list[_Refusal] = []  # refusals for the next POST /posts
         self._sockets: list[tuple[web.WebSocketResponse, itertools.count[int]]] = []
         self._clock = itertools.count(int(time.time() * 1000))
+        self._pending_posts: dict[str, tuple[float, Post]] = {}  # pending_post_id -> (when, post)
+        self._held = False  # hold_post_answers()
+        self._release = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
@@ -296,6 +300,24 @@ class FakeMattermost:
         with self._lock:
             self._failures.append(_Refusal(status, error_id, message))
 
+    def hold_post_answers(self) -> None:
+        """From now on a new post is stored but its HTTP answer waits for release_post_answers(): a client
+        killed meanwhile never learns that the server took it."""
+        with self._lock:
+            self._held = True
+
+    def release_post_answers(self) -> None:
+        with self._lock:
+            self._held = False
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._release.set)
+
+    def post_calls(self, message: str) -> int:
+        """How many times a post with this text was asked for (answered with a new post or not)."""
+        with self._lock:
+            return sum(1 for c in self.calls if c.method == "POST" and c.path == "/posts"
+                       and isinstance(c.body, dict) and c.body.get("message") == message)
+
     def revoke_token(self) -> None:
         with self._lock:
             self.token = "revoked" + new_id()
@@ -321,9 +343,15 @@ class FakeMattermost:
         if not self._authorized(request):
             return _error(401, "api.context.session_expired.app_error", "Invalid or expired session, please login again.")
         try:
-            return await self._route(request.method, path, body, request.query)
+            response = await self._route(request.method, path, body, request.query)
         except _Refusal as r:
             return _error(r.status, r.error_id, r.message, r.headers)
+        with self._lock:
+            held = self._held and request.method == "POST" and path == "/posts"
+        if held:
+            self._release.clear()
+            await self._release.wait()
+        return response
 
     async def _route(self, method: str, path: str, body: Any, query: Any) -> web.StreamResponse:
         parts = path.strip("/").split("/")
@@ -426,9 +454,17 @@ class FakeMattermost:
             raise _Refusal(400, "model.post.is_valid.msg.app_error", "Invalid message.")
         props = dict(body.get("props") or {})
         props["from_bot"] = "true"
+        pending = str(body.get("pending_post_id") or "")
         with self._lock:
+            # the server's deduplicateCreatePost: a pending_post_id seen in the last 30 s returns the post
+            # already made (as stored: no pending_post_id, no new WebSocket event) instead of a second one
+            seen = self._pending_posts.get(pending) if pending else None
+            if seen is not None and time.monotonic() - seen[0] < PENDING_POST_TTL_SECONDS:
+                return web.json_response(seen[1].json(self.files), status=201)
             post = Post(new_id(), channel["id"], self.bot.id, message, root, props, file_ids, next(self._clock))
             self.posts.append(post)
+            if pending:
+                self._pending_posts[pending] = (time.monotonic(), post)
             return web.json_response(post.json(self.files), status=201)
 
     async def _websocket(self, request: web.Request) -> web.StreamResponse:

@@ -51,6 +51,20 @@ async def test_dm_guild_mention_role_mention_reply_and_thread(fake: FakeDiscord,
     assert all(i.metadata.get("guild_id") == fake.guild_id for i in (chatter, mention, role, reply, threaded))
 
 
+async def test_a_part_sent_again_with_its_send_key_is_one_message(fake: FakeDiscord, connected: Connected) -> None:
+    """A reply part sent again after a crash carries the same send_key: as an enforced nonce, Discord
+    returns the message it made instead of a second one. Without a key every send is a message."""
+    adapter, _ = connected
+    again = Target(chat_id=fake.channel_id, send_key="reply-1:0")
+    first = await adapter.send_text(again, "once")
+    assert await adapter.send_text(again, "once") == first
+    await adapter.send_text(Target(chat_id=fake.channel_id), "twice")
+    await adapter.send_text(Target(chat_id=fake.channel_id), "twice")
+    assert fake.sent_texts(fake.channel_id) == ["once", "twice", "twice"]
+    body = fake.requests("POST", f"/channels/{fake.channel_id}/messages")[0].json
+    assert body["enforce_nonce"] is True and len(body["nonce"]) <= 25
+
+
 async def test_own_messages_and_system_messages_are_not_handed_on(fake: FakeDiscord, connected: Connected) -> None:
     adapter, kit = connected
     await adapter.send_text(Target(chat_id=fake.channel_id), "my own words")

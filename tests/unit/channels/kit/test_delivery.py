@@ -61,6 +61,32 @@ async def test_a_reply_sent_again_resumes_after_its_last_sent_chunk() -> None:
     assert [text for _, text in adapter.sent] == ["one two three four", "five six seven eight", "nine ten"]
 
 
+async def test_each_part_carries_a_send_key_that_is_the_same_when_the_reply_is_sent_again() -> None:
+    """A crash after the platform took a part and before it was recorded sends that part again: with the
+    same send_key, which a platform with an idempotency key uses to recognise it."""
+    kit, adapter, _ = make_kit()
+    msg = OutboundMessage("memory", "c1", REPLY)
+    await delivery(adapter, kit, Sleeps()).send(msg, Target("c1", "t", "m9"))
+    first = [t.send_key for t, _ in adapter.sent]
+    assert len(set(first)) == 3 and all(first)
+    adapter.sent.clear()
+    kit2, _, _ = make_kit()  # a fresh store: as if nothing had been recorded before the crash
+    await delivery(adapter, kit2, Sleeps()).send(msg, Target("c1", "t", "m9"))
+    assert [t.send_key for t, _ in adapter.sent] == first
+    other = OutboundMessage("memory", "c1", REPLY)  # the same text in another reply is another message
+    adapter.sent.clear()
+    await delivery(adapter, kit2, Sleeps()).send(other, Target("c1", "t", "m9"))
+    assert not set(first) & {t.send_key for t, _ in adapter.sent}
+
+
+async def test_the_halves_of_a_part_refused_as_too_large_get_keys_of_their_own() -> None:
+    kit, adapter, _ = make_kit(adapter=MeasuringAdapter)
+    words = [f"word{i:03d}" for i in range(24)]
+    await delivery(adapter, kit, Sleeps()).send(OutboundMessage("memory", "c1", " ".join(words)), Target("c1"))
+    keys = [t.send_key for t, _ in adapter.sent]
+    assert len(keys) >= 4 and len(set(keys)) == len(keys) and all(keys)
+
+
 async def test_an_unconfirmed_chunk_counts_as_sent() -> None:
     kit, adapter, _ = make_kit()
     msg = OutboundMessage("memory", "c1", REPLY)
