@@ -78,12 +78,18 @@ FORM = """<html><head><title>Booking</title></head><body><h1>Book a table</h1>
 <button type="submit">Book</button></form></body></html>"""
 
 
+LATE_DATA = threading.Event()  # set: the late app's data request is answered
+
+
 def site(path: str, port: int) -> tuple[int, dict[str, str], bytes]:
     if path.startswith("/done"):
         return html(f"<title>Booked</title><p>Booked: {path.split('?', 1)[1]}</p>")
-    if path == "/late":
-        return html("<title>App</title><div id=app>Loading…</div><script>setTimeout(() => {"
-                    "document.getElementById('app').innerHTML = '<button>Ready now</button>'}, 1500)</script>")
+    if path == "/late":  # renders once its data arrives (after the load event): when the test lets /late/data answer
+        return html("<title>App</title><div id=app>Loading…</div><script>fetch('/late/data').then(r => r.text())"
+                    ".then(t => { document.getElementById('app').innerHTML = '<button>' + t + '</button>' })</script>")
+    if path == "/late/data":
+        LATE_DATA.wait(60)
+        return 200, {"content-type": "text/plain"}, b"Ready now"
     if path == "/jump":
         return 302, {"location": f"http://localhost:{port}/secret"}, b""
     if path == "/file.bin":
@@ -140,9 +146,11 @@ async def test_a_form_is_filled_and_submitted(rig: Rig) -> None:
 
 
 async def test_a_late_rendering_app_is_waited_for(rig: Rig) -> None:
+    LATE_DATA.clear()
     with web_page(site) as (port, _):
         await rig.ok(action="navigate", url=f"http://127.0.0.1:{port}/late")
         assert "Ready now" not in await rig.ok(action="snapshot")
+        LATE_DATA.set()
         await rig.ok(action="wait", text="Ready now")
         assert re.search(r'button "Ready now" \[ref=e\d+\]', await rig.ok(action="snapshot"))
 
