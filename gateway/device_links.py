@@ -81,7 +81,8 @@ class DeviceLinks:
         task = asyncio.create_task(self._run(conn, name, login, model, extra), name=f"link:{name}")
         self._pairings[name] = _Pairing(conn, task)
         conn.on_close.append(lambda: self._stop(name, conn))
-        log.info("linking %s: started by a gateway client", name)  # never the codes
+        log.info("linking %s: started by a gateway client%s", name,  # never the codes
+                 " (a pairing code for a phone number)" if phone is not None else "")
         return {"channel": name, "state": "started"}
 
     async def cancel(self, conn: "Connection", channel: str, account: str) -> dict[str, Any]:
