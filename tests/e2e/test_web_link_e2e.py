@@ -356,6 +356,15 @@ def test_only_the_client_that_asked_gets_a_pairing_code_and_a_non_linked_account
             assert "\n" not in answer["error"]["message"]
         assert not account.pairings and not account.conns  # nothing reached WhatsApp
 
+        wa.fake.refuse_next_pairing("failed to request pairing code: rate-overlimit")  # WhatsApp says no
+        assert asker.call("channels.link", channel="whatsapp", account="home", phone=phone)["ok"]
+        wait_until(lambda: asker.events("link"), "WhatsApp's refusal to the client that asked", describe=daemon.log_text)
+        assert asker.events("link") == [{"channel": "whatsapp.home", "state": "error", "text":
+                                         f"WhatsApp refused a pairing code for {account.number}: "
+                                         "failed to request pairing code: rate-overlimit"}]
+        wait_until(lambda: not account.conns, "the refused login's connection closed", describe=daemon.log_text)
+        asker.frames.clear()
+
         started = asker.call("channels.link", channel="whatsapp", account="home", phone=phone)
         assert started["ok"] and started["payload"] == {"channel": "whatsapp.home", "state": "started"}, started
         wait_until(lambda: asker.events("link"), "the pairing code to the client that asked", describe=daemon.log_text)

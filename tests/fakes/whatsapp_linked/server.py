@@ -101,6 +101,7 @@ class FakeWhatsAppLinked:
         self.events: dict[int, tuple[str, dict[str, Any]]] = {}  # seq -> (account, line)
         self.handled: set[int] = set()
         self._failures: list[str] = []
+        self._pairing_failures: list[str] = []
         self._seq = itertools.count(1)
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -233,6 +234,8 @@ class FakeWhatsAppLinked:
                 return {"op": "error", "id": call_id, "text": "phone number too short"}
             if digits.startswith("0"):
                 return {"op": "error", "id": call_id, "text": "international phone number required (must not start with 0)"}
+            if self._pairing_failures:
+                return {"op": "error", "id": call_id, "text": self._pairing_failures.pop(0)}
             code = "".join(secrets.choice(PAIRING_ALPHABET) for _ in range(8))
             code = f"{code[:4]}-{code[4:]}"
             if account is not None:
@@ -244,6 +247,10 @@ class FakeWhatsAppLinked:
     # -- the test's side --------------------------------------------------------------------------------
     def fail_next(self, text: str) -> None:
         self._failures.append(text)
+
+    def refuse_next_pairing(self, text: str) -> None:
+        """WhatsApp answers the next pairing-code request with this error (whatsmeow's text)."""
+        self._pairing_failures.append(text)
 
     def log_out(self, account: str = "default") -> None:
         """The phone removed this linked device: no session from now on, and a connected one is told."""
