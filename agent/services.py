@@ -32,9 +32,9 @@ __all__ = ["DeviceLinking", "Intake", "Services"]
 class DeviceLinking(Protocol):
     """Linking a chat platform's device (a WhatsApp QR code) from a gateway client: gateway/device_links.py."""
 
-    def start(self, conn: Any, channel: str, account: str) -> dict[str, Any]: ...
+    async def start(self, conn: Any, channel: str, account: str, phone: str | None = None) -> dict[str, Any]: ...
 
-    def cancel(self, conn: Any, channel: str, account: str) -> dict[str, Any]: ...  # Intake is defined by the bus; consumers may keep reaching it here
+    async def cancel(self, conn: Any, channel: str, account: str) -> dict[str, Any]: ...  # Intake is defined by the bus; consumers may keep reaching it here
 
 
 @dataclass(frozen=True)

@@ -3,13 +3,17 @@
 `channels.link` runs the adapter's own `login` (the pairing `clawgate channels login` does) inside the
 daemon and hands each QR code to the one connection that asked, as an `link` event carrying an SVG drawn
 here with segno (a `data:` URI the page shows as an image; an SVG in an <img> runs nothing). WhatsApp
-rotates the code about every 20 s: each new one is a new event. The last event says "linked" (and whether
-the account's channel was started again, so no restart is needed) or gives the error line.
+rotates the code about every 20 s: each new one is a new event. With a phone number instead, WhatsApp's
+8-character pairing code (neonize's PairPhone, asked by the same login) comes as one `code` event, to be
+typed on the phone. The last event says "linked" (and whether the account's channel was started again,
+so no restart is needed) or gives the error line (a code that expired says so: the page asks again).
 
 Who may: only clients that authenticated with the gateway token reach any method, and they are the
 owner; a QR code links a device to the owner's WhatsApp account, so it goes to the caller alone (never
-broadcast to other clients) and is never logged. One pairing per account at a time; closing the
-connection, or `channels.link.cancel` from it, stops it (the login's client is stopped with it).
+broadcast to other clients) and is never logged; so is a pairing code. A link that cannot work (an account
+not in linked mode, a number that is not one) is refused at once, before anything connects, by the
+adapter's own `link_check`. One pairing per account at a time; closing the connection, or
+`channels.link.cancel` from it, stops it (the login's client is stopped with it; cancel answers once it is).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 EVENT = "link"
+STOP_SECONDS = 15.0  # a cancelled login stops its client and joins its thread (10 s at most) before cancel answers
 
 
 class InvalidLink(DomainError):
@@ -56,22 +61,33 @@ class DeviceLinks:
         self.runners: Mapping[str, Any] = {}  # the chat channels' runners, set once they are built (app.py)
         self._pairings: dict[str, _Pairing] = {}
 
-    def start(self, conn: "Connection", channel: str, account: str) -> dict[str, Any]:
+    async def start(self, conn: "Connection", channel: str, account: str, phone: str | None = None) -> dict[str, Any]:
+        """Start a pairing for this client. A link that cannot work is refused first; the same client asking
+        again (a phone-number code instead of the QR codes) replaces its own pairing, another client's never."""
         name = channel if account == "default" else f"{channel}.{account}"
+        login, model = self._login(channel, account, phone)
+        found = self._pairings.get(name)
+        if found is not None and found.conn is conn:  # this page switches: its pairing stops first
+            self._stop(name, conn)
+            await asyncio.wait([found.task], timeout=STOP_SECONDS)
         if name in self._pairings:
             raise Conflict(f"{name} is already being linked (from another page): close that one or wait for it")
-        login, model = self._login(channel, account)
-        if importlib.util.find_spec("segno") is None:  # before WhatsApp is asked: a code must be drawable
+        if phone is None and importlib.util.find_spec("segno") is None:  # before WhatsApp is asked
             raise InvalidLink(f"drawing the QR code needs segno: pip install 'clawgate[{channel}]' "
                               "(the signal and whatsapp-linked extras bring it)")
         extra: dict[str, Any] = {"account": account} if "account" in inspect.signature(login).parameters else {}
+        if phone is not None:
+            extra["phone"] = phone
         task = asyncio.create_task(self._run(conn, name, login, model, extra), name=f"link:{name}")
         self._pairings[name] = _Pairing(conn, task)
         conn.on_close.append(lambda: self._stop(name, conn))
-        log.info("linking %s: started by a gateway client", name)  # never the codes
+        log.info("linking %s: started by a gateway client%s", name,  # never the codes
+                 " (a pairing code for a phone number)" if phone is not None else "")
         return {"channel": name, "state": "started"}
 
-    def cancel(self, conn: "Connection", channel: str, account: str) -> dict[str, Any]:
+    async def cancel(self, conn: "Connection", channel: str, account: str) -> dict[str, Any]:
+        """Stop this client's pairing; answered once its login client is closed, so the same client may
+        start another (a phone-number code instead of the QR codes) at once."""
         name = channel if account == "default" else f"{channel}.{account}"
         found = self._pairings.get(name)
         if found is None:
@@ -79,6 +95,7 @@ class DeviceLinks:
         if found.conn is not conn:
             raise Conflict(f"{name} is being linked from another page; only that page can cancel it")
         self._stop(name, conn)
+        await asyncio.wait([found.task], timeout=STOP_SECONDS)
         return {"channel": name, "state": "cancelled"}
 
     async def close(self) -> None:
@@ -93,8 +110,10 @@ class DeviceLinks:
             found.task.cancel()
             log.info("linking %s: cancelled", name)
 
-    def _login(self, channel: str, account: str) -> tuple[Callable[..., Any], Any]:
-        """The adapter's `login` (one that can hand QR codes over as text) and the account's settings."""
+    def _login(self, channel: str, account: str, phone: str | None) -> tuple[Callable[..., Any], Any]:
+        """The adapter's `login` (one that can hand QR codes over as text, or a pairing code for `phone`) and
+        the account's settings, once the adapter's `link_check` found nothing to refuse."""
+        from clawgate.channels.kit import ChannelAuthError
         from clawgate.channels.kit.registry import ChannelConfigError, accounts, load, validate
 
         table = self.settings.sections().get(channel)
@@ -111,6 +130,14 @@ class DeviceLinks:
         login = getattr(cls, "login", None)
         if login is None or "qr" not in inspect.signature(login).parameters:
             raise InvalidLink(f"channel {channel} links no device by QR code here: set it up as docs/{channel}.md says")
+        if phone is not None and "pairing" not in inspect.signature(login).parameters:
+            raise InvalidLink(f"channel {channel} links no device by phone number: link it with its QR code")
+        check = getattr(cls, "link_check", None)
+        if check is not None:
+            try:
+                check(model, phone)
+            except ChannelAuthError as exc:
+                raise InvalidLink(str(exc)) from None
         return login, model
 
     async def _run(self, conn: "Connection", name: str, login: Callable[..., Any], model: Any,
@@ -120,9 +147,12 @@ class DeviceLinks:
         def emit(state: str, **more: Any) -> None:
             conn.event(EVENT, {"channel": name, "state": state, **more})
 
+        if "phone" in extra:  # the pairing code as WhatsApp formats it (ABCD-EFGH), typed on the phone
+            extra["pairing"] = lambda code: emit("code", code=code)
+        else:
+            extra["qr"] = lambda code: emit("qr", image=qr_image(code))
         try:
-            line = await login(model, lambda text: emit("line", text=text),
-                               qr=lambda code: emit("qr", image=qr_image(code)), **extra)
+            line = await login(model, lambda text: emit("line", text=text), **extra)
         except (ChannelAuthError, ChannelUnavailable) as exc:
             log.info("linking %s: %s", name, exc)
             emit("error", text=str(exc))

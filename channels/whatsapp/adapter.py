@@ -97,17 +97,30 @@ class WhatsAppAdapter(PlatformAdapter):
 
     # -- lifecycle --------------------------------------------------------------------------
     @classmethod
-    async def login(cls, settings: BaseModel, show: Callable[[str], None], account: str = "default",
-                    phone: str | None = None, qr: Callable[[str], None] | None = None) -> str:
-        """Link clawgate as a device of a WhatsApp account (linked mode; login.py). `qr` takes each code as
-        text (a gateway client draws it) instead of the terminal QR code in `show`."""
+    def link_check(cls, settings: BaseModel, phone: str | None = None) -> None:
+        """Refuse, before anything connects, a link that cannot work (a gateway client is answered at once):
+        an account not in linked mode, or a number that is not one (login.py's E.164 check)."""
         assert isinstance(settings, WhatsAppSettings)
         if settings.mode != "linked":
             raise ChannelAuthError("WhatsApp: only mode = \"linked\" links a device; the Cloud API is set up with "
                                    "its token in [channels.whatsapp] (docs/whatsapp.md)")
+        if phone is not None:
+            from clawgate.channels.whatsapp.login import phone_digits
+
+            phone_digits(phone)
+
+    @classmethod
+    async def login(cls, settings: BaseModel, show: Callable[[str], None], account: str = "default",
+                    phone: str | None = None, qr: Callable[[str], None] | None = None,
+                    pairing: Callable[[str], None] | None = None) -> str:
+        """Link clawgate as a device of a WhatsApp account (linked mode; login.py). `qr` takes each code as
+        text (a gateway client draws it) instead of the terminal QR code in `show`; with `phone`, `pairing`
+        takes the pairing code WhatsApp gives for that number instead of a line in `show`."""
+        assert isinstance(settings, WhatsAppSettings)
+        cls.link_check(settings, phone)
         from clawgate.channels.whatsapp.login import link
 
-        return await link(show, account, phone, qr)
+        return await link(show, account, phone, qr, pairing, wait_seconds=settings.link_wait_seconds)
 
     @classmethod
     async def probe(cls, settings: BaseModel, account: str = "default") -> ProbeResult:

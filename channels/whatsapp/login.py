@@ -7,8 +7,11 @@ pairing code WhatsApp returns for that number is shown instead, to type under "L
 Once the phone confirms (PairStatusEv) and the session is up (ConnectedEv) the session database is
 left in state/whatsapp/<account>/ (0600) and the daemon uses it from its next start.
 
-A gateway client (the web page, gateway/device_links.py) passes `qr`: each code is handed to it as
-text instead (it draws its own image), and a device already linked is an error rather than a line.
+A gateway client (the web page, gateway/device_links.py) passes `qr` (each QR code handed to it as text:
+it draws its own image) or, with a number, `pairing` (the pairing code handed to it); a device already
+linked is then an error rather than a line. The number is checked (E.164) before anything connects.
+Waiting ends after `wait_seconds`: the login's connection is closed, so the code cannot link any more
+(it expired) and the owner asks for a new one.
 """
 
 from __future__ import annotations
@@ -41,26 +44,37 @@ def qr_text(code: str) -> str:
     return out.getvalue()
 
 
+# E.164: a country code (never starting with 0) and the number, 15 digits at most; the shortest in use have 7.
+_E164 = re.compile(r"[1-9][0-9]{6,14}")
+
+
 def phone_digits(phone: str) -> str:
-    digits = re.sub(r"[\s\-().+]", "", phone)
-    if not digits.isdigit() or len(digits) < 7:
-        raise ChannelAuthError(f"WhatsApp: --phone {phone!r} is not a phone number: write it with its country "
-                               "code, as +15551234567")
+    """The number as WhatsApp's pairing wants it (E.164 digits, no "+"); written as people write numbers
+    ("+1 (555) 123-4567") is fine. Anything else is one line naming the form expected."""
+    spaced = phone.strip()
+    digits = re.sub(r"[\s\-().]", "", spaced.removeprefix("+"))
+    if not _E164.fullmatch(digits):
+        why = ("starts with 0: write the country code instead of the leading 0"
+               if digits.startswith("0") else "is not a phone number in international form")
+        raise ChannelAuthError(f"WhatsApp: {phone[:40]!r} {why}, as +15551234567 (the country code, then "
+                               "the number: 7 to 15 digits)")
     return digits
 
 
 async def link(show: Callable[[str], None], account: str = "default", phone: str | None = None,
-               qr: Callable[[str], None] | None = None) -> str:
+               qr: Callable[[str], None] | None = None, pairing: Callable[[str], None] | None = None,
+               wait_seconds: float = LINK_WAIT_SECONDS) -> str:
+    digits = phone_digits(phone) if phone else None  # before anything is touched: a bad number is one line
+    client_side = qr is not None or pairing is not None  # a gateway client shows the codes
     path = session_path(Paths.from_env().state, account)
     prepare_session_dir(path)
     linked = await asyncio.to_thread(stored_device, path)
     if linked is not None:
         line = (f"WhatsApp: already linked as {linked} ({path}); to link another phone, unlink this device on "
                 f"the phone (Linked devices) or remove {path.parent}, then link again")
-        if qr is not None:
+        if client_side:
             raise ChannelAuthError(line)
         return line
-    digits = phone_digits(phone) if phone else None
     try:
         client = open_client(path, f"clawgate-login-{account}")
     except NeonizeMissing as exc:
@@ -87,12 +101,15 @@ async def link(show: Callable[[str], None], account: str = "default", phone: str
 
     def pair_phone(number: str) -> None:
         try:
-            pairing = client.PairPhone(number, True)
+            code = client.PairPhone(number, True)
         except Exception as exc:
             settle(ChannelAuthError(f"WhatsApp refused a pairing code for {number}: {exc}"))
             return
-        loop.call_soon_threadsafe(show, f"On the phone: WhatsApp → Linked devices → Link a device → Link with "
-                                  f"phone number instead, and type {pairing}")
+        if pairing is not None:
+            loop.call_soon_threadsafe(pairing, code)
+        else:
+            loop.call_soon_threadsafe(show, f"On the phone: WhatsApp → Linked devices → Link a device → Link with "
+                                      f"phone number instead, and type {code}")
 
     def on_pair(_client: Any, event: Any) -> None:
         if event.Error:
@@ -119,16 +136,18 @@ async def link(show: Callable[[str], None], account: str = "default", phone: str
     thread = threading.Thread(target=session, name=f"whatsapp-login-{account}", daemon=True)
     thread.start()
     try:
-        number = await asyncio.wait_for(outcome, LINK_WAIT_SECONDS)
+        number = await asyncio.wait_for(outcome, wait_seconds)
     except asyncio.TimeoutError:
-        raise ChannelUnavailable(f"WhatsApp: no phone linked this device within {LINK_WAIT_SECONDS:.0f} s; "
-                                 "run the command again") from None
+        what = "the pairing code" if digits else "the QR codes"
+        again = "ask for a new one" if client_side else "run the command again"
+        raise ChannelUnavailable(f"WhatsApp: {what} expired: no phone linked this device within "
+                                 f"{wait_seconds:.0f} s; {again}") from None
     finally:
         await asyncio.to_thread(client.stop)
         await asyncio.to_thread(thread.join, 10)
         prepare_session_dir(path)
     which = "" if account == "default" else f" (account {account})"
-    if qr is not None:
+    if client_side:
         return f"WhatsApp linked as +{number}{which}"
     return (f"WhatsApp linked as {number}{which}; the session is in {path}. Put mode = \"linked\" and your "
             f"number in owner in [channels.whatsapp], then start the daemon")

@@ -43,6 +43,9 @@ class WhatsAppSettings(AccessSettings):
         "mark a person's message read (blue ticks) while the agent works; default: on in cloud mode, off linked"))
     check_seconds: float = Field(60.0, gt=0, description=(
         "how often the Graph API is asked whether it answers (webhooks alone cannot tell Meta is unreachable)"))
+    link_wait_seconds: float = Field(180.0, gt=0, le=600, description=(
+        "linked: how long a pairing (QR codes, or a phone-number pairing code) waits for the phone before "
+        "its code is given up as expired (WhatsApp offers codes for about two minutes)"))
 
     @field_validator("owner", "allow_from", mode="after")
     @classmethod

@@ -11,6 +11,7 @@ accounts at once, linking through `clawgate channels login whatsapp`, doctor.
 from __future__ import annotations
 
 import json
+import re
 import os
 import stat
 import subprocess
@@ -221,14 +222,17 @@ def test_login_shows_the_qr_code_until_the_phone_links_and_a_pairing_code_for_a_
                              env={**daemon.env, "CLAWGATE_CHANNELS__WHATSAPP__ACCOUNTS__OTHER__ENABLED": "true"},
                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_until(lambda: wa.fake.account("other").conns, "the login connected")
-        wait_past(1.0)
-        wa.fake.scan("other")
+        wait_until(lambda: wa.fake.account("other").pairings, "the login asked for a pairing code")
+        ((number, code),) = wa.fake.account("other").pairings
+        assert number == "15550007777" and re.fullmatch(r"[1-9A-Z]{4}-[1-9A-Z]{4}", code)
+        assert not wa.fake.type_code("WRONG-CODE", "other")
+        wa.fake.account("other").number = number  # the phone of that number types the code it was given
+        assert wa.fake.type_code(code, "other")
         out, err = coded.communicate(timeout=120)
     finally:
         coded.kill()
     assert coded.returncode == 0, err
-    assert "FAKE-CODE" in out and "▀" not in out
+    assert code in out and "Link with phone number" in out and "▀" not in out
 
 
 def test_with_the_real_neonize_an_unlinked_device_is_one_line_and_login_reaches_whatsapps_address(

@@ -13,6 +13,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import itertools
+import re
+import secrets
 import socket
 import threading
 import time
@@ -40,6 +42,8 @@ BOT_LID = "880000000001"
 GROUP = "120363000000000001@g.us"
 PHONE = "s.whatsapp.net"
 FIRST_CODE = "2@fake-ref-0,fake-noise,fake-identity,fake-adv"  # what WhatsApp offers first to a device linking
+# whatsmeow's pairing-code alphabet (pair-code.go's linkingBase32): 8 of these, given as ABCD-EFGH
+PAIRING_ALPHABET = "123456789ABCDEFGHJKLMNPQRSTVWXYZ"
 
 
 def jid(text: str) -> JID:
@@ -82,6 +86,8 @@ class Account:
     lid: str = BOT_LID
     linked: bool = True
     conns: list[socket.socket] = field(default_factory=list)
+    pairings: list[tuple[str, str]] = field(default_factory=list)  # (number, code) a linking device asked for
+    pairing_conns: dict[str, socket.socket] = field(default_factory=dict)  # code -> the connection that asked
 
 
 class FakeWhatsAppLinked:
@@ -95,6 +101,7 @@ class FakeWhatsAppLinked:
         self.events: dict[int, tuple[str, dict[str, Any]]] = {}  # seq -> (account, line)
         self.handled: set[int] = set()
         self._failures: list[str] = []
+        self._pairing_failures: list[str] = []
         self._seq = itertools.count(1)
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -172,7 +179,7 @@ class FakeWhatsAppLinked:
                     self.handled.add(int(line["seq"]))
                 elif op == "call":
                     with lock:
-                        send_line(conn, self._answer(account, line))
+                        send_line(conn, self._answer(account, line, conn))
         except OSError:
             pass
         finally:
@@ -185,7 +192,7 @@ class FakeWhatsAppLinked:
                              Initialized=True))
 
     # -- what the device calls --------------------------------------------------------------------------
-    def _answer(self, account: Account | None, call: dict[str, Any]) -> dict[str, Any]:
+    def _answer(self, account: Account | None, call: dict[str, Any], conn: socket.socket) -> dict[str, Any]:
         method, call_id = call["method"], call["id"]
         name = next((n for n, a in self.accounts.items() if a is account), "default")
         if method == "send_message":
@@ -221,13 +228,29 @@ class FakeWhatsAppLinked:
                     data = self.media[getattr(message, kind).URL]
                     return {"op": "result", "id": call_id, "value": base64.b64encode(data).decode()}
             return {"op": "error", "id": call_id, "text": "failed to download media: 404"}
-        if method == "pair_phone":
-            return {"op": "result", "id": call_id, "value": "FAKE-CODE"}
+        if method == "pair_phone":  # whatsmeow's PairPhone: the number's digits checked, then a code
+            digits = re.sub(r"[^0-9]", "", call["phone"])
+            if len(digits) <= 6:
+                return {"op": "error", "id": call_id, "text": "phone number too short"}
+            if digits.startswith("0"):
+                return {"op": "error", "id": call_id, "text": "international phone number required (must not start with 0)"}
+            if self._pairing_failures:
+                return {"op": "error", "id": call_id, "text": self._pairing_failures.pop(0)}
+            code = "".join(secrets.choice(PAIRING_ALPHABET) for _ in range(8))
+            code = f"{code[:4]}-{code[4:]}"
+            if account is not None:
+                account.pairings.append((digits, code))
+                account.pairing_conns[code] = conn
+            return {"op": "result", "id": call_id, "value": code}
         return {"op": "error", "id": call_id, "text": f"the fake has no {method}"}
 
     # -- the test's side --------------------------------------------------------------------------------
     def fail_next(self, text: str) -> None:
         self._failures.append(text)
+
+    def refuse_next_pairing(self, text: str) -> None:
+        """WhatsApp answers the next pairing-code request with this error (whatsmeow's text)."""
+        self._pairing_failures.append(text)
 
     def log_out(self, account: str = "default") -> None:
         """The phone removed this linked device: no session from now on, and a connected one is told."""
@@ -251,6 +274,16 @@ class FakeWhatsAppLinked:
         found.linked = True
         self._push(account, PairStatusEv(ID=jid(f"{found.number}@{PHONE}"), Status=1))
         self._push(account, ConnectedEv(status=True), me=pack(self._device(found)))
+
+    def type_code(self, code: str, account: str = "default") -> bool:
+        """The account's phone types a pairing code under "Link with phone number": it links the device
+        when it is a code WhatsApp gave for this phone's number to a device still connected and waiting;
+        any other (wrong, for another number, or its device gone: expired) is refused on the phone."""
+        found = self.account(account)
+        if (found.number, code) not in found.pairings or found.pairing_conns.get(code) not in found.conns:
+            return False
+        self.scan(account)
+        return True
 
     def _push(self, account: str, event: Any, **extra: Any) -> int:
         seq = next(self._seq)
