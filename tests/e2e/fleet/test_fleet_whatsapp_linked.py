@@ -15,8 +15,9 @@ again, WhatsApp does not, so the test does not kill inside that window."""
 
 from __future__ import annotations
 
-import asyncio
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,7 +25,7 @@ import pytest
 import redis
 
 from clawgate.agent.fleet.keys import partition_of
-from tests.conformance.platforms.whatsapp_linked import WhatsAppLinkedHarness
+from tests.conformance.platforms.whatsapp_linked import ROOT, WhatsAppLinkedHarness
 from tests.e2e.fleet.test_fleet_channels import status
 from tests.fakes.anthropic_api import FakeAnthropic, text
 from tests.fakes.whatsapp.reading import plain_of
@@ -68,15 +69,20 @@ def channel_state(proc: DaemonProcess, account: str) -> str:
     return str(status(proc)["channelStates"].get(CHANNELS[account], {}).get("state"))
 
 
-def start(fleet_factory, wa: WhatsAppLinkedHarness, count: int) -> tuple[Fleet, "redis.Redis"]:
-    """`count` processes with the partitions spread over them, both accounts' sessions held and running,
-    every other process on standby for them."""
+def start_unlinked(fleet_factory, wa: WhatsAppLinkedHarness, count: int = 2) -> tuple[Fleet, "redis.Redis"]:
+    """`count` processes of a fleet with both accounts enabled, the partitions spread over them."""
     env = {**wa.env(dm_policy="open"), **{f"CLAWGATE_CHANNELS__WHATSAPP__ACCOUNTS__{a.upper()}__ENABLED": "true"
                                           for a in CHANNELS}}
     fleet: Fleet = fleet_factory(env)
     for _ in range(count):
         fleet.add()
-    r = fleet.spread(count)
+    return fleet, fleet.spread(count)
+
+
+def start(fleet_factory, wa: WhatsAppLinkedHarness, count: int) -> tuple[Fleet, "redis.Redis"]:
+    """`count` processes with the partitions spread over them, both accounts' sessions held and running,
+    every other process on standby for them."""
+    fleet, r = start_unlinked(fleet_factory, wa, count)
     for account in CHANNELS:
         holder = fleet.by_node(wait_until(lambda a=account: session_lease(fleet, r, a), f"{account}'s session lease",
                                           describe=fleet.logs))
@@ -192,3 +198,48 @@ def test_a_killed_holder_hands_the_linked_session_on_and_messages_around_the_kil
     assert work.peak == 1 and len(work.sessions) == 1
     if work_holder != killed.node:  # held independently: the other account's session did not move
         assert session_lease(fleet, r, WORK) == work_holder and work.logins == work_logins
+
+
+def channel_row(proc: DaemonProcess, account: str) -> dict[str, Any]:
+    return dict(status(proc)["channelStates"].get(CHANNELS[account], {}))
+
+
+def test_linked_while_the_fleet_runs_one_process_connects_and_a_kill_still_moves_the_session(
+        fleet_factory, wa: WhatsAppLinkedHarness, fake_model: FakeAnthropic) -> None:
+    """Alone, an unlinked device fails the channel until linking restarts it. In a fleet the process holding
+    the account's lease keeps retrying instead (every other process stays on standby), so a device linked
+    later, from any process, is connected once by the holder, and a kill still hands it on."""
+    fake = wa.fake
+    fake.account("default").linked = False
+    fake.account(WORK)  # the second number exists, linked: it runs meanwhile
+    fleet, r = start_unlinked(fleet_factory, wa)
+    waiting = fleet.by_node(session_lease(fleet, r, "default") or "")
+    other = next(p for p in fleet.procs if p is not waiting)
+    row = wait_until(lambda: (found := channel_row(waiting, "default")).get("state") == "retrying" and found,
+                     "the holder waiting for the link", describe=fleet.logs)
+    assert "clawgate channels login whatsapp" in row["reason"], row
+    assert channel_state(other, "default") == "standby" and fake.account("default").logins == 0
+    login = subprocess.Popen([sys.executable, "-m", "clawgate.gateway.cli", "channels", "login", "whatsapp"],
+                             env=other.env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: fake.account("default").conns, "the login connected", describe=fleet.logs)
+        fake.scan("default")
+        out, err = login.communicate(timeout=120)
+    finally:
+        login.kill()
+    assert login.returncode == 0 and "linked as" in out, err
+    wait_until(lambda: channel_state(waiting, "default") == "running", "the holder connected once linked",
+               timeout=LEASE_SECONDS + 90, describe=fleet.logs)
+    fake.text("15550340001", "hello after linking")
+    wait_until(lambda: said(fake, dm("15550340001"), "default"), "the answer", describe=fleet.logs)
+    waiting.kill()
+    wait_until(lambda: session_lease(fleet, r, "default") == other.node, "the other process holding the session",
+               timeout=LEASE_SECONDS + 60, describe=fleet.logs)
+    wait_until(lambda: channel_state(other, "default") == "running", "its session connected", describe=fleet.logs)
+    fake.text("15550340002", "hello after the kill")
+    wait_until(lambda: said(fake, dm("15550340002"), "default"), "the answer after the kill", describe=fleet.logs)
+    wait_past(2.0)
+    assert said(fake, dm("15550340001"), "default") == ["echo: hello after linking"]
+    assert said(fake, dm("15550340002"), "default") == ["echo: hello after the kill"]
+    found = fake.account("default")
+    assert (found.peak, found.logins, len(found.sessions)) == (1, 2, 1)
