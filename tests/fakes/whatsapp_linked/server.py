@@ -37,7 +37,7 @@ from neonize.proto.waE2E.WAWebProtobufsE2E_pb2 import (
 
 from neonize.proto.waCommon.WACommon_pb2 import MessageKey
 
-from tests.fakes.whatsapp_linked.wire import Lines, filled, pack, send_line, unpack
+from tests.fakes.whatsapp_linked.wire import Lines, filled, no_delay, pack, send_line, unpack
 
 BOT_NUMBER = "15550009999"
 BOT_LID = "880000000001"
@@ -152,7 +152,7 @@ class FakeWhatsAppLinked:
                 conn, _ = listener.accept()
             except OSError:
                 return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+            threading.Thread(target=self._serve, args=(no_delay(conn),), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
         lines = Lines(conn)
