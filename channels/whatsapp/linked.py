@@ -3,7 +3,8 @@
 neonize (Python bindings of whatsmeow) holds the multi-device session; its database is
 state/whatsapp/<account>/session.db (0600, in a 0700 folder), linked once by `clawgate channels login
 whatsapp` (login.py). The daemon never shows a QR code: an unlinked or logged-out device is one line
-naming that command, and the channel stays failed until a restart.
+naming that command, and the channel stays failed until a restart (in a fleet the process holding the
+account's lease retries instead, so a device linked meanwhile is connected by exactly one process).
 
 Events come on neonize's Go callback thread, one at a time; the handler hands each to the daemon's loop
 and blocks until `kit.receive` returned, so nothing is taken in out of order and whatsmeow's queue waits

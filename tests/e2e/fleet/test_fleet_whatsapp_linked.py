@@ -243,3 +243,9 @@ def test_linked_while_the_fleet_runs_one_process_connects_and_a_kill_still_moves
     assert said(fake, dm("15550340002"), "default") == ["echo: hello after the kill"]
     found = fake.account("default")
     assert (found.peak, found.logins, len(found.sessions)) == (1, 2, 1)
+    fake.log_out("default")  # removed from the phone: the holder keeps the account, waiting for a new link
+    row = wait_until(lambda: (now := channel_row(other, "default")).get("state") == "retrying" and now,
+                     "the holder waiting for a new link", describe=fleet.logs)
+    assert "logged" in row["reason"] and "channels login whatsapp" in row["reason"], row
+    wait_until(lambda: not found.sessions, "the logged-out session closed", describe=fleet.logs)
+    assert session_lease(fleet, r, "default") == other.node and found.peak == 1
