@@ -35,6 +35,8 @@ from tests.fakes.signal import BOT_NUMBER, FakeSignalCli  # noqa: E402
 from tests.fakes.slack_api import APP_TOKEN, BOT_TOKEN, FakeSlack  # noqa: E402
 from tests.fakes.telegram_api import FakeTelegram  # noqa: E402
 from tests.fakes.whatsapp import APP_SECRET, PHONE_NUMBER_ID, TOKEN, VERIFY_TOKEN, FakeWhatsApp  # noqa: E402
+from tests.fakes.whatsapp_linked import FakeWhatsAppLinked  # noqa: E402
+from tests.fakes.whatsapp_linked.wire import SERVER_VARIABLE as WHATSAPP_LINKED_SERVER  # noqa: E402
 from tests.harness import DaemonProcess, free_port  # noqa: E402
 
 
@@ -118,6 +120,38 @@ class WhatsAppPlatform(Platform):
 
     def inject(self, chat: int, text: str) -> None:
         self.fake.inject_message(f"1555900{chat:04d}", text=text)
+
+    def close(self) -> None:
+        self.fake.stop()
+
+
+class WhatsAppLinkedPlatform(Platform):
+    """The WhatsApp adapter as a linked device: the fake of neonize's client in the daemon (named by
+    WHATSAPP_LINKED_TEST_CLIENT), its `MessageEv`s pushed by the fake WhatsApp here, sends answered there."""
+
+    name = "whatsapp_linked"
+
+    def __init__(self) -> None:
+        super().__init__()
+        platform = self
+
+        class Timed(FakeWhatsAppLinked):
+            def _answer(self, account: Any, call: dict[str, Any]) -> dict[str, Any]:
+                answer = super()._answer(account, call)
+                if call["method"] == "send_message" and answer["op"] == "result":
+                    platform.saw(self.sent[-1].text)
+                return answer
+
+        self.fake = Timed()
+        self.fake.start()
+
+    def env(self) -> dict[str, str]:
+        return {"CLAWGATE_CHANNELS__WHATSAPP__MODE": "linked", "CLAWGATE_CHANNELS__WHATSAPP__DM_POLICY": "open",
+                "WHATSAPP_LINKED_TEST_CLIENT": "tests.fakes.whatsapp_linked.client",
+                WHATSAPP_LINKED_SERVER: self.fake.address}
+
+    def inject(self, chat: int, text: str) -> None:
+        self.fake.text(f"1555900{chat:04d}", text)  # kept for the device until its session takes it
 
     def close(self) -> None:
         self.fake.stop()
@@ -368,7 +402,8 @@ PLATFORMS: dict[str, Callable[[], Platform]] = {"telegram": TelegramPlatform, "d
                                                 "email": EmailPlatform, "signal": SignalPlatform, "mattermost": MattermostPlatform,
                                                 "echochat": EchoChatPlatform, "whatsapp": WhatsAppPlatform,
                                                 "googlechat": GoogleChatPlatform, "dingtalk": DingTalkPlatform,
-                                                "teams": TeamsPlatform, "feishu": FeishuPlatform, "irc": IrcPlatform}
+                                                "teams": TeamsPlatform, "feishu": FeishuPlatform, "irc": IrcPlatform,
+                                                "whatsapp_linked": WhatsAppLinkedPlatform}
 
 
 def measure(make: Callable[[], Platform], chats: int) -> tuple[list[float], list[float]]:
@@ -430,10 +465,10 @@ def main() -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"{'channel':10} {'intake p50':>11} {'intake p99':>11} {'delivery p50':>13} {'delivery p99':>13}  (ms, "
+    print(f"{'channel':15} {'intake p50':>11} {'intake p99':>11} {'delivery p50':>13} {'delivery p99':>13}  (ms, "
           f"{args.chats} chats)")
     for name, r in rows.items():
-        print(f"{name:10} {r['intake_p50']:11.1f} {r['intake_p99']:11.1f} {r['delivery_p50']:13.1f} "
+        print(f"{name:15} {r['intake_p50']:11.1f} {r['intake_p99']:11.1f} {r['delivery_p50']:13.1f} "
               f"{r['delivery_p99']:13.1f}")
     return 0
 

@@ -3,7 +3,8 @@
 neonize (Python bindings of whatsmeow) holds the multi-device session; its database is
 state/whatsapp/<account>/session.db (0600, in a 0700 folder), linked once by `clawgate channels login
 whatsapp` (login.py). The daemon never shows a QR code: an unlinked or logged-out device is one line
-naming that command, and the channel stays failed until a restart.
+naming that command, and the channel stays failed until a restart (in a fleet the process holding the
+account's lease retries instead, so a device linked meanwhile is connected by exactly one process).
 
 Events come on neonize's Go callback thread, one at a time; the handler hands each to the daemon's loop
 and blocks until `kit.receive` returned, so nothing is taken in out of order and whatsmeow's queue waits
@@ -24,7 +25,7 @@ import collections
 import mimetypes
 import re
 import threading
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, NoReturn
 
 from pydantic import BaseModel
 
@@ -121,8 +122,8 @@ class LinkedAdapter(PlatformAdapter):
         device = await asyncio.to_thread(stored_device, self.path)
         self.needs_link = device is None
         if device is None:
-            raise ChannelAuthError(f"WhatsApp: this linked device is not linked yet, or was logged out: "
-                                   f"{login_line(self.account)}")
+            self._unlinked(f"WhatsApp: this linked device is not linked yet, or was logged out: "
+                           f"{login_line(self.account)}")
         self._sessions += 1  # neonize names each client in its Go registry, and a collected client's finalizer
         try:  # stops the name it had: a new name per session, so an old client can never stop a new one
             client = open_client(self.path, f"clawgate-{self.kit.name}-{self._sessions}", self.kit.log)
@@ -162,9 +163,18 @@ class LinkedAdapter(PlatformAdapter):
     def _raise_ended(self, why: str) -> None:
         if self._logged_out:
             self.needs_link = True
-            raise ChannelAuthError(f"WhatsApp logged this linked device out ({self._ending or 'from the phone'}): "
-                                   f"{login_line(self.account)}")
+            self._unlinked(f"WhatsApp logged this linked device out ({self._ending or 'from the phone'}): "
+                           f"{login_line(self.account)}")
         raise ChannelUnavailable(f"WhatsApp: {self._ending or why}")
+
+    def _unlinked(self, line: str) -> NoReturn:
+        """No linked session. Alone: the channel fails with the line (linking restarts it). In a fleet the
+        process holding the account's lease keeps it and retries with backoff, reading the shared session
+        folder anew each time: linked from any process (or `channels login`), exactly one connects, and
+        failover keeps working, where a failed channel would leave no process to take the session over."""
+        if self.kit.in_fleet:
+            raise ChannelUnavailable(f"{line}; retrying here until it is linked")
+        raise ChannelAuthError(line)
 
     async def run(self) -> None:
         assert self._ended is not None

@@ -31,7 +31,7 @@ from neonize.proto.Neonize_pb2 import JID, Device, SendResponse, UploadResponse
 from neonize.proto.waE2E.WAWebProtobufsE2E_pb2 import Message
 from neonize.utils.enum import ChatPresence, ChatPresenceMedia, ClientName, ClientType, MediaType, ReceiptType
 
-from tests.fakes.whatsapp_linked.wire import SERVER_VARIABLE, Lines, pack, send_line, unpack
+from tests.fakes.whatsapp_linked.wire import SERVER_VARIABLE, Lines, no_delay, pack, send_line, unpack
 
 RECONNECT_SECONDS = 0.3
 QR_CODE = -1  # the QR callback's turn on the callback thread (neonize calls it outside its event codes)
@@ -99,7 +99,7 @@ class FakeNewClient:
             first = True
             while not self._stopped.is_set():
                 try:
-                    sock = socket.create_connection(_server(), timeout=5)
+                    sock = no_delay(socket.create_connection(_server(), timeout=5))
                 except OSError as exc:
                     if first:
                         raise NeonizeError(f"failed to dial whatsapp servers: {exc}") from None

@@ -6,6 +6,10 @@ quoted replies, the account's own "message yourself" chat, status broadcasts, re
 records what the device sent (neonize `Message` protobufs), presences and read receipts. Failures are
 injected as whatsmeow's errors (rate-overlimit, a refusal), a logged-out device, or the server gone.
 An event is delivered again after a reconnect until the client says its handler returned.
+
+It runs in the test process and every daemon's fake client connects to it, so it sees all of a fleet: per
+account, the linked sessions open now (`sessions`), ever (`logins`) and the most at once (`peak`); WhatsApp
+takes a device connected twice for a stolen session, so more than one at once is the fleet's failure.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from neonize.proto.waE2E.WAWebProtobufsE2E_pb2 import (
 
 from neonize.proto.waCommon.WACommon_pb2 import MessageKey
 
-from tests.fakes.whatsapp_linked.wire import Lines, filled, pack, send_line, unpack
+from tests.fakes.whatsapp_linked.wire import Lines, filled, no_delay, pack, send_line, unpack
 
 BOT_NUMBER = "15550009999"
 BOT_LID = "880000000001"
@@ -88,6 +92,9 @@ class Account:
     conns: list[socket.socket] = field(default_factory=list)
     pairings: list[tuple[str, str]] = field(default_factory=list)  # (number, code) a linking device asked for
     pairing_conns: dict[str, socket.socket] = field(default_factory=dict)  # code -> the connection that asked
+    sessions: list[socket.socket] = field(default_factory=list)  # the connections logged in as the linked device
+    logins: int = 0  # linked sessions opened, ever
+    peak: int = 0  # the most linked sessions open at once: more than one is what WhatsApp logs a device out for
 
 
 class FakeWhatsAppLinked:
@@ -137,6 +144,7 @@ class FakeWhatsAppLinked:
                     pass
                 conn.close()
             account.conns.clear()
+            account.sessions.clear()
 
     def account(self, name: str = "default") -> Account:
         with self._lock:
@@ -151,7 +159,7 @@ class FakeWhatsAppLinked:
                 conn, _ = listener.accept()
             except OSError:
                 return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+            threading.Thread(target=self._serve, args=(no_delay(conn),), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
         lines = Lines(conn)
@@ -170,6 +178,10 @@ class FakeWhatsAppLinked:
                     if not account.linked:
                         send_line(conn, {"op": "qr", "codes": [FIRST_CODE]})
                         continue
+                    with self._lock:
+                        account.sessions.append(conn)
+                        account.logins += 1
+                        account.peak = max(account.peak, len(account.sessions))
                     with lock:
                         send_line(conn, {"op": "welcome", "me": pack(self._device(account))})
                         for seq, (owner, event) in sorted(self.events.items()):
@@ -185,6 +197,9 @@ class FakeWhatsAppLinked:
         finally:
             if account is not None and conn in account.conns:
                 account.conns.remove(conn)
+            with self._lock:
+                if account is not None and conn in account.sessions:
+                    account.sessions.remove(conn)
             conn.close()
 
     def _device(self, account: Account) -> Device:
