@@ -17,9 +17,9 @@ from typing import Any, Callable, ClassVar
 from pydantic import BaseModel
 
 from clawgate.channels.kit import (
+    AdapterKit,
     Capabilities,
     ChannelAuthError,
-    ChannelKit,
     ChannelUnavailable,
     DeliveryError,
     PlatformAdapter,
@@ -53,7 +53,7 @@ class SignalAdapter(PlatformAdapter):
     capabilities: ClassVar[Capabilities] = Capabilities(
         max_chars=MAX_CHARS, edit=False, typing=True, buttons=True, files=True, max_file_bytes=MAX_FILE_BYTES)
 
-    def __init__(self, settings: SignalSettings, kit: ChannelKit) -> None:  # type: ignore[override]
+    def __init__(self, settings: SignalSettings, kit: AdapterKit) -> None:  # type: ignore[override]
         super().__init__(settings, kit)
         self.settings: SignalSettings = settings
         self.rpc = SignalRpc(settings.url(), settings.account.strip(), timeout=settings.request_timeout_seconds)
@@ -199,7 +199,16 @@ class SignalAdapter(PlatformAdapter):
         chat = f"{GROUP_PREFIX}{group}" if group else sender.user_id
         line = await self.kit.approval_answer(approval_id, sender, approved, chat_id=chat)
         if line:  # in the background: a failed send must not end the event stream
-            self.kit.say(chat, line, None)
+            self.kit.spawn(self._tell_reactor(chat, line))
+
+    async def _tell_reactor(self, chat: str, line: str) -> None:
+        """The kit's answer to a reaction on a prompt, as written (escaped: it may quote a request's words);
+        a send that fails is logged, as the kit's own control lines are."""
+        try:
+            for chunk in self.render(self.kit.markdown.escape(line)):
+                await self.send_text(Target(chat), chunk)
+        except (DeliveryError, Unconfirmed) as e:
+            self.kit.log.warning("Signal: the answer to a reaction was not sent: %s", e)
 
     async def _fetch(self, attachment: dict[str, Any], chat: str) -> bytes:
         """The bytes of a received attachment, from signal-cli's store (it downloaded them already)."""
