@@ -42,7 +42,7 @@ class Capabilities:
     buttons: bool = False  # send_approval() shows buttons; the adapter calls kit.approval_answer()
     threads: bool = False
     native_commands: bool = False  # register_commands() exists
-    dm_is_user_id: bool = False  # a user's id also names the private chat with them (Telegram)
+    dm_is_user_id: bool = False  # a user's id also names the private chat with them (PlatformAdapter.owner_chat)
     files: bool = False  # send_file() exists: the agent's send_file tool reaches the chat as an attachment
     max_file_bytes: int = 0  # the largest file send_file() may carry (with files)
     prompt_chars: int = 0  # the rendered text a send_approval() message holds, if less than max_chars (0: max_chars)
@@ -178,6 +178,14 @@ class PlatformAdapter(ABC):
         without a running daemon; the caller bounds it with a timeout). No kit, no state written, nothing
         received. None: this channel has no probe (doctor then only validates its settings)."""
         return None
+
+    def owner_chat(self, owner: str) -> str | None:
+        """The private chat with the person an `owner` entry (or the id a username entry was bound to) names,
+        where this platform reaches them there before they ever write: approvals asked of the owner and
+        heartbeat deliveries go to it. Entries are spelled as the access lists keep them (lower case, no
+        leading '@'). None: the kit learns the chat when they first write. Default: the entry itself where
+        a user's id names the private chat with them (capabilities.dm_is_user_id)."""
+        return owner if self.capabilities.dm_is_user_id else None
 
     @staticmethod
     def split_chat(rest: str) -> tuple[str, str | None] | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import mimetypes
+import re
 from typing import Any, Callable, ClassVar
 
 from pydantic import BaseModel
@@ -46,12 +47,21 @@ MAX_FILE_BYTES = 100 * 1024 * 1024  # Signal's attachment limit
 APPROVE_KEYS, DENY_KEYS = ("👍", "✅"), ("👎", "❌")
 
 
+# a phone number or an account's UUID (lower case, as access entries are kept): a private chat's recipient
+_RECIPIENT = re.compile(r"^(\+[1-9][0-9]{5,18}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
+
+
 class SignalAdapter(PlatformAdapter):
     name: ClassVar[str] = "signal"
     settings_model: ClassVar[type[SignalSettings]] = SignalSettings
     account_fields: ClassVar[tuple[str, ...]] = ("account", "base_url")
     capabilities: ClassVar[Capabilities] = Capabilities(
         max_chars=MAX_CHARS, edit=False, typing=True, buttons=True, files=True, max_file_bytes=MAX_FILE_BYTES)
+
+    def owner_chat(self, owner: str) -> str | None:
+        """signal-cli sends to a phone number (`+15551234567`) or an account's UUID: either is the private
+        chat with that person; anything else (a group, a username) is not."""
+        return owner if _RECIPIENT.match(owner) else None
 
     def __init__(self, settings: SignalSettings, kit: AdapterKit) -> None:  # type: ignore[override]
         super().__init__(settings, kit)
