@@ -16,7 +16,7 @@ import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel
 
@@ -62,13 +62,17 @@ class IncomingFile:
     """A file a message carries, fetched only once the sender was admitted (strangers cost no download).
 
     `kind`: "file" is saved in the sender's workspace inbox; "image" goes to the model as an image
-    (too large: a refusal); "voice" is transcribed when transcription is set up, else refused."""
+    (too large: a refusal); "voice" is transcribed when transcription is set up, else refused.
+    `stream`: the body in pieces, where the download's size is not known or not trusted (a body without
+    Content-Length): the kit reads it no further than its limit and closes it. Without it the kit calls
+    `fetch`, which must then bound what it reads itself (a declared size the kit checks first, or a cap)."""
 
     name: str | None
     size: int | None
     mime: str | None
     fetch: Callable[[], Awaitable[bytes]]
     kind: Literal["file", "image", "voice"] = "file"
+    stream: Callable[[], AsyncIterator[bytes]] | None = None
 
 
 @dataclass(frozen=True)
