@@ -112,7 +112,8 @@ class AdapterKit(Protocol):
     an adapter hands messages in with `receive`, button presses with `approval_answer`, and keeps its
     platform state (cursors, ids it must remember) in `store`."""
 
-    name: str  # the channel's name ("discord")
+    name: str  # the channel's name ("discord", "discord.work")
+    account: str  # its bot account: "default", or the name of its [channels.<platform>.accounts.<account>] table
     log: logging.Logger
     store: ChannelStore  # this channel's durable key-value state, cursor and dedupe marks
     pairing: PairingStore  # read-only use: is a user paired (for platform-side checks before `receive`)

@@ -42,17 +42,22 @@ CHANNELS = Path(__file__).resolve().parents[4] / "channels"
 KIT_NAMES = {"kit", "_kit"}
 
 
+def _is_kit(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Name) and node.id in KIT_NAMES) or (
+        isinstance(node, ast.Attribute) and node.attr in KIT_NAMES)
+
+
 def kit_uses(source: str) -> list[tuple[int, str]]:
-    """(line, attribute) of every `kit.<attribute>` and `<...>.kit.<attribute>` in a module."""
+    """(line, attribute) of every `kit.<attribute>`, `<...>.kit.<attribute>` and `getattr(kit, "<attribute>")`
+    in a module."""
     found = []
     for node in ast.walk(ast.parse(source)):
-        if not isinstance(node, ast.Attribute):
-            continue
-        owner = node.value
-        if (isinstance(owner, ast.Name) and owner.id in KIT_NAMES) or (
-                isinstance(owner, ast.Attribute) and owner.attr in KIT_NAMES):
+        if isinstance(node, ast.Attribute) and _is_kit(node.value):
             found.append((node.lineno, node.attr))
-    return found
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
+              and len(node.args) >= 2 and _is_kit(node.args[0]) and isinstance(node.args[1], ast.Constant)):
+            found.append((node.lineno, str(node.args[1].value)))
+    return sorted(found)
 
 
 def adapter_modules() -> list[Path]:
@@ -61,8 +66,8 @@ def adapter_modules() -> list[Path]:
 
 
 def test_the_scan_sees_adapters_using_their_kit() -> None:
-    assert kit_uses("self.kit.receive(x)\nkit.store.kv_get('a')\nself.adapter.kit.log.info('x')\n") == [
-        (1, "receive"), (2, "store"), (3, "log")]
+    assert kit_uses("self.kit.receive(x)\nkit.store.kv_get('a')\nself.adapter.kit.log.info('x')\n"
+                    "getattr(self.kit, 'say', None)\n") == [(1, "receive"), (2, "store"), (3, "log"), (4, "say")]
     modules = adapter_modules()
     assert len(modules) > 40 and any(p.parts[-2:] == ("whatsapp", "adapter.py") for p in modules)
     used = {attr for path in modules for _, attr in kit_uses(path.read_text(encoding="utf-8"))}
