@@ -65,6 +65,8 @@ def test_every_list_or_table_variable_with_bad_json_is_one_line(tmp_path: Path) 
      "channels.telegram.accounts.work must be a table ([channels.telegram.accounts.work]); fix config.toml or "
      "CLAWGATE_CHANNELS__TELEGRAM__ACCOUNTS__WORK"),
     ("CLAWGATE_CHANNELS__SLACK", '{"accounts": 5}', "fix config.toml or CLAWGATE_CHANNELS__SLACK__ACCOUNTS"),
+    ("CLAWGATE_CHANNELS__SLACK__OWNER", "[bad", "channels.slack.owner is not valid JSON, which a list or table "
+                                              "setting needs; fix CLAWGATE_CHANNELS__SLACK__OWNER"),
 ])
 def test_the_line_names_the_variable_and_the_fix(tmp_path: Path, name: str, raw: str, expected: str) -> None:
     with pytest.raises(ConfigError) as info:
