@@ -62,7 +62,7 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
     from pydantic_settings import SettingsError
 
     try:
-        return _read_env(named)
+        return _channel_tables(named, _read_env(named))
     except SettingsError:
         for name, raw in named.items():  # which variable: each alone (only on this error path)
             try:
@@ -70,6 +70,39 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
             except SettingsError as exc:
                 raise ConfigError(_json_error(name, raw, exc.__cause__)) from None
         raise ConfigError("config error: the CLAWGATE_* variables are not valid together; check them") from None
+
+
+def _channel_tables(named: Mapping[str, str], found: dict[str, Any]) -> dict[str, Any]:
+    """The untyped `[channels.<name>]` sections given as JSON text (CLAWGATE_CHANNELS__SLACK='{...}', its
+    `__ACCOUNTS` or `__ACCOUNTS__<account>`), decoded here: the schema does not know those sections, so
+    pydantic-settings hands their text over as it is, and a table must be a table before anything reads
+    it. Malformed JSON or another shape is a ConfigError naming the variable."""
+    typed = set(Settings.model_fields["channels"].annotation.model_fields)  # type: ignore[union-attr]
+    for name, raw in named.items():
+        path = [part.lower() for part in name[len(ENV_PREFIX):].split("__")]
+        is_table = len(path) == 2 or (len(path) in (3, 4) and path[2] == "accounts")
+        if path[0] != "channels" or len(path) < 2 or path[1] in typed or not is_table:
+            continue
+        node: Any = found
+        for part in path[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or not isinstance(node.get(path[-1]), str):
+            continue
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            # a channel's table holds its tokens, whatever their keys are named: never echoed
+            raise ConfigError(_json_error(name, raw, exc, secret=True)) from None
+        tables = value.values() if len(path) == 3 and isinstance(value, dict) else [value]
+        if not all(isinstance(table, dict) for table in tables):
+            what = "a table of accounts, each a table" if len(path) == 3 else "a table"
+            raise ConfigError(f"config error: {name} must be {what} in JSON, e.g. "
+                              f"{_TABLE_EXAMPLES[len(path)]}; fix the variable or unset it")
+        node[path[-1]] = value
+    return found
+
+
+_TABLE_EXAMPLES = {2: """'{"token": "..."}'""", 3: """'{"work": {"token": "..."}}'""", 4: """'{"token": "..."}'"""}
 
 
 def _plain_overrides(named: Mapping[str, str]) -> dict[str, Any] | None:
@@ -127,9 +160,9 @@ def _env_layer() -> type[Any]:
     return type("EnvLayer", (BaseSettings, Settings), {})
 
 
-def _json_error(name: str, raw: str, cause: BaseException | None) -> str:
+def _json_error(name: str, raw: str, cause: BaseException | None, *, secret: bool = False) -> str:
     path = [part.lower() for part in name[len(ENV_PREFIX):].split("__")]
-    secret = is_secret_path(path) or any(word in raw.lower() for word in _SECRET_WORDS)
+    secret = secret or is_secret_path(path) or any(word in raw.lower() for word in _SECRET_WORDS)
     shown = "<secret, not shown>" if secret else repr(raw)
     why = f" ({cause.msg})" if isinstance(cause, json.JSONDecodeError) else ""
     return (f"config error: {name}={shown} is not valid JSON{why}, which {'.'.join(path)} (a list or table) needs; "

@@ -10,7 +10,7 @@ import re
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic import field_validator  # zone checks (cron, heartbeat)
 from pydantic import ValidationInfo
 
@@ -228,6 +228,16 @@ class ChannelSettings(_Section):
         "the owner's private chats on every channel share one session (default: one session per channel and chat)"))
     delivery_retry_seconds: float = Field(1.0, gt=0, le=300, description=(
         "a reply the channel could not deliver now is tried again after this, doubling up to 5 minutes"))
+
+    @model_validator(mode="after")
+    def _tables_only(self) -> ChannelSettings:
+        """A `[channels.<name>]` that is not a table (`slack = 5`) is refused here: everything reading the
+        sections takes them as tables."""
+        for name, value in (self.model_extra or {}).items():
+            if not isinstance(value, dict):
+                raise ValueError(f"channels.{name} must be a table ([channels.{name}] with its keys), "
+                                 f"not {type(value).__name__}")
+        return self
 
     def sections(self) -> dict[str, dict[str, object]]:
         """The `[channels.<name>]` tables other than telegram, as written."""

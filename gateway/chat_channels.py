@@ -65,7 +65,9 @@ def build(settings: ChannelSettings, services: Services, db: sqlite3.Connection,
     for table in wanted.values():
         if not isinstance(table, dict):  # Telegram's typed section: its token is registered at start
             table = {"accounts": getattr(table, "accounts", {})}
-        for keys in [table, *(a for a in (table.get("accounts") or {}).values() if isinstance(a, dict))]:
+        accounts = table.get("accounts")  # any shape here: the registry refuses a bad one in one line
+        own = [a for a in accounts.values() if isinstance(a, dict)] if isinstance(accounts, dict) else []
+        for keys in [table, *own]:
             register_secrets([str(v) for k, v in keys.items() if any(w in k.lower() for w in SECRET_WORDS) and v])
     try:
         return build_channels(wanted, channel_services(services, settings, workspace=workspace, workspaces=workspaces),

@@ -12,11 +12,13 @@ reason. See docs/context.md.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping, NamedTuple
+from urllib.parse import quote
 
 from clawgate.workspace.fdpath import locate, read_all
 from clawgate.workspace.users import OWNER
@@ -35,6 +37,12 @@ DEFAULT_CAPS = {"SOUL.md": 8_000, "AGENTS.md": 8_000, "USER.md": 4_000, "TOOLS.m
 SKILL_LINE_CAP = 200
 COMMENT = re.compile(r"<!--.*?-->\n?", re.DOTALL)
 _UNSAFE_NAME = re.compile(r"[^\w.@:+-]")
+# A sender or chat id is the platform's identity of a person or a chat: shown so that two ids are never shown
+# alike. ASCII letters, digits and these characters (what ids are written with: `@u:server`, `#chan`,
+# `spaces/AAA`, base64) stay as they are; any other byte is %XX (a '%' too), so nothing is dropped (`a/b` is
+# not `ab`), a look-alike letter shows as what it is, and no space, line break or bracket gets in.
+_ID_SAFE = "@:+._-/#!$=;,~"
+_ID_CAP, _ID_DIGEST = 64, 16  # a longer id: its first characters, '|', then a digest of the whole of it
 # A contributor adds one line to the runtime block (task status, identity restatement…), for the run of
 # the person given (workspace/users.py's key): in a shared conversation, that person's own state only.
 RuntimeContributor = Callable[[Session, str | None], str | None]
@@ -255,7 +263,7 @@ class ContextBuilder:
         with its [runtime]-looking lines defused (session.user_blocks), so it cannot pose as one.
         """
         now = time.strftime("%Y-%m-%d %H:%M %Z", time.localtime(self.clock()))
-        first = f"[runtime] time: {now} · channel: {channel} · chat: {chat_id}"
+        first = f"[runtime] time: {now} · channel: {channel} · chat: {shown_id(chat_id)}"
         who = sender_label(sender_id, meta)
         lines = [first + (f" (group) · sender: {who}" if who else "")]
         for contribute in self.contributors:
@@ -312,16 +320,29 @@ def sender_label(sender_id: str | None, meta: Mapping[str, Any] | None) -> str |
     The channel kit decides it, the same way for every platform: `private` False in the message's
     metadata (channels/kit/intake.py, from the adapter's Incoming) is a group, channel, room or
     thread several people share. Names are reduced to word characters and a few separators and
-    capped, so a display name cannot carry a line break or a bracket into the runtime block.
+    capped, so a display name cannot carry a line break or a bracket into the runtime block; the id,
+    which tells people apart, is shown one-to-one (shown_id).
     """
     meta = meta or {}
     if meta.get("private") is not False or not (sender_id or meta.get("username")):
         return None
     username = _UNSAFE_NAME.sub("", str(meta.get("username") or ""))[:64]
-    ident = _UNSAFE_NAME.sub("", str(sender_id or ""))[:64]
+    ident = shown_id(str(sender_id or ""))
     if username and ident:
         return f"@{username} (id {ident})"
     return f"@{username}" if username else f"id {ident}"
+
+
+def shown_id(sender_id: str) -> str:
+    """A sender or chat id as the model reads it: distinct ids always read differently (Matrix `@u:server`, an
+    email address, an IRC account, a Signal UUID, `<digits>@lid` read as written; anything else %-escaped,
+    never dropped), in at most _ID_CAP characters of ASCII that cannot break the line or pose as another
+    part of the runtime block (an email address may quote `"x · sender: @boss"@host`)."""
+    shown = quote(sender_id, safe=_ID_SAFE)
+    if len(shown) <= _ID_CAP:
+        return shown
+    digest = hashlib.sha256(sender_id.encode("utf-8", "surrogatepass")).hexdigest()[:_ID_DIGEST]
+    return f"{shown[:_ID_CAP - _ID_DIGEST - 1]}|{digest}"  # '|': never in a shown id otherwise (quote escapes it)
 
 
 def _needs_followup(session: Session) -> bool:

@@ -59,6 +59,11 @@ class EmailAdapter(PlatformAdapter):
     settings: EmailSettings
     kit: AdapterKit
 
+    def owner_chat(self, owner: str) -> str | None:
+        """An address is the conversation with that person (a new mail to it); a domain entry is nobody's."""
+        local, at, domain = owner.rpartition("@")
+        return owner if at and local and domain else None
+
     def __init__(self, settings: EmailSettings, kit: AdapterKit) -> None:  # type: ignore[override]
         super().__init__(settings, kit)
         self.mailbox: Mailbox | None = None

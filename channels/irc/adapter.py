@@ -52,6 +52,11 @@ class IrcAdapter(PlatformAdapter):
     account_fields: ClassVar[tuple[str, ...]] = ("host", "port", "nick")
     capabilities: ClassVar[Capabilities] = Capabilities(max_chars=MAX_CHARS, dm_is_user_id=True)
 
+    def owner_chat(self, owner: str) -> str | None:
+        """An owner is a services account, and an account is its private chat's id (sent to the nick it last
+        wrote from, else the account's name as a nick); never a nick without an account."""
+        return None if not owner or owner.startswith(UNAUTHENTICATED) else casefold(owner)
+
     def __init__(self, settings: IrcSettings, kit: ChannelKit) -> None:  # type: ignore[override]
         super().__init__(settings, kit)
         self.settings: IrcSettings = settings

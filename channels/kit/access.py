@@ -74,10 +74,6 @@ class AccessPolicy:
             return None
         return name
 
-    def owner_chats(self) -> list[str]:
-        """Owners' ids, named or bound by username (on most platforms a DM is reachable by the user id)."""
-        return sorted({entry for entry in self.owners if entry.isdigit()} | set(self.bound.values()))
-
 
 def _entries(values: Iterable[str | int]) -> frozenset[str]:
     return frozenset(str(e).strip().lstrip("@").lower() for e in values if str(e).strip())

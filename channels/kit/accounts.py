@@ -59,6 +59,11 @@ def _shared(table: Any) -> dict[str, Any]:
     return {key: value for key, value in table.items() if key != "accounts"}
 
 
+def _variable(where: str) -> str:
+    """The environment variable that writes a dotted key, for error lines: the value may come from either."""
+    return "CLAWGATE_" + "__".join(part.upper() for part in where.split("."))
+
+
 def split_accounts(cls: type[PlatformAdapter], name: str, table: Any) -> list[Account]:
     """The accounts of `[channels.<name>]` (a model or a table), the section's own first when it is one."""
     tables = _value(table, "accounts") if isinstance(table, (BaseModel, Mapping)) else None
@@ -66,7 +71,7 @@ def split_accounts(cls: type[PlatformAdapter], name: str, table: Any) -> list[Ac
         return [Account(name, name, DEFAULT_ACCOUNT, table, f"channels.{name}")]
     if not isinstance(tables, Mapping):
         raise AccountConfigError(f"config error: channels.{name}.accounts must be tables "
-                                 f"([channels.{name}.accounts.<name>]); fix config.toml")
+                                 f"([channels.{name}.accounts.<name>]); fix config.toml or {_variable(f'channels.{name}.accounts')}")
     identity = identity_fields(cls)
     out: list[Account] = []
     if "default" not in tables and identity and all(_value(table, key) for key in identity):
@@ -77,7 +82,8 @@ def split_accounts(cls: type[PlatformAdapter], name: str, table: Any) -> list[Ac
         if not ACCOUNT_NAME.match(str(account)):
             raise AccountConfigError(f"config error: {where}: an account name is {ACCOUNT_NAME_RULE}; rename it")
         if not isinstance(own, Mapping):
-            raise AccountConfigError(f"config error: {where} must be a table ([{where}]); fix config.toml")
+            raise AccountConfigError(f"config error: {where} must be a table ([{where}]); fix config.toml or "
+                                     f"{_variable(where)}")
         if "accounts" in own:
             raise AccountConfigError(f"config error: {where}.accounts: an account has no accounts of its own; "
                                      f"move them to [channels.{name}.accounts.<name>]")

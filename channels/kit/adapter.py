@@ -16,7 +16,7 @@ import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel
 
@@ -42,7 +42,7 @@ class Capabilities:
     buttons: bool = False  # send_approval() shows buttons; the adapter calls kit.approval_answer()
     threads: bool = False
     native_commands: bool = False  # register_commands() exists
-    dm_is_user_id: bool = False  # a user's id also names the private chat with them (Telegram)
+    dm_is_user_id: bool = False  # a user's id also names the private chat with them (PlatformAdapter.owner_chat)
     files: bool = False  # send_file() exists: the agent's send_file tool reaches the chat as an attachment
     max_file_bytes: int = 0  # the largest file send_file() may carry (with files)
     prompt_chars: int = 0  # the rendered text a send_approval() message holds, if less than max_chars (0: max_chars)
@@ -68,13 +68,17 @@ class IncomingFile:
     """A file a message carries, fetched only once the sender was admitted (strangers cost no download).
 
     `kind`: "file" is saved in the sender's workspace inbox; "image" goes to the model as an image
-    (too large: a refusal); "voice" is transcribed when transcription is set up, else refused."""
+    (too large: a refusal); "voice" is transcribed when transcription is set up, else refused.
+    `stream`: the body in pieces, where the download's size is not known or not trusted (a body without
+    Content-Length): the kit reads it no further than its limit and closes it. Without it the kit calls
+    `fetch`, which must then bound what it reads itself (a declared size the kit checks first, or a cap)."""
 
     name: str | None
     size: int | None
     mime: str | None
     fetch: Callable[[], Awaitable[bytes]]
     kind: Literal["file", "image", "voice"] = "file"
+    stream: Callable[[], AsyncIterator[bytes]] | None = None
 
 
 @dataclass(frozen=True)
@@ -114,7 +118,8 @@ class AdapterKit(Protocol):
     an adapter hands messages in with `receive`, button presses with `approval_answer`, and keeps its
     platform state (cursors, ids it must remember) in `store`."""
 
-    name: str  # the channel's name ("discord")
+    name: str  # the channel's name ("discord", "discord.work")
+    account: str  # its bot account: "default", or the name of its [channels.<platform>.accounts.<account>] table
     log: logging.Logger
     store: ChannelStore  # this channel's durable key-value state, cursor and dedupe marks
     pairing: PairingStore  # read-only use: is a user paired (for platform-side checks before `receive`)
@@ -184,6 +189,14 @@ class PlatformAdapter(ABC):
         without a running daemon; the caller bounds it with a timeout). No kit, no state written, nothing
         received. None: this channel has no probe (doctor then only validates its settings)."""
         return None
+
+    def owner_chat(self, owner: str) -> str | None:
+        """The private chat with the person an `owner` entry (or the id a username entry was bound to) names,
+        where this platform reaches them there before they ever write: approvals asked of the owner and
+        heartbeat deliveries go to it. Entries are spelled as the access lists keep them (lower case, no
+        leading '@'). None: the kit learns the chat when they first write. Default: the entry itself where
+        a user's id names the private chat with them (capabilities.dm_is_user_id)."""
+        return owner if self.capabilities.dm_is_user_id else None
 
     @staticmethod
     def split_chat(rest: str) -> tuple[str, str | None] | None:

@@ -4,7 +4,9 @@ sender's workspace, voice notes transcribed (or refused).
 Fetched only after the sender was admitted and before the message is committed to the inbox: a
 crash in between makes the platform deliver it again and the fetch repeats (files are written
 under a name derived from the message id, so a repeat overwrites rather than duplicates). Size
-limits are checked on the declared size before fetching and on the bytes after.
+limits are checked on the declared size before fetching and on the bytes while they arrive: a streamed
+body (IncomingFile.stream) is read no further than the limit, so a body of unknown or false size costs
+at most that much memory, and nothing is written unless the whole file fitted.
 """
 
 from __future__ import annotations
@@ -69,7 +71,9 @@ async def receive_files(files: Sequence[IncomingFile], *, caption: str, message_
         if item.kind == "voice":
             if transcription is None:
                 return Received(refusal=VOICE_REFUSAL)
-            data = await item.fetch()
+            data = await read_capped(item, max_file_bytes)
+            if data is None:
+                return Received(refusal=too_large(max_file_bytes, limit_key, "voice note"))
             import httpx  # only with transcription configured: httpx (and its CLI's imports) cost ~15 MB at start
 
             try:
@@ -79,10 +83,10 @@ async def receive_files(files: Sequence[IncomingFile], *, caption: str, message_
                 return Received(refusal=TRANSCRIPTION_FAILED)
             lines.append(f"[voice note, transcribed] {said}")
         elif item.kind == "image" and (item.mime or "image/jpeg") in IMAGE_TYPES:
-            data = await item.fetch()
-            if len(data) > IMAGE_MAX_BYTES:
-                return Received(refusal=f"That photo is too large for the model ({size_text(len(data))}; the limit is "
-                                        f"{size_text(IMAGE_MAX_BYTES)}).")
+            data = await read_capped(item, IMAGE_MAX_BYTES)
+            if data is None:
+                return Received(refusal=f"That photo is too large for the model (over {size_text(IMAGE_MAX_BYTES)}, "
+                                        "the limit).")
             images.append({"type": "image", "media_type": item.mime or "image/jpeg",
                            "data": base64.b64encode(data).decode("ascii")})
         else:
@@ -92,10 +96,9 @@ async def receive_files(files: Sequence[IncomingFile], *, caption: str, message_
             if declared > max_file_bytes:
                 return Received(refusal=f"That file is too large ({size_text(declared)}; the limit is "
                                         f"{size_text(max_file_bytes)}, {limit_key}).")
-            data = await item.fetch()
-            if len(data) > max_file_bytes:
-                return Received(refusal=f"That file is too large ({size_text(len(data))}; the limit is "
-                                        f"{size_text(max_file_bytes)}, {limit_key}).")
+            data = await read_capped(item, max_file_bytes)
+            if data is None:
+                return Received(refusal=too_large(max_file_bytes, limit_key))
             key = message_id if len(files) == 1 else f"{message_id}-{index + 1}"
             relative = Path(files_dir) / safe_name(item.name, key)
             write_file(workspace, relative, data)
@@ -104,6 +107,32 @@ async def receive_files(files: Sequence[IncomingFile], *, caption: str, message_
     if images and not lines:
         lines.append("(The user sent a photo.)")
     return Received(text="\n".join(lines) or None, attachments=images)
+
+
+def too_large(limit: int, limit_key: str, what: str = "file") -> str:
+    """The refusal of a file that outgrew the limit while it arrived (its whole size is not known)."""
+    return f"That {what} is too large (over {size_text(limit)}, the limit; {limit_key})."
+
+
+async def read_capped(item: IncomingFile, limit: int) -> bytes | None:
+    """The file's bytes, or None once more than `limit` of them arrived. A streamed body is read piece by
+    piece and closed as soon as it passes the limit (its connection with it); `fetch` is the adapter's
+    own bounded read, checked after."""
+    if item.stream is None:
+        data = await item.fetch()
+        return data if len(data) <= limit else None
+    received = bytearray()
+    pieces = item.stream()
+    try:
+        async for piece in pieces:
+            received += piece
+            if len(received) > limit:
+                return None
+    finally:
+        close = getattr(pieces, "aclose", None)
+        if close is not None:
+            await close()
+    return bytes(received)
 
 
 async def transcribe(settings: TranscriptionSettings, audio: bytes, mime_type: str) -> str:
@@ -132,4 +161,5 @@ def write_file(workspace: Path, relative: Path, data: bytes) -> None:
         raise ValueError(f"refusing to write outside the workspace: {relative}") from None
 
 
-__all__ = ["IMAGE_MAX_BYTES", "Received", "VOICE_REFUSAL", "receive_files", "safe_name", "transcribe", "write_file"]
+__all__ = ["IMAGE_MAX_BYTES", "Received", "VOICE_REFUSAL", "read_capped", "receive_files", "safe_name", "too_large",
+           "transcribe", "write_file"]

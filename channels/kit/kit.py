@@ -149,17 +149,18 @@ class ChannelKit:
         agent = self._agent_of(session_key)
         if agent is not None and agent.config.owners is not None:
             chats = {chat for user, chat in self._owner_chats.items() if agent.owned_by(self.name, user)}
-            if self.adapter.capabilities.dm_is_user_id:
-                platform = self.name.split(".", 1)[0]
-                chats |= {entry.rsplit(":", 1)[1] for entry in agent.config.owners
-                          if entry.rsplit(":", 1)[0] in (self.name, platform)}
-            return sorted(chats)
+            platform = self.name.split(".", 1)[0]
+            named = [entry.split(":", 1)[1] for entry in agent.config.owners if entry.split(":", 1)[0] in (self.name, platform)]
+            return sorted(chats | self._reachable(named))
         # the channel's owners only (an agent's owner's chat is remembered beside theirs)
         chats = {chat for user, chat in self._owner_chats.items()  # ids spelled as AccessPolicy.is_owner reads them
                  if user.strip().lstrip("@").lower() in self.policy.owners or user in self.policy.bound.values()}
-        if self.adapter.capabilities.dm_is_user_id:
-            chats |= set(self.policy.owner_chats())
-        return sorted(chats)
+        return sorted(chats | self._reachable([*self.policy.owners, *self.policy.bound.values()]))
+
+    def _reachable(self, owners: list[str]) -> set[str]:
+        """The private chats the adapter reaches these owner entries or ids at before they write (its platform's
+        rule: a Telegram user id, an email address, an IRC account, a Signal number or UUID, a WhatsApp number)."""
+        return {chat for owner in owners if (chat := self.adapter.owner_chat(owner))}
 
     def _agent_of(self, session_key: str) -> "Agent | None":
         """The agent of one of this channel's sessions (None: a daemon of one agent, or one no longer configured)."""

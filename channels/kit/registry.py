@@ -106,8 +106,9 @@ def _decoded(model: type[BaseModel], where: str, table: dict[str, Any]) -> dict[
         try:
             out[key] = json.loads(value)
         except ValueError:
+            variable = "CLAWGATE_" + "__".join(part.upper() for part in [*where.split("."), key])
             raise ChannelConfigError(f"config error: {where}.{key} is not valid JSON, which a list or table setting "
-                                     "needs; write lists as '[\"a\",\"b\"]'") from None
+                                     f"needs; fix {variable}: write lists as '[\"a\",\"b\"]'") from None
     return out
 
 

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import base64
 import mimetypes
+import re
 from typing import Any, Callable, ClassVar
 
 from pydantic import BaseModel
 
 from clawgate.channels.kit import (
+    AdapterKit,
     Capabilities,
     ChannelAuthError,
-    ChannelKit,
     ChannelUnavailable,
     DeliveryError,
     PlatformAdapter,
@@ -46,6 +47,10 @@ MAX_FILE_BYTES = 100 * 1024 * 1024  # Signal's attachment limit
 APPROVE_KEYS, DENY_KEYS = ("👍", "✅"), ("👎", "❌")
 
 
+# a phone number or an account's UUID (lower case, as access entries are kept): a private chat's recipient
+_RECIPIENT = re.compile(r"^(\+[1-9][0-9]{5,18}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
+
+
 class SignalAdapter(PlatformAdapter):
     name: ClassVar[str] = "signal"
     settings_model: ClassVar[type[SignalSettings]] = SignalSettings
@@ -53,7 +58,12 @@ class SignalAdapter(PlatformAdapter):
     capabilities: ClassVar[Capabilities] = Capabilities(
         max_chars=MAX_CHARS, edit=False, typing=True, buttons=True, files=True, max_file_bytes=MAX_FILE_BYTES)
 
-    def __init__(self, settings: SignalSettings, kit: ChannelKit) -> None:  # type: ignore[override]
+    def owner_chat(self, owner: str) -> str | None:
+        """signal-cli sends to a phone number (`+15551234567`) or an account's UUID: either is the private
+        chat with that person; anything else (a group, a username) is not."""
+        return owner if _RECIPIENT.match(owner) else None
+
+    def __init__(self, settings: SignalSettings, kit: AdapterKit) -> None:  # type: ignore[override]
         super().__init__(settings, kit)
         self.settings: SignalSettings = settings
         self.rpc = SignalRpc(settings.url(), settings.account.strip(), timeout=settings.request_timeout_seconds)
@@ -199,7 +209,16 @@ class SignalAdapter(PlatformAdapter):
         chat = f"{GROUP_PREFIX}{group}" if group else sender.user_id
         line = await self.kit.approval_answer(approval_id, sender, approved, chat_id=chat)
         if line:  # in the background: a failed send must not end the event stream
-            self.kit.say(chat, line, None)
+            self.kit.spawn(self._tell_reactor(chat, line))
+
+    async def _tell_reactor(self, chat: str, line: str) -> None:
+        """The kit's answer to a reaction on a prompt, as written (escaped: it may quote a request's words);
+        a send that fails is logged, as the kit's own control lines are."""
+        try:
+            for chunk in self.render(self.kit.markdown.escape(line)):
+                await self.send_text(Target(chat), chunk)
+        except (DeliveryError, Unconfirmed) as e:
+            self.kit.log.warning("Signal: the answer to a reaction was not sent: %s", e)
 
     async def _fetch(self, attachment: dict[str, Any], chat: str) -> bytes:
         """The bytes of a received attachment, from signal-cli's store (it downloaded them already)."""

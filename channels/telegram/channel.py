@@ -91,6 +91,11 @@ class TelegramAdapter(PlatformAdapter):
                                                         threads=True, native_commands=True, dm_is_user_id=True,
                                                         files=True, max_file_bytes=MAX_FILE_BYTES)
 
+    def owner_chat(self, owner: str) -> str | None:
+        """A user id is the id of the private chat with them (Telegram opens it once they started the bot);
+        an owner named by username is reached at the id it was bound to when they first wrote."""
+        return owner if owner.isdigit() else None
+
     def __init__(self, settings: BaseModel, kit: AdapterKit, *, bot: Bot | None = None) -> None:
         super().__init__(settings, kit)
         assert isinstance(settings, TelegramSettings)

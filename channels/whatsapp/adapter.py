@@ -20,14 +20,15 @@ from typing import Any, Callable, ClassVar
 from pydantic import BaseModel, SecretStr
 
 from clawgate.channels.kit import (
+    AdapterKit,
     Capabilities,
     ChannelAuthError,
-    ChannelKit,
     ChannelUnavailable,
     DeliveryError,
     PlatformAdapter,
     Sender,
     Target,
+    Unconfirmed,
 )
 from clawgate.channels.kit.probe import ProbeResult, logged_in, refused, unreachable, wrong_base_url
 from clawgate.channels.whatsapp.events import button_id, incoming_of, press_of
@@ -77,7 +78,7 @@ class WhatsAppAdapter(PlatformAdapter):
         """A linked device is its account's own session (state/whatsapp/<account>/): two accounts never share one."""
         return getattr(settings, "mode", "cloud") == "linked"
 
-    def __new__(cls, settings: WhatsAppSettings, kit: ChannelKit) -> Any:
+    def __new__(cls, settings: WhatsAppSettings, kit: AdapterKit) -> Any:
         """`mode = "linked"` is another transport on the same section (linked.py): the entry point builds it."""
         if cls is WhatsAppAdapter and settings.mode == "linked":
             from clawgate.channels.whatsapp.linked import LinkedAdapter
@@ -85,7 +86,7 @@ class WhatsAppAdapter(PlatformAdapter):
             return LinkedAdapter(settings, kit)
         return super().__new__(cls)
 
-    def __init__(self, settings: WhatsAppSettings, kit: ChannelKit) -> None:  # type: ignore[override]
+    def __init__(self, settings: WhatsAppSettings, kit: AdapterKit) -> None:  # type: ignore[override]
         super().__init__(settings, kit)
         self.settings: WhatsAppSettings = settings
         self._graph = _graph(settings)
@@ -243,12 +244,21 @@ class WhatsAppAdapter(PlatformAdapter):
             context = str((message.get("context") or {}).get("id") or "")
             chat = self._prompt_chats.get(context, press.chat_id)
             line = await self.kit.approval_answer(press.approval_id, sender, press.approved, chat_id=chat)
-            if line:
-                self.kit.say(press.chat_id, line, None, reply_to=press.message_id or None)
+            if line:  # in the background: the webhook's answer to Meta waits for no send
+                self.kit.spawn(self._tell_presser(press.chat_id, line, press.message_id or None))
             return
         incoming = incoming_of(message, sender, self._fetch)
         if incoming is not None:
             await self.kit.receive(incoming)
+
+    async def _tell_presser(self, chat_id: str, line: str, reply_to: str | None) -> None:
+        """The kit's answer to a button press, as written (escaped: it may quote a request's words), on the
+        press itself; a send that fails is logged, as the kit's own control lines are."""
+        try:
+            for index, chunk in enumerate(self.render(self.kit.markdown.escape(line))):
+                await self.send_text(Target(chat_id, None, None if index else reply_to), chunk)
+        except (DeliveryError, Unconfirmed) as e:
+            self.kit.log.warning("WhatsApp: the answer to a button press was not sent: %s", e)
 
     def _on_status(self, status: dict[str, Any]) -> None:
         """A sent message that failed later (Meta reports some errors only here): the window is one."""

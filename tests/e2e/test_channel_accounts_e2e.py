@@ -156,6 +156,18 @@ def test_two_accounts_naming_one_bot_are_refused_in_one_line(tmp_path: Path, hom
     assert HOME_TOKEN not in started.stderr
 
 
+@pytest.mark.parametrize(("raw", "expected"), [
+    ("{bad", "CLAWGATE_CHANNELS__SLACK__ACCOUNTS=<secret, not shown> is not valid JSON"),
+    ('{"work": 5}', "CLAWGATE_CHANNELS__SLACK__ACCOUNTS must be a table of accounts, each a table in JSON"),
+])
+def test_accounts_in_bad_json_from_the_environment_are_one_line(tmp_path: Path, raw: str, expected: str) -> None:
+    daemon = DaemonProcess(tmp_path / "home", anthropic_url=None, env={"CLAWGATE_CHANNELS__SLACK__ACCOUNTS": raw})
+    daemon.init()
+    started = daemon.cli("gateway", timeout=60)
+    assert started.returncode == 2 and "Traceback" not in started.stderr, started.stderr
+    assert started.stderr.count("\n") == 1 and expected in started.stderr
+
+
 @pytest.fixture
 def two_discords() -> Iterator[tuple[FakeDiscord, FakeDiscord]]:
     with FakeDiscord() as first, FakeDiscord() as second:

@@ -64,3 +64,20 @@ def test_a_file_limit_the_cloud_bot_api_cannot_serve_is_refused_at_start(tmp_pat
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1, result.stderr
     assert "channels.telegram.max_file_bytes" in result.stderr and "self-hosted bot api server" in result.stderr.lower()
+
+
+def test_a_body_of_unknown_size_is_read_no_further_than_the_limit(tg_daemon, telegram: FakeTelegram,
+                                                                  fake_model: FakeAnthropic) -> None:
+    limit = 1024 * 1024
+    daemon = tg_daemon(max_file_bytes=limit)
+    piece, count = b"\x00" * 65536, 768  # 48 MiB, no file_size, no Content-Length
+    telegram.inject_unsized_document(CHAT, "endless.bin", piece=piece, count=count)
+    telegram.wait_for(lambda: any("too large" in r for r in replies(telegram, CHAT)), timeout=60)
+    (refusal,) = [r for r in replies(telegram, CHAT) if "too large" in r]
+    assert "over 1.0 MB, the limit; channels.telegram.max_file_bytes" in refusal, refusal
+    telegram.wait_for(lambda: telegram.streamed_sent, timeout=60)  # the server saw the reader go
+    (sent,) = telegram.streamed_sent.values()
+    assert sent < 16 * 1024 * 1024 < len(piece) * count  # the limit and what sockets buffer, not the body
+    inbox = daemon.guest_workspace(f"telegram:{CHAT}") / "inbox"
+    assert not inbox.exists() or list(inbox.iterdir()) == []  # nothing partial was kept
+    assert fake_model.requests == [] and "Traceback" not in daemon.log_text()

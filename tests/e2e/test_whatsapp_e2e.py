@@ -154,3 +154,21 @@ def test_a_wrong_phone_number_id_is_one_line(wa_daemon, whatsapp: WhatsAppHarnes
     line = wait_until(lambda: [x for x in daemon.output if "channel whatsapp failed" in x], "the error line")
     assert len(line) == 1 and "phone_number_id" in line[0] and "Traceback" not in "\n".join(daemon.output)
     assert whatsapp.fake.token not in "\n".join(daemon.output)
+
+
+def test_a_non_owner_pressing_an_approval_button_is_told_so_on_the_press(wa_daemon, whatsapp: WhatsAppHarness,
+                                                                       fake_model: FakeAnthropic) -> None:
+    daemon = wa_daemon()
+    fake = whatsapp.fake
+    fake_model.enqueue(tool_use("exec", {"argv": ["touch", "approved.txt"]}), text("Left it."))
+    fake.inject_message(OWNER, text="make a file")
+    (prompt,) = wait_until(lambda: [m for m in list(fake.sent) if m["type"] == "interactive"], "the approval prompt")
+    approve, deny = (b["reply"] for b in prompt["interactive"]["action"]["buttons"])
+    pressed = fake.press_button(STRANGER, approve["id"], approve["title"], prompt["id"])  # a stranger's press
+    (answer,) = wait_until(lambda: [m for m in list(fake.sent) if m["to"] == STRANGER], "the answer to the stranger")
+    assert answer["type"] == "text" and plain_of(answer["text"]["body"]).startswith("Only the owner")
+    assert answer["context"] == {"message_id": pressed}  # on the press itself
+    assert not (daemon.workspace / "approved.txt").exists() and len(fake_model.requests) == 1
+    fake.press_button(OWNER, deny["id"], deny["title"], prompt["id"])  # the request was still the owner's to answer
+    wait_until(lambda: "Left it." in _texts(fake, OWNER), "the run to end after the owner's denial")
+    assert not (daemon.workspace / "approved.txt").exists()

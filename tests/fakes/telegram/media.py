@@ -32,6 +32,9 @@ class _Media:
         self._webhook_thread: threading.Thread | None = None
         self._next_file = 1
         self.documents: list[JSONDict] = []  # what the bot sent with sendDocument: chat_id, file_name, content, caption
+        # file_id -> (piece, count): a download with no Content-Length, the piece written `count` times as read
+        self.streamed: dict[str, tuple[bytes, int]] = {}
+        self.streamed_sent: dict[str, int] = {}  # file_id -> bytes the reader took before it stopped or it ended
 
     # -------------------------------------------------------------- user sends media
     def _store_file(self, data: bytes, suffix: str) -> JSONDict:
@@ -71,6 +74,17 @@ class _Media:
             document["file_size"] = declared_size
         return self._inject_media(chat_id, {"document": document}, caption, user_id)
 
+    def inject_unsized_document(self, chat_id: int, file_name: str, *, piece: bytes, count: int,
+                                user_id: int | None = None) -> int:
+        """A document Telegram gives no `file_size` for (it is optional), whose download arrives without
+        Content-Length: `piece` written `count` times, as fast as the bot reads it (what a hostile or broken
+        server can do; the bot must stop reading at its limit)."""
+        stored = self._store_file(b"", "")
+        del stored["file_size"]
+        with self._cond:
+            self.streamed[stored["file_id"]] = (piece, count)
+        return self._inject_media(chat_id, {"document": {**stored, "file_name": file_name}}, None, user_id)
+
     def inject_voice(self, chat_id: int, data: bytes = b"OggS-voice", *, user_id: int | None = None) -> int:
         voice = {**self._store_file(data, ".oga"), "duration": 3, "mime_type": "audio/ogg"}
         return self._inject_media(chat_id, {"voice": voice}, None, user_id)
@@ -82,6 +96,8 @@ class _Media:
             if file_id not in self.files:
                 raise _ApiError(400, "Bad Request: invalid file_id")
             path = next(p for p, f in self.file_paths.items() if f == file_id)
+            if file_id in self.streamed:  # its size is not said
+                return {"file_id": file_id, "file_unique_id": "U" + file_id[4:8], "file_path": path}
             return {"file_id": file_id, "file_unique_id": "U" + file_id[4:8], "file_size": len(self.files[file_id]),
                     "file_path": path}
 
@@ -128,6 +144,17 @@ class _Media:
             self.reactions.append({"chat_id": chat_id, "message_id": message_id, "reaction": reaction})
             self._cond.notify_all()
         return True
+
+    def file_stream(self, path: str) -> tuple[str, bytes, int] | None:
+        """GET /file/bot<token>/<file_path> of an unsized document: (file_id, piece, count), or None."""
+        with self._cond:
+            file_id = self.file_paths.get(path)
+            return (file_id, *self.streamed[file_id]) if file_id in self.streamed else None
+
+    def stream_sent(self, file_id: str, sent: int) -> None:
+        with self._cond:
+            self.streamed_sent[file_id] = sent
+            self._cond.notify_all()
 
     def file_download(self, path: str) -> bytes | None:
         """GET /file/bot<token>/<file_path>: the content, or None (404)."""

@@ -291,12 +291,33 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         """Silenced: test output should show assertions, not access logs."""
 
+    def _stream_body(self, file_id: str, piece: bytes, count: int) -> None:
+        self.close_connection = True
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        sent = 0
+        try:
+            for _ in range(count):
+                self.wfile.write(piece)
+                sent += len(piece)
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the reader stopped
+        finally:
+            self.owner.stream_sent(file_id, sent)
+
     def _handle(self) -> None:
         url = urlsplit(self.path)
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         prefix = f"/file/bot{self.owner.token}/"
         path = unquote(url.path)  # clients percent-encode the token's ":" in file URLs
+        streamed = self.owner.file_stream(path[len(prefix):]) if path.startswith(prefix) else None
+        if streamed is not None:  # no Content-Length: the body ends when the connection closes
+            self._stream_body(*streamed)
+            return
         if path.startswith("/file/bot"):  # a file download (after getFile)
             content = self.owner.file_download(path[len(prefix):]) if path.startswith(prefix) else None
             self.send_response(200 if content is not None else 404)
