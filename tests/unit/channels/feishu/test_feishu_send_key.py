@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 from collections.abc import AsyncIterator, Iterator
 from types import SimpleNamespace
 
@@ -15,13 +16,14 @@ import pytest
 from clawgate.channels.feishu.adapter import FeishuAdapter, send_uuid
 from clawgate.channels.feishu.settings import FeishuSettings
 from clawgate.channels.kit import Target
-from tests.fakes.feishu import APP_ID, APP_SECRET, FakeFeishu
+from tests.fakes.feishu import APP_SECRET, FakeFeishu
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def fake() -> Iterator[FakeFeishu]:
-    """One fake for the module: lark-oapi caches the tenant token per app id for the whole process."""
+    """An app id of its own: lark-oapi caches the tenant token per app id for the whole process."""
     with FakeFeishu() as server:
+        server.app_id = "cli_" + secrets.token_hex(8)
         yield server
 
 
@@ -29,7 +31,7 @@ def fake() -> Iterator[FakeFeishu]:
 async def adapter(fake: FakeFeishu) -> AsyncIterator[FeishuAdapter]:
     """Connected (the bot's info read); the kit is only what sending text uses: a log and the bot's name."""
     kit = SimpleNamespace(log=logging.getLogger("clawgate.feishu"), bot_name=None)
-    adapter = FeishuAdapter(FeishuSettings(domain=fake.url, app_id=APP_ID, app_secret=APP_SECRET), kit)  # type: ignore[arg-type]
+    adapter = FeishuAdapter(FeishuSettings(domain=fake.url, app_id=fake.app_id, app_secret=APP_SECRET), kit)  # type: ignore[arg-type]
     await adapter.connect()
     yield adapter
     await adapter.disconnect()
@@ -65,7 +67,7 @@ async def test_a_reply_sent_again_with_its_send_key_is_one_reply(fake: FakeFeish
 
 def test_the_fake_refuses_a_uuid_over_50_characters_as_feishu_does(fake: FakeFeishu) -> None:
     token = httpx.post(f"{fake.url}/open-apis/auth/v3/tenant_access_token/internal",
-                       json={"app_id": APP_ID, "app_secret": APP_SECRET}, trust_env=False).json()["tenant_access_token"]
+                       json={"app_id": fake.app_id, "app_secret": APP_SECRET}, trust_env=False).json()["tenant_access_token"]
     chat = fake.p2p_chat(fake.add_user("alice"))
 
     def send(uuid: str) -> httpx.Response:
