@@ -274,9 +274,10 @@ class _Deliver:
         login = session.auth_data if session.authenticated else None
         if login is not None:  # a client that logged in: the daemon (people in the tests send without AUTH)
             self.server.attempts.append(time.monotonic())
-            if self.server.fail_next:
-                return self.server.fail_next.pop(0)
         raw = envelope.original_content or b""
+        if login is not None and self.server.fail_next:
+            self.server.refused.append(Sent(envelope.mail_from or "", list(envelope.rcpt_tos), raw, login))
+            return self.server.fail_next.pop(0)
         self.server.record(Sent(envelope.mail_from or "", list(envelope.rcpt_tos), raw, login))
         return "250 OK"
 
@@ -301,6 +302,7 @@ class SmtpServer:
         # answers ("550 ...") to give the next ones instead of 250
         self.attempts: list[float] = []
         self.fail_next: list[str] = []
+        self.refused: list[Sent] = []  # the mails fail_next refused
         self.logins: list[str] = []  # every AUTH attempt's user name, refused ones too
         self.login_sessions: set[int] = set()  # the SMTP sessions that tried AUTH (a client may try each mechanism)
         # address -> extra headers: mail to that address is answered at once by an out-of-office

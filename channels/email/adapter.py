@@ -230,14 +230,16 @@ class EmailAdapter(PlatformAdapter):
         if "@" not in target.chat_id:
             raise DeliveryError(f"not an email address: {target.chat_id!r}", permanent=True)
         # An answer to one mail is recorded the moment the server took it, under a key of what it answers
-        # and says: sent again after a crash (the reply not yet marked delivered), it is not mailed twice;
-        # lost between "about to send" and the server's OK, it goes out again with the same Message-ID,
-        # which mail clients show once.
+        # and says (a mail answering none, e.g. a cron result: under its part's send_key): sent again after
+        # a crash (the reply not yet marked delivered), it is not mailed twice; lost between "about to
+        # send" and the server's OK, it goes out again with the same Message-ID, which mail clients show once.
         said = text + "".join(f"\n{f.name}\0{hashlib.sha256(f.data).hexdigest()}" for f in files)
-        key = OUT_KEY + hashlib.sha256(f"{target.chat_id}\n{parent}\n{said}".encode()).hexdigest()[:32] if parent else None
+        what = f"{parent}\n{said}" if parent else f"part {target.send_key}" if target.send_key else None
+        key = OUT_KEY + hashlib.sha256(f"{target.chat_id}\n{what}".encode()).hexdigest()[:32] if what else None
         record = json.loads(self.kit.store.kv_get(key) or "null") if key else None
         if record and record.get("sent"):
-            self.kit.log.info("email: the answer to %s was already sent as %s; not sent twice", parent, record["id"])
+            self.kit.log.info("email: %s was already sent as %s; not sent twice",
+                              f"the answer to {parent}" if parent else f"part {target.send_key}", record["id"])
             return str(record["id"])
         message_id = record["id"] if record else new_message_id(s.address)
         if key:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import hmac
 import importlib.util
 import json
@@ -46,6 +47,7 @@ if importlib.util.find_spec("lark_oapi") is None:  # the channel is an extra: sa
 MAX_CHARS = 4000
 MAX_FILE_BYTES = 30 * 1024 * 1024  # im/v1/files accepts up to 30 MB
 RECEIVE_TIMEOUT = 120.0  # a handler waiting longer answers Feishu with a failure: it delivers the event again
+SEND_KEY_CHARS = 50  # im/v1/messages' `uuid`: at most 50 characters
 CREDENTIALS_FIX = ("the custom app's App ID and App Secret (Developer Console → Credentials & Basic Info) in "
                    "[channels.feishu] app_id and app_secret")
 
@@ -221,8 +223,9 @@ class FeishuAdapter(PlatformAdapter):
             raise DeliveryError("Feishu: not connected")
         return self.api
 
-    async def _send(self, what: str, target: Target, msg_type: str, content: str) -> str:
-        """A reply to the message answered (in its thread, or the thread given), else a new message."""
+    async def _send(self, what: str, target: Target, msg_type: str, content: str, uuid: str | None = None) -> str:
+        """A reply to the message answered (in its thread, or the thread given), else a new message. With a
+        `uuid`, Feishu sends at most one message for it within an hour: a second request returns the first."""
         from lark_oapi.api.im.v1 import (CreateMessageRequest, CreateMessageRequestBody, ReplyMessageRequest,
                                          ReplyMessageRequestBody)
 
@@ -230,15 +233,17 @@ class FeishuAdapter(PlatformAdapter):
         parent = target.thread_id or target.reply_to
         try:
             if parent:
-                body = (ReplyMessageRequestBody.builder().msg_type(msg_type).content(content)
-                        .reply_in_thread(bool(target.thread_id)).build())
+                reply = (ReplyMessageRequestBody.builder().msg_type(msg_type).content(content)
+                         .reply_in_thread(bool(target.thread_id)))
+                body = (reply.uuid(uuid) if uuid else reply).build()
                 data = await api.call(api.client.im.v1.message.reply,
                                       ReplyMessageRequest.builder().message_id(parent).request_body(body).build())
             else:
-                body = (CreateMessageRequestBody.builder().receive_id(target.chat_id).msg_type(msg_type)
-                        .content(content).build())
+                create = (CreateMessageRequestBody.builder().receive_id(target.chat_id).msg_type(msg_type)
+                          .content(content))
                 data = await api.call(api.client.im.v1.message.create, CreateMessageRequest.builder()
-                                      .receive_id_type("chat_id").request_body(body).build())
+                                      .receive_id_type("chat_id")
+                                      .request_body((create.uuid(uuid) if uuid else create).build()).build())
         except ApiError as e:
             raise _delivery_error(e, what) from None
         except SentMaybe as e:
@@ -249,7 +254,7 @@ class FeishuAdapter(PlatformAdapter):
 
     async def send_text(self, target: Target, text: str) -> str:
         content = text.content if isinstance(text, PostChunk) else post_content(str(text))
-        return await self._send("a message", target, "post", content)
+        return await self._send("a message", target, "post", content, send_uuid(target.send_key))
 
     async def edit_text(self, target: Target, message_id: str, text: str) -> None:
         """A rich-text message is edited (PUT); a prompt's card is patched, its buttons gone."""
@@ -311,6 +316,14 @@ class FeishuAdapter(PlatformAdapter):
         if caption.strip():
             await self._send("a file's caption", target, "post", post_content(self.kit.markdown.escape(caption)))
         return await self._send("a file", target, "file", json.dumps({"file_key": str(uploaded.file_key)}))
+
+
+def send_uuid(send_key: str | None) -> str | None:
+    """A reply part's send_key as Feishu's `uuid` (within SEND_KEY_CHARS): sent again after a crash, the part
+    is recognised by Feishu, which returns the message it made for the first request."""
+    if not send_key:
+        return None
+    return ("cg" + hashlib.sha256(send_key.encode()).hexdigest())[:SEND_KEY_CHARS]
 
 
 def _delivery_error(e: ApiError, what: str) -> DeliveryError:

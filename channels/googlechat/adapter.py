@@ -211,7 +211,7 @@ class GoogleChatAdapter(PlatformAdapter):
 
     async def _create(self, target: Target, message: dict[str, Any], what: str) -> str:
         try:
-            return await self.api.create(target.chat_id, message, target.thread_id)
+            return await self.api.create(target.chat_id, message, target.thread_id, send_key=target.send_key)
         except ApiError as e:
             raise self._delivery_error(e, what) from None
         except SentMaybe as e:

@@ -12,8 +12,10 @@ applied (`SentMaybe`).
 
 from __future__ import annotations
 
-import contextlib
 import asyncio
+import contextlib
+import hashlib
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +23,17 @@ from clawgate.channels.googlechat.auth import credentials
 from clawgate.channels.googlechat.settings import GoogleChatSettings
 
 REPLY_IN_THREAD = "REPLY_MESSAGE_FALLBACK_TO_NEW_THREAD"
+MESSAGE_ID_CHARS = 63  # a custom message id: `client-`, then lowercase letters, digits and hyphens, 63 at most
+
+
+def request_id(send_key: str) -> str:
+    """A reply part's send_key as the create's `requestId`: a UUID, as Google recommends."""
+    return str(uuid.UUID(hashlib.sha256(send_key.encode()).hexdigest()[:32]))
+
+
+def custom_message_id(send_key: str) -> str:
+    """A reply part's send_key as the create's `messageId` (the message's custom id in its space)."""
+    return ("client-" + hashlib.sha256(send_key.encode()).hexdigest())[:MESSAGE_ID_CHARS]
 
 
 class SentMaybe(Exception):
@@ -106,14 +119,26 @@ class ChatApi:
         pager = await self._call("list_spaces", request=chat_v1.ListSpacesRequest(page_size=1))
         return f"{len(list(pager.spaces))} space(s) on the first page"
 
-    async def create(self, space: str, message: dict[str, Any], thread: str | None) -> str:
+    async def create(self, space: str, message: dict[str, Any], thread: str | None, *,
+                     send_key: str | None = None) -> str:
+        """The message's resource name. With a send_key the create is idempotent twice over: its `requestId`
+        makes Chat return the message an earlier attempt made instead of a new one, and its `messageId` (a
+        custom id, unique in the space) turns a create Chat no longer matches by request into ALREADY_EXISTS,
+        which is the message sent: never a failure, never a second message."""
         from google.apps import chat_v1
 
         if thread:
             message = {**message, "thread": {"name": thread}}
         fields: dict[str, Any] = {"message_reply_option": REPLY_IN_THREAD} if thread else {}
+        if send_key:
+            fields.update(request_id=request_id(send_key), message_id=custom_message_id(send_key))
         request = chat_v1.CreateMessageRequest(parent=space, message=chat_v1.Message(message), **fields)
-        sent = await self._call("create_message", request=request)
+        try:
+            sent = await self._call("create_message", request=request)
+        except ApiError as e:
+            if e.status == 409 and send_key:  # ALREADY_EXISTS: our custom id's message exists, made by an earlier attempt
+                return f"{space}/messages/{custom_message_id(send_key)}"
+            raise
         return str(sent.name)
 
     async def update(self, name: str, message: dict[str, Any], fields: list[str]) -> None:

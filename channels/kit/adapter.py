@@ -54,7 +54,7 @@ class Target:
 
     `send_key` is the same for every attempt at sending one part of one reply, across restarts: a
     platform with an idempotency key (Matrix's transaction id, Mattermost's `pending_post_id`, Discord's
-    enforced nonce) is given it, so a part sent again after a crash between the send and its record is
+    enforced nonce, Feishu's `uuid`, Google Chat's `requestId` and `messageId`) is given it, so a part sent again after a crash between the send and its record is
     recognised by the platform instead of posted twice. None for what is not a reply's part."""
 
     chat_id: str

@@ -30,7 +30,7 @@ from clawgate.channels.base import DeliveryError
 from .adapter import Capabilities, PlatformAdapter, Target, Unconfirmed
 
 Envelope = dict[str, Any]
-TARGET_KEYS = ("chat_id", "thread_id", "reply_to")
+TARGET_KEYS = ("chat_id", "thread_id", "reply_to", "send_key")  # send_key: the holder passes the part's key on
 # op -> its argument names besides the target (each a string; `data` is base64)
 OPS: dict[str, tuple[str, ...]] = {
     "send_text": ("text",),
@@ -76,9 +76,10 @@ def decode(op: str, args: Any, caps: Capabilities) -> tuple[Target, dict[str, An
     if not isinstance(args, dict) or set(args) != {"target", *OPS[op]}:
         raise BadCall(f"{op}: wrong arguments {sorted(args) if isinstance(args, dict) else type(args).__name__}")
     where = args["target"]
-    if not isinstance(where, dict) or set(where) != set(TARGET_KEYS) or not isinstance(where["chat_id"], str) \
-            or not all(where[k] is None or isinstance(where[k], str) for k in ("thread_id", "reply_to")):
-        raise BadCall(f"{op}: a target is chat_id, thread_id and reply_to (strings)")
+    if not isinstance(where, dict) or not set(TARGET_KEYS[:3]) <= set(where) <= set(TARGET_KEYS) \
+            or not isinstance(where["chat_id"], str) \
+            or not all(where.get(k) is None or isinstance(where[k], str) for k in TARGET_KEYS[1:]):
+        raise BadCall(f"{op}: a target is chat_id, thread_id, reply_to and send_key (strings)")
     values: dict[str, Any] = {}
     for key in OPS[op]:
         if not isinstance(args[key], str):
@@ -89,7 +90,7 @@ def decode(op: str, args: Any, caps: Capabilities) -> tuple[Target, dict[str, An
         if not caps.files or (limit and len(values["data"]) > (limit + 2) // 3 * 4):
             raise BadCall(f"send_file: over this channel's limit of {limit} bytes")
         values["data"] = base64.b64decode(values["data"], validate=True)
-    return Target(where["chat_id"], where["thread_id"], where["reply_to"]), values
+    return Target(where["chat_id"], where["thread_id"], where["reply_to"], where.get("send_key")), values
 
 
 async def execute(adapter: PlatformAdapter, op: str, args: Any, log: logging.Logger) -> Envelope:

@@ -221,6 +221,27 @@ def test_a_lost_connection_is_shown_retrying_and_made_again(fs_daemon, feishu: F
     wait_until(lambda: said(feishu, chat) == ["echo: before", "echo: after"], "the answer after the reconnect")
 
 
+def test_an_answer_feishu_took_just_before_a_kill_is_not_sent_again(fs_daemon, feishu: FakeFeishu,
+                                                                     owner: User) -> None:
+    """Killed after Feishu stored the answer and before its HTTP answer came back (so nothing recorded it
+    as sent), the daemon sends the answer again after the restart with the same `uuid`: Feishu answers with
+    the message it made instead of sending a second."""
+    daemon = fs_daemon()
+    chat = feishu.p2p_chat(owner)
+    feishu.hold_message_answers()
+    feishu.write(owner, chat, "hello")
+    wait_until(lambda: said(feishu, chat) == ["echo: hello"], "the answer stored by Feishu")
+    daemon.kill()
+    feishu.release_message_answers()
+    daemon.start()
+
+    def asked() -> int:
+        return sum("echo: hello" in str(c.body.get("content")) for c in feishu.send_requests(chat))
+
+    wait_until(lambda: asked() == 2, "the answer sent again after the restart", describe=daemon.log_text)
+    assert said(feishu, chat) == ["echo: hello"]
+
+
 def test_two_apps_each_answer_their_own_people(daemon_factory, feishu: FakeFeishu, owner: User) -> None:
     """`[channels.feishu.accounts.work]`: a second app on a second Open Platform, its own connection and chats."""
     with FakeFeishu() as work:

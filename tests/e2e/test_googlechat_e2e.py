@@ -160,6 +160,23 @@ def test_a_cron_result_is_delivered_to_a_space(gc_daemon, chat: GoogleChatHarnes
     wait_until(lambda: chat.replies(chat.space) == ["Time to water the plants"], "the cron result in the space")
 
 
+def test_an_answer_chat_made_just_before_a_kill_is_not_posted_again(gc_daemon, chat: GoogleChatHarness) -> None:
+    """Killed after Chat made the answer and before its HTTP answer came back (so nothing recorded it as
+    sent), the daemon creates the answer again after the restart with the same requestId and messageId:
+    Chat returns the message it made instead of a second."""
+    daemon = gc_daemon()
+    dm = chat.dm_chat(chat.owner)
+    chat.fake.hold_create_answers()
+    chat.send_dm(chat.owner, "hello")
+    wait_until(lambda: chat.replies(dm) == ["echo: hello"], "the answer made by Chat")
+    daemon.kill()
+    chat.fake.release_create_answers()
+    daemon.start()
+    wait_until(lambda: len(chat.fake.attempts_of(lambda t: "echo: hello" in plain_of(t))) == 2,
+               "the answer created again after the restart", describe=daemon.log_text)
+    assert chat.replies(dm) == ["echo: hello"]
+
+
 def test_a_refused_key_fails_the_channel_in_one_line_and_doctor_says_so(
         gc_daemon, chat: GoogleChatHarness) -> None:
     chat.break_token()

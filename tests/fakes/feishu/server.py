@@ -10,6 +10,8 @@ HTTP (JSON answers `{"code", "msg", …}`, code 0 for success):
   checks the bearer tenant_access_token: a wrong one is HTTP 400 with
   `{"code": 99991663, "msg": "Invalid access token for authorization…"}`; an injected rate limit is HTTP
   429 `{"code": 99991400}` with `x-ogw-ratelimit-reset`; an injected refusal is 230002 (bot not in chat).
+- A create or reply carrying a `uuid` (at most 50 characters, else 99992402 "field validation failed"):
+  the same uuid within an hour sends at most one message, the request answered with the one made.
 - `POST /callback/ws/endpoint` (`{"AppID", "AppSecret"}`): the long connection's WebSocket URL with
   `device_id` and `service_id`, and the ClientConfig (ping interval, reconnect settings).
 
@@ -42,6 +44,8 @@ APP_ID = "cli_a1b2c3d4e5f60718"
 APP_SECRET = "s" * 32
 BOT_NAME = "clawbot"
 TENANT = "tenant_fake"
+UUID_MAX = 50  # im/v1/messages' `uuid`: "最大长度：50 字符"
+UUID_WINDOW_SECONDS = 3600.0  # "持有相同uuid的请求1小时内至多成功发送一条消息"
 BAD_TOKEN = {"code": 99991663, "msg": "Invalid access token for authorization. Please make a request with token attached."}
 
 
@@ -114,6 +118,9 @@ class FakeFeishu:
         self.files: dict[str, dict[str, Any]] = {}  # file_key -> {"name", "data"}: what the bot uploaded
         self.resources: dict[tuple[str, str], tuple[str, bytes]] = {}  # (message id, key) -> (type, bytes)
         self._sockets: list[web.WebSocketResponse] = []
+        self._uuids: dict[str, tuple[float, Message]] = {}  # a send's uuid -> (when, the message it made)
+        self._held = False  # hold_message_answers()
+        self._release = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
@@ -295,6 +302,27 @@ class FakeFeishu:
         with self._lock:
             return [c for c in self.calls if c.method == method and c.path.startswith(path_start)]
 
+    def send_requests(self, chat_id: str) -> list[Call]:
+        """Every request to send a message to this chat (create, or a reply to one of its messages), answered
+        with a new message or not."""
+        with self._lock:
+            ids = {m.id for m in self.messages if m.chat_id == chat_id}
+            return [c for c in self.calls if c.method == "POST" and isinstance(c.body, dict) and (
+                (c.path == "/im/v1/messages" and c.body.get("receive_id") == chat_id)
+                or (c.path.endswith("/reply") and c.path.split("/")[4] in ids))]
+
+    def hold_message_answers(self) -> None:
+        """From now on a message sent is stored, but the HTTP answer saying so waits for
+        release_message_answers(): a client killed meanwhile never learns that Feishu took it."""
+        with self._lock:
+            self._held = True
+
+    def release_message_answers(self) -> None:
+        with self._lock:
+            self._held = False
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._release.set)
+
     # -- failures ----------------------------------------------------------------------------
     def rate_limit(self, seconds: int) -> None:
         with self._lock:
@@ -424,9 +452,15 @@ class FakeFeishu:
             if path.startswith("/auth/v3/"):
                 return self._token(path, body or {})
             self._authorize(request)
-            return self._route(request.method, path, body or {}, request.query)
+            response = self._route(request.method, path, body or {}, request.query)
         except _Refusal as r:
             return _error(r.status, r.code, r.msg, r.headers)
+        with self._lock:
+            held = self._held and request.method == "POST" and path.startswith("/im/v1/messages")
+        if held:
+            self._release.clear()
+            await self._release.wait()
+        return response
 
     def _token(self, path: str, body: dict[str, Any]) -> web.Response:
         with self._lock:
@@ -521,6 +555,14 @@ class FakeFeishu:
             raise _Refusal(400, 230001, "invalid receive_id")
         msg_type, content = str(body.get("msg_type") or ""), str(body.get("content") or "")
         _check_content(msg_type, content)
+        key = str(body.get("uuid") or "")
+        if len(key) > UUID_MAX:
+            raise _Refusal(400, 99992402, f"field validation failed: uuid: the max length is {UUID_MAX}")
+        with self._lock:
+            # the same uuid within an hour sends at most one message: the request is answered with the one made
+            seen = self._uuids.get(key) if key else None
+            if seen is not None and time.monotonic() - seen[0] < UUID_WINDOW_SECONDS:
+                return web.json_response({"code": 0, "msg": "success", "data": seen[1].json()})
         root = thread = ""
         if parent is not None:
             root = parent.root_id or parent.id
@@ -532,6 +574,8 @@ class FakeFeishu:
             message = Message(new_id("om_"), chat_id, self.app_id, msg_type, content,
                               parent_id=parent.id if parent else "", root_id=root, thread_id=thread, at=time.time())
             self.messages.append(message)
+            if key:
+                self._uuids[key] = (time.monotonic(), message)
         return web.json_response({"code": 0, "msg": "success", "data": message.json()})
 
 

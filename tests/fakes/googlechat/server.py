@@ -8,7 +8,9 @@ account key, `aud` Google's token endpoint, `scope` asked) and refuses a bad one
 `updateMask`, delete) wants `Authorization: Bearer` with a token it issued or a JWT self-signed by a known
 service account's key with the chat.bot scope (AIP-4111: what google-apps-chat sends for a service
 account, never asking the token endpoint) — 401 UNAUTHENTICATED otherwise,
-refuses a text over 4,096 characters and an unknown space or message, and answers errors as Google's
+refuses a text over 4,096 characters and an unknown space or message; a create's `requestId` seen before
+returns the message it made, and its `messageId` (a custom id: `client-`, up to 63 lowercase letters,
+digits and hyphens, else 400) already taken in the space is 409 ALREADY_EXISTS; errors come as Google's
 `{"error": {"code", "message", "status"}}`. Enums come as names or, from the generated client's REST
 transport, integers.
 
@@ -26,6 +28,7 @@ import asyncio
 import hmac
 import itertools
 import json
+import re
 import secrets
 import threading
 import time
@@ -45,8 +48,9 @@ SCOPE = "https://www.googleapis.com/auth/chat.bot"
 GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 MAX_TEXT = 4096
 APP_USER = {"name": "users/app", "displayName": "Clawgate", "type": "BOT"}
+CUSTOM_ID = re.compile(r"client-[a-z0-9-]{1,56}")  # messageId: `client-`, lowercase letters, digits, hyphens, 63 at most
 STATUSES = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
-            429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}
+            409: "ALREADY_EXISTS", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}
 
 
 @dataclass
@@ -69,6 +73,7 @@ class Sent:
     edits: list[str] = field(default_factory=list)  # earlier texts, oldest first
     deleted: bool = False
     at: float = 0.0
+    client_id: str = ""  # the messageId it was created with (its custom name in the space)
 
 
 @dataclass
@@ -105,6 +110,9 @@ class FakeGoogleChat:
         self.spaces: dict[str, dict[str, Any]] = {}
         self.threads: set[str] = set()
         self._failures: list[tuple[int, str, dict[str, str]]] = []
+        self.request_ids: dict[str, Sent] = {}  # a create's requestId -> the message it made
+        self._held = False  # hold_create_answers()
+        self._release: asyncio.Event | None = None
         self._signers: dict[str, crypt.RSASigner] = {}
         self.on_sent: Any = None  # told the text of each message created (the bench)
         self._ids = itertools.count(1)
@@ -301,8 +309,21 @@ class FakeGoogleChat:
             return google_error(400, "Message cannot be empty. Discarding empty message.")
         if len(text) > MAX_TEXT:
             return google_error(400, "Message text is too long.")
+        custom, asked = str(request.query.get("messageId") or ""), str(request.query.get("requestId") or "")
+        if custom and not CUSTOM_ID.fullmatch(custom):
+            return google_error(400, f"Invalid message ID {custom!r}: a custom ID begins with client- and contains "
+                                     "up to 63 lowercase letters, numbers and hyphens.")
         option = str(request.query.get("messageReplyOption") or "")
         thread = str((body.get("thread") or {}).get("name") or "")
+        with self._cond:
+            # "Specifying an existing request ID returns the message created with that ID instead of creating a
+            # new message"; a custom ID is unique in its space: taken, the create is ALREADY_EXISTS (AIP-133)
+            made = self.request_ids.get(asked) if asked else None
+            taken = custom and any(s.space == space and s.client_id == custom for s in self.sent)
+        if made is not None:
+            return await self._answer(self._resource(made))
+        if taken:
+            return google_error(409, f"Message {space}/messages/{custom} already exists.")
         with self._cond:
             if not thread or option not in ("REPLY_MESSAGE_FALLBACK_TO_NEW_THREAD", "1", "REPLY_MESSAGE_OR_FAIL", "2") \
                     or thread not in self.threads or not thread.startswith(space + "/"):
@@ -310,24 +331,57 @@ class FakeGoogleChat:
                 self.threads.add(thread)
             sent = Sent(f"{space}/messages/m{next(self._ids)}", space, text, thread,
                         list(body.get("cardsV2") or []), str((body.get("privateMessageViewer") or {}).get("name") or ""),
-                        at=time.monotonic())
+                        at=time.monotonic(), client_id=custom)
             self.sent.append(sent)
+            if asked:
+                self.request_ids[asked] = sent
             self._cond.notify_all()
         if self.on_sent is not None:
             self.on_sent(text)
-        return web.json_response(self._resource(sent))
+        return await self._answer(self._resource(sent))
+
+    async def _answer(self, resource: dict[str, Any]) -> web.Response:
+        """A create's answer; held while hold_create_answers() is on (the message is made all the same)."""
+        with self._cond:
+            held = self._held
+        if held:
+            self._release = self._release or asyncio.Event()
+            await self._release.wait()
+        return web.json_response(resource)
+
+    def hold_create_answers(self) -> None:
+        """From now on a message created is kept, but the HTTP answer saying so waits for
+        release_create_answers(): a client killed meanwhile never learns that Chat made it."""
+        with self._cond:
+            self._held = True
+
+    def release_create_answers(self) -> None:
+        with self._cond:
+            self._held = False
+            release = self._release
+            self._release = None
+        if release is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(release.set)
+
+    def forget_request_ids(self) -> None:
+        """Chat no longer matches a create by its requestId (Google does not say for how long it does)."""
+        with self._cond:
+            self.request_ids.clear()
 
     def _resource(self, sent: Sent) -> dict[str, Any]:
         out: dict[str, Any] = {"name": sent.name, "sender": APP_USER, "text": sent.text,
                                "thread": {"name": sent.thread}, "space": {"name": sent.space}}
+        if sent.client_id:
+            out["clientAssignedMessageId"] = sent.client_id
         if sent.cards:
             out["cardsV2"] = sent.cards
         return out
 
     def _find(self, request: web.Request) -> Sent | None:
         name = f"spaces/{request.match_info['space']}/messages/{request.match_info['message']}"
-        with self._cond:
-            return next((s for s in self.sent if s.name == name and not s.deleted), None)
+        with self._cond:  # by its name, or by the custom id it was created with
+            return next((s for s in self.sent if name in (s.name, f"{s.space}/messages/{s.client_id}")
+                         and not s.deleted), None)
 
     async def _get(self, request: web.Request) -> web.Response:
         refusal = self._auth(request)

@@ -82,6 +82,7 @@ async def test_the_standby_runner_sends_through_the_one_holding_the_connection()
     assert runners[1].adapter.connects == 0  # never connected: the connection is a's
     await runners[1].send(OutboundMessage(channel="memory", chat_id="42", text="from b's run"))
     assert [(t.chat_id, text) for t, text in runners[0].adapter.sent] == [("42", "from b's run")]
+    assert runners[0].adapter.sent[0][0].send_key  # the part's key reaches the holder's adapter
     assert runners[1].adapter.sent == []
     assert runners[0].kit.singleton == runners[1].kit.singleton  # the same name on every process
     for runner in runners:
@@ -137,6 +138,10 @@ def test_only_known_calls_with_their_arguments_reach_the_adapter() -> None:
     with pytest.raises(BadCall, match="limit"):  # this channel carries no files
         decode("send_file", file, caps)
     assert decode("send_text", {"target": target, "text": "hi"}, caps) == (Target("1"), {"text": "hi"})
+    keyed = encode("send_text", Target("1", send_key="m1:0"), text="hi")
+    assert decode("send_text", keyed, caps) == (Target("1", send_key="m1:0"), {"text": "hi"})
+    with pytest.raises(BadCall, match="strings"):
+        decode("send_text", {"target": {**target, "send_key": 5}, "text": "x"}, caps)
 
 
 async def test_a_prompt_of_a_run_on_another_process_is_answered_here_until_its_outcome() -> None:
