@@ -39,8 +39,9 @@ class Triggers:
             armed = self.cron.start(self.scheduler)
             log.info("cron: %d job(s) scheduled", armed)
         beat = self.heartbeat_settings
-        if beat.enabled:
-            self.scheduler.add_job(self.heartbeat.tick_async, IntervalTrigger(seconds=beat.interval_seconds),
+        if beat.enabled:  # an interval counts elapsed time: in UTC, so a start never looks up the local zone (tzlocal)
+            every = IntervalTrigger(seconds=beat.interval_seconds, timezone=timezone.utc)
+            self.scheduler.add_job(self.heartbeat.tick_async, every,
                                    id="heartbeat", name="heartbeat", max_instances=1, coalesce=True,
                                    misfire_grace_time=None)
             log.info("heartbeat every %gs%s", beat.interval_seconds,
