@@ -185,6 +185,8 @@ class App:
             host = self.settings.gateway.host
             print(f"clawgate gateway ready on ws://{host}:{self.server.port} (provider: {self.provider.name})",
                   flush=True)
+            # last, before any client is served: overdue cron runs fire into a fully started daemon
+            self.triggers.start()
             collect_from_now()  # off while starting (gateway/cli/__init__.py)
             loop.run_in_executor(None, _warm, getattr(self.provider, "warm", None))
             # tool arguments and method parameters are built here, not at import (gateway/runtime.py)
@@ -255,8 +257,7 @@ class App:
         if self.mail_watches:  # watched mailboxes (hooks of kind imap): new mail is input too
             watching = [asyncio.create_task(self._watch(w), name=f"hook {w.hook.name}") for w in self.mail_watches]
             stack.push_async_callback(_cancel_all, watching)
-        self.triggers.start()  # last: overdue cron runs fire into a fully started daemon
-        stack.callback(self.triggers.stop)
+        stack.callback(self.triggers.stop)  # started right after the ready line (`run`)
         self._write_pid(stack)
 
     def _watch(self, watch: Any) -> Awaitable[None]:
