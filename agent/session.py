@@ -53,6 +53,9 @@ class Session:
         # in memory and left out of the model's view (they stay in this file).
         self.consolidation: Record | None = None
         self._fd: int | None = None
+        # False while this log's file is new (created by this process): its name in the sessions folder
+        # must reach the disk too before the first durable record counts as kept (once per new file).
+        self._name_durable = True
         if load:
             self._load()
 
@@ -61,6 +64,7 @@ class Session:
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:  # a new session (one system call, not a check and then the read)
+            self._name_durable = False
             return
         pos = 0
         skipped: list[str] = []  # why each skipped line was skipped, for one summary log line
@@ -144,8 +148,13 @@ class Session:
         if durable and self.fsync:
             if self.durability is not None:
                 self.durability.mark(self.path)
+                if not self._name_durable:  # the folder once, flushed in the same batch as the file
+                    self.durability.mark(self.path.parent)
             else:
                 os.fsync(fd)
+                if not self._name_durable:
+                    _fsync_folder(self.path.parent)
+            self._name_durable = True
         self._absorb(record)
         if self.on_append is not None:
             self.on_append(self, record)
@@ -328,6 +337,15 @@ class Session:
     def history(self, limit: int = 200) -> list[Record]:
         """Readable history for clients: user and assistant text, tool steps, internal events."""
         return readable_history(self.records, limit)
+
+
+def _fsync_folder(folder: Path) -> None:
+    """A new file's name is kept by its folder: fsync the folder so the name survives a power cut."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def delivered_note(record: Record) -> str:

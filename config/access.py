@@ -6,7 +6,7 @@ the config layer (not in the channel kit) so the built-in Telegram section can b
 settings schema; the kit re-exports it (clawgate.channels.kit.AccessSettings).
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: pydantic would compile every field's annotation text at each start.
 
 import json
 import re

@@ -10,7 +10,7 @@ existing home needs nothing. The default agent of a config with `[agents.*]` kee
 workspace and those same keys; every other agent lives under $CLAWGATE_HOME/agents/<id>/.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: pydantic would compile every field's annotation text at each start.
 
 import re
 from dataclasses import dataclass

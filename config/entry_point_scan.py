@@ -4,7 +4,8 @@ Libraries look for their plugins when imported: pydantic's plugin loader at the 
 apscheduler's scheduler class once per plugin group (triggers, executors, job stores). Each call of
 `importlib.metadata.entry_points(group=...)` opens every installed distribution's metadata: 5-30 ms
 each with the ~140 distributions of a development install, depending on the machine's load. Inside
-`one_entry_point_scan()` those calls are answered from a single scan, so the libraries still find
+`one_entry_point_scan()` (the start's imports; apscheduler's import when the scheduler starts, right
+after the ready line) those calls are answered from a single scan, so the libraries still find
 every plugin installed when the process started; outside it, `entry_points` is the standard one
 (a library that bound the shared function answers from the standard one too once the scope ended).
 """

@@ -7,7 +7,7 @@ sender puts in a header (GitHub's `X-Hub-Signature-256: sha256=<hex>`, or Stripe
 template stops the daemon at load with one line instead of failing on the first call.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: pydantic would compile every field's annotation text at each start.
 
 import re
 from typing import Any, Literal

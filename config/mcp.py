@@ -6,7 +6,7 @@ its own claim. So every call needs the owner's approval unless the owner marks t
 single tools as safe here, guests cannot use it unless allowed, and its output is data.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: pydantic would compile every field's annotation text at each start.
 
 import re
 from typing import Literal

@@ -4,7 +4,7 @@ Defaults are embedded so `clawgate gateway` runs with no config file at all; the
 config file and `CLAWGATE_*` environment variables only override them.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: pydantic would compile every field's annotation text at each start.
 
 import re
 from typing import Literal

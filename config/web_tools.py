@@ -5,7 +5,7 @@ Every address here is written by the owner: that is why a SearXNG instance on th
 used without asking (the owner chose it), while pages the agent opens are checked on every request.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: pydantic would compile every field's annotation text at each start.
 
 from typing import Literal
 

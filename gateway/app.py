@@ -44,7 +44,7 @@ from .api import build_methods
 from .device_links import DeviceLinks
 from .dispatcher import Dispatcher
 from .instance import remove_pid_file
-from .runtime import collect_from_now, event_loop_name, settle_heap
+from .runtime import build_deferred_models, collect_from_now, event_loop_name, settle_heap
 from .server import GatewayServer
 from .wiring import (State, build_approvals, build_conversation, build_model, build_producers, build_services,
                      build_state, build_supervision, hook_pipeline, install_hooks)
@@ -142,6 +142,7 @@ class App:
         self._describe_status(state)
         self.fleet_recovery = fleet.wire(self, self.fleet) if self.fleet is not None else None
         self._core: list[asyncio.Task[Any]] = []
+        self._warming: asyncio.Task[int] | None = None
         self._stopped = asyncio.Event()
         self.failed = False
 
@@ -184,8 +185,12 @@ class App:
             host = self.settings.gateway.host
             print(f"clawgate gateway ready on ws://{host}:{self.server.port} (provider: {self.provider.name})",
                   flush=True)
+            # last, before any client is served: overdue cron runs fire into a fully started daemon
+            self.triggers.start()
             collect_from_now()  # off while starting (gateway/cli/__init__.py)
             loop.run_in_executor(None, _warm, getattr(self.provider, "warm", None))
+            # tool arguments and method parameters are built here, not at import (gateway/runtime.py)
+            self._warming = asyncio.create_task(build_deferred_models(), name="build deferred models")
             if self.unconfigured:
                 log.warning("no model provider configured: set ANTHROPIC_API_KEY and restart; chats will be told how")
             await self._stopped.wait()
@@ -252,8 +257,7 @@ class App:
         if self.mail_watches:  # watched mailboxes (hooks of kind imap): new mail is input too
             watching = [asyncio.create_task(self._watch(w), name=f"hook {w.hook.name}") for w in self.mail_watches]
             stack.push_async_callback(_cancel_all, watching)
-        self.triggers.start()  # last: overdue cron runs fire into a fully started daemon
-        stack.callback(self.triggers.stop)
+        stack.callback(self.triggers.stop)  # started right after the ready line (`run`)
         self._write_pid(stack)
 
     def _watch(self, watch: Any) -> Awaitable[None]:

@@ -32,7 +32,7 @@ _DOMAIN_CODES = {
 
 
 class Params(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)  # built after the ready line (runtime.py)
 
 
 class MethodError(Exception):

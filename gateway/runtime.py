@@ -21,7 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from typing import Any, Callable, Coroutine, Literal, TypeVar
+import logging
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterator, Literal, TypeVar
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 EventLoopChoice = Literal["auto", "uvloop", "asyncio"]
@@ -74,3 +80,38 @@ def settle_heap() -> None:
     gc.freeze()
     _, middle, old = gc.get_threshold()
     gc.set_threshold(YOUNG_COLLECTION_EVERY, middle, old)
+
+
+def deferred_models(root: type["BaseModel"], package: str = "clawgate.") -> Iterator[type["BaseModel"]]:
+    """The models of `package` whose validator is not built yet: those declared with `defer_build`
+    (tool arguments, gateway method parameters, the supervisors' answers)."""
+    seen: set[type] = set()
+    stack = [root]
+    while stack:
+        for model in stack.pop().__subclasses__():
+            if model in seen:
+                continue
+            seen.add(model)
+            stack.append(model)
+            if model.__module__.startswith(package) and not model.__pydantic_complete__:
+                yield model
+
+
+async def build_deferred_models() -> int:
+    """After the ready line: build the deferred models one per event-loop turn, so the first call of a
+    tool or method finds its validator ready and a client's frame waits behind one model's build at
+    most. Returns how many were built; a model that cannot be built is logged (its first use would
+    raise the same error)."""
+    from pydantic import BaseModel
+
+    built = 0
+    for model in list(deferred_models(BaseModel)):
+        await asyncio.sleep(0)
+        if model.__pydantic_complete__:  # built meanwhile by its first use
+            continue
+        try:
+            model.model_rebuild()
+            built += 1
+        except Exception as exc:  # a bug in a model's declaration: say which, keep serving
+            log.error("could not build the model %s.%s: %s", model.__module__, model.__qualname__, exc)
+    return built

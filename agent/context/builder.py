@@ -13,6 +13,7 @@ reason. See docs/context.md.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -156,16 +157,17 @@ class ContextBuilder:
         """Read again only when the file changed: each new session freezes its layers from these.
         `root`: the agent's workspace (None: `workspace`)."""
         root = root or self.workspace
-        path = root / name
+        where = os.path.join(root, name)  # a string: a new session stats five of these
         try:
-            st = path.stat()
+            st = os.stat(where)
         except OSError:
-            self._files.pop(str(path), None)
+            self._files.pop(where, None)
             return None
         stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
-        cached = self._files.get(str(path))
+        cached = self._files.get(where)
         if cached is None or cached[0] != stamp:
-            cached = self._files[str(path)] = (stamp, read_capped(path, self.caps.get(name, DEFAULT_CAP), within=root))
+            text = read_capped(root / name, self.caps.get(name, DEFAULT_CAP), within=root)
+            cached = self._files[where] = (stamp, text)
         return cached[1]
 
     def _group(self, name: str, files: tuple[str, ...], root: Path | None = None) -> Layer | None:

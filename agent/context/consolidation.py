@@ -15,6 +15,7 @@ person's window, so it never carries one person's tool work into another's run.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -47,7 +48,7 @@ or paraphrase an identifier. Drop small talk and raw tool output. Invent nothing
 of even earlier parts is given, merge it in so your summary covers everything. Output only
 the summary."""
 
-IDENTIFIER = re.compile(
+IDENTIFIER = (  # compiled by the first consolidation (`_identifier`), not at every start
     r"https?://[^\s<>\"'`)\]]+"  # URLs
     r"|\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"  # UUIDs
     r"|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d{2,5})?\b"  # IPv4 (with port)
@@ -56,7 +57,7 @@ IDENTIFIER = re.compile(
     r"|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,64}\b"  # hex hashes
     r"|\b[A-Za-z]+[_-][\w.-]*\d[\w-]*\b"  # ids like t_3f9a, build-4411, release-2025.06
     r"|\bv?\d+\.\d+\.\d+[\w.-]*\b"  # versions like v1.4.2
-    r"|\b[\w-]+\.(?:py|js|ts|md|json|toml|ya?ml|txt|csv|html|css|sh|go|rs|sql|log|ini|cfg)\b",  # file names
+    r"|\b[\w-]+\.(?:py|js|ts|md|json|toml|ya?ml|txt|csv|html|css|sh|go|rs|sql|log|ini|cfg)\b"  # file names
 )
 MAX_IDENTIFIERS = 40
 ITEM_CAP = 1_500
@@ -203,6 +204,11 @@ def render(messages: list[dict[str, Any]], *, cap: int | None, header: str = "")
     return "\n".join(out) + "\n"
 
 
+@functools.cache
+def _identifier() -> re.Pattern[str]:
+    return re.compile(IDENTIFIER)
+
+
 def identifiers(messages: list[dict[str, Any]]) -> list[str]:
     """Identifiers the person and the agent wrote (tool outputs excluded: too many, too noisy)."""
     found: dict[str, None] = {}
@@ -216,7 +222,7 @@ def identifiers(messages: list[dict[str, Any]]) -> list[str]:
                 source = json.dumps(block["input"], ensure_ascii=False)
             else:
                 continue
-            for match in IDENTIFIER.findall(source):
+            for match in _identifier().findall(source):
                 found.setdefault(match.rstrip(".,;:"), None)
     return list(found)
 

@@ -15,10 +15,10 @@ from pathlib import Path
 from clawgate.workspace.fdpath import locate, read_all
 
 log = logging.getLogger(__name__)
-_warned: dict[Path, str] = {}
-# Parsed frontmatter by file, kept while the file's size and mtime stay the same: every new
+_warned: dict[str, str] = {}  # SKILL.md path -> the problem last warned about
+# Each skill by its SKILL.md path, kept while the file's size and mtime stay the same: every new
 # session's prompt lists the skills, and parsing YAML each time cost more than the rest of the prompt.
-_parsed: dict[Path, tuple[tuple[int, int], tuple[str, str]]] = {}
+_parsed: dict[str, tuple[tuple[int, int], Skill]] = {}
 
 
 @dataclass(frozen=True)
@@ -49,40 +49,43 @@ def _split(text: str) -> tuple[str, str]:
 
 def load_skills(folder: Path) -> list[Skill]:
     """Valid skills sorted by name; a broken one is skipped with one warning, never fatal.
-    Every new session's prompt lists them: one listing of the folder and one stat per skill."""
+    Every new session's prompt lists them: one listing of the folder and one stat per skill (on plain
+    path strings: a new session's prompt is built often enough for path objects to show)."""
     skills: list[Skill] = []
     try:
         names = sorted(entry.name for entry in os.scandir(folder))
     except OSError:  # no skills folder (or not a folder)
         return skills
+    base = os.fspath(folder)
     for entry in names:
-        path = folder / entry / "SKILL.md"
+        where = os.path.join(base, entry, "SKILL.md")
         try:
             try:
-                st = path.stat()
+                st = os.stat(where)
             except (FileNotFoundError, NotADirectoryError):  # not a skill's folder
                 continue
-            name, description = _frontmatter(path, st)
-            if any(s.name == name for s in skills):
-                raise ValueError(f"another skill is already named {name!r}")
-            skills.append(Skill(name, description, path))
+            skill = _skill(where, st)
+            if any(s.name == skill.name for s in skills):
+                raise ValueError(f"another skill is already named {skill.name!r}")
+            skills.append(skill)
         except (ValueError, OSError, UnicodeDecodeError) as exc:
             problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            if _warned.get(path) != problem:  # one warning per broken file, not one per prompt build
-                _warned[path] = problem
+            if _warned.get(where) != problem:  # one warning per broken file, not one per prompt build
+                _warned[where] = problem
                 log.warning("skill %s skipped: %s (fix its frontmatter: name and description between '---' lines)",
-                            path, problem)
+                            where, problem)
     return sorted(skills, key=lambda s: s.name)
 
 
-def _frontmatter(path: Path, st: os.stat_result) -> tuple[str, str]:
-    """(name, description) of one SKILL.md (`st`: its stat); parsed again only when the file changed."""
+def _skill(where: str, st: os.stat_result) -> Skill:
+    """The skill of one SKILL.md (`st`: its stat); parsed again only when the file changed."""
     stamp = (st.st_size, st.st_mtime_ns)
-    cached = _parsed.get(path)
+    cached = _parsed.get(where)
     if cached is not None and cached[0] == stamp:
         return cached[1]
     import yaml  # imported by the first prompt build that finds a skill, not at start-up
 
+    path = Path(where)
     try:
         meta = yaml.safe_load(_split(_read(path))[0]) or {}
     except yaml.YAMLError as exc:
@@ -94,8 +97,8 @@ def _frontmatter(path: Path, st: os.stat_result) -> tuple[str, str]:
         raise ValueError("frontmatter has no 'name'")
     if not isinstance(description, str) or not description.strip():
         raise ValueError("frontmatter has no 'description'")
-    _parsed[path] = (stamp, parsed := (name.strip(), " ".join(description.split())))
-    return parsed
+    _parsed[where] = (stamp, skill := Skill(name.strip(), " ".join(description.split()), path))
+    return skill
 
 
 def find_skill(folder: Path, name: str) -> Skill | None:

@@ -242,6 +242,7 @@ class BackgroundJobs:
         `include`: the sessions to recover (a fleet's worker: those of a partition it just took)."""
         self.index.take(include)
         reported: list[str] = []
+        dropped = False
         for entry in [e for e in self.index.jobs.values() if include(e.session)]:
             if entry.id in self._running:
                 continue  # running here (a partition taken back): nothing was interrupted
@@ -258,10 +259,12 @@ class BackgroundJobs:
                 reported.append(entry.id)
             elif self.sessions.exists(entry.session) and _noted(self.sessions.get(entry.session), entry.id):
                 self.index.drop(entry.id)  # delivered just before the crash; only the index lagged
+                dropped = True
                 continue
             if not entry.quiet:
                 self._wake(entry)
-        self.index.save()
+        if reported or dropped or self.index.shared:  # unchanged: no write (and no fsync) at every start
+            self.index.save()
         return reported
 
     def release(self, include: Callable[[str], bool]) -> list[str]:

@@ -50,7 +50,7 @@ class ServerLink(Protocol):
 class McpArgs(BaseModel):
     """Whatever the model sent: the server checks it against its own schema."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     _gate: Gate = PrivateAttr("down")
     _down: str = PrivateAttr("")
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from clawgate.config.schema import ReflectionSettings
 
@@ -56,12 +56,16 @@ CHECK_SYSTEM = (
 
 
 class Supplement(BaseModel):
+    model_config = ConfigDict(defer_build=True)  # built after the ready line (gateway/runtime.py)
+
     action: str = Field(min_length=1)
     reason: str = ""
     tool: str = ""
 
 
 class Check(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     is_complete: bool
     analysis: str = Field(min_length=1)
     verification: str = ""

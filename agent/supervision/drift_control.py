@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from clawgate.config.schema import DriftSettings
 
@@ -76,6 +76,8 @@ class AsyncRelevance(Protocol):
 
 
 class Reflection(BaseModel):
+    model_config = ConfigDict(defer_build=True)  # built after the ready line (gateway/runtime.py)
+
     on_track: bool
     assessment: str = Field(min_length=1)
     next_action: str = Field(min_length=1)

@@ -23,7 +23,9 @@ if TYPE_CHECKING:
 
 
 class Args(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Each tool's arguments are built after the ready line (gateway/runtime.py) or at their first use,
+    # not at import: with the gateway methods' parameters, ~40 models and about a tenth of a start.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class ToolError(Exception):

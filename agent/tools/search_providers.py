@@ -13,7 +13,6 @@ The API keys go in headers and never into a message.
 from __future__ import annotations
 
 import asyncio
-import html
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol
@@ -63,7 +62,9 @@ class SearchProvider(Protocol):
 
 def _text(value: Any, cap: int = SNIPPET_CHARS) -> str:
     """A provider's string field as plain text: highlight tags dropped, entities decoded, one line, capped."""
-    text = " ".join(html.unescape(_TAG.sub("", str(value or ""))).split())
+    from html import unescape  # its entity table is built at the first search, not at start
+
+    text = " ".join(unescape(_TAG.sub("", str(value or ""))).split())
     return text if len(text) <= cap else text[:cap] + "…"
 
 

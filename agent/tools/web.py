@@ -19,7 +19,6 @@ How a fetch stays on the public web (rules in agent/tools/netpolicy.py):
 
 from __future__ import annotations
 
-import html
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -54,7 +53,9 @@ def _host_of(args: "WebFetch.Arguments") -> str | None:
 
 def html_to_text(page: str) -> str:
     text = _TAG.sub(" ", _DROP.sub(" ", page))
-    text = html.unescape(text)
+    from html import unescape  # its entity table is ~2,200 names: built at the first page, not at start
+
+    text = unescape(text)
     return _LINES.sub("\n\n", _SPACE.sub(" ", text)).strip()
 
 

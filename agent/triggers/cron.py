@@ -28,9 +28,6 @@ import time
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable
 
-from apscheduler.jobstores.base import JobLookupError
-from apscheduler.triggers.date import DateTrigger
-
 from clawgate.agent.bus import InboundMessage, OutboundMessage
 
 from .cron_store import OPEN, CronStore, Run
@@ -362,6 +359,8 @@ class CronService:
         if not job.enabled or due is None:
             self._disarm(job.id)
             return
+        from apscheduler.triggers.date import DateTrigger  # imported with the scheduler, after the ready line
+
         self.scheduler.add_job(self._fire_async, DateTrigger(datetime.fromtimestamp(due, timezone.utc)), args=[job.id],
                                id=f"cron:{job.id}", name=f"cron {job.name}", replace_existing=True,
                                misfire_grace_time=None, coalesce=True, max_instances=1)
@@ -369,6 +368,8 @@ class CronService:
     def _disarm(self, job_id: str) -> None:
         if self.scheduler is None:
             return
+        from apscheduler.jobstores.base import JobLookupError
+
         try:
             self.scheduler.remove_job(f"cron:{job_id}")
         except JobLookupError:

@@ -52,7 +52,7 @@ def _serve(paths: Any, settings: Any) -> int:
     from .. import runtime
     from ..logs import setup_logging
 
-    with one_entry_point_scan():  # apscheduler's plugin lookups (three) answered from the scan pydantic's made
+    with one_entry_point_scan():  # a plugin lookup while the app's modules load: from the scan pydantic's made
         from ..app import App
 
     log = settings.log

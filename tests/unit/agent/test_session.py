@@ -227,3 +227,31 @@ def test_a_trigger_answer_delivered_during_a_tool_call_follows_its_results(tmp_p
     shapes = [(m["role"], [b["type"] for b in m["content"]]) for m in s.llm_messages()]
     assert shapes == [("user", ["text"]), ("assistant", ["tool_use"]), ("user", ["tool_result", "text"])]
     assert SessionManager(tmp_path).get("main").llm_messages() == s.llm_messages()
+
+
+def test_a_new_log_s_folder_is_flushed_once_with_its_first_durable_record(tmp_path):
+    """A new file's name lives in its folder: the first durable record of a new log flushes the folder
+    too (in the same batch), later ones only the file; a log that existed before never adds the folder."""
+    import asyncio
+
+    from clawgate.agent.core.durability import Durability
+
+    flushed: list[str] = []
+    barrier = Durability(fsync=flushed.append)
+    sessions = SessionManager(tmp_path / "sessions", durability=barrier)
+    new = sessions.get("new")
+    new.append("user", text="hi")  # not durable: nothing to flush
+    assert not barrier.pending
+    new.append("tool_intent", durable=True, id="t1", name="exec", input={})
+    asyncio.run(new.flush())
+    assert sorted(flushed) == sorted([str(new.path), str(tmp_path / "sessions")])
+    flushed.clear()
+    new.append("tool_done", durable=True, id="t1", content="ok")
+    asyncio.run(new.flush())
+    assert flushed == [str(new.path)]  # the folder once per new file, not at every durable record
+
+    flushed.clear()
+    again = SessionManager(tmp_path / "sessions", durability=barrier).get("new")  # a restart: the file exists
+    again.append("tool_intent", durable=True, id="t2", name="exec", input={})
+    asyncio.run(again.flush())
+    assert flushed == [str(again.path)]

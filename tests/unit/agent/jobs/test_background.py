@@ -128,6 +128,19 @@ async def test_a_restart_reports_running_jobs_and_numbers_on(tmp_path: Path) -> 
     await jobs.close()  # the first "daemon"'s task, left running above
 
 
+def test_a_start_with_nothing_to_recover_writes_no_index(tmp_path: Path) -> None:
+    """Every daemon start recovers: with no job in the index there is nothing to write (and no fsync)."""
+    jobs, _, _, _ = _jobs(tmp_path)
+    assert jobs.recover() == []
+    assert not (tmp_path / "background.json").exists()
+    (tmp_path / "background.json").write_text(json.dumps({"version": 1, "next": 7, "jobs": {}}))
+    before = (tmp_path / "background.json").stat().st_mtime_ns
+    again, _, _, _ = _jobs(tmp_path)
+    assert again.recover() == []
+    assert (tmp_path / "background.json").stat().st_mtime_ns == before
+    assert again.index.new_id() == "bg-7"  # the numbering still comes from the file
+
+
 def test_a_corrupt_index_is_moved_aside(tmp_path: Path) -> None:
     (tmp_path / "background.json").write_text("{not json")
     jobs, _, _, _ = _jobs(tmp_path)
