@@ -27,6 +27,8 @@ from .records import (LLM_KINDS, InvalidSessionKey, Record, _key_of, _redacted,
                       check_session_key, record_problem, session_file_name)
 
 log = logging.getLogger(__name__)
+# One encoder for every record (json.dumps with options builds a new one per call).
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 class Session:
@@ -140,7 +142,7 @@ class Session:
         self.seq += 1
         record: Record = _redacted({"seq": self.seq, "ts": round(time.time(), 3), "kind": kind, **fields})
         fd = self._open()
-        os.write(fd, (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode())
+        os.write(fd, (_encode(record) + "\n").encode())
         if durable and self.fsync:
             if self.durability is not None:
                 self.durability.mark(self.path)

@@ -69,8 +69,12 @@ def parse_request(data: str | bytes) -> Request:
     return Request(rid, method, params)
 
 
+# One encoder for every frame (json.dumps with options builds a new one per call).
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
+
+
 def _dump(frame: dict[str, Any]) -> str:
-    return json.dumps(frame, ensure_ascii=False, separators=(",", ":"), default=str)
+    return _encode(frame)
 
 
 def response_ok(request_id: str | None, payload: dict[str, Any] | None = None) -> str:

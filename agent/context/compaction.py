@@ -38,9 +38,12 @@ class _State:
     raw_sizes: list[int] = field(default_factory=list)  # serialized size of raw messages from `start`
 
 
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode  # one encoder, not one per call
+
+
 def message_chars(message: Message) -> int:
     """Serialized size of one message, the basis of the chars/4 token estimate."""
-    return len(json.dumps(message, ensure_ascii=False, separators=(",", ":")))
+    return len(_encode(message))
 
 
 class Compactor:

@@ -11,6 +11,9 @@ from urllib.parse import quote
 from .events import Event
 from .redact import redact
 
+# One encoder for every event (json.dumps with options builds a new one per call).
+_encode = json.JSONEncoder(ensure_ascii=False, default=str).encode
+
 SKIP = {"text_delta"}  # too chatty to keep; the final text is in the session log
 
 
@@ -27,7 +30,7 @@ class TraceWriter:
         if event["type"] in SKIP:
             return
         session = str(event.get("session") or "_daemon")
-        os.write(self._fd(session), (redact(json.dumps(event, ensure_ascii=False, default=str)) + "\n").encode())
+        os.write(self._fd(session), (redact(_encode(event)) + "\n").encode())
 
     def _fd(self, session: str) -> int:
         fd = self._fds.get(session)
