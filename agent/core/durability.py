@@ -51,16 +51,36 @@ class Durability:
         target = self._marked
         while self._synced < target:
             if self._flushing is None:
-                self._flushing = asyncio.ensure_future(self._flush())
+                self._start(asyncio.get_running_loop())
+            assert self._flushing is not None
             await asyncio.shield(self._flushing)
 
-    async def _flush(self) -> None:
+    def flush_soon(self) -> None:
+        """Start flushing what is marked now, without waiting, unless a flush is running (the next
+        sync() starts one then). A reply's outbox row calls it: the disk works while the run finishes
+        and the reply reaches the dispatcher, whose sync() then finds its write on its way or done.
+        Outside an event loop (a script, a tool's thread) it does nothing."""
+        if self._flushing is not None or not self.pending:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._start(loop).add_done_callback(_observed)
+
+    def _start(self, loop: asyncio.AbstractEventLoop) -> "asyncio.Future[None]":
+        """Hand every mark so far to a worker now (not at the flush task's first step)."""
         paths, upto = self._dirty, self._marked
         self._dirty = set()
+        # One hand-off to a worker (one wake-up of the event loop when it is done), which syncs the
+        # files side by side: the file system merges concurrent fsyncs into one journal commit.
+        work = loop.run_in_executor(None, _fsync_all, self._fsync, list(paths))
+        self._flushing = asyncio.ensure_future(self._finish(work, paths, upto))
+        return self._flushing
+
+    async def _finish(self, work: "asyncio.Future[None]", paths: set[str], upto: int) -> None:
         try:
-            # One hand-off to a worker (one wake-up of the event loop when it is done), which syncs the
-            # files side by side: the file system merges concurrent fsyncs into one journal commit.
-            await asyncio.get_running_loop().run_in_executor(None, _fsync_all, self._fsync, list(paths))
+            await work
         except OSError:
             self._dirty |= paths  # left for the next sync to try again
             log.exception("could not flush %d state file(s) to disk", len(paths))
@@ -78,6 +98,12 @@ class Durability:
         for path in paths:
             self._fsync(path)
         self._synced = max(self._synced, upto)
+
+
+def _observed(flush: "asyncio.Future[None]") -> None:
+    """A flush nobody awaited: its failure is logged by _finish, and its marks wait for the next sync()."""
+    if not flush.cancelled():
+        flush.exception()
 
 
 _parallel = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fsync")
