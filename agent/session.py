@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from .core.durability import Durability
+from .core.jsontext import encoder
 from .history_view import readable_history
 from .providers.base import text_of
 from .trust.untrusted import neutralise_markers
@@ -27,8 +28,7 @@ from .records import (LLM_KINDS, InvalidSessionKey, Record, _key_of, _redacted,
                       check_session_key, record_problem, session_file_name)
 
 log = logging.getLogger(__name__)
-# One encoder for every record (json.dumps with options builds a new one per call).
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_encode = encoder(compact=True)  # json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 
 class Session:

@@ -22,6 +22,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.jsontext import encoder
 from ..session import Session
 
 Message = dict[str, Any]
@@ -38,7 +39,7 @@ class _State:
     raw_sizes: list[int] = field(default_factory=list)  # serialized size of raw messages from `start`
 
 
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode  # one encoder, not one per call
+_encode = encoder(compact=True)  # json.dumps(message, ensure_ascii=False, separators=(",", ":"))
 
 
 def message_chars(message: Message) -> int:

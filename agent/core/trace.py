@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections import OrderedDict
 from pathlib import Path
 from urllib.parse import quote
 
 from .events import Event
+from .jsontext import encoder
 from .redact import redact
 
-# One encoder for every event (json.dumps with options builds a new one per call).
-_encode = json.JSONEncoder(ensure_ascii=False, default=str).encode
+_encode = encoder(default=str)  # json.dumps(event, ensure_ascii=False, default=str)
 
 SKIP = {"text_delta"}  # too chatty to keep; the final text is in the session log
 
