@@ -17,7 +17,6 @@ State is cached per Session object, so a build costs O(new messages), not O(hist
 
 from __future__ import annotations
 
-import json
 import weakref
 from dataclasses import dataclass, field
 from typing import Any

@@ -20,7 +20,7 @@ class Opaque:
 VALUES: list[Any] = [
     {"seq": 1, "ts": 1732843200.123, "kind": "user", "text": "héllo \"wörld\"\n\t\u2028 😀", "none": None, "t": True},
     {"content": [{"type": "text", "text": "x" * 300}, {"type": "tool_use", "id": "t1", "input": {"a": [1, 2.5, -0.0]}}]},
-    {1: "int key", 2.5: "float key", True: "bool key", None: "null key"},
+    {1: "int key", 2.5: "float key", False: "bool key", None: "null key"},
     ["top", "level", "list", 1e300, -1e-300, 10**30],
     "a lone string with \\ and \x00",
     42,
