@@ -97,8 +97,6 @@ class SqliteBus(MessageBus):
                 self._db.execute("UPDATE inbox SET status='answered', answered_at=? WHERE id=?", (time.time(), answers))
         if inserted:
             self._written()
-            if self._durability is not None:  # the reply's fsync starts now, not when it reaches the dispatcher
-                self._durability.flush_soon()
             self._outbound.put_nowait(msg)
         return inserted
 

@@ -55,19 +55,6 @@ class Durability:
             assert self._flushing is not None
             await asyncio.shield(self._flushing)
 
-    def flush_soon(self) -> None:
-        """Start flushing what is marked now, without waiting, unless a flush is running (the next
-        sync() starts one then). A reply's outbox row calls it: the disk works while the run finishes
-        and the reply reaches the dispatcher, whose sync() then finds its write on its way or done.
-        Outside an event loop (a script, a tool's thread) it does nothing."""
-        if self._flushing is not None or not self.pending:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        self._start(loop).add_done_callback(_observed)
-
     def _start(self, loop: asyncio.AbstractEventLoop) -> "asyncio.Future[None]":
         """Hand every mark so far to a worker now (not at the flush task's first step)."""
         paths, upto = self._dirty, self._marked
@@ -98,12 +85,6 @@ class Durability:
         for path in paths:
             self._fsync(path)
         self._synced = max(self._synced, upto)
-
-
-def _observed(flush: "asyncio.Future[None]") -> None:
-    """A flush nobody awaited: its failure is logged by _finish, and its marks wait for the next sync()."""
-    if not flush.cancelled():
-        flush.exception()
 
 
 _parallel = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fsync")

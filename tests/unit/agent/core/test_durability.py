@@ -138,50 +138,6 @@ async def test_the_bus_flushes_its_wal_before_a_reply_is_sent(tmp_path: Path) ->
     assert disk.flushed == [str(tmp_path / "state.db") + "-wal"]
 
 
-async def test_a_reply_starts_its_flush_when_its_outbox_row_is_written(tmp_path: Path) -> None:
-    """publish_outbound hands the reply's WAL to the disk at once; the sync() that must come before the
-    reply leaves shares that flush, and the reply still waits for the disk."""
-    disk = GatedFsync()
-    barrier = Durability(fsync=disk)
-    bus = SqliteBus(open_state_db(tmp_path / "state.db", fsync=False), barrier)
-    disk.gate.clear()
-    bus.publish_outbound(OutboundMessage(channel="rec", chat_id="c", text="hello"))
-    await wait_until_async(lambda: disk.entered, "the flush started by the outbox row to reach the disk")
-    waiter = asyncio.ensure_future(bus.durable())
-    await asyncio.sleep(0.05)  # time for a wrongly early return; the gate is closed, so none may happen
-    assert not waiter.done()
-    disk.gate.set()
-    await asyncio.wait_for(waiter, 30)
-    assert barrier.flushes == 1 and disk.entered == 1 and not barrier.pending
-
-
-async def test_flush_soon_shares_a_running_flush_and_keeps_failed_marks(tmp_path: Path) -> None:
-    disk = GatedFsync()
-    barrier = Durability(fsync=disk)
-    barrier.flush_soon()  # nothing marked: nothing to do
-    assert barrier.flushes == 0 and disk.entered == 0
-    barrier.mark(tmp_path / "a")
-    disk.gate.clear()
-    barrier.flush_soon()
-    barrier.flush_soon()  # one already running: no second one
-    await wait_until_async(lambda: disk.entered, "the flush to reach the disk")
-    disk.fail = OSError(5, "Input/output error")
-    disk.gate.set()
-    await wait_until_async(lambda: barrier._flushing is None, "the failed flush to end")
-    assert disk.entered == 1 and barrier.pending  # failed: the mark waits for the next sync
-    disk.fail = None
-    await barrier.sync()
-    assert disk.flushed == [str(tmp_path / "a")] and not barrier.pending
-
-
-def test_flush_soon_outside_an_event_loop_does_nothing(tmp_path: Path) -> None:
-    disk = GatedFsync()
-    barrier = Durability(fsync=disk)
-    barrier.mark(tmp_path / "a")
-    barrier.flush_soon()
-    assert disk.entered == 0 and barrier.pending
-
-
 async def test_an_accepted_message_is_durable_once_durable_returns(tmp_path: Path) -> None:
     disk = GatedFsync()
     barrier = Durability(fsync=disk)
