@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from .core.durability import Durability
+from .core.jsontext import encoder
 from .history_view import readable_history
 from .providers.base import text_of
 from .trust.untrusted import neutralise_markers
@@ -27,6 +28,7 @@ from .records import (LLM_KINDS, InvalidSessionKey, Record, _key_of, _redacted,
                       check_session_key, record_problem, session_file_name)
 
 log = logging.getLogger(__name__)
+_encode = encoder(compact=True)  # json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 
 class Session:
@@ -144,7 +146,7 @@ class Session:
         self.seq += 1
         record: Record = _redacted({"seq": self.seq, "ts": round(time.time(), 3), "kind": kind, **fields})
         fd = self._open()
-        os.write(fd, (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode())
+        os.write(fd, (_encode(record) + "\n").encode())
         if durable and self.fsync:
             if self.durability is not None:
                 self.durability.mark(self.path)

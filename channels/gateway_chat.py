@@ -110,7 +110,8 @@ class GatewayChatChannel(Channel):
             payload["from"] = origin
         self.db.execute("INSERT INTO gateway_chat(session, seq, outbox_id, payload, created_at) VALUES (?, ?, ?, ?, ?)",
                         (target, seq, msg.id, json.dumps(payload, ensure_ascii=False), time.time()))
-        self.db.execute("DELETE FROM gateway_chat WHERE session = ? AND seq <= ?", (target, seq - KEEP))
+        if seq > KEEP:  # a session's first KEEP replies leave nothing to drop: no write for it
+            self.db.execute("DELETE FROM gateway_chat WHERE session = ? AND seq <= ?", (target, seq - KEEP))
         return payload
 
     @staticmethod

@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from clawgate.agent.core.jsontext import encoder
+
 PROTOCOL_VERSION = 1
 
 # Error codes: one list, used everywhere.
@@ -69,8 +71,11 @@ def parse_request(data: str | bytes) -> Request:
     return Request(rid, method, params)
 
 
+_encode = encoder(compact=True, default=str)  # json.dumps(frame, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 def _dump(frame: dict[str, Any]) -> str:
-    return json.dumps(frame, ensure_ascii=False, separators=(",", ":"), default=str)
+    return _encode(frame)
 
 
 def response_ok(request_id: str | None, payload: dict[str, Any] | None = None) -> str:

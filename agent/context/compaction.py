@@ -17,11 +17,11 @@ State is cached per Session object, so a build costs O(new messages), not O(hist
 
 from __future__ import annotations
 
-import json
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.jsontext import encoder
 from ..session import Session
 
 Message = dict[str, Any]
@@ -38,9 +38,12 @@ class _State:
     raw_sizes: list[int] = field(default_factory=list)  # serialized size of raw messages from `start`
 
 
+_encode = encoder(compact=True)  # json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+
+
 def message_chars(message: Message) -> int:
     """Serialized size of one message, the basis of the chars/4 token estimate."""
-    return len(json.dumps(message, ensure_ascii=False, separators=(",", ":")))
+    return len(_encode(message))
 
 
 class Compactor:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections import OrderedDict
 from pathlib import Path
 from urllib.parse import quote
 
 from .events import Event
+from .jsontext import encoder
 from .redact import redact
+
+_encode = encoder(default=str)  # json.dumps(event, ensure_ascii=False, default=str)
 
 SKIP = {"text_delta"}  # too chatty to keep; the final text is in the session log
 
@@ -27,7 +29,7 @@ class TraceWriter:
         if event["type"] in SKIP:
             return
         session = str(event.get("session") or "_daemon")
-        os.write(self._fd(session), (redact(json.dumps(event, ensure_ascii=False, default=str)) + "\n").encode())
+        os.write(self._fd(session), (redact(_encode(event)) + "\n").encode())
 
     def _fd(self, session: str) -> int:
         fd = self._fds.get(session)

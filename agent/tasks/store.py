@@ -178,7 +178,12 @@ class TaskStore:
         return sorted(self._cache.values(), key=lambda t: t.created_at)
 
     def active(self, session_key: str | None = None) -> list[Task]:
-        return [t for t in self.all() if t.status in ACTIVE and (session_key is None or t.session_key == session_key)]
+        # Filtered before sorting (the same order: the sort is stable): asked several times per message,
+        # where the tasks of every session ever run would otherwise be sorted each time.
+        self._load_all()
+        return sorted((t for t in self._cache.values()
+                       if t.status in ACTIVE and (session_key is None or t.session_key == session_key)),
+                      key=lambda t: t.created_at)
 
     def current(self, session_key: str, person: str | None | Anyone = ANYONE) -> Task | None:
         """The session's task being worked on: the most recently updated active one (of `person`)."""

@@ -10,6 +10,7 @@ from clawgate.agent.bus import OutboundMessage
 from clawgate.agent.control import SessionControl
 from clawgate.agent.core.statedb import open_state_db
 from clawgate.agent.session import SessionManager
+from clawgate.channels import gateway_chat
 from clawgate.channels.gateway_chat import GatewayChatChannel
 
 
@@ -53,3 +54,18 @@ async def test_a_webhooks_answer_is_kept_labelled_and_the_model_told_where_it_ca
     assert kept["from"] == {"kind": "hook", "name": "ci", "delivery": "d-1"} and kept["text"] == "Build failed."
     [record] = [r for r in sessions.get("main").records if r["kind"] == "delivered"]
     assert delivered_note(record).startswith('[runtime] Delivered into this conversation from webhook "ci" (delivery d-1)')
+
+
+async def test_a_session_keeps_its_latest_replies_for_catching_up(tmp_path: Path, monkeypatch) -> None:
+    """Replies beyond KEEP are dropped oldest first, session by session; numbering goes on regardless."""
+    monkeypatch.setattr(gateway_chat, "KEEP", 3)
+    channel, _ = _channel(tmp_path)
+    for n in range(1, 6):
+        await channel.send(OutboundMessage(channel="gateway", chat_id="main", text=f"reply {n}", session_key="main",
+                                           in_reply_to=f"gw:{n}"))
+    await channel.send(OutboundMessage(channel="gateway", chat_id="other", text="there", session_key="other",
+                                       in_reply_to="gw:o"))
+    seen: list[dict[str, Any]] = []
+    assert channel.catch_up("main", 0, lambda payload: seen.append(payload) is None) == 3
+    assert [(p["seq"], p["text"]) for p in seen] == [(3, "reply 3"), (4, "reply 4"), (5, "reply 5")]
+    assert channel.last_seq("main") == 5 and channel.last_seq("other") == 1

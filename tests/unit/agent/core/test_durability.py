@@ -75,6 +75,29 @@ async def test_a_failed_flush_raises_to_every_waiter_and_is_retried(tmp_path: Pa
     assert disk.flushed == [str(tmp_path / "log")] and not barrier.pending
 
 
+async def test_a_flush_of_several_files_syncs_each_and_raises_the_first_failure(tmp_path: Path) -> None:
+    """The first file is synced by the flush's own worker, the others beside it in the pool: a failing
+    file never keeps the others from reaching the disk, and its error is the one raised."""
+    threads: dict[str, str] = {}
+    synced: list[str] = []
+
+    def fsync(path: str) -> None:
+        threads[path] = threading.current_thread().name
+        if path.endswith("bad"):
+            raise OSError(5, "Input/output error", path)
+        synced.append(path)
+
+    barrier = Durability(fsync=fsync)
+    for name in ("a-bad", "b", "c"):
+        barrier.mark(tmp_path / name)
+    with pytest.raises(OSError) as raised:
+        await barrier.sync()
+    assert raised.value.filename == str(tmp_path / "a-bad")
+    assert sorted(synced) == [str(tmp_path / "b"), str(tmp_path / "c")]
+    assert len(set(threads.values())) >= 2 and threading.current_thread().name not in threads.values()
+    assert barrier.pending  # the failed flush is tried again by the next sync
+
+
 async def test_disabled_barrier_marks_nothing(tmp_path: Path) -> None:
     disk = GatedFsync()
     barrier = Durability(enabled=False, fsync=disk)

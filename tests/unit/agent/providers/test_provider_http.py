@@ -299,3 +299,37 @@ async def test_a_configured_proxy_carries_the_request(fake: FakeAnthropic, monke
         server.close()
     assert reply.text == "echo: hi" and isinstance(p._direct, DirectStream)
     assert through == [f"POST {fake.base_url}/v1/messages HTTP/1.1".encode()]
+
+
+async def test_a_stream_read_in_awkward_pieces_gives_the_same_reply_and_deltas() -> None:
+    """Lines are cut from whatever each read delivered: a read that ends inside a line, inside a UTF-8
+    character or between the \\r and \\n of a line end (CRLF lines are the SDK decoder's too) changes nothing."""
+    text_delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "héllo "}}
+    more = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "wörld"}}
+    events = (*WHOLE[:2], text_delta, more, *WHOLE[3:])
+    body = b"".join(f"event: {e['type']}\r\ndata: {json.dumps(e, ensure_ascii=False)}\r\n\r\n".encode() for e in events)
+    cuts = sorted({body.index("é".encode()) + 1, body.index(b"\r\n\r\n") + 1, body.index(b"data:") + 3,
+                   body.index("ö".encode()) + 1, len(body) - 1})
+    pieces = [body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)])]
+    assert b"".join(pieces) == body and len(pieces) == 6
+
+    async def handle(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+        for piece in pieces:  # one HTTP chunk each, each written on its own so reads end between them
+            writer.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+            await writer.drain()
+            await asyncio.sleep(0.01)
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+
+    server, url, _ = await _raw_server(handle)
+    p = make(url)
+    deltas: list[str] = []
+    try:
+        response = await p.complete(REQUEST, on_text=deltas.append)
+    finally:
+        await p.close()
+        server.close()
+    assert isinstance(p._direct, DirectStream)
+    assert response.text == "héllo wörld" and "".join(deltas) == "héllo wörld"
+    assert response.stop_reason == "end_turn"
