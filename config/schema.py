@@ -230,7 +230,7 @@ class ChannelSettings(_Section):
         "a reply the channel could not deliver now is tried again after this, doubling up to 5 minutes"))
 
     @model_validator(mode="after")
-    def _tables_only(self) -> ChannelSettings:
+    def _tables_only(self) -> "ChannelSettings":
         """A `[channels.<name>]` that is not a table (`slack = 5`) is refused here: everything reading the
         sections takes them as tables."""
         for name, value in (self.model_extra or {}).items():
