@@ -44,8 +44,9 @@ from .api import build_methods
 from .device_links import DeviceLinks
 from .dispatcher import Dispatcher
 from .instance import remove_pid_file
-from .runtime import build_deferred_models, collect_from_now, event_loop_name, settle_heap
+from .runtime import build_deferred_models, collect_from_now, event_loop_name
 from .server import GatewayServer
+from .warm_up import WarmUp
 from .wiring import (State, build_approvals, build_conversation, build_model, build_producers, build_services,
                      build_state, build_supervision, hook_pipeline, install_hooks)
 
@@ -188,12 +189,14 @@ class App:
             # last, before any client is served: overdue cron runs fire into a fully started daemon
             self.triggers.start()
             collect_from_now()  # off while starting (gateway/cli/__init__.py)
-            loop.run_in_executor(None, _warm, getattr(self.provider, "warm", None))
+            warm_up = WarmUp(getattr(self.provider, "warm", None))  # a thread the shutdown does not wait for
+            warm_up.start()
             # tool arguments and method parameters are built here, not at import (gateway/runtime.py)
             self._warming = asyncio.create_task(build_deferred_models(), name="build deferred models")
             if self.unconfigured:
                 log.warning("no model provider configured: set ANTHROPIC_API_KEY and restart; chats will be told how")
             await self._stopped.wait()
+            warm_up.stop()
             log.info("shutting down")
         return self.failed
 
@@ -337,20 +340,3 @@ def _quietly_sync(durability: Durability) -> None:
     except OSError as exc:
         log.error("could not flush state files at shutdown: %s", exc)
 
-
-def _warm(provider_warm: Callable[[], None] | None) -> None:
-    """The model SDK's import (about a second) and the exec sandbox's probes, which would stall the
-    event loop, done in a thread after the ready line. (httpx, web_fetch's client, is imported by the first fetch.)"""
-    try:
-        if provider_warm is not None:
-            provider_warm()
-    finally:
-        try:
-            # exec's sandbox and mounts are probed by running a child each and waiting for it: here,
-            # not on the event loop, where the first clients after the ready line would wait for them
-            sandbox = sandbox_status()
-            (log.info if sandbox.available else log.warning)("%s", sandbox.line())
-            mounts = mount_status()
-            (log.info if mounts.available else log.warning)("%s", mounts.line())
-        finally:
-            settle_heap()  # what is imported by now lives as long as the daemon

@@ -18,11 +18,17 @@ from tests.harness import DaemonProcess
 from tests.pty_terminal import Terminal
 from tests.waiting import wait_until, wait_until_async
 
-# Short keepalive so three idle minutes hold many ticks and pings, and a client that stopped
-# reading is found out within seconds (a send queue of 16 frames fills in eight seconds of ticks).
+# Short keepalive so an idle minute holds many ticks and pings, and a client that stopped reading is
+# found out within seconds (a send queue of 16 frames fills in eight seconds of ticks).
 KEEPALIVE = {"CLAWGATE_GATEWAY__TICK_SECONDS": "0.5", "CLAWGATE_GATEWAY__PING_SECONDS": "2",
              "CLAWGATE_GATEWAY__SEND_QUEUE": "16"}
-IDLE_SECONDS = 180.0
+# How long the chat sits idle. The chat that dropped (it read the socket only during a run) was dropped
+# by whichever came first: its send queue full of unread ticks (16 frames at 2 a second: 8 s) or a ping
+# unanswered (sent every 2 s, 2 s to answer: 4 s). A minute is seven times the slower of the two, holds
+# 120 ticks and 30 of the gateway's pings, and two of the client's own keepalive pings (websockets'
+# default: every 20 s, 20 s to answer) answered by the gateway. Longer proves nothing more: with these
+# settings every timer in play has gone round several times by then.
+IDLE_SECONDS = 60.0
 PROMPT = r"you>"
 
 

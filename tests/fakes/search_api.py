@@ -130,7 +130,7 @@ def fake_search(kind: str) -> Iterator[FakeSearch]:
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     fake.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield fake

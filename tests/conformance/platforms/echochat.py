@@ -6,10 +6,10 @@ fallbacks (approvals by `/approve ID`, many chunks) on it."""
 
 from __future__ import annotations
 
-import atexit
+import fcntl
+import hashlib
 import json
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,20 +24,41 @@ from tests.conformance.platforms.discord import _code
 from tests.fakes.echochat import BOT, MAX_CHARS, EchoChatServer
 
 PLUGIN = Path(__file__).resolve().parents[2] / "plugins" / "echochat"
+# Where the plugin is installed, once per version of its files for every worker and run: build/ of this
+# tree (ignored by git, removed by `make clean`). A pip install of a local project builds it in an isolated
+# environment with setuptools fetched from the index: tens of seconds on a busy machine, once per worker
+# before it was shared. Not under /tmp: another user could put code there that the daemons would import.
+INSTALLS = PLUGIN.parents[2] / "build" / "echochat-plugin"
 GROUP = "room-1"
 ANSWERS = ("Only the owner", "Approved.", "Denied.", "This request is no longer pending", "Say which request")
 _installed: list[str] = []
 
 
+def _plugin_digest() -> str:
+    """The plugin's source files (not what building it leaves beside them), hashed: a change installs again."""
+    digest = hashlib.sha256()
+    for path in sorted(PLUGIN.rglob("*")):
+        parts = path.relative_to(PLUGIN).parts
+        if path.is_file() and not any(p in ("build", "__pycache__") or p.endswith(".egg-info") for p in parts):
+            digest.update("/".join(parts).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
 def install_plugin() -> str:
-    """`pip install --no-deps --target DIR tests/plugins/echochat` once per test run; returns DIR."""
+    """`pip install --no-deps --target DIR tests/plugins/echochat` unless DIR holds this version already;
+    returns DIR. A lock makes the other workers wait for the one installing instead of installing too."""
     if not _installed:
-        target = tempfile.mkdtemp(prefix="clawgate-echochat-")
-        atexit.register(shutil.rmtree, target, True)
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile",
-                        "--disable-pip-version-check", "--target", target, str(PLUGIN)],
-                       check=True, capture_output=True, text=True, timeout=300)
-        _installed.append(target)
+        target = INSTALLS / _plugin_digest()
+        INSTALLS.mkdir(parents=True, exist_ok=True)
+        with open(INSTALLS / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not target.is_dir():  # renamed into place only once complete: an interrupted install is not used
+                staging = Path(tempfile.mkdtemp(prefix=".installing-", dir=INSTALLS))
+                subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile",
+                                "--disable-pip-version-check", "--target", str(staging), str(PLUGIN)],
+                               check=True, capture_output=True, text=True, timeout=300)
+                staging.rename(target)
+        _installed.append(str(target))
     return _installed[0]
 
 

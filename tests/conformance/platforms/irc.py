@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tests.conformance.harness import PlatformHarness, Shown
@@ -49,12 +50,16 @@ class IrcHarness(PlatformHarness):
         self._told: dict[str, list[int]] = {}
 
     def start(self) -> None:
+        """The accounts registered and the people connected at once: InspIRCd completes each connection on its
+        once-a-second tick, so one after the other they took a second each. They join the channel in order
+        (the owner first, as before)."""
         self.network.start()
-        self.network.register(BOT, BOT_PASSWORD)
-        for account in (self.owner, self.friend, self.stranger):
-            self.network.register(account, f"pw-{account}")
-        for person in (self.owner, self.friend, self.stranger):
-            user = IrcUser(self.network, person, f"pw-{person}").__enter__()
+        people = (self.owner, self.friend, self.stranger)
+        with ThreadPoolExecutor(len(people) + 1) as pool:
+            list(pool.map(lambda nick_password: self.network.register(*nick_password),
+                          [(BOT, BOT_PASSWORD), *((account, f"pw-{account}") for account in people)]))
+            users = list(pool.map(lambda person: IrcUser(self.network, person, f"pw-{person}").__enter__(), people))
+        for person, user in zip(people, users):
             user.join(CHANNEL)
             self.people[person] = user
 

@@ -49,3 +49,38 @@ async def test_shutdown_runs_in_reverse_and_releases_the_telegram_client(tmp_pat
         assert await asyncio.wait_for(running, 30) is False
     assert steps[0] == "stop" and "close" in steps  # input stopped first, the client released after
     assert telegram.adapter.bot._requests_initialized is False  # Bot.shutdown() ran: its HTTP clients are closed
+
+
+def test_a_shutdown_during_the_warm_up_does_not_wait_for_it(tmp_path):
+    """SIGTERM just after the ready line, while the model SDK is still importing (about a second, several on a
+    busy machine): the daemon stops without waiting for the import. asyncio.Runner joins its default executor's
+    threads when it closes, so the warm-up must not run there; here an import that ends only when released
+    stands for it, released by a watchdog after 60 s (a daemon that waited for it stops only then)."""
+    import threading
+
+    from clawgate.gateway import runtime
+
+    settings = Settings.model_validate({"gateway": {"port": 0, "token": "t" * 24}})
+    app = App(Paths(tmp_path), settings)
+    importing, release, late = threading.Event(), threading.Event(), threading.Event()
+
+    def slow_import() -> None:
+        importing.set()
+        release.wait()
+
+    app.provider.warm = slow_import  # type: ignore[attr-defined]
+
+    async def serve_then_stop() -> bool:
+        running = asyncio.create_task(app.run())
+        await wait_until_async(importing.is_set, "the warm-up to start after the ready line")
+        app._stopped.set()
+        return await running
+
+    watchdog = threading.Timer(60, lambda: (late.set(), release.set()))
+    watchdog.start()
+    try:
+        assert runtime.run(serve_then_stop(), "asyncio") is False  # on the main thread: it sets signal handlers
+        assert not late.is_set(), "the daemon stopped only once the warm-up had finished"
+    finally:
+        watchdog.cancel()
+        release.set()
