@@ -13,7 +13,7 @@ from email.utils import make_msgid
 from tests.email_servers import Dovecot, dovecot, unique_address  # noqa: F401  (fixture)
 from tests.fakes.anthropic_api import FakeAnthropic, last_user_block
 from tests.hooks_support import hooks_daemon  # noqa: F401  (fixture)
-from tests.waiting import wait_past, wait_until
+from tests.waiting import wait_past, wait_until, wait_until_async
 
 PASSWORD = "inbox-password-7"
 
@@ -52,6 +52,12 @@ async def test_new_mail_in_a_watched_mailbox_runs_once_each(hooks_daemon, doveco
     assert "Mail from billing@vendor.example about Invoice 42: Please pay 120 EUR by Friday." in told
     assert not _told(fake_model, "Old newsletter")  # there before the first start
 
+    async def answered() -> bool:  # the run is over: a kill now cannot cut its model call (which is asked again)
+        async with daemon.client() as client:
+            history = (await client.request("chat.history", {"session": "hooks:invoices"}))["messages"]
+        return any(m["role"] == "assistant" for m in history)
+
+    await wait_until_async(answered, "the invoice's run to be answered", describe=daemon.log_text)
     daemon.kill()  # the cursor is past the invoice: after the restart it is not run again
     daemon.start()
     dovecot.append(inbox, _mail("Invoice 43", "Another one.").as_bytes())
