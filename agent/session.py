@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from .core.durability import Durability
+from .core.fsio import fsync_folder
 from .core.jsontext import encoder
 from .history_view import readable_history
 from .providers.base import text_of
@@ -155,7 +156,7 @@ class Session:
             else:
                 os.fsync(fd)
                 if not self._name_durable:
-                    _fsync_folder(self.path.parent)
+                    fsync_folder(self.path.parent)  # a new file's name is kept by its folder
             self._name_durable = True
         self._absorb(record)
         if self.on_append is not None:
@@ -339,15 +340,6 @@ class Session:
     def history(self, limit: int = 200) -> list[Record]:
         """Readable history for clients: user and assistant text, tool steps, internal events."""
         return readable_history(self.records, limit)
-
-
-def _fsync_folder(folder: Path) -> None:
-    """A new file's name is kept by its folder: fsync the folder so the name survives a power cut."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def delivered_note(record: Record) -> str:
