@@ -63,7 +63,9 @@ class BadCall(ValueError):
 
 
 def encode(op: str, target: Target, **args: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {"target": {k: getattr(target, k) for k in TARGET_KEYS}}
+    # a target without a send_key is sent as before it existed, so such calls still reach an older holder
+    where = {k: getattr(target, k) for k in TARGET_KEYS if k != "send_key" or target.send_key is not None}
+    out: dict[str, Any] = {"target": where}
     for key, value in args.items():
         out[key] = base64.b64encode(value).decode() if key == "data" else value
     return out

@@ -138,6 +138,7 @@ def test_only_known_calls_with_their_arguments_reach_the_adapter() -> None:
     with pytest.raises(BadCall, match="limit"):  # this channel carries no files
         decode("send_file", file, caps)
     assert decode("send_text", {"target": target, "text": "hi"}, caps) == (Target("1"), {"text": "hi"})
+    assert "send_key" not in encode("send_text", Target("1"), text="hi")["target"]  # as an older holder reads it
     keyed = encode("send_text", Target("1", send_key="m1:0"), text="hi")
     assert decode("send_text", keyed, caps) == (Target("1", send_key="m1:0"), {"text": "hi"})
     with pytest.raises(BadCall, match="strings"):
