@@ -21,7 +21,7 @@ definition): a ping control frame is answered by a pong; an event goes out as a 
 answers it with the same frame whose payload is `{"code": 200|500, "data": base64}`. An event is
 acknowledged only by a 200; a 500, or a connection that closes before answering, makes the fake deliver
 it again (after `redelivery_seconds`, or on the next connection), as Feishu does. Runs its own loop in a
-thread; state sits behind one lock.
+thread; state sits behind one lock. What it stores and how it refuses: records.py.
 """
 
 from __future__ import annotations
@@ -34,67 +34,19 @@ import secrets
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import WSMsgType, web
 from lark_oapi.ws.pb.pbbp2_pb2 import Frame
 
+from tests.fakes.feishu.records import TENANT, Call, Message, Refusal, User, check_content, error, new_id
+
 APP_ID = "cli_a1b2c3d4e5f60718"
 APP_SECRET = "s" * 32
 BOT_NAME = "clawbot"
-TENANT = "tenant_fake"
 UUID_MAX = 50  # im/v1/messages' `uuid`: "最大长度：50 字符"
 UUID_WINDOW_SECONDS = 3600.0  # "持有相同uuid的请求1小时内至多成功发送一条消息"
 BAD_TOKEN = {"code": 99991663, "msg": "Invalid access token for authorization. Please make a request with token attached."}
-
-
-def new_id(prefix: str) -> str:
-    return prefix + secrets.token_hex(16)
-
-
-@dataclass(frozen=True)
-class User:
-    open_id: str
-    union_id: str
-    name: str
-
-
-@dataclass
-class Message:
-    id: str
-    chat_id: str
-    sender: str  # open_id, or the app id for the bot
-    msg_type: str
-    content: str
-    parent_id: str = ""
-    root_id: str = ""
-    thread_id: str = ""
-    deleted: bool = False
-    edits: list[str] = field(default_factory=list)  # earlier contents, oldest first
-    at: float = 0.0
-
-    def json(self) -> dict[str, Any]:
-        return {"message_id": self.id, "root_id": self.root_id, "parent_id": self.parent_id,
-                "thread_id": self.thread_id, "msg_type": self.msg_type, "create_time": str(int(self.at * 1000)),
-                "update_time": str(int(self.at * 1000)), "deleted": self.deleted, "updated": bool(self.edits),
-                "chat_id": self.chat_id, "sender": {"id": self.sender, "id_type": "app_id", "sender_type": "app",
-                                                    "tenant_key": TENANT},
-                "body": {"content": self.content}}
-
-
-@dataclass
-class Call:
-    method: str
-    path: str
-    body: Any
-    at: float  # time.monotonic()
-
-
-class _Refusal(Exception):
-    def __init__(self, status: int, code: int, msg: str, headers: dict[str, str] | None = None) -> None:
-        super().__init__(msg)
-        self.status, self.code, self.msg, self.headers = status, code, msg, headers or {}
 
 
 class FakeFeishu:
@@ -114,7 +66,7 @@ class FakeFeishu:
         self.answers: dict[str, dict[str, Any]] = {}  # event_id -> the client's last decoded response payload
         self.deliveries: list[str] = []  # event ids, each time one was sent
         self._frames: dict[str, str] = {}  # a frame's message_id -> event_id
-        self._failures: list[_Refusal] = []
+        self._failures: list[Refusal] = []
         self.files: dict[str, dict[str, Any]] = {}  # file_key -> {"name", "data"}: what the bot uploaded
         self.resources: dict[tuple[str, str], tuple[str, bytes]] = {}  # (message id, key) -> (type, bytes)
         self._sockets: list[web.WebSocketResponse] = []
@@ -326,12 +278,12 @@ class FakeFeishu:
     # -- failures ----------------------------------------------------------------------------
     def rate_limit(self, seconds: int) -> None:
         with self._lock:
-            self._failures.append(_Refusal(429, 99991400, "request trigger frequency limit",
+            self._failures.append(Refusal(429, 99991400, "request trigger frequency limit",
                                            {"x-ogw-ratelimit-limit": "5", "x-ogw-ratelimit-reset": str(seconds)}))
 
     def fail_next_send(self) -> None:
         with self._lock:
-            self._failures.append(_Refusal(400, 230002, "Bot/User can NOT be out of the chat."))
+            self._failures.append(Refusal(400, 230002, "Bot/User can NOT be out of the chat."))
 
     def rotate_secret(self) -> None:
         """The app's secret is reset in the developer console: old tokens and the old secret stop working."""
@@ -445,7 +397,7 @@ class FakeFeishu:
             try:
                 body = json.loads(await request.read())
             except ValueError:
-                return _error(400, 9499, "Bad Request: the body is not JSON")
+                return error(400, 9499, "Bad Request: the body is not JSON")
         with self._lock:
             self.calls.append(Call(request.method, path, body, time.monotonic()))
         try:
@@ -453,8 +405,8 @@ class FakeFeishu:
                 return self._token(path, body or {})
             self._authorize(request)
             response = self._route(request.method, path, body or {}, request.query)
-        except _Refusal as r:
-            return _error(r.status, r.code, r.msg, r.headers)
+        except Refusal as r:
+            return error(r.status, r.code, r.msg, r.headers)
         with self._lock:
             held = self._held and request.method == "POST" and path.startswith("/im/v1/messages")
         if held:
@@ -465,9 +417,9 @@ class FakeFeishu:
     def _token(self, path: str, body: dict[str, Any]) -> web.Response:
         with self._lock:
             if body.get("app_id") != self.app_id:
-                raise _Refusal(400, 10003, "invalid param: app_id not exist")
+                raise Refusal(400, 10003, "invalid param: app_id not exist")
             if body.get("app_secret") != self.app_secret:
-                raise _Refusal(400, 10014, "app secret invalid")
+                raise Refusal(400, 10014, "app secret invalid")
             token = new_id("t-")
             self.tokens.add(token)
         kind = "tenant_access_token" if "tenant" in path else "app_access_token"
@@ -478,7 +430,7 @@ class FakeFeishu:
         with self._lock:
             ok = header.startswith("Bearer ") and header[7:] in self.tokens
         if not ok:
-            raise _Refusal(400, BAD_TOKEN["code"], BAD_TOKEN["msg"])
+            raise Refusal(400, BAD_TOKEN["code"], BAD_TOKEN["msg"])
 
     def _route(self, method: str, path: str, body: dict[str, Any], query: Any) -> web.StreamResponse:
         parts = path.strip("/").split("/")
@@ -488,24 +440,24 @@ class FakeFeishu:
                 "open_id": self.bot.open_id}})
         if method == "GET" and parts[:3] == ["contact", "v3", "users"] and len(parts) == 4:
             if query.get("user_id_type") != "open_id":
-                raise _Refusal(400, 99992402, "field validation failed: user_id_type")
+                raise Refusal(400, 99992402, "field validation failed: user_id_type")
             with self._lock:
                 user = self.users.get(parts[3])
             if user is None:
-                raise _Refusal(400, 41050, "no user authority error")
+                raise Refusal(400, 41050, "no user authority error")
             return web.json_response({"code": 0, "msg": "success", "data": {"user": {
                 "open_id": user.open_id, "union_id": user.union_id, "name": user.name}}})
         if method == "GET" and parts[:3] == ["im", "v1", "messages"] and len(parts) == 6 and parts[4] == "resources":
             with self._lock:
                 found = self.resources.get((parts[3], parts[5]))
             if found is None or query.get("type") != found[0]:
-                raise _Refusal(400, 234003, "File not in msg.")
+                raise Refusal(400, 234003, "File not in msg.")
             return web.Response(body=found[1], content_type="application/octet-stream",
                                 headers={"Content-Disposition": f'attachment; filename="{parts[5]}"'})
         if parts[:3] == ["im", "v1", "messages"]:
             if method == "POST" and len(parts) == 3:
                 if query.get("receive_id_type") != "chat_id":
-                    raise _Refusal(400, 99992402, "field validation failed: receive_id_type")
+                    raise Refusal(400, 99992402, "field validation failed: receive_id_type")
                 return self._create(str(body.get("receive_id") or ""), body)
             if method == "POST" and len(parts) == 5 and parts[4] == "reply":
                 parent = self._message(parts[3])
@@ -518,11 +470,11 @@ class FakeFeishu:
                     return web.json_response({"code": 0, "msg": "success", "data": {}})
                 if method in ("PUT", "PATCH"):
                     content = str(body.get("content") or "")
-                    _check_content(message.msg_type if method == "PATCH" else str(body.get("msg_type")), content)
+                    check_content(message.msg_type if method == "PATCH" else str(body.get("msg_type")), content)
                     if method == "PATCH" and message.msg_type != "interactive":
-                        raise _Refusal(400, 230001, "only interactive messages can be patched")
+                        raise Refusal(400, 230001, "only interactive messages can be patched")
                     if method == "PUT" and message.msg_type not in ("text", "post"):
-                        raise _Refusal(400, 230001, "only text and post messages can be edited")
+                        raise Refusal(400, 230001, "only text and post messages can be edited")
                     with self._lock:
                         message.edits.append(message.content)
                         message.content = content
@@ -531,19 +483,19 @@ class FakeFeishu:
                     return web.json_response({"code": 0, "msg": "success", "data": message.json() if method == "PUT" else {}})
         if method == "POST" and path == "/im/v1/files":
             if body.get("file_type") not in ("opus", "mp4", "pdf", "doc", "xls", "ppt", "stream"):
-                raise _Refusal(400, 234001, "Invalid request param: file_type")
+                raise Refusal(400, 234001, "Invalid request param: file_type")
             upload = body.get("file") or {}
             key = new_id("file_v3_")
             with self._lock:
                 self.files[key] = {"name": body.get("file_name"), "data": upload.get("data", b"")}
             return web.json_response({"code": 0, "msg": "success", "data": {"file_key": key}})
-        raise _Refusal(404, 404, "404 page not found")
+        raise Refusal(404, 404, "404 page not found")
 
     def _message(self, message_id: str) -> Message:
         with self._lock:
             found = next((m for m in self.messages if m.id == message_id and not m.deleted), None)
         if found is None:
-            raise _Refusal(400, 230011, "The message was withdrawn or does not exist.")
+            raise Refusal(400, 230011, "The message was withdrawn or does not exist.")
         return found
 
     def _create(self, chat_id: str, body: dict[str, Any], *, parent: Message | None = None) -> web.Response:
@@ -552,12 +504,12 @@ class FakeFeishu:
                 raise self._failures.pop(0)
             known = chat_id in self.chats
         if not known:
-            raise _Refusal(400, 230001, "invalid receive_id")
+            raise Refusal(400, 230001, "invalid receive_id")
         msg_type, content = str(body.get("msg_type") or ""), str(body.get("content") or "")
-        _check_content(msg_type, content)
+        check_content(msg_type, content)
         key = str(body.get("uuid") or "")
         if len(key) > UUID_MAX:
-            raise _Refusal(400, 99992402, f"field validation failed: uuid: the max length is {UUID_MAX}")
+            raise Refusal(400, 99992402, f"field validation failed: uuid: the max length is {UUID_MAX}")
         with self._lock:
             # the same uuid within an hour sends at most one message: the request is answered with the one made
             seen = self._uuids.get(key) if key else None
@@ -577,34 +529,3 @@ class FakeFeishu:
             if key:
                 self._uuids[key] = (time.monotonic(), message)
         return web.json_response({"code": 0, "msg": "success", "data": message.json()})
-
-
-def _check_content(msg_type: str, content: str) -> None:
-    """What the real API refuses: content that is not the type's JSON, or over its size."""
-    try:
-        data = json.loads(content)
-    except ValueError:
-        raise _Refusal(400, 230001, "Your request contains an invalid request parameter: content is not JSON") from None
-    limit = 150 * 1024 if msg_type == "text" else 30 * 1024
-    if len(content.encode()) > limit:
-        raise _Refusal(400, 230025, "The message content is too long.")
-    if msg_type == "post":
-        body = data.get("zh_cn") or data.get("en_us") if isinstance(data, dict) else None
-        if not isinstance(body, dict) or not isinstance(body.get("content"), list):
-            raise _Refusal(400, 230001, "invalid post content")
-    elif msg_type == "interactive":
-        if not isinstance(data, dict) or not isinstance(data.get("elements"), list):
-            raise _Refusal(400, 230099, "Failed to create card content")
-    elif msg_type == "text":
-        if not isinstance(data, dict) or not isinstance(data.get("text"), str):
-            raise _Refusal(400, 230001, "invalid text content")
-    elif msg_type == "file":
-        if not isinstance(data, dict) or not data.get("file_key"):
-            raise _Refusal(400, 230001, "invalid file content")
-    else:
-        raise _Refusal(400, 230001, f"unsupported msg_type {msg_type!r}")
-
-
-def _error(status: int, code: int, msg: str, headers: dict[str, str] | None = None) -> web.Response:
-    return web.json_response({"code": code, "msg": msg, "error": {"log_id": uuid.uuid4().hex}}, status=status,
-                             headers=headers)
