@@ -28,7 +28,7 @@ from .compaction import Compactor
 from .shared_view import run_person, view_for
 from ..providers.base import ModelRequest
 from ..session import LLM_KINDS, Session
-from .skills import load_skills
+from .skills import load_skills, skills_stamp
 
 Mode = Literal["normal", "subagent", "heartbeat"]
 CACHE = {"type": "ephemeral"}
@@ -151,6 +151,11 @@ class ContextBuilder:
         # One list per distinct prompt, shared by every session frozen with it (most share one).
         self._prompts: dict[tuple[str, ...], list[dict[str, Any]]] = {}
         self._files: dict[str, tuple[tuple[int, int, int], str | None]] = {}  # layer file -> (stat stamp, text)
+        # (mode, guest, workspace) -> (what its prompt was made of, the prompt): a new session whose files
+        # and skills are unchanged since the last one takes that prompt after a stat each, without
+        # assembling it again (most sessions a daemon opens share one prompt). Heartbeat prompts, which
+        # list the active tasks, are not kept here.
+        self._assembled: dict[tuple[Mode, Path | None, Path], tuple[tuple[Any, ...], list[dict[str, Any]]]] = {}
 
     # layers ------------------------------------------------------------------
     def _file(self, name: str, root: Path | None = None) -> str | None:
@@ -217,6 +222,35 @@ class ContextBuilder:
                 "and follow it (the most specific one; one at a time). If none matches, load none.\n"
                 + "\n".join(lines))
 
+    def _made_of(self, mode: Mode, guest: Path | None, root: Path) -> tuple[Any, ...]:
+        """What the layers of `mode` are read from, as stat stamps: equal stamps, equal prompt."""
+        if mode == "subagent":
+            names: tuple[str, ...] = ("AGENTS.md", "TOOLS.md")
+        else:
+            names = ("SOUL.md", "AGENTS.md", "USER.md", "TOOLS.md", "MEMORY.md")
+        stamps: list[Any] = [_stamp(os.path.join(root, name)) for name in names]
+        if mode == "normal":
+            if guest is not None:
+                stamps.append(_stamp(os.path.join(guest, "MEMORY.md")))
+            stamps.append(skills_stamp(os.path.join(root, "skills")))
+        return tuple(stamps)
+
+    def _prompt(self, mode: Mode, guest: Path | None, root: Path | None) -> list[dict[str, Any]]:
+        """The system prompt a session freezes: the last one assembled for the same files, if none changed."""
+        if mode == "heartbeat":
+            return self._shared(self.system_blocks(mode, guest, root))
+        root = root or self.workspace
+        made_of = self._made_of(mode, guest, root)
+        key = (mode, guest, root)
+        kept = self._assembled.get(key)
+        if kept is not None and kept[0] == made_of:
+            return kept[1]
+        if len(self._assembled) >= 64:
+            self._assembled.clear()
+        prompt = self._shared(self.system_blocks(mode, guest, root))
+        self._assembled[key] = (made_of, prompt)
+        return prompt
+
     def system_blocks(self, mode: Mode = "normal", guest: Path | None = None,
                       root: Path | None = None) -> list[dict[str, Any]]:
         blocks: list[dict[str, Any]] = [{"type": "text", "text": layer.text} for layer in self.layers(mode, guest, root)]
@@ -243,7 +277,7 @@ class ContextBuilder:
         frozen = modes.get(mode)
         if frozen is None or frozen[0] != stamp or frozen[2] != guest:  # a group: another person speaks now
             root = self.agent_of(session.key).workspace if self.agent_of is not None else None
-            frozen = modes[mode] = (stamp, self._shared(self.system_blocks(mode, guest, root)), guest)
+            frozen = modes[mode] = (stamp, self._prompt(mode, guest, root), guest)
         return frozen[1]
 
     def _shared(self, blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -314,6 +348,15 @@ class ContextBuilder:
             session_key=session.key,
             fallback_models=view.fallback_models if view is not None else None,
         )
+
+
+def _stamp(where: str) -> tuple[int, int, int] | None:
+    """A file's (mtime, size, inode), None if it is missing: the layer cache's test of a change."""
+    try:
+        st = os.stat(where)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
 def sender_label(sender_id: str | None, meta: Mapping[str, Any] | None) -> str | None:

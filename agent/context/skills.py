@@ -77,6 +77,23 @@ def load_skills(folder: Path) -> list[Skill]:
     return sorted(skills, key=lambda s: s.name)
 
 
+def skills_stamp(folder: str) -> tuple[tuple[str, int, int, int], ...] | None:
+    """What `load_skills(folder)` reads, as (folder entry, SKILL.md's mtime, size, inode): equal stamps
+    list the same skills. None: no skills folder."""
+    try:
+        names = sorted(entry.name for entry in os.scandir(folder))
+    except OSError:
+        return None
+    stamps = []
+    for entry in names:
+        try:
+            st = os.stat(os.path.join(folder, entry, "SKILL.md"))
+        except OSError:
+            continue
+        stamps.append((entry, st.st_mtime_ns, st.st_size, st.st_ino))
+    return tuple(stamps)
+
+
 def _skill(where: str, st: os.stat_result) -> Skill:
     """The skill of one SKILL.md (`st`: its stat); parsed again only when the file changed."""
     stamp = (st.st_size, st.st_mtime_ns)

@@ -211,3 +211,41 @@ def test_skill_index_is_parsed_once_and_again_after_an_edit(tmp_path, monkeypatc
     os.utime(skill, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
     assert [s.description for s in skills_module.load_skills(tmp_path / "skills")] == ["other words here"]
     assert len(calls) == 1
+
+
+def test_a_new_session_reuses_the_last_prompt_until_a_file_or_skill_changes(tmp_path, monkeypatch) -> None:
+    """Sessions opened with the same files share one assembled prompt; any edit, a new skill or a guest's
+    own memory gives the next new session a prompt assembled again, with the change in it."""
+    import os
+
+    root = workspace(tmp_path)
+    _fill(root)
+    ctx = builder(root)
+
+    def prompt_of(key: str) -> list:
+        session = Session(key, tmp_path / f"{key}.jsonl", fsync=False)
+        user(session, "hello", ctx)
+        return ctx.build(session).system
+
+    first = prompt_of("a")
+    assembled = []
+    real = ctx.system_blocks
+    monkeypatch.setattr(ctx, "system_blocks", lambda *args: assembled.append(args) or real(*args))
+    assert prompt_of("b") is first and assembled == []  # nothing changed: not assembled again
+
+    def touch(path, text):
+        path.write_text(text)
+        st = path.stat()  # a later mtime even on a coarse clock
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+
+    touch(root / "USER.md", "# USER\nName: Ada\n")
+    changed = prompt_of("c")
+    assert "Name: Ada" in "".join(b["text"] for b in changed) and len(assembled) == 1
+    assert prompt_of("a") is first  # a session that exists keeps the prompt it froze
+    skill = root / "skills" / "brew" / "SKILL.md"
+    skill.parent.mkdir(parents=True, exist_ok=True)
+    touch(skill, "---\nname: brew\ndescription: make tea the way the user likes\n---\nbody\n")
+    assert "make tea the way" in "".join(b["text"] for b in prompt_of("d")) and len(assembled) == 2
+    (root / "SOUL.md").unlink()
+    assert "soul-marker" not in "".join(b["text"] for b in prompt_of("e")) and len(assembled) == 3
+    assert prompt_of("f") == prompt_of("e") and len(assembled) == 3
