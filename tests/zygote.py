@@ -68,8 +68,12 @@ def _preload(flavour: str) -> None:
         from clawgate.agent.providers import anthropic_light
 
         anthropic_light.load()  # the warm-up's import (agent/providers/anthropic.py)
-        importlib.import_module("anthropic._base_client")
-        importlib.import_module("anthropic._client")
+        # and what every daemon imports after its ready line (its import log, PYTHONPROFILEIMPORTTIME):
+        # the SDK's client and what building one imports, the scheduler with the triggers it starts with
+        for module in ("anthropic._base_client", "anthropic._client", "anthropic.lib.credentials", "anthropic._qs",
+                       "httpx2", "httpcore2", "apscheduler.schedulers.asyncio", "apscheduler.executors.asyncio",
+                       "apscheduler.triggers.interval"):
+            importlib.import_module(module)
         for module in FLAVOURS[flavour]:
             importlib.import_module(module)
     gc.enable()
