@@ -22,6 +22,7 @@ from typing import AsyncIterator
 
 from clawgate.gateway.client import GatewayClient
 from tests import lifeline
+from tests.zygote import ForkedDaemon, run_cli, start_daemon
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "test-gateway-token-0123456789"
@@ -105,7 +106,7 @@ class DaemonProcess:
         if anthropic_url:
             self.env.update(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=anthropic_url)
         self.env.update(env or {})
-        self.proc: subprocess.Popen[str] | None = None
+        self.proc: subprocess.Popen[str] | ForkedDaemon | None = None
         self.output: list[str] = []
         self._reader: threading.Thread | None = None
 
@@ -143,10 +144,8 @@ class DaemonProcess:
         return self.token if self.token is not None else (self.home / "state/gateway.token").read_text().strip()
 
     def start(self, timeout: float = 60.0, *, args: tuple[str, ...] = ()) -> "DaemonProcess":
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "clawgate.gateway.cli", "gateway", *args], env=self.env, cwd=ROOT,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-        )
+        # forked from this worker's zygote where that is the same (tests/zygote.py), else exec'd
+        self.proc = start_daemon(["gateway", *args], self.env, ROOT)
         lifeline.hold(self.proc)  # dies with pytest, even a SIGKILLed one
         ready = threading.Event()
         proc = self.proc
@@ -194,8 +193,7 @@ class DaemonProcess:
         return "\n".join(self.output)
 
     def cli(self, *args: str, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "clawgate.gateway.cli", *args], env=self.env, cwd=ROOT,
-                              capture_output=True, text=True, timeout=timeout)
+        return run_cli(list(args), self.env, ROOT, timeout)  # forked from a zygote where that is the same
 
     @asynccontextmanager
     async def client(self, subscribe: list[str] | str | None = None,

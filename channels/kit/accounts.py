@@ -64,6 +64,12 @@ def _variable(where: str) -> str:
     return "CLAWGATE_" + "__".join(part.upper() for part in where.split("."))
 
 
+def names_accounts(table: Any) -> bool:
+    """Whether a `[channels.<name>]` section (a model or a table) has accounts of its own; without, it is the
+    one default account, and splitting it needs nothing of the adapter."""
+    return bool(_value(table, "accounts")) if isinstance(table, (BaseModel, Mapping)) else False
+
+
 def split_accounts(cls: type[PlatformAdapter], name: str, table: Any) -> list[Account]:
     """The accounts of `[channels.<name>]` (a model or a table), the section's own first when it is one."""
     tables = _value(table, "accounts") if isinstance(table, (BaseModel, Mapping)) else None
@@ -109,4 +115,4 @@ def check_distinct(cls: type[PlatformAdapter], accounts: list[tuple[Account, Bas
         seen[key] = account.where
 
 
-__all__ = ["Account", "AccountConfigError", "check_distinct", "identity_fields", "split_accounts"]
+__all__ = ["Account", "AccountConfigError", "check_distinct", "identity_fields", "names_accounts", "split_accounts"]

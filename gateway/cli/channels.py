@@ -32,9 +32,11 @@ def _configured(t: Target) -> dict[str, bool]:
 def _accounts(name: str, table: Any) -> list[tuple[str, Any]]:
     """(channel name, its table) of each account of a section; the section alone when its channel is not
     installed (the line then says so)."""
-    from clawgate.channels.kit.accounts import AccountConfigError, split_accounts
+    from clawgate.channels.kit.accounts import AccountConfigError, names_accounts, split_accounts
     from clawgate.channels.kit.registry import ChannelConfigError, load
 
+    if not names_accounts(table):  # the section is its one account: its adapter (and library) is not loaded
+        return [(name, table)]
     try:
         return [(a.channel, a.table) for a in split_accounts(load(name), name, table)]
     except (ChannelConfigError, AccountConfigError):

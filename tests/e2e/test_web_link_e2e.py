@@ -168,8 +168,15 @@ def test_one_pairing_per_account_and_cancel_or_closing_the_page_stops_it(
         page.close()  # leaving the page closes its connection: the pairing stops with it
         wait_until(lambda: not account.conns, "the login's connection closed with the page", describe=daemon.log_text)
 
-        started = other.call("channels.link", channel="whatsapp")  # free again; now its codes come to this client
-        assert started["ok"] and started["payload"] == {"channel": "whatsapp", "state": "started"}
+        def link_again() -> dict | None:
+            """Free again once the closed page's pairing has ended: until then (its login closed its connection
+            first), a link is refused as taken, never otherwise."""
+            answer = other.call("channels.link", channel="whatsapp")
+            assert answer["ok"] or answer["error"]["code"] == "conflict", answer
+            return answer if answer["ok"] else None
+
+        started = wait_until(link_again, "the account free to link again", describe=daemon.log_text)
+        assert started["payload"] == {"channel": "whatsapp", "state": "started"}  # its codes come to this client
         wait_until(lambda: other.events("link"), "the code to the client that asked")
         (event,) = other.events("link")
         assert event == {"channel": "whatsapp", "state": "qr", "image": image_of(FIRST_CODE)}
