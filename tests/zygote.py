@@ -12,11 +12,15 @@ harness starts it), then the same `__main__` of `clawgate.gateway.cli`, so its s
 its output, its exit code and a SIGKILL are the real ones. What differs is only that the modules were
 imported before the fork.
 
-Where that would differ from a fresh interpreter, the process is exec'd as before (`fork_allowed`):
-any PYTHON* variable (PYTHONPATH with a test's plugin or fake library, PYTHONPROFILEIMPORTTIME) other
-than the zygote's own, or CLAWGATE_TEST_EXEC_DAEMONS=1 in the suite's environment (every daemon and
-command exec'd). A daemon configured for Feishu comes from a second zygote that has imported
-`lark_oapi` too (3 s of CPU), which that daemon's start imports anyway.
+Where that would differ from a fresh interpreter, the child execs `python -m clawgate.gateway.cli …`
+in place (same pid, session and descriptors) instead of running it from what the zygote imported
+(`_extra_path`): another PYTHON* variable than the zygote's (PYTHONPROFILEIMPORTTIME), another working
+folder, or PYTHONPATH folders that a fresh start would read differently (a sitecustomize, a module
+the zygote imported from elsewhere). Other PYTHONPATH folders (a test's plugin or fake library) are
+put where a fresh start puts them. CLAWGATE_TEST_EXEC_DAEMONS=1 in the suite's environment execs
+every daemon and command from the worker, as before the zygote. A daemon configured for Feishu comes
+from a second zygote that has imported `lark_oapi` too (3 s of CPU), which that daemon's start
+imports anyway.
 
 Protocol, on a Unix socket: the harness sends one JSON request (argv, env, cwd, new session or not)
 with its stdin, stdout and stderr descriptors (SCM_RIGHTS); the zygote answers the child's pid, then,
@@ -145,26 +149,63 @@ def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
 
 
 def _become_daemon(request: dict[str, Any]) -> None:
-    """In the forked child: the process `python -m clawgate.gateway.cli <args>` would be, then its `__main__`."""
+    """In the forked child: the process `python -m clawgate.gateway.cli <args>` would be, then its `__main__`;
+    or, where what is imported here could differ from what that process would import, that process itself
+    (exec'd in place: the same pid, session and descriptors)."""
     if request["new_session"]:
         os.setsid()
     for target, fd in enumerate(request["fds"]):
         os.dup2(fd, target)
     os.closerange(3, 1 << 16)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    extra = _extra_path(request)
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    if extra is None:
+        os.execv(sys.executable, [sys.executable, "-m", "clawgate.gateway.cli", *request["args"]])
     import importlib
     import runpy
 
     from clawgate.config import entry_point_scan
 
+    sys.path[1:1] = extra  # where a fresh interpreter puts PYTHONPATH: after the script's folder
     entry_point_scan._every_entry_point.cache_clear()  # the start scans the installed distributions itself
     importlib.invalidate_caches()
     gc.unfreeze()  # as a fresh interpreter's: the daemon freezes what it built at its own ready line
     sys.argv = [str(ROOT / "gateway" / "cli" / "__main__.py"), *request["args"]]
     runpy.run_module("clawgate.gateway.cli", run_name="__main__", alter_sys=True)
+
+
+def _extra_path(request: dict[str, Any]) -> list[str] | None:
+    """The PYTHONPATH folders this request adds to the zygote's own, if a fork can stand for a fresh start
+    with them; None if not: another PYTHON* variable (PYTHONPROFILEIMPORTTIME), another folder, a folder
+    with a sitecustomize (run at a fresh start only), or a module of such a folder that this process has
+    imported from elsewhere (the fresh start would import the folder's)."""
+    ours = {k: v for k, v in os.environ.items() if k.startswith("PYTHON")}
+    theirs = {k: v for k, v in request["env"].items() if k.startswith("PYTHON")}
+    if {k: v for k, v in ours.items() if k != "PYTHONPATH"} != {k: v for k, v in theirs.items() if k != "PYTHONPATH"}:
+        return None
+    if os.path.realpath(request["cwd"]) != os.path.realpath(os.getcwd()):
+        return None
+    own = [p for p in ours.get("PYTHONPATH", "").split(os.pathsep) if p]
+    asked = [p for p in theirs.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if asked[:len(own)] != own:
+        return None
+    extra = [os.path.abspath(p) for p in asked[len(own):]]
+    for folder in extra:
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        if {"sitecustomize.py", "usercustomize.py"} & set(names):
+            return None
+        for name in names:
+            module = sys.modules.get(name.removesuffix(".py"))
+            where = getattr(module, "__file__", None) if module is not None else None
+            if module is not None and not (where and os.path.realpath(where).startswith(os.path.realpath(folder) + os.sep)):
+                return None
+    return extra
 
 
 def main() -> None:
@@ -180,12 +221,9 @@ def main() -> None:
 # --- the harness's side ---------------------------------------------------------------------------
 
 def fork_allowed(env: dict[str, str]) -> bool:
-    """Whether a process with this environment can come from a zygote unchanged."""
-    if os.environ.get(_EXEC_EVERY_DAEMON) == "1":
-        return False
-    ours = {k: v for k, v in _zygote_env().items() if k.startswith("PYTHON")}
-    theirs = {k: v for k, v in env.items() if k.startswith("PYTHON")}
-    return ours == theirs
+    """Whether a process with this environment may come from a zygote (the child itself execs where a fork
+    would differ from a fresh start: `_extra_path`)."""
+    return os.environ.get(_EXEC_EVERY_DAEMON) != "1"
 
 
 def _flavour(env: dict[str, str]) -> str:

@@ -12,7 +12,7 @@ import pytest
 
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.harness import ROOT, DaemonProcess
-from tests.zygote import ForkedDaemon, fork_allowed
+from tests.zygote import ForkedDaemon, _extra_path
 
 
 def _started(tmp_path: Path, fake_model: FakeAnthropic, name: str, monkeypatch: pytest.MonkeyPatch,
@@ -59,12 +59,29 @@ async def test_a_forked_daemon_is_the_process_an_execd_one_is(tmp_path: Path, fa
         execd.kill()
 
 
-def test_what_a_fresh_interpreter_would_see_differently_is_execd() -> None:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("CLAWGATE_", "ANTHROPIC_", "TELEGRAM_"))}
-    plain = {**base, "PYTHONUNBUFFERED": "1", "CLAWGATE_HOME": "/h"}
-    assert fork_allowed(plain)
-    assert not fork_allowed({**plain, "PYTHONPATH": "/a/plugin"})  # a plugin or a fake library
-    assert not fork_allowed({**plain, "PYTHONPROFILEIMPORTTIME": "1"})
+def test_what_a_fresh_interpreter_would_see_differently_is_execd(tmp_path: Path) -> None:
+    """The child's choice (`_extra_path`, run here against this process's environment and modules as the
+    zygote runs it against its own): run from the imports, with a test's PYTHONPATH folder put first, or exec."""
+    own = {k: v for k, v in os.environ.items()}
+    path = [p for p in own.get("PYTHONPATH", "").split(os.pathsep) if p]
+
+    def choice(env: dict[str, str], cwd: Path = Path.cwd()) -> list[str] | None:
+        return _extra_path({"env": env, "cwd": str(cwd)})
+
+    def with_folder(name: str, files: dict[str, str]) -> dict[str, str]:
+        folder = tmp_path / name
+        folder.mkdir()
+        for file, text in files.items():
+            (folder / file).parent.mkdir(parents=True, exist_ok=True)
+            (folder / file).write_text(text)
+        return {**own, "PYTHONPATH": os.pathsep.join([*path, str(folder)])}
+
+    assert choice(own) == []
+    assert choice(with_folder("plugin", {"a_test_plugin/__init__.py": ""})) == [str(tmp_path / "plugin")]
+    assert choice({**own, "PYTHONPROFILEIMPORTTIME": "1"}) is None
+    assert choice(own, tmp_path) is None  # another working folder: another sys.path[0]
+    assert choice(with_folder("site", {"sitecustomize.py": "print('at start')"})) is None
+    assert choice(with_folder("shadow", {"json.py": "x = 1"})) is None  # `json` here was imported from the stdlib
 
 
 def test_a_forked_command_line_answers_as_an_execd_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
