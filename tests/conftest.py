@@ -8,6 +8,7 @@ from typing import Iterator
 import pytest
 
 from tests.fakes.anthropic_api import FakeAnthropic
+from tests import zygote
 from tests.harness import DaemonProcess
 from tests.servers.synapse import synapse  # noqa: F401  (session fixture: a real Synapse)
 
@@ -19,6 +20,8 @@ E2E = Path(__file__).resolve().parent / "e2e"
 # git), as Python does by default; the daemons, the command line and these workers all read them.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
+# The daemons and command lines the harness starts are forked from a zygote per worker (tests/zygote.py).
+zygote.enabled = True
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -18,7 +18,8 @@ in place (same pid, session and descriptors) instead of running it from what the
 folder, or PYTHONPATH folders that a fresh start would read differently (a sitecustomize, a module
 the zygote imported from elsewhere). Other PYTHONPATH folders (a test's plugin or fake library) are
 put where a fresh start puts them. CLAWGATE_TEST_EXEC_DAEMONS=1 in the suite's environment execs
-every daemon and command from the worker, as before the zygote. A daemon configured for Feishu comes
+every daemon and command from the worker, as before the zygote; outside the suite (bench/ uses the
+harness to measure real starts) every one is exec'd. A daemon configured for Feishu comes
 from a second zygote that has imported `lark_oapi` too (3 s of CPU), which that daemon's start
 imports anyway.
 
@@ -220,10 +221,15 @@ def main() -> None:
 
 # --- the harness's side ---------------------------------------------------------------------------
 
+# On in the suite (tests/conftest.py). Off for the scripts that use the harness outside it: bench/ measures
+# real starts, each daemon exec'd.
+enabled = False
+
+
 def fork_allowed(env: dict[str, str]) -> bool:
     """Whether a process with this environment may come from a zygote (the child itself execs where a fork
     would differ from a fresh start: `_extra_path`)."""
-    return os.environ.get(_EXEC_EVERY_DAEMON) != "1"
+    return enabled and os.environ.get(_EXEC_EVERY_DAEMON) != "1"
 
 
 def _flavour(env: dict[str, str]) -> str:
