@@ -32,6 +32,7 @@ the connection.
 from __future__ import annotations
 
 import array
+import contextlib
 import gc
 import json
 import locale
@@ -114,10 +115,8 @@ def _serve(path: str) -> dict[str, Any]:
                 return request
             for fd in fds:
                 os.close(fd)
-            try:
+            with contextlib.suppress(OSError):  # the harness gave up on it: the child runs and is reaped all the same
                 conn.sendall(f"{pid}\n".encode())
-            except OSError:
-                pass
             waiting[pid] = conn
         while waiting:
             try:
@@ -128,10 +127,8 @@ def _serve(path: str) -> dict[str, Any]:
                 break
             conn = waiting.pop(pid, None)
             if conn is not None:
-                try:
+                with contextlib.suppress(OSError):  # nobody waits for this exit code any more
                     conn.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
-                except OSError:
-                    pass
                 conn.close()
 
 
@@ -226,14 +223,12 @@ def main() -> None:
 enabled = False
 
 
-def fork_allowed(env: dict[str, str]) -> bool:
-    """Whether a process with this environment may come from a zygote (the child itself execs where a fork
-    would differ from a fresh start: `_extra_path`)."""
-    return enabled and os.environ.get(_EXEC_EVERY_DAEMON) != "1"
-
-
-def _flavour(env: dict[str, str]) -> str:
-    return "feishu" if any(k.startswith("CLAWGATE_CHANNELS__FEISHU") for k in env) else "plain"
+def _zygote_for(env: dict[str, str]) -> str | None:
+    """The socket of the zygote to fork a process with this environment from; None: exec it. (Where a fork
+    would differ from a fresh start, the child itself execs: `_extra_path`.)"""
+    if not enabled or os.environ.get(_EXEC_EVERY_DAEMON) == "1":
+        return None
+    return Zygote.socket_path("feishu" if any(k.startswith("CLAWGATE_CHANNELS__FEISHU") for k in env) else "plain")
 
 
 def _zygote_env() -> dict[str, str]:
@@ -346,7 +341,7 @@ class ForkedDaemon(ForkedProcess):
 def start_daemon(args: list[str], env: dict[str, str], cwd: Path) -> "subprocess.Popen[str] | ForkedDaemon":
     """The daemon `python -m clawgate.gateway.cli <args>`, in a session of its own, its output on one pipe:
     forked from a zygote where that is the same, else exec'd."""
-    path = Zygote.socket_path(_flavour(env)) if fork_allowed(env) else None
+    path = _zygote_for(env)
     if path is not None:
         return ForkedDaemon(args, env, cwd, path)
     return subprocess.Popen([sys.executable, "-m", "clawgate.gateway.cli", *args], env=env, cwd=cwd,
@@ -356,7 +351,7 @@ def start_daemon(args: list[str], env: dict[str, str], cwd: Path) -> "subprocess
 def run_cli(args: list[str], env: dict[str, str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
     """`subprocess.run([python, -m, clawgate.gateway.cli, *args], capture_output=True, text=True, timeout=…)`,
     forked from a zygote where that is the same."""
-    path = Zygote.socket_path(_flavour(env)) if fork_allowed(env) else None
+    path = _zygote_for(env)
     if path is None:
         return subprocess.run([sys.executable, "-m", "clawgate.gateway.cli", *args], env=env, cwd=cwd,
                               capture_output=True, text=True, timeout=timeout)

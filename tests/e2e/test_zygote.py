@@ -62,7 +62,7 @@ async def test_a_forked_daemon_is_the_process_an_execd_one_is(tmp_path: Path, fa
 def test_what_a_fresh_interpreter_would_see_differently_is_execd(tmp_path: Path) -> None:
     """The child's choice (`_extra_path`, run here against this process's environment and modules as the
     zygote runs it against its own): run from the imports, with a test's PYTHONPATH folder put first, or exec."""
-    own = {k: v for k, v in os.environ.items()}
+    own = dict(os.environ)
     path = [p for p in own.get("PYTHONPATH", "").split(os.pathsep) if p]
 
     def choice(env: dict[str, str], cwd: Path = Path.cwd()) -> list[str] | None:
