@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ from clawgate.agent.providers.base import ModelRequest
 from clawgate.agent.providers.body import BodyEncoder
 from clawgate.agent.session import SessionManager
 from tests.fakes.anthropic_api import error, text
-from tests.harness import ROOT
+from tests.harness import ROOT, DaemonProcess
 from tests.waiting import wait_until
 
 OPTIONAL_LIBRARIES = ("discord", "slack_sdk", "nio", "imapclient", "aiosmtplib", "redis", "mcp",
@@ -187,20 +186,19 @@ def test_the_channels_listing_loads_no_adapter_for_a_section_without_accounts(tm
     """`clawgate channels` on a fresh `init` home (Telegram's section is always there, without a token) imports
     no channel library: a section that is its one account is listed from the config alone (it used to import
     python-telegram-bot, about half the command's CPU). A section with accounts loads its adapter to split them."""
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("CLAWGATE_", "ANTHROPIC_", "TELEGRAM_"))},
-           "CLAWGATE_HOME": str(tmp_path / "home"), "PYTHONPROFILEIMPORTTIME": "1"}
-    subprocess.run([sys.executable, "-m", "clawgate.gateway.cli", "init", "--yes"], env=env, cwd=ROOT, check=True,
-                   capture_output=True)
+    home = DaemonProcess(tmp_path / "home", anthropic_url=None, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    home.init()
 
-    def listing(extra: dict[str, str]) -> tuple[list[dict], set[str]]:
-        done = subprocess.run([sys.executable, "-m", "clawgate.gateway.cli", "channels", "--json"], env={**env, **extra},
-                              cwd=ROOT, capture_output=True, text=True, timeout=60)
+    def listing() -> tuple[list[dict], set[str]]:
+        done = home.cli("channels", "--json", timeout=60)
         assert done.returncode == 0, done.stderr
         imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+        assert "clawgate.gateway.cli" in imported  # the import log is this command's own
         return json.loads(done.stdout), {name.split(".")[0] for name in imported}
 
-    rows, roots = listing({})
+    rows, roots = listing()
     assert {"telegram", "discord", "slack_sdk", "nio", "lark_oapi"} & roots == set()
     assert next(r for r in rows if r["name"] == "telegram")["enabled"] is False
-    rows, roots = listing({"CLAWGATE_CHANNELS__TELEGRAM__ACCOUNTS": '{"work": {"token": "1:x"}}'})
+    home.env["CLAWGATE_CHANNELS__TELEGRAM__ACCOUNTS"] = '{"work": {"token": "1:x"}}'
+    rows, roots = listing()
     assert "telegram" in roots and next(r for r in rows if r["name"] == "telegram.work")["enabled"] is True
