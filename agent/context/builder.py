@@ -36,6 +36,12 @@ DEFAULT_CAP = 12_000
 DEFAULT_CAPS = {"SOUL.md": 8_000, "AGENTS.md": 8_000, "USER.md": 4_000, "TOOLS.md": 6_000,
                 "MEMORY.md": 12_000, "HEARTBEAT.md": 4_000}
 SKILL_LINE_CAP = 200
+# The workspace files of each layer group (a guest's prompt leaves USER.md out and reads its own MEMORY.md);
+# `_made_of` stamps the same files, so a prompt is assembled again whenever one of them changes.
+IDENTITY_FILES = ("SOUL.md", "AGENTS.md")
+USER_FILES = ("USER.md", "TOOLS.md")
+MEMORY_FILES = ("MEMORY.md",)
+SUBAGENT_FILES = ("AGENTS.md", "TOOLS.md")
 COMMENT = re.compile(r"<!--.*?-->\n?", re.DOTALL)
 _UNSAFE_NAME = re.compile(r"[^\w.@:+-]")
 # A sender or chat id is the platform's identity of a person or a chat: shown so that two ids are never shown
@@ -186,7 +192,7 @@ class ContextBuilder:
         root = root or self.workspace
         platform = PLATFORM_RULES.format(workspace=guest or root)
         if mode == "subagent":
-            found = [self._group("workspace", ("AGENTS.md", "TOOLS.md"), root)]
+            found = [self._group("workspace", SUBAGENT_FILES, root)]
             return [Layer("platform", platform + "\n\n" + SUBAGENT_RULES), *[layer for layer in found if layer]]
         if mode == "heartbeat":
             layers = [Layer("platform", platform)]
@@ -196,9 +202,9 @@ class ContextBuilder:
             layers.append(Layer("tasks", "# Active tasks\n" + ("\n".join(f"- {line}" for line in lines) or "(none)")))
             return layers
         found = [
-            self._group("identity", ("SOUL.md", "AGENTS.md"), root),
-            self._group("user", ("USER.md", "TOOLS.md") if guest is None else ("TOOLS.md",), root),
-            self._group("memory", ("MEMORY.md",), root) if guest is None else self._guest_memory(guest),
+            self._group("identity", IDENTITY_FILES, root),
+            self._group("user", USER_FILES if guest is None else ("TOOLS.md",), root),
+            self._group("memory", MEMORY_FILES, root) if guest is None else self._guest_memory(guest),
         ]
         index = self.skills_index(root)
         return [Layer("platform", platform), *[layer for layer in found if layer],
@@ -224,10 +230,7 @@ class ContextBuilder:
 
     def _made_of(self, mode: Mode, guest: Path | None, root: Path) -> tuple[Any, ...]:
         """What the layers of `mode` are read from, as stat stamps: equal stamps, equal prompt."""
-        if mode == "subagent":
-            names: tuple[str, ...] = ("AGENTS.md", "TOOLS.md")
-        else:
-            names = ("SOUL.md", "AGENTS.md", "USER.md", "TOOLS.md", "MEMORY.md")
+        names = SUBAGENT_FILES if mode == "subagent" else IDENTITY_FILES + USER_FILES + MEMORY_FILES
         stamps: list[Any] = [_stamp(os.path.join(root, name)) for name in names]
         if mode == "normal":
             if guest is not None:

@@ -47,23 +47,33 @@ def _split(text: str) -> tuple[str, str]:
     return parts[0][3:], parts[1].split("\n", 1)[1] if "\n" in parts[1] else ""
 
 
-def load_skills(folder: Path) -> list[Skill]:
-    """Valid skills sorted by name; a broken one is skipped with one warning, never fatal.
-    Every new session's prompt lists them: one listing of the folder and one stat per skill (on plain
-    path strings: a new session's prompt is built often enough for path objects to show)."""
-    skills: list[Skill] = []
+def _skill_files(folder: str | Path) -> list[tuple[str, os.stat_result | OSError]] | None:
+    """Each `<entry>/SKILL.md` of the folder, sorted, with its stat (or why it could not be read); None: no
+    skills folder. One listing and one stat per entry, on plain path strings: every new session's prompt
+    reads them, often enough for path objects to show."""
     try:
         names = sorted(entry.name for entry in os.scandir(folder))
     except OSError:  # no skills folder (or not a folder)
-        return skills
-    base = os.fspath(folder)
+        return None
+    found: list[tuple[str, os.stat_result | OSError]] = []
     for entry in names:
-        where = os.path.join(base, entry, "SKILL.md")
+        where = os.path.join(os.fspath(folder), entry, "SKILL.md")
         try:
-            try:
-                st = os.stat(where)
-            except (FileNotFoundError, NotADirectoryError):  # not a skill's folder
-                continue
+            found.append((where, os.stat(where)))
+        except (FileNotFoundError, NotADirectoryError):  # not a skill's folder
+            continue
+        except OSError as exc:
+            found.append((where, exc))
+    return found
+
+
+def load_skills(folder: Path) -> list[Skill]:
+    """Valid skills sorted by name; a broken one is skipped with one warning, never fatal."""
+    skills: list[Skill] = []
+    for where, st in _skill_files(folder) or []:
+        try:
+            if isinstance(st, OSError):
+                raise st
             skill = _skill(where, st)
             if any(s.name == skill.name for s in skills):
                 raise ValueError(f"another skill is already named {skill.name!r}")
@@ -77,21 +87,14 @@ def load_skills(folder: Path) -> list[Skill]:
     return sorted(skills, key=lambda s: s.name)
 
 
-def skills_stamp(folder: str) -> tuple[tuple[str, int, int, int], ...] | None:
-    """What `load_skills(folder)` reads, as (folder entry, SKILL.md's mtime, size, inode): equal stamps
-    list the same skills. None: no skills folder."""
-    try:
-        names = sorted(entry.name for entry in os.scandir(folder))
-    except OSError:
+def skills_stamp(folder: str) -> tuple[tuple[str, int, int, int] | str, ...] | None:
+    """What `load_skills(folder)` reads, as (SKILL.md, its mtime, size, inode): equal stamps list the same
+    skills. None: no skills folder."""
+    found = _skill_files(folder)
+    if found is None:
         return None
-    stamps = []
-    for entry in names:
-        try:
-            st = os.stat(os.path.join(folder, entry, "SKILL.md"))
-        except OSError:
-            continue
-        stamps.append((entry, st.st_mtime_ns, st.st_size, st.st_ino))
-    return tuple(stamps)
+    return tuple(where if isinstance(st, OSError) else (where, st.st_mtime_ns, st.st_size, st.st_ino)
+                 for where, st in found)
 
 
 def _skill(where: str, st: os.stat_result) -> Skill:
