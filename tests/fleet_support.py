@@ -8,12 +8,12 @@ asks of a deployment that accepts losing the last second on a power cut of the R
 
 from __future__ import annotations
 
-import math
-
 import json
+import math
 import shutil
 import subprocess
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -114,17 +114,16 @@ class Fleet:
         return {n: h for n in range(PARTITIONS) if (h := self.holder(r, n))}
 
     def spread(self, nodes: int) -> "redis.Redis":
-        """Wait until every partition is held, by `nodes` workers each holding its share (each worker takes
-        up to ceil(PARTITIONS / nodes), so the last one at least what the others leave); a client of the fleet's Redis. A worker that
-        started first holds nearly all partitions until the others have taken theirs, and a test that looks
-        for a chat on a given worker must not meet that moment."""
+        """Wait until every partition is held, by `nodes` workers each holding its share (each takes up to
+        ceil(PARTITIONS / nodes), the last one what the others leave); a client of the fleet's Redis. A worker
+        that started first holds nearly all partitions until the others have taken theirs, and a test that
+        looks for a chat on a given worker must not meet that moment."""
         r = redis.Redis.from_url(self.redis_url, decode_responses=True)
 
         def balanced() -> bool:
-            held = list(self.holders(r).values())
-            counts = [held.count(node) for node in set(held)]
+            counts = Counter(self.holders(r).values())
             least = PARTITIONS - math.ceil(PARTITIONS / nodes) * (nodes - 1)
-            return len(held) == PARTITIONS and len(counts) == nodes and min(counts) >= least
+            return counts.total() == PARTITIONS and len(counts) == nodes and min(counts.values()) >= least
 
         wait_until(balanced, f"all partitions held by {nodes} workers, each its share", describe=self.logs)
         return r
