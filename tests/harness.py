@@ -22,7 +22,7 @@ from typing import AsyncIterator
 
 from clawgate.gateway.client import GatewayClient
 from tests import lifeline
-from tests.zygote import ForkedDaemon, run_cli, start_daemon
+from tests.zygote import ForkedDaemon, outside_environment, run_cli, start_daemon
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "test-gateway-token-0123456789"
@@ -67,7 +67,7 @@ def _copy_initialised_home(home: Path) -> None:
     if not _initialised:
         root = Path(tempfile.mkdtemp(prefix="clawgate-init-"))
         atexit.register(shutil.rmtree, root, True)
-        env = {**{k: v for k, v in os.environ.items() if not k.startswith(("CLAWGATE_", "ANTHROPIC_", "TELEGRAM_"))},
+        env = {**outside_environment(),
                "CLAWGATE_HOME": str(root / "home")}
         subprocess.run([sys.executable, "-m", "clawgate.gateway.cli", "init", "--yes"], env=env, cwd=ROOT,
                        check=True, capture_output=True, text=True)
@@ -90,7 +90,7 @@ class DaemonProcess:
         self.token = token
         self.port = free_port()
         self.env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith(("CLAWGATE_", "ANTHROPIC_", "TELEGRAM_"))},
+            **outside_environment(),
             "CLAWGATE_HOME": str(home),
             "CLAWGATE_GATEWAY__PORT": str(self.port),
             **({"CLAWGATE_GATEWAY__TOKEN": token} if token is not None else {}),

@@ -231,9 +231,14 @@ def _zygote_for(env: dict[str, str]) -> str | None:
     return Zygote.socket_path("feishu" if any(k.startswith("CLAWGATE_CHANNELS__FEISHU") for k in env) else "plain")
 
 
+def outside_environment() -> dict[str, str]:
+    """This process's environment without what would configure a daemon under test (CLAWGATE_*, and the
+    ANTHROPIC_* and TELEGRAM_* variables the SDKs read): a developer's own settings never leak in."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("CLAWGATE_", "ANTHROPIC_", "TELEGRAM_"))}
+
+
 def _zygote_env() -> dict[str, str]:
-    return {**{k: v for k, v in os.environ.items() if not k.startswith(("CLAWGATE_", "ANTHROPIC_", "TELEGRAM_"))},
-            "PYTHONUNBUFFERED": "1"}
+    return {**outside_environment(), "PYTHONUNBUFFERED": "1"}
 
 
 class Zygote:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import select
 import stat
 import subprocess
@@ -15,6 +14,7 @@ from clawgate.agent.core.redact import register_secrets
 from clawgate.gateway.logs import setup_logging
 from tests.harness import ROOT
 from tests.waiting import wait_until
+from tests.zygote import outside_environment
 
 
 def test_the_daemon_writes_a_private_log_file_that_logs_prints(daemon_factory) -> None:
@@ -59,7 +59,7 @@ def test_follow_prints_new_lines_across_a_rotation(tmp_path: Path) -> None:
     log_file = home / "logs/clawgate.log"
     log_file.parent.mkdir(parents=True)
     log_file.write_text("2026-11-23T10:00:00Z info    old: before\n")
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("CLAWGATE_")}, "CLAWGATE_HOME": str(home)}
+    env = {**outside_environment(), "CLAWGATE_HOME": str(home)}
     proc = subprocess.Popen([sys.executable, "-m", "clawgate.gateway.cli", "logs", "--follow", "--json"], env=env, cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen: list[dict[str, str]] = []

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import configparser
-import os
 import shutil
 import stat
 import subprocess
@@ -15,6 +14,7 @@ import pytest
 from clawgate.config.paths import Paths
 from clawgate.gateway.cli.service import unit_text
 from tests.harness import ROOT, DaemonProcess
+from tests.zygote import outside_environment
 
 
 def cli(daemon: DaemonProcess, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -250,7 +250,7 @@ def test_the_unit_respects_the_single_instance_lock(daemon, tmp_path: Path) -> N
     # What systemd would run, with the environment the unit gives it: the lock refuses it (exit 5,
     # which RestartPreventExitStatus lists, so systemd does not retry it forever).
     unit = read_unit(cli(daemon, "gateway", "install", "--print").stdout)
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("CLAWGATE_")}
+    environment = outside_environment()
     environment.update(line.split("=", 1) for line in (daemon.home / "gateway.env").read_text().splitlines()
                        if "=" in line and not line.startswith("#"))
     environment["CLAWGATE_HOME"] = str(daemon.home)
