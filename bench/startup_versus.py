@@ -3,14 +3,16 @@
 The figures that move with a change to what the daemon imports or does per new session, measured
 side by side because the shared machine's load makes absolute figures incomparable between hours
 (bench/versus.py explains the export, the PYTHONPATH that makes `clawgate` the exported tree's,
-and the bytecode both trees are compiled to first). Per round and tree, each in its own process
+and the bytecode both trees are compiled to first). This tree is exported too, its uncommitted edits
+included, so both daemons run from a plain folder. Per round and tree, each in its own process
 with its own harness:
 
 - start-up: wall time to the ready line and the daemon's CPU (user + system) by then, the steadier
   of the two on a loaded machine;
 - RSS once settled after ready (bench/memory_soak.py's `settled`: the SDK is imported after ready);
 - daemon CPU per message over `--messages` messages each opening a new session, and over as many
-  in sessions that already exist (each had 10 messages before), against the zero-latency fake model.
+  in sessions that already exist (each had 10 messages before), against the zero-latency fake model;
+  the two kinds alternate in blocks of ten messages over one connection.
 
 Usage: python bench/startup_versus.py [--rev main] [--rounds 4] [--messages 200] [--start-only]
 (--start-only: start-up alone, so many rounds fit in a minute: `--start-only --rounds 10`)
@@ -28,7 +30,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from versus import ROOT, compile_bytecode, export, importable, start_fake_model  # noqa: E402
+from versus import compile_bytecode, export, importable, start_fake_model, working_tree_rev  # noqa: E402
 
 MEASURE = r'''
 import asyncio, json, sys, tempfile, time
@@ -51,6 +53,22 @@ def cpu(proc):
     times = proc.cpu_times()
     return (times.user + times.system) * 1000
 
+async def alternate(url, proc, kept):
+    """CPU per message of new sessions and of `kept` ones, in alternating blocks of ten over one
+    connection, so neither a change of the machine's pace nor a connection's cost weighs on one kind."""
+    new_cpu = existing_cpu = 0.0
+    async with GatewayClient(url, TOKEN, events=["chat"]) as client:
+        for block in range(0, len(kept), 10):
+            before = cpu(proc)
+            for i in range(block, block + 10):
+                await client.chat("ping", session=f"new-{i}")
+            middle = cpu(proc)
+            for session in kept[block:block + 10]:
+                await client.chat("ping", session=session)
+            new_cpu += middle - before
+            existing_cpu += cpu(proc) - middle
+    return new_cpu / len(kept), existing_cpu / len(kept)
+
 with tempfile.TemporaryDirectory() as home:
     daemon = DaemonProcess(Path(home) / "home", anthropic_url=fake_url,
                            env={"CLAWGATE_LOG__LEVEL": "warning", "CLAWGATE_AGENT__CONTEXT_TOKENS": "5000000"})
@@ -67,12 +85,7 @@ with tempfile.TemporaryDirectory() as home:
             asyncio.run(chats(daemon.url, [f"warm-{i}" for i in range(20)]))
             kept = [f"kept-{i % (messages // 10)}" for i in range(messages)]
             asyncio.run(chats(daemon.url, kept))  # 10 messages in each before they are measured
-            before = cpu(proc)
-            asyncio.run(chats(daemon.url, [f"new-{i}" for i in range(messages)]))
-            new_cpu = (cpu(proc) - before) / messages
-            before = cpu(proc)
-            asyncio.run(chats(daemon.url, kept))
-            existing_cpu = (cpu(proc) - before) / messages
+            new_cpu, existing_cpu = asyncio.run(alternate(daemon.url, proc, kept))
     finally:
         daemon.kill()
 print(json.dumps({"code": str(Path(clawgate.gateway.__file__).resolve().parent.parent), "ready_ms": ready_ms,
@@ -109,20 +122,22 @@ def main() -> int:
     args = parser.parse_args()
     if args.start_only:
         args.messages = 0
-    elif args.messages < 10:
-        raise SystemExit("--messages must be at least 10 (the existing sessions get 10 messages each first)")
+    elif args.messages < 10 or args.messages % 10:
+        raise SystemExit("--messages must be a multiple of 10 (the existing sessions get 10 messages each "
+                         "first, and the two kinds alternate in blocks of ten)")
     fake, fake_url = start_fake_model()
     runs: dict[str, list[dict[str, float]]] = {"this tree": [], args.rev: []}
     try:
         with tempfile.TemporaryDirectory() as folder:
-            old = Path(folder) / "tree"
-            old.mkdir()
-            export(args.rev, old)
-            old_path = importable(old, Path(folder) / "path")
-            for tree in (ROOT, old):
+            trees = {}
+            for name, rev in (("this", working_tree_rev()), ("old", args.rev)):
+                tree = Path(folder) / name
+                tree.mkdir()
+                export(rev, tree)
                 compile_bytecode(tree)
+                trees[name] = (tree, importable(tree, Path(folder) / f"{name}-path"))
             for round_no in range(args.rounds):
-                order = [("this tree", ROOT, None), (args.rev, old, old_path)]
+                order = [("this tree", *trees["this"]), (args.rev, *trees["old"])]
                 for name, tree, path in order if round_no % 2 == 0 else order[::-1]:
                     figures = measure(tree, fake_url, path, args.messages)
                     runs[name].append(figures)

@@ -134,6 +134,14 @@ def export(rev: str, into: Path) -> None:
     subprocess.run(["tar", "-xf", "-", "-C", str(into)], input=archive.stdout, check=True)
 
 
+def working_tree_rev() -> str:
+    """A commit of this checkout's tracked files as they are now, uncommitted edits included, made
+    without touching the index or the stash (`git stash create`), so this tree can be exported like
+    an earlier revision and both run from a plain folder (the editable checkout starts slower)."""
+    made = subprocess.run(["git", "stash", "create"], cwd=ROOT, capture_output=True, text=True, check=True)
+    return made.stdout.strip() or "HEAD"
+
+
 def importable(tree: Path, into: Path) -> Path:
     """A folder to put first on PYTHONPATH so that `clawgate.*` is `tree`'s code: the editable install
     maps `clawgate.gateway` and the rest to this checkout, so an exported tree run as it is would run
