@@ -26,10 +26,15 @@ zygote.enabled = True
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every case under tests/e2e/ starts the real daemon (and often a real server): marked `e2e`, so
-    `make test-fast` (-m "not e2e and not slow") leaves it to `make test` and CI."""
+    `make test-fast` (-m "not e2e and not slow") leaves it to `make test` and CI.
+
+    Cases marked `waits` go first: each sits out a fixed period on little CPU, and one started last kept
+    the whole run waiting for it (the parallel workers take the queue in order, so the first cases
+    start at once and the rest fill the time around them)."""
     for item in items:
         if E2E in item.path.resolve().parents:
             item.add_marker(pytest.mark.e2e)
+    items.sort(key=lambda item: item.get_closest_marker("waits") is None)  # stable: otherwise in order
 
 
 @pytest.fixture

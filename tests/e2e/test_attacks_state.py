@@ -75,6 +75,7 @@ def test_the_cli_never_sets_a_corrupt_file_aside(tmp_path: Path) -> None:
     assert path.read_bytes().startswith(b"not a database") and not list(tmp_path.glob("*.corrupt*"))
 
 
+@pytest.mark.waits
 def test_the_daemon_stops_with_one_line_when_its_database_is_locked(tmp_path: Path) -> None:
     from tests.harness import DaemonProcess
 

@@ -72,6 +72,7 @@ async def _ask_from_another_client(daemon: DaemonProcess, *notes: str) -> None:
             assert answer["text"] == f"echo {note}", answer
 
 
+@pytest.mark.waits
 async def test_an_idle_chat_stays_connected_and_shows_answers_from_elsewhere(keepalive_daemon, fake_model) -> None:
     daemon = keepalive_daemon
     _gated(fake_model)

@@ -18,6 +18,8 @@ import asyncio
 import re
 from typing import Any
 
+import pytest
+
 from tests.fakes.telegram_api import FakeTelegram
 from tests.fleet_support import LEASE_SECONDS, Fleet, telegram_env
 from tests.harness import DaemonProcess
@@ -38,6 +40,7 @@ def call(proc: DaemonProcess, method: str, **params: Any) -> dict[str, Any]:
     return asyncio.run(_call(proc, method, params))
 
 
+@pytest.mark.waits
 def test_a_job_fires_once_per_due_time_across_the_fleet_with_a_process_killed(
         fleet_factory, telegram: FakeTelegram) -> None:
     fleet: Fleet = fleet_factory(telegram_env(telegram))
