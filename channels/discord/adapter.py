@@ -15,7 +15,6 @@ REST calls go through `client.http` with ids only, so a reply never depends on d
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import io
 import json
 import logging
@@ -126,9 +125,11 @@ def delivery_error(exc: BaseException, what: str) -> DeliveryError:
 _NETWORK = (aiohttp.ClientError, OSError, asyncio.TimeoutError)
 
 
-def _nonce(send_key: str) -> str:
-    """A reply part's send_key as a Discord nonce (at most 25 characters)."""
-    return hashlib.sha256(send_key.encode()).hexdigest()[:25]
+def _nonce(target: Target) -> str | None:
+    """A reply part's send_key as a Discord nonce (at most 25 characters; sent with enforce_nonce, Discord
+    returns the message it already made for a nonce it saw from this bot in the last minutes)."""
+    digest = target.key_digest()
+    return digest[:25] if digest else None
 answer_interactions_at_own_base()
 
 
@@ -474,9 +475,7 @@ class DiscordAdapter(PlatformAdapter):
         if target.reply_to and target.reply_to.isdigit() and target.reply_to not in self._pending:
             reference = {"message_id": target.reply_to, "channel_id": str(self._channel(target)),
                          "fail_if_not_exists": False}  # a deleted question still gets its answer
-        # Discord returns the message it already made for a nonce it saw from this bot in the last minutes
-        nonce = _nonce(target.send_key) if target.send_key else None
-        return await self._send(target, "a message", content=text, message_reference=reference, nonce=nonce)
+        return await self._send(target, "a message", content=text, message_reference=reference, nonce=_nonce(target))
 
     async def _answer_command(self, pending: _Pending, text: str) -> str | None:
         """The placeholder replaced by the first chunk, later chunks as follow-ups; None if the token expired."""
@@ -538,7 +537,7 @@ class DiscordAdapter(PlatformAdapter):
     async def send_file(self, target: Target, name: str, data: bytes, caption: str = "") -> str:
         """A file as an attachment (Discord's upload limit for bots is 10 MiB per message)."""
         file = discord.File(io.BytesIO(data), filename=name)
-        return await self._send(target, "a file", content=caption or None, files=[file])
+        return await self._send(target, "a file", content=caption or None, files=[file], nonce=_nonce(target))
 
     async def register_commands(self, commands: list[tuple[str, str]]) -> None:
         """Global application commands (they work in servers and DMs), written only when they changed."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 import hmac
 import importlib.util
 import json
@@ -31,6 +30,7 @@ from clawgate.channels.kit import (
     Sender,
     Target,
     Unconfirmed,
+    send_key_digest,
 )
 from clawgate.channels.kit.commands import KIT_COMMANDS
 from clawgate.channels.kit.probe import ProbeResult, logged_in, refused, unreachable
@@ -313,9 +313,12 @@ class FeishuAdapter(PlatformAdapter):
             raise _delivery_error(e, "a file") from None
         except (SentMaybe, *NETWORK) as e:  # an upload alone shows nobody anything: safe to retry
             raise DeliveryError(f"Feishu: file upload not confirmed ({type(e).__name__})") from None
+        key = target.send_key  # the caption and the file are two messages: each has a uuid of its own
         if caption.strip():
-            await self._send("a file's caption", target, "post", post_content(self.kit.markdown.escape(caption)))
-        return await self._send("a file", target, "file", json.dumps({"file_key": str(uploaded.file_key)}))
+            await self._send("a file's caption", target, "post", post_content(self.kit.markdown.escape(caption)),
+                             send_uuid(key and key + ":caption"))
+        return await self._send("a file", target, "file", json.dumps({"file_key": str(uploaded.file_key)}),
+                                send_uuid(key))
 
 
 def send_uuid(send_key: str | None) -> str | None:
@@ -323,7 +326,7 @@ def send_uuid(send_key: str | None) -> str | None:
     is recognised by Feishu, which returns the message it made for the first request."""
     if not send_key:
         return None
-    return ("cg" + hashlib.sha256(send_key.encode()).hexdigest())[:SEND_KEY_CHARS]
+    return ("cg" + send_key_digest(send_key))[:SEND_KEY_CHARS]
 
 
 def _delivery_error(e: ApiError, what: str) -> DeliveryError:

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from clawgate.channels.googlechat.auth import credentials
+from clawgate.channels.kit.adapter import send_key_digest
 from clawgate.channels.googlechat.settings import GoogleChatSettings
 
 REPLY_IN_THREAD = "REPLY_MESSAGE_FALLBACK_TO_NEW_THREAD"
@@ -28,12 +28,12 @@ MESSAGE_ID_CHARS = 63  # a custom message id: `client-`, then lowercase letters,
 
 def request_id(send_key: str) -> str:
     """A reply part's send_key as the create's `requestId`: a UUID, as Google recommends."""
-    return str(uuid.UUID(hashlib.sha256(send_key.encode()).hexdigest()[:32]))
+    return str(uuid.UUID(send_key_digest(send_key)[:32]))
 
 
 def custom_message_id(send_key: str) -> str:
     """A reply part's send_key as the create's `messageId` (the message's custom id in its space)."""
-    return ("client-" + hashlib.sha256(send_key.encode()).hexdigest())[:MESSAGE_ID_CHARS]
+    return ("client-" + send_key_digest(send_key))[:MESSAGE_ID_CHARS]
 
 
 class SentMaybe(Exception):

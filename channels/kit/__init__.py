@@ -10,7 +10,7 @@ from clawgate.channels.base import DeliveryError
 
 from .access import AccessPolicy, AccessSettings, Sender, Verdict, decide, may_approve
 from .adapter import (AdapterKit, Capabilities, ChannelAuthError, ChannelUnavailable, Incoming, IncomingFile,
-                      PlatformAdapter, Target, Unconfirmed)
+                      PlatformAdapter, Target, Unconfirmed, send_key_digest)
 from .commands import parse_command
 from .kit import ChannelKit, ChannelServices
 from .markdown import split_markdown, to_plain
@@ -20,4 +20,4 @@ from .store import ChannelStore
 __all__ = ["AccessPolicy", "AccessSettings", "AdapterKit", "Capabilities", "ChannelAuthError", "ChannelKit",
            "ChannelServices", "ChannelStore", "ChannelUnavailable", "DeliveryError", "Incoming", "IncomingFile", "PairingError",
            "PairingStore", "PlatformAdapter", "Sender", "Target", "Unconfirmed", "Verdict", "decide", "may_approve",
-           "parse_command", "split_markdown", "to_plain"]
+           "parse_command", "send_key_digest", "split_markdown", "to_plain"]

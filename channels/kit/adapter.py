@@ -62,6 +62,17 @@ class Target:
     reply_to: str | None = None
     send_key: str | None = None
 
+    def key_digest(self, *scope: str) -> str | None:
+        """The send_key as the platform's idempotency field is made of (`send_key_digest`); None without one."""
+        return send_key_digest(self.send_key, *scope) if self.send_key else None
+
+
+def send_key_digest(send_key: str, *scope: str) -> str:
+    """A send_key as 64 hex characters (after `scope`, joined by NULs: Matrix scopes it by room), which each
+    adapter cuts or shapes to its platform's field; the same key gives the same digest in every version,
+    so a part sent again after an upgrade is still recognised."""
+    return hashlib.sha256("\0".join((*scope, send_key)).encode()).hexdigest()
+
 
 @dataclass(frozen=True)
 class IncomingFile:
@@ -272,4 +283,4 @@ class PlatformAdapter(ABC):
 
 
 __all__ = ["AdapterKit", "Capabilities", "ChannelAuthError", "ChannelUnavailable", "DeliveryError", "Incoming", "IncomingFile",
-           "PlatformAdapter", "Target", "Unconfirmed"]
+           "PlatformAdapter", "Target", "Unconfirmed", "send_key_digest"]

@@ -120,7 +120,8 @@ class Delivery:
             self.log.warning("the notice that reply %s was not delivered could not be sent either: %s", msg.id, failed)
 
     async def send_file(self, msg: OutboundMessage, target: Target) -> None:
-        """A file from the agent's send_file, sent once: recorded as this message's one part when sent.
+        """A file from the agent's send_file, sent once: recorded as this message's one part when sent, and
+        keyed (`{id}:file`) like a text part against a crash between the platform's taking it and that record.
         A channel without files, or a file over its limit, gets a line saying so instead (never dropped)."""
         if self.store.chunks_sent(msg.id) >= 1:
             return
@@ -137,10 +138,11 @@ class Delivery:
             reason = f"its stored copy is gone ({exc.strerror})."
         try:
             if data is None:
-                for chunk in self.adapter.render(unsent_line(msg, reason or "")):
-                    await self.send_chunk(target, chunk)
+                for index, chunk in enumerate(self.adapter.render(unsent_line(msg, reason or ""))):
+                    await self.send_chunk(replace(target, send_key=f"{msg.id}:{index}"), chunk)
             else:
-                await self.retrying(lambda: self.adapter.send_file(target, str(file["name"]), data, msg.text))
+                keyed = replace(target, send_key=f"{msg.id}:file")
+                await self.retrying(lambda: self.adapter.send_file(keyed, str(file["name"]), data, msg.text))
         except Unconfirmed as exc:
             self.log.warning("file %s unconfirmed (%s); not resent, to avoid a duplicate", msg.id, exc)
         self.store.record_chunk(msg.id, 1)

@@ -439,8 +439,8 @@ class MatrixAdapter(PlatformAdapter):
         from the message it answers): sent again after a crash (sent, but not yet recorded as sent), the
         homeserver recognises it and stores no second event (transaction ids are kept per device for a
         day). Other messages get a fresh one."""
-        if target.send_key:
-            return "cg" + hashlib.sha256(f"{target.chat_id}\0{target.send_key}".encode()).hexdigest()[:40]
+        if digest := target.key_digest(target.chat_id):
+            return "cg" + digest[:40]
         if target.reply_to is None:
             return None
         key = "\0".join((target.chat_id, target.thread_id or "", target.reply_to, text))
@@ -499,7 +499,9 @@ class MatrixAdapter(PlatformAdapter):
         where = {"file": {**keys, "url": resp.content_uri}} if keys else {"url": resp.content_uri}
         content = {"msgtype": "m.file", "body": caption or name, "filename": name, **where,
                    "info": {"size": len(data), "mimetype": mime}, **self._relation(target)}
-        return await self._send(target.chat_id, "m.room.message", content)
+        # keyed as a text part is (_txn_id): the event sent again after a crash is recognised, not a second file
+        txn_id = "cg" + digest[:40] if (digest := target.key_digest(target.chat_id)) else None
+        return await self._send(target.chat_id, "m.room.message", content, txn_id=txn_id)
 
     async def typing(self, target: Target) -> None:
         """Refreshed by the kit every typing_interval_seconds while the agent works; it lapses a little after."""

@@ -18,6 +18,7 @@ import pytest
 
 from tests.conformance.platforms.feishu import markdown_of, plain
 from tests.e2e.test_doctor import run_doctor
+from tests.fakes.anthropic.request_text import tool_results
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
 from tests.fakes.feishu import APP_ID, APP_SECRET, FakeFeishu, Message, User
 from tests.harness import DaemonProcess
@@ -240,6 +241,31 @@ def test_an_answer_feishu_took_just_before_a_kill_is_not_sent_again(fs_daemon, f
 
     wait_until(lambda: asked() == 2, "the answer sent again after the restart", describe=daemon.log_text)
     assert said(feishu, chat) == ["echo: hello"]
+
+
+def test_a_file_feishu_took_just_before_a_kill_is_not_sent_again(fs_daemon, feishu: FakeFeishu, owner: User,
+                                                                 fake_model: FakeAnthropic) -> None:
+    """A file the agent sends is two messages, its caption and the file, each with a `uuid` of its own
+    (derived from the file's send_key): killed after Feishu stored the caption, the daemon sends the file
+    again after the restart, and there is one caption and one file."""
+    daemon = fs_daemon()
+    chat = feishu.p2p_chat(owner)
+    (daemon.workspace / "summary.txt").write_bytes(b"the summary\n")
+    fake_model.responder = lambda body: (text("Sent.") if tool_results([body])
+                                         else tool_use("send_file", {"path": "summary.txt", "caption": "Here it is."}))
+    feishu.hold_message_answers()
+    feishu.write(owner, chat, "send me the summary")
+    wait_until(lambda: "Here it is." in [plain(m) for m in said(feishu, chat)], "the caption stored by Feishu",
+               describe=daemon.log_text)
+    daemon.kill()
+    feishu.release_message_answers()
+    daemon.start()
+    wait_until(lambda: "Sent." in said(feishu, chat), "the run's answer after the restart", describe=daemon.log_text)
+    captions = [c for c in feishu.send_requests(chat) if "Here it is" in str(c.body.get("content"))]
+    assert len(captions) >= 2  # asked for again after the restart (and maybe on the held request's timeout)
+    assert [plain(m) for m in said(feishu, chat)].count("Here it is.") == 1
+    [sent] = [m for m in feishu.sent_to(chat) if m.msg_type == "file"]
+    assert feishu.files[json.loads(sent.content)["file_key"]]["data"] == b"the summary\n"
 
 
 def test_two_apps_each_answer_their_own_people(daemon_factory, feishu: FakeFeishu, owner: User) -> None:

@@ -12,8 +12,9 @@ import threading
 from collections import Counter
 
 from tests.harness import DaemonProcess
-from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
+from tests.fakes.anthropic_api import FakeAnthropic, Reply, last_user_block, text, tool_use
 from tests.matrix_support import Human, humans, log_tail, matrix_bot, mx_daemon  # noqa: F401
+from tests.servers.matrix_proxy import MatrixProxy
 from tests.telegram_support import user_texts
 from tests.waiting import wait_past, wait_until
 
@@ -240,3 +241,59 @@ def test_send_file_arrives_as_an_m_file_from_the_media_repository(mx_daemon, mat
     assert event.content["info"] == {"size": 15, "mimetype": "text/markdown"}
     downloaded = alice._run(alice.client.download(event.content["url"]))
     assert downloaded.body == b"# Plan\n1. ship\n"
+
+
+def test_a_file_synapse_stored_just_before_a_kill_is_not_sent_again(mx_daemon, matrix_bot, humans,
+                                                                    fake_model: FakeAnthropic) -> None:
+    """Killed after Synapse stored the file's event and before its answer came back (so nothing recorded it
+    as sent), the daemon sends it again after the restart, from the same device with the same transaction
+    id (derived from the file's send_key): Synapse returns the event it stored instead of a second one."""
+    proxy = MatrixProxy(int(matrix_bot.server.base_url.rsplit(":", 1)[1])).start()
+    try:
+        daemon = mx_daemon(dm_policy="open", homeserver=proxy.base_url)
+        alice = humans("alice")
+        bot = matrix_bot.user.user_id
+        room = alice.dm(bot)
+        alice.wait(lambda: bot in alice.members(room), "the bot to join the DM", describe=log_tail(daemon))
+        folder = daemon.guest_workspace(f"matrix:{alice.user_id}")
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "plan.md").write_bytes(b"# Plan\n1. ship\n")
+
+        def respond(body: dict) -> Reply:  # the same answers if a run is resumed after the kill
+            last = body["messages"][-1]["content"]
+            if isinstance(last, list) and any(b.get("type") == "tool_result" for b in last):
+                return text("Sent.")
+            if "send me the plan" in last_user_block(body):
+                return tool_use("send_file", {"path": "plan.md", "caption": "The plan."})
+            return text("echo: " + last_user_block(body))
+
+        fake_model.responder = respond
+        proxy.hold_send_answers()
+        alice.send(room, "send me the plan")
+
+        def files() -> list:
+            return [e for e in alice.seen(room, bot) if e.content.get("msgtype") == "m.file"]
+
+        alice.wait(files, "the file's event stored by Synapse", describe=log_tail(daemon))
+        daemon.kill()
+        proxy.release_send_answers()
+        daemon.start()
+        alice.wait(lambda: "Sent." in bot_notices(alice, room, bot), "the run's answer after the restart",
+                   describe=log_tail(daemon))
+        assert sum(b.get("msgtype") == "m.file" for b in proxy.sent_bodies) == 2  # asked for again after the restart
+        assert len(files()) == 1
+        # the same for a part of a text answer (its own send_key)
+        proxy.hold_send_answers()
+        alice.send(room, "hello")
+        alice.wait(lambda: "echo: hello" in bot_notices(alice, room, bot), "the answer stored by Synapse",
+                   describe=log_tail(daemon))
+        daemon.kill()
+        proxy.release_send_answers()
+        daemon.start()
+        wait_until(lambda: sum(b.get("body") == "echo: hello" for b in proxy.sent_bodies) == 2,
+                   "the answer sent again after the restart", describe=log_tail(daemon))
+        alice.send(room, "and now?")  # answered after the resend: once alice sees it, she saw what came before
+        alice.wait(lambda: "echo: and now?" in bot_notices(alice, room, bot), "the next answer", describe=log_tail(daemon))
+        assert bot_notices(alice, room, bot).count("echo: hello") == 1
+    finally:
+        proxy.stop()

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from tests.e2e.test_doctor import run_doctor
+from tests.fakes.anthropic.request_text import tool_results
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
 from tests.fakes.mattermost import BOT_TOKEN, FakeMattermost, User
 from tests.harness import DaemonProcess, free_port
@@ -255,6 +256,29 @@ def test_an_answer_the_server_took_just_before_a_kill_is_not_posted_again(
     wait_until(lambda: mattermost.post_calls("echo: hello") == 2, "the answer sent again after the restart",
                describe=daemon.log_text)
     assert said(mattermost, dm) == ["echo: hello"]
+
+
+def test_a_file_the_server_took_just_before_a_kill_is_not_posted_again(
+        mm_daemon, mattermost: FakeMattermost, owner: User, fake_model: FakeAnthropic) -> None:
+    """As the answer above, for a file the agent sends: its post carries the file's own pending_post_id, so
+    sent again after the restart (uploaded again first: an upload alone shows nobody anything) it is one
+    post, and the run's answer follows it."""
+    daemon = mm_daemon()
+    dm = mattermost.dm_channel(owner)
+    (daemon.workspace / "summary.txt").write_bytes(b"the summary\n")
+    fake_model.responder = lambda body: (text("Sent.") if tool_results([body])
+                                         else tool_use("send_file", {"path": "summary.txt", "caption": "Here it is."}))
+    mattermost.hold_post_answers()
+    mattermost.write(owner, dm, "send me the summary")
+    wait_until(lambda: [p for p in mattermost.sent_to(dm) if p.file_ids], "the file's post stored by the server",
+               describe=daemon.log_text)
+    daemon.kill()
+    mattermost.release_post_answers()
+    daemon.start()
+    wait_until(lambda: "Sent." in said(mattermost, dm), "the run's answer after the restart", describe=daemon.log_text)
+    assert mattermost.post_calls("Here it is.") == 2  # the file's post was asked for again, and not made again
+    [sent] = [p for p in mattermost.sent_to(dm) if p.file_ids]
+    assert sent.message == "Here it is." and mattermost.file_data(sent.file_ids[0]) == b"the summary\n"
 
 
 def test_a_mention_posted_while_the_daemon_was_down_is_answered_after_it_starts(

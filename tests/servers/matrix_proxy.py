@@ -41,6 +41,9 @@ class MatrixProxy:
         self.sync_requests: list[str | None] = []  # the `since` of each /sync the daemon asked for
         self.send_times: list[float] = []
         self._fail_next_send: tuple[int, dict[str, Any]] | None = None
+        self._held = threading.Event()  # set: answers to message sends are held (the sends still reach Synapse)
+        self._release = threading.Event()
+        self.sent_bodies: list[dict[str, Any]] = []  # each message send the daemon asked for, in order
         self._rewind_to: str | None = None
         self._lock = threading.Lock()
         self._stopped = False
@@ -77,6 +80,16 @@ class MatrixProxy:
         with self._lock:
             self._fail_next_send = (status, body)
 
+    def hold_send_answers(self) -> None:
+        """From now on a message send reaches Synapse (which stores the event) but its answer waits for
+        release_send_answers(): a daemon killed meanwhile never learns that its event was stored."""
+        self._release.clear()
+        self._held.set()
+
+    def release_send_answers(self) -> None:
+        self._held.clear()
+        self._release.set()
+
     def redeliver(self, event_id: str) -> None:
         """The next /sync starts where the batch holding `event_id` started: Synapse sends it (and what followed) again."""
         with self._lock:
@@ -108,8 +121,11 @@ class MatrixProxy:
                 failure, self._fail_next_send = self._fail_next_send, None
         length = int(req.headers.get("Content-Length") or 0)
         body = req.rfile.read(length) if length else None
-        if is_send and failure is None and self.on_send is not None and body:
-            self.on_send(json.loads(body))
+        if is_send and failure is None and body:
+            with self._lock:
+                self.sent_bodies.append(json.loads(body))
+            if self.on_send is not None:
+                self.on_send(json.loads(body))
         if failure is not None:
             self._reply(req, failure[0], {"Content-Type": "application/json"}, json.dumps(failure[1]).encode())
             return
@@ -125,6 +141,8 @@ class MatrixProxy:
             upstream.close()
         if is_sync and status == 200:
             self._note_batch(since, data)
+        if is_send and self._held.is_set():
+            self._release.wait(300)
         self._reply(req, status, out_headers, data)
 
     def _note_batch(self, since: str | None, data: bytes) -> None:

@@ -65,6 +65,16 @@ async def test_a_part_sent_again_with_its_send_key_is_one_message(fake: FakeDisc
     assert body["enforce_nonce"] is True and len(body["nonce"]) <= 25
 
 
+async def test_a_file_sent_again_with_its_send_key_is_one_message(fake: FakeDiscord, connected: Connected) -> None:
+    """A file goes as a multipart create with the same enforced nonce: sent again after a crash, one message."""
+    adapter, _ = connected
+    keyed = Target(chat_id=fake.channel_id, send_key="reply-2:file")
+    first = await adapter.send_file(keyed, "report.csv", b"a,b\n", caption="the report")
+    assert await adapter.send_file(keyed, "report.csv", b"a,b\n", caption="the report") == first
+    await adapter.send_file(Target(chat_id=fake.channel_id), "other.csv", b"c\n", caption="")
+    assert [m["attachments"][0]["filename"] for m in fake.sent_messages(fake.channel_id)] == ["report.csv", "other.csv"]
+
+
 async def test_own_messages_and_system_messages_are_not_handed_on(fake: FakeDiscord, connected: Connected) -> None:
     adapter, kit = connected
     await adapter.send_text(Target(chat_id=fake.channel_id), "my own words")

@@ -111,6 +111,39 @@ async def test_a_file_on_a_channel_without_files_becomes_one_line_sent_once(tmp_
     assert "r.txt" in line and "could not be sent" in line and "cannot carry files" in line
 
 
+class FileAdapter(MemoryAdapter):
+    capabilities = Capabilities(max_chars=20, files=True, max_file_bytes=10_000)
+
+    async def send_file(self, target: Target, name: str, data: bytes, caption: str) -> str:
+        self.sent.append((target, f"file {name}"))
+        return str(len(self.sent))
+
+
+async def test_a_file_and_the_line_sent_instead_of_one_carry_send_keys_of_their_own(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A file the platform took just before a crash is sent again after the restart under the same key (so
+    Matrix, Discord, Mattermost and Feishu recognise it); the line sent instead of a file too large is keyed
+    per chunk like a text reply."""
+    from clawgate.agent.bus import store_file
+
+    kit, adapter, _ = make_kit(adapter=FileAdapter)
+    msg = OutboundMessage("memory", "c1", "the report", kind="file")
+    store_file(tmp_path, msg, "r.txt", b"x" * 2048, fsync=False)
+    await delivery(adapter, kit, Sleeps()).send(msg, Target("c1", reply_to="m9"))
+    [(first, what)] = adapter.sent
+    assert what == "file r.txt" and first.send_key == f"{msg.id}:file" and first.reply_to == "m9"
+    kit2, _, _ = make_kit()  # nothing recorded before the crash: sent again, with the same key
+    await delivery(adapter, kit2, Sleeps()).send(msg, Target("c1", reply_to="m9"))
+    assert [t.send_key for t, _ in adapter.sent] == [first.send_key] * 2
+
+    big = OutboundMessage("memory", "c1", "", kind="file")
+    store_file(tmp_path, big, "big.bin", b"x" * 20_000, fsync=False)
+    adapter.sent.clear()
+    await delivery(adapter, kit, Sleeps()).send(big, Target("c1"))
+    keys = [t.send_key for t, _ in adapter.sent]
+    assert len(keys) >= 2 and keys == [f"{big.id}:{i}" for i in range(len(keys))]
+    assert "big.bin" in " ".join(text for _, text in adapter.sent)
+
+
 class MeasuringAdapter(MemoryAdapter):
     """Renders chunks of up to 200 characters, but the platform refuses any over 60 as too large (what
     an encrypted Matrix event does to a chunk measured before encryption)."""
