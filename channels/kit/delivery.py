@@ -112,10 +112,12 @@ class Delivery:
                 self.log.warning("a smaller part unconfirmed (%s); not resent, to avoid a duplicate", exc)
 
     async def _tell_undelivered(self, msg: OutboundMessage, target: Target, exc: DeliveryError) -> None:
-        """The user's notice of a permanent failure: tried once, never itself followed by another."""
+        """The user's notice of a permanent failure: tried once, never itself followed by another. Keyed
+        (`{id}:notice.{n}`), so the notice given again after a crash before the failure was recorded is
+        recognised where the platform has a key."""
         try:
-            for chunk in self.adapter.render(undelivered_notice(msg, exc)):
-                await self.send_fitting(replace(target, reply_to=None, send_key=None), chunk)
+            for index, chunk in enumerate(self.adapter.render(undelivered_notice(msg, exc))):
+                await self.send_fitting(replace(target, reply_to=None, send_key=f"{msg.id}:notice.{index}"), chunk)
         except (DeliveryError, Unconfirmed) as failed:
             self.log.warning("the notice that reply %s was not delivered could not be sent either: %s", msg.id, failed)
 

@@ -175,6 +175,8 @@ async def test_a_permanent_failure_leaves_the_user_a_notice_saying_what_and_wher
     assert "could not be delivered here" in notice and "M_FORBIDDEN the room is read-only" in notice
     assert "web page" in notice and "memory:c1" in notice and "the answer" not in notice
     assert {(t.thread_id, t.reply_to) for t, _ in adapter.sent} == {("t1", None)}
+    keys = [t.send_key for t, _ in adapter.sent]  # keyed apart from the answer's parts, the same every time
+    assert keys[0].startswith(f"{msg.id}:notice") and len(set(keys)) == len(keys)
 
 
 async def test_a_notice_that_fails_too_is_logged_and_the_first_error_goes_on(caplog) -> None:  # type: ignore[no-untyped-def]
