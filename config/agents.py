@@ -20,7 +20,9 @@ from typing import Any, Iterable, Literal, Mapping
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 AGENT_ID = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
-_OWNER = re.compile(r"^[a-z][a-z0-9_-]*(\.[A-Za-z0-9_-]+)?:[^\s:]+$")  # "telegram:42", "telegram.work:42"
+# "telegram:42", "telegram.work:42"; the user id is all after the first colon and may hold colons of its own
+# (Matrix's "@alice:example.org", Teams' "29:1abc…", DingTalk's "$:LWCP_v1:$…")
+_OWNER = re.compile(r"^[a-z][a-z0-9_-]*(\.[A-Za-z0-9_-]+)?:\S+$")
 IMPLICIT_AGENT = "main"  # the one agent of a config without [agents.*]
 
 

@@ -62,6 +62,16 @@ def test_a_wrong_agents_or_bindings_config_is_one_line_naming_the_fix(tmp_path, 
     assert expected in message and "\n" not in message, message
 
 
+def test_owners_whose_user_ids_hold_colons_are_taken_whole(tmp_path):
+    """Matrix, Teams and DingTalk user ids have colons of their own: the channel is what comes before the first."""
+    paths, settings = _load(tmp_path, '[agents.a]\ndefault = true\n[agents.b]\n'
+                                      'owners = ["matrix:@alice:example.org", "teams.work:29:1abc", "dingtalk:$:LWCP_v1:$x"]\n')
+    b = agents_of(paths, settings)["b"]
+    assert b.owned_by("matrix", "@alice:example.org") and b.owned_by("matrix.home", "@alice:example.org")
+    assert b.owned_by("teams.work", "29:1abc") and not b.owned_by("teams", "29:1abc")
+    assert b.owned_by("dingtalk", "$:LWCP_v1:$x") and not b.owned_by("matrix", "@alice")
+
+
 def test_an_unknown_agent_is_named_in_the_environment_too(tmp_path):
     with pytest.raises(ConfigError, match="names agent 'nope'"):
         load(tmp_path, environ={"CLAWGATE_BINDINGS": '[{"agent": "nope", "match": {"channel": "slack"}}]'})
