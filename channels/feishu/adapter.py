@@ -315,8 +315,11 @@ class FeishuAdapter(PlatformAdapter):
             raise DeliveryError(f"Feishu: file upload not confirmed ({type(e).__name__})") from None
         key = target.send_key  # the caption and the file are two messages: each has a uuid of its own
         if caption.strip():
-            await self._send("a file's caption", target, "post", post_content(self.kit.markdown.escape(caption)),
-                             send_uuid(key and key + ":caption"))
+            try:
+                await self._send("a file's caption", target, "post", post_content(self.kit.markdown.escape(caption)),
+                                 send_uuid(key and key + ":caption"))
+            except Unconfirmed as e:  # it may have arrived: not sent again, and the file still goes
+                self.kit.log.warning("a file's caption unconfirmed (%s); sending the file", e)
         return await self._send("a file", target, "file", json.dumps({"file_key": str(uploaded.file_key)}),
                                 send_uuid(key))
 

@@ -72,6 +72,7 @@ class FakeFeishu:
         self._sockets: list[web.WebSocketResponse] = []
         self._uuids: dict[str, tuple[float, Message]] = {}  # a send's uuid -> (when, the message it made)
         self._held = False  # hold_message_answers()
+        self._late: list[float] = []  # answer_late(): delays of the next message sends' answers
         self._release = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -275,6 +276,12 @@ class FakeFeishu:
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._release.set)
 
+    def answer_late(self, seconds: float, count: int = 1) -> None:
+        """The next `count` messages sent are stored at once, their HTTP answers sent `seconds` later: a
+        client whose timeout is shorter never learns that Feishu took them."""
+        with self._lock:
+            self._late += [seconds] * count
+
     # -- failures ----------------------------------------------------------------------------
     def rate_limit(self, seconds: int) -> None:
         with self._lock:
@@ -408,10 +415,14 @@ class FakeFeishu:
         except Refusal as r:
             return error(r.status, r.code, r.msg, r.headers)
         with self._lock:
-            held = self._held and request.method == "POST" and path.startswith("/im/v1/messages")
+            sending = request.method == "POST" and path.startswith("/im/v1/messages")
+            held = self._held and sending
+            late = self._late.pop(0) if sending and self._late else 0.0
         if held:
             self._release.clear()
             await self._release.wait()
+        if late:
+            await asyncio.sleep(late)
         return response
 
     def _token(self, path: str, body: dict[str, Any]) -> web.Response:

@@ -15,7 +15,7 @@ import pytest
 
 from clawgate.channels.feishu.adapter import FeishuAdapter, send_uuid
 from clawgate.channels.feishu.settings import FeishuSettings
-from clawgate.channels.kit import Target
+from clawgate.channels.kit import Target, markdown
 from tests.fakes.feishu import APP_SECRET, FakeFeishu
 
 
@@ -63,6 +63,24 @@ async def test_a_reply_sent_again_with_its_send_key_is_one_reply(fake: FakeFeish
     assert await adapter.send_text(part, "the answer") == first
     [reply] = fake.sent_to(chat)
     assert reply.parent_id == asked and len(fake.send_requests(chat)) == 2
+
+
+async def test_a_file_whose_caption_is_unconfirmed_is_still_sent(fake: FakeFeishu) -> None:
+    """The caption and the file are two messages: a caption that timed out (Feishu took it, its answer came too
+    late) is not sent again, and the file goes all the same, each under a uuid of its own."""
+    kit = SimpleNamespace(log=logging.getLogger("clawgate.feishu"), bot_name=None, markdown=markdown)
+    adapter = FeishuAdapter(FeishuSettings(domain=fake.url, app_id=fake.app_id, app_secret=APP_SECRET,
+                                           request_timeout_seconds=1), kit)  # type: ignore[arg-type]
+    await adapter.connect()
+    try:
+        chat = fake.p2p_chat(fake.add_user("alice"))
+        fake.answer_late(4.0)
+        await adapter.send_file(Target(chat_id=chat, send_key="reply-3:file"), "a.txt", b"the data", "the caption")
+    finally:
+        await adapter.disconnect()
+    assert [m.msg_type for m in fake.sent_to(chat)] == ["post", "file"]
+    uuids = [c.body.get("uuid") for c in fake.send_requests(chat)]
+    assert uuids[0] == send_uuid("reply-3:file:caption") and uuids[-1] == send_uuid("reply-3:file")
 
 
 def test_the_fake_refuses_a_uuid_over_50_characters_as_feishu_does(fake: FakeFeishu) -> None:
