@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from clawgate.channels.googlechat.auth import credentials
-from clawgate.channels.kit.adapter import send_key_digest
 from clawgate.channels.googlechat.settings import GoogleChatSettings
+from clawgate.channels.kit.adapter import send_key_digest
 
 REPLY_IN_THREAD = "REPLY_MESSAGE_FALLBACK_TO_NEW_THREAD"
 MESSAGE_ID_CHARS = 63  # a custom message id: `client-`, then lowercase letters, digits and hyphens, 63 at most

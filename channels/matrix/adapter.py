@@ -499,8 +499,8 @@ class MatrixAdapter(PlatformAdapter):
         where = {"file": {**keys, "url": resp.content_uri}} if keys else {"url": resp.content_uri}
         content = {"msgtype": "m.file", "body": caption or name, "filename": name, **where,
                    "info": {"size": len(data), "mimetype": mime}, **self._relation(target)}
-        # keyed as a text part is (_txn_id): the event sent again after a crash is recognised, not a second file
-        txn_id = "cg" + digest[:40] if (digest := target.key_digest(target.chat_id)) else None
+        # keyed as a text part is: the event sent again after a crash is recognised, not a second file
+        txn_id = self._txn_id(target, "") if target.send_key else None
         return await self._send(target.chat_id, "m.room.message", content, txn_id=txn_id)
 
     async def typing(self, target: Target) -> None:
