@@ -9,11 +9,20 @@ process could exit. An import cannot be interrupted; it is simply left behind wh
 
 What the thread writes (the probes' log lines) happens under a lock the shutdown takes once: after that
 the thread writes nothing, so it never holds the log stream while the interpreter finalises.
+
+A thread left running must not meet the process's exit handlers either: building the model client loads
+the CA certificates in OpenSSL without the GIL, and OpenSSL's own cleanup at exit frees what that load is
+using (a SIGSEGV instead of exit code 0, about one stop in a hundred right after the ready line). So a
+daemon that stops with the thread still running ends with `os._exit` once everything is closed and the
+log flushed (`exit_if_left_running`, called by the command line's `main`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import sys
 import threading
 from typing import Callable
 
@@ -23,6 +32,7 @@ from clawgate.agent.tools.sandbox import sandbox_status
 from .runtime import settle_heap
 
 log = logging.getLogger("clawgate")
+_left_running: list[threading.Thread] = []  # the warm-up threads of daemons that have stopped
 
 
 class WarmUp:
@@ -41,6 +51,7 @@ class WarmUp:
     def stop(self) -> None:
         with self._writing:
             self._stopping = True
+        _left_running.append(self._thread)
 
     def _run(self) -> None:
         try:
@@ -58,3 +69,16 @@ class WarmUp:
             mounts = mount_status()
             (log.info if mounts.available else log.warning)("%s", mounts.line())
             settle_heap()  # what is imported by now lives as long as the daemon
+
+
+def exit_if_left_running(code: int) -> None:
+    """End the process with `code` now, without the interpreter's finalisation and the C library's exit
+    handlers, if a stopped daemon's warm-up thread still runs; else return. Called when everything the
+    daemon keeps is closed: only the log handlers and the standard streams are left to flush."""
+    if not any(thread.is_alive() for thread in _left_running):
+        return
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a reader that went away: nothing more to say to it
+            stream.flush()
+    os._exit(code)

@@ -82,9 +82,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parse(argv)
         if args.command != "gateway" or args.action is not None:
             gc.enable()
-        return _run(args, ConfigError)
+        code = _run(args, ConfigError)
     finally:
         gc.enable()
+    if (warm_up := sys.modules.get("clawgate.gateway.warm_up")) is not None:  # loaded by a daemon only
+        warm_up.exit_if_left_running(code)  # a thread in OpenSSL must not meet its exit handlers
+    return code
 
 
 def _run(args: argparse.Namespace, config_error: type[Exception]) -> int:

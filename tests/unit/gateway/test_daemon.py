@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 
 from clawgate.config.paths import Paths
 from clawgate.config.schema import Settings
@@ -84,3 +85,47 @@ def test_a_shutdown_during_the_warm_up_does_not_wait_for_it(tmp_path):
     finally:
         watchdog.cancel()
         release.set()
+
+
+
+STOP_WITH_THE_WARM_UP_RUNNING = """
+import atexit, sys, threading
+from clawgate.gateway.cli import main
+from clawgate.gateway.warm_up import WarmUp
+
+atexit.register(lambda: print("exit handlers ran", flush=True))
+building = threading.Event()
+forever = threading.Event()
+
+def build_clients() -> None:  # building the model client: here it never ends
+    building.set()
+    forever.wait()
+
+if sys.argv[1] == "running":
+    warm_up = WarmUp(build_clients)
+    warm_up.start()
+    building.wait()
+    warm_up.stop()
+sys.exit(main(["status"]))
+"""
+
+
+def test_a_daemon_stopped_while_its_warm_up_runs_ends_without_the_exit_handlers(tmp_path):
+    """The warm-up thread builds the model client, which loads the CA certificates in OpenSSL without the GIL;
+    OpenSSL's own cleanup among the process's exit handlers frees what that load uses, and a daemon stopped
+    just then ended in SIGSEGV (one stop in a hundred right after the ready line, seen in the suite). With
+    the thread still running, `main` ends the process with `os._exit` and the command's exit code, past the
+    exit handlers; without such a thread, the process exits as any other."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "CLAWGATE_HOME": str(tmp_path / "home")}
+
+    def run(mode: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", STOP_WITH_THE_WARM_UP_RUNNING, mode], env=env,
+                              capture_output=True, text=True, timeout=60)
+
+    over, running = run("none"), run("running")
+    assert over.returncode > 0 and "exit handlers ran" in over.stdout, over  # `status` without a daemon: its code
+    assert running.returncode == over.returncode and "exit handlers ran" not in running.stdout, running
+    assert "no gateway is running" in running.stderr  # what the command said was flushed before the end
