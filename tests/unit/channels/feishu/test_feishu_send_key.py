@@ -70,11 +70,11 @@ async def test_a_file_whose_caption_is_unconfirmed_is_still_sent(fake: FakeFeish
     late) is not sent again, and the file goes all the same, each under a uuid of its own."""
     kit = SimpleNamespace(log=logging.getLogger("clawgate.feishu"), bot_name=None, markdown=markdown)
     adapter = FeishuAdapter(FeishuSettings(domain=fake.url, app_id=fake.app_id, app_secret=APP_SECRET,
-                                           request_timeout_seconds=1), kit)  # type: ignore[arg-type]
+                                           request_timeout_seconds=3), kit)  # type: ignore[arg-type]
     await adapter.connect()
     try:
         chat = fake.p2p_chat(fake.add_user("alice"))
-        fake.answer_late(4.0)
+        fake.answer_late(6.0)  # past the 3 s timeout, which leaves the connect's own calls time on a loaded machine
         await adapter.send_file(Target(chat_id=chat, send_key="reply-3:file"), "a.txt", b"the data", "the caption")
     finally:
         await adapter.disconnect()
