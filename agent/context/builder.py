@@ -169,12 +169,9 @@ class ContextBuilder:
         `root`: the agent's workspace (None: `workspace`)."""
         root = root or self.workspace
         where = os.path.join(root, name)  # a string: a new session stats five of these
-        try:
-            st = os.stat(where)
-        except OSError:
+        if (stamp := _stamp(where)) is None:
             self._files.pop(where, None)
             return None
-        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
         cached = self._files.get(where)
         if cached is None or cached[0] != stamp:
             text = read_capped(root / name, self.caps.get(name, DEFAULT_CAP), within=root)

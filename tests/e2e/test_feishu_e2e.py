@@ -18,8 +18,7 @@ import pytest
 
 from tests.conformance.platforms.feishu import markdown_of, plain
 from tests.e2e.test_doctor import run_doctor
-from tests.fakes.anthropic.request_text import tool_results
-from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
+from tests.fakes.anthropic_api import FakeAnthropic, file_sender, text, tool_use
 from tests.fakes.feishu import APP_ID, APP_SECRET, FakeFeishu, Message, User
 from tests.harness import DaemonProcess
 from tests.waiting import wait_until
@@ -251,8 +250,7 @@ def test_a_file_feishu_took_just_before_a_kill_is_not_sent_again(fs_daemon, feis
     daemon = fs_daemon()
     chat = feishu.p2p_chat(owner)
     (daemon.workspace / "summary.txt").write_bytes(b"the summary\n")
-    fake_model.responder = lambda body: (text("Sent.") if tool_results([body])
-                                         else tool_use("send_file", {"path": "summary.txt", "caption": "Here it is."}))
+    fake_model.responder = file_sender("summary.txt", "Here it is.")
     feishu.hold_message_answers()
     feishu.write(owner, chat, "send me the summary")
     wait_until(lambda: "Here it is." in [plain(m) for m in said(feishu, chat)], "the caption stored by Feishu",

@@ -12,7 +12,7 @@ import threading
 from collections import Counter
 
 from tests.harness import DaemonProcess
-from tests.fakes.anthropic_api import FakeAnthropic, Reply, last_user_block, text, tool_use
+from tests.fakes.anthropic_api import FakeAnthropic, file_sender, text, tool_use
 from tests.matrix_support import Human, humans, log_tail, matrix_bot, mx_daemon  # noqa: F401
 from tests.servers.matrix_proxy import MatrixProxy
 from tests.telegram_support import user_texts
@@ -258,16 +258,7 @@ def test_a_file_synapse_stored_just_before_a_kill_is_not_sent_again(mx_daemon, m
         folder = daemon.guest_workspace(f"matrix:{alice.user_id}")
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "plan.md").write_bytes(b"# Plan\n1. ship\n")
-
-        def respond(body: dict) -> Reply:  # the same answers if a run is resumed after the kill
-            last = body["messages"][-1]["content"]
-            if isinstance(last, list) and any(b.get("type") == "tool_result" for b in last):
-                return text("Sent.")
-            if "send me the plan" in last_user_block(body):
-                return tool_use("send_file", {"path": "plan.md", "caption": "The plan."})
-            return text("echo: " + last_user_block(body))
-
-        fake_model.responder = respond
+        fake_model.responder = file_sender("plan.md", "The plan.")
         proxy.hold_send_answers()
         alice.send(room, "send me the plan")
 

@@ -16,8 +16,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from tests.e2e.test_doctor import run_doctor
-from tests.fakes.anthropic.request_text import tool_results
-from tests.fakes.anthropic_api import FakeAnthropic, text, tool_use
+from tests.fakes.anthropic_api import FakeAnthropic, file_sender, text, tool_use
 from tests.fakes.mattermost import BOT_TOKEN, FakeMattermost, User
 from tests.harness import DaemonProcess, free_port
 from tests.waiting import wait_until
@@ -266,8 +265,7 @@ def test_a_file_the_server_took_just_before_a_kill_is_not_posted_again(
     daemon = mm_daemon()
     dm = mattermost.dm_channel(owner)
     (daemon.workspace / "summary.txt").write_bytes(b"the summary\n")
-    fake_model.responder = lambda body: (text("Sent.") if tool_results([body])
-                                         else tool_use("send_file", {"path": "summary.txt", "caption": "Here it is."}))
+    fake_model.responder = file_sender("summary.txt", "Here it is.")
     mattermost.hold_post_answers()
     mattermost.write(owner, dm, "send me the summary")
     wait_until(lambda: [p for p in mattermost.sent_to(dm) if p.file_ids], "the file's post stored by the server",

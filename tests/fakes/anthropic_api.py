@@ -33,7 +33,7 @@ from __future__ import annotations
 import sys
 
 # Re-exports (private names included: tests and bench scripts import some of them).
-from tests.fakes.anthropic.replies import Reply, error, text, tool_use, tool_uses  # noqa: F401
+from tests.fakes.anthropic.replies import Reply, error, file_sender, text, tool_use, tool_uses  # noqa: F401
 from tests.fakes.anthropic.request_text import (  # noqa: F401
     _blocks_text,
     _routing_text,

@@ -122,10 +122,11 @@ class MatrixProxy:
         length = int(req.headers.get("Content-Length") or 0)
         body = req.rfile.read(length) if length else None
         if is_send and failure is None and body:
+            sent = json.loads(body)
             with self._lock:
-                self.sent_bodies.append(json.loads(body))
+                self.sent_bodies.append(sent)
             if self.on_send is not None:
-                self.on_send(json.loads(body))
+                self.on_send(sent)
         if failure is not None:
             self._reply(req, failure[0], {"Content-Type": "application/json"}, json.dumps(failure[1]).encode())
             return

@@ -7,7 +7,9 @@ reply shape is the fake's scripting language, independent of HTTP.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
+
+from .request_text import last_user_block
 
 
 @dataclass
@@ -67,3 +69,18 @@ def tool_uses(*calls: tuple[str, dict], text: str = "") -> Reply:
 def error(status: int, retry_after: float | None = None, message: str | None = None) -> Reply:
     """An API error reply (429, 529, 500, 400, ...) instead of a model message."""
     return Reply(status=status, retry_after=retry_after, message=message)
+
+
+def file_sender(path: str, caption: str, *, asked: str = "send me") -> Callable[[dict], Reply]:
+    """A responder for a run that sends a workspace file: a message holding `asked` gets a `send_file` call,
+    the tool's result gets "Sent.", anything else its echo. A run resumed after a kill gets the same answers
+    (a FIFO script would be spent by then)."""
+    def respond(body: dict) -> Reply:
+        last = body["messages"][-1]["content"]
+        if isinstance(last, list) and any(b.get("type") == "tool_result" for b in last):
+            return text("Sent.")
+        if asked in last_user_block(body):
+            return tool_use("send_file", {"path": path, "caption": caption})
+        return text("echo: " + last_user_block(body))
+
+    return respond
